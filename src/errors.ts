@@ -1,0 +1,41 @@
+/**
+ * Every error tokentap raises, in one table: a stable code, a message template
+ * (`%s` filled in order) and, for errors answered to a client, the HTTP status.
+ */
+
+export const ERRORS = {
+  TOKENTAP_ERR_CONFIG_READ: { message: "cannot read config file '%s': %s", status: 500 },
+  TOKENTAP_ERR_CONFIG_YAML: { message: "config file '%s' is not valid YAML: %s", status: 500 },
+  TOKENTAP_ERR_CONFIG_INVALID: { message: 'invalid configuration: %s', status: 500 },
+  TOKENTAP_ERR_ENV_INVALID: { message: "environment variable %s='%s' is not valid: %s", status: 500 },
+  TOKENTAP_ERR_UPSTREAM_CONNECT: { message: 'cannot connect to the upstream: %s', status: 502 },
+  TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT: { message: 'the upstream sent no response headers within %s ms', status: 504 },
+  TOKENTAP_ERR_UPSTREAM_TIMEOUT: { message: 'the upstream request took longer than %s ms', status: 504 },
+  TOKENTAP_ERR_UPSTREAM_FAILED: { message: 'the upstream request failed: %s', status: 502 },
+  TOKENTAP_ERR_BODY_TOO_LARGE: { message: 'request body is larger than the limit of %s bytes', status: 413 },
+  TOKENTAP_ERR_BAD_REQUEST: { message: 'bad request: %s', status: 400 },
+  TOKENTAP_ERR_SHUTTING_DOWN: { message: 'tokentap is shutting down', status: 503 },
+} as const
+
+export type ErrorCode = keyof typeof ERRORS
+
+export class TokentapError extends Error {
+  readonly code: ErrorCode
+  readonly statusCode: number
+
+  constructor(code: ErrorCode, ...args: (string | number)[]) {
+    let i = 0
+    super(ERRORS[code].message.replace(/%s/g, () => String(args[i++] ?? '')))
+    this.name = 'TokentapError'
+    this.code = code
+    this.statusCode = ERRORS[code].status
+  }
+
+  /**
+   * The JSON body a client gets: OpenAI's error shape, which every SDK shows
+   * (https://platform.openai.com/docs/guides/error-codes).
+   */
+  toBody(): string {
+    return JSON.stringify({ error: { message: this.message, type: 'proxy_error', code: this.code } })
+  }
+}

@@ -1,0 +1,92 @@
+import { formatValue, header, renderLabels } from './format.ts'
+
+/**
+ * A gauge whose values are counted when scraped (e.g. requests in flight, grouped by labels
+ * that are only known part-way through a request). A label set once seen keeps reporting,
+ * 0 when nothing is counted for it, so the series falls back to 0 instead of vanishing.
+ */
+
+export interface CollectedGaugeOptions {
+  readonly name: string
+  readonly help: string
+  readonly labelNames: readonly string[]
+  /** Calls `add(labelValues, value)` for every current contribution. */
+  readonly collect: (add: (labelValues: readonly string[], value: number) => void) => void
+}
+
+interface Entry {
+  readonly labelValues: readonly string[]
+  readonly rendered: string
+  value: number
+}
+
+/** At most this many label sets are remembered at 0; older ones are dropped first. */
+const MAX_REMEMBERED = 10_000
+
+export class CollectedGauge {
+  readonly name: string
+  readonly help: string
+  readonly type = 'gauge'
+  readonly aggregator = 'sum'
+  readonly labelNames: readonly string[]
+  readonly #collect: CollectedGaugeOptions['collect']
+  #entries = new Map<string, Entry>()
+
+  constructor(opts: CollectedGaugeOptions) {
+    this.name = opts.name
+    this.help = opts.help
+    this.labelNames = opts.labelNames
+    this.#collect = opts.collect
+  }
+
+  /** Makes sure a label set is reported (at 0 when nothing counts for it). */
+  touch(labelValues: readonly string[]): void {
+    this.#entry(labelValues)
+  }
+
+  #entry(labelValues: readonly string[]): Entry {
+    const entries = this.#entries
+    const key = labelValues.join('\u0000')
+    let e = entries.get(key)
+    if (e === undefined) {
+      if (entries.size >= MAX_REMEMBERED) {
+        for (const [k, old] of entries) {
+          if (old.value === 0) {
+            entries.delete(k)
+            break
+          }
+        }
+      }
+      e = { labelValues: [...labelValues], rendered: renderLabels(this.labelNames, labelValues), value: 0 }
+      entries.set(key, e)
+    }
+    return e
+  }
+
+  #snapshot(): Map<string, Entry> {
+    for (const e of this.#entries.values()) e.value = 0
+    this.#collect((labelValues, value) => {
+      this.#entry(labelValues).value += value
+    })
+    return this.#entries
+  }
+
+  reset(): void {
+    this.#entries = new Map()
+  }
+
+  serialize(): string {
+    let out = header(this.name, this.help, this.type)
+    for (const e of this.#snapshot().values()) out += `${this.name}{${e.rendered}} ${formatValue(e.value)}\n`
+    return out
+  }
+
+  get(): { name: string; help: string; type: 'gauge'; aggregator: 'sum'; values: { labels: Record<string, string>; value: number }[] } {
+    const values = [...this.#snapshot().values()].map((e) => {
+      const labels: Record<string, string> = {}
+      this.labelNames.forEach((n, i) => (labels[n] = e.labelValues[i]))
+      return { labels, value: e.value }
+    })
+    return { name: this.name, help: this.help, type: 'gauge', aggregator: 'sum', values }
+  }
+}

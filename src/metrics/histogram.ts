@@ -1,0 +1,127 @@
+import { formatValue, header, renderLabels } from './format.ts'
+
+/**
+ * A classic Prometheus histogram with label children bound once and weighted observations:
+ * `observe(v, k)` counts k observations of v in one step (token-weighted ITL observes g/k k times).
+ * Plays the prom-client metric role (`get()`, `reset()`), so prom-client's registries, the
+ * cluster AggregatorRegistry included, can read it; `serialize()` is the fast scrape path.
+ */
+
+export interface HistogramOptions {
+  readonly name: string
+  readonly help: string
+  readonly labelNames: readonly string[]
+  readonly buckets: readonly number[]
+}
+
+export class HistogramSeries {
+  readonly labelValues: readonly string[]
+  /** Rendered `a="x",b="y"` of this series' labels. */
+  readonly rendered: string
+  /** Non-cumulative counts per bucket; the last slot is +Inf. */
+  readonly counts: Float64Array
+  sum = 0
+  count = 0
+  readonly #bounds: Float64Array
+
+  constructor(bounds: Float64Array, labelValues: readonly string[], rendered: string) {
+    this.#bounds = bounds
+    this.labelValues = labelValues
+    this.rendered = rendered
+    this.counts = new Float64Array(bounds.length + 1)
+  }
+
+  /** Records `weight` observations of `value`. */
+  observe(value: number, weight = 1): void {
+    if (!(weight > 0) || Number.isNaN(value)) return
+    const bounds = this.#bounds
+    // Smallest bucket whose upper bound is ≥ value (le is inclusive).
+    let lo = 0
+    let hi = bounds.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (bounds[mid] < value) lo = mid + 1
+      else hi = mid
+    }
+    this.counts[lo] += weight
+    this.sum += value * weight
+    this.count += weight
+  }
+}
+
+export class Histogram {
+  readonly name: string
+  readonly help: string
+  readonly type = 'histogram'
+  readonly aggregator = 'sum'
+  readonly labelNames: readonly string[]
+  readonly buckets: readonly number[]
+  readonly #bounds: Float64Array
+  readonly #leStrings: readonly string[]
+  #series = new Map<string, HistogramSeries>()
+
+  constructor(opts: HistogramOptions) {
+    const buckets = [...new Set(opts.buckets)].filter((b) => Number.isFinite(b)).sort((a, b) => a - b)
+    if (buckets.length === 0) throw new TypeError(`${opts.name}: at least one finite bucket is needed`)
+    this.name = opts.name
+    this.help = opts.help
+    this.labelNames = opts.labelNames
+    this.buckets = buckets
+    this.#bounds = Float64Array.from(buckets)
+    this.#leStrings = [...buckets.map(formatValue), '+Inf']
+  }
+
+  /** The child for these label values (in `labelNames` order), created on first use. */
+  labels(...values: string[]): HistogramSeries {
+    const key = values.join('\u0000')
+    let series = this.#series.get(key)
+    if (series === undefined) {
+      series = new HistogramSeries(this.#bounds, values, renderLabels(this.labelNames, values))
+      this.#series.set(key, series)
+    }
+    return series
+  }
+
+  get seriesCount(): number {
+    return this.#series.size
+  }
+
+  reset(): void {
+    this.#series = new Map()
+  }
+
+  /** Text exposition of every series (Prometheus 0.0.4 and OpenMetrics share this shape). */
+  serialize(): string {
+    const name = this.name
+    const le = this.#leStrings
+    let out = header(name, this.help, this.type)
+    for (const s of this.#series.values()) {
+      const prefix = s.rendered.length > 0 ? `${s.rendered},` : ''
+      let cumulative = 0
+      for (let i = 0; i < le.length; i++) {
+        cumulative += s.counts[i]
+        out += `${name}_bucket{${prefix}le="${le[i]}"} ${cumulative}\n`
+      }
+      const braces = s.rendered.length > 0 ? `{${s.rendered}}` : ''
+      out += `${name}_sum${braces} ${formatValue(s.sum)}\n${name}_count${braces} ${s.count}\n`
+    }
+    return out
+  }
+
+  /** prom-client's metric shape, for its registries and the cluster aggregator. */
+  get(): { name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: { labels: Record<string, string | number>; value: number; metricName: string }[] } {
+    const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = []
+    for (const s of this.#series.values()) {
+      const labels: Record<string, string> = {}
+      this.labelNames.forEach((n, i) => (labels[n] = s.labelValues[i]))
+      let cumulative = 0
+      for (let i = 0; i <= this.buckets.length; i++) {
+        cumulative += s.counts[i]
+        values.push({ labels: { ...labels, le: i < this.buckets.length ? this.buckets[i] : '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` })
+      }
+      values.push({ labels, value: s.sum, metricName: `${this.name}_sum` })
+      values.push({ labels, value: s.count, metricName: `${this.name}_count` })
+    }
+    return { name: this.name, help: this.help, type: 'histogram', aggregator: 'sum', values }
+  }
+}

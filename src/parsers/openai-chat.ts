@@ -1,0 +1,127 @@
+import { SseJsonParser } from './sse-json-parser.ts'
+import { ContentKind } from './types.ts'
+import type { ParserContext, StreamParser } from './types.ts'
+
+/**
+ * OpenAI Chat Completions (`chat.completion.chunk`) and legacy Completions (`text_completion`)
+ * streams, as OpenAI, Azure, vLLM, SGLang, TGI's /v1, llama.cpp, Ollama's /v1, DeepSeek,
+ * Mistral, Groq and OpenRouter send them.
+ *
+ * Content: `delta.content` (a string, or Mistral's array of text/thinking parts),
+ * `delta.refusal`, `delta.reasoning_content` / `delta.reasoning`, tool-call argument fragments
+ * (`delta.tool_calls[].function.arguments`, legacy `delta.function_call.arguments`), and the
+ * legacy `choices[].text`. Role-only chunks, empty deltas, finish chunks, usage-only chunks
+ * (`choices: []`), Azure's prompt-filter chunks and `[DONE]` are not content.
+ * https://platform.openai.com/docs/api-reference/chat-streaming
+ */
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
+
+/** Running totals for one SSE event: every choice's new output is one content chunk. */
+interface Piece {
+  text: number
+  reasoning: number
+  tool: number
+}
+
+export class OpenAIChatParser extends SseJsonParser {
+  /** Cumulative completion tokens of the last chunk, while every chunk has carried usage (vLLM continuous usage). */
+  #cumulative = 0
+  #usageOnEveryChunk = true
+  #chunks = 0
+
+  protected onJson(event: string, value: unknown): void {
+    if (!isObject(value)) return
+    if (event === 'error' || isObject(value.error)) {
+      const error = isObject(value.error) ? value.error : value
+      this.summary.error = String(error.code ?? error.type ?? error.message ?? 'error')
+    }
+    if (this.summary.model === undefined && nonEmpty(value.model)) this.summary.model = value.model
+
+    const usage = isObject(value.usage) ? value.usage : undefined
+    const continuous = usage !== undefined && this.#usageOnEveryChunk && this.#chunks > 0
+    if (usage === undefined) this.#usageOnEveryChunk = false
+    this.#chunks++
+
+    let piece: Piece | undefined
+    const choices = value.choices
+    if (Array.isArray(choices)) {
+      for (const choice of choices) {
+        if (!isObject(choice)) continue
+        if (nonEmpty(choice.text)) piece = this.#add(piece, ContentKind.text, choice.text)
+        const delta = choice.delta
+        if (isObject(delta)) piece = this.#delta(piece, delta)
+      }
+    }
+
+    if (usage !== undefined) this.#usage(usage)
+    if (piece === undefined) return
+    const kind = piece.text > 0 ? ContentKind.text : piece.tool > 0 ? ContentKind.tool : ContentKind.reasoning
+    const estimated = piece.text + piece.tool + piece.reasoning
+    const cumulative = usage !== undefined ? usage.completion_tokens : undefined
+    if (continuous && typeof cumulative === 'number' && cumulative > this.#cumulative) {
+      this.emit({ kind, tokens: cumulative - this.#cumulative, exact: true })
+    } else {
+      this.emit({ kind, tokens: Math.max(1, estimated), exact: false })
+    }
+    if (typeof cumulative === 'number') this.#cumulative = cumulative
+  }
+
+  #delta(piece: Piece | undefined, delta: Json): Piece | undefined {
+    const content = delta.content
+    if (nonEmpty(content)) piece = this.#add(piece, ContentKind.text, content)
+    else if (Array.isArray(content)) piece = this.#contentParts(piece, content)
+    if (nonEmpty(delta.refusal)) piece = this.#add(piece, ContentKind.text, delta.refusal)
+    if (nonEmpty(delta.reasoning_content)) piece = this.#add(piece, ContentKind.reasoning, delta.reasoning_content)
+    else if (nonEmpty(delta.reasoning)) piece = this.#add(piece, ContentKind.reasoning, delta.reasoning)
+    const toolCalls = delta.tool_calls
+    if (Array.isArray(toolCalls)) {
+      for (const call of toolCalls) {
+        if (isObject(call) && isObject(call.function) && nonEmpty(call.function.arguments)) {
+          piece = this.#add(piece, ContentKind.tool, call.function.arguments)
+        }
+      }
+    }
+    const functionCall = delta.function_call
+    if (isObject(functionCall) && nonEmpty(functionCall.arguments)) {
+      piece = this.#add(piece, ContentKind.tool, functionCall.arguments)
+    }
+    return piece
+  }
+
+  /** Mistral's `content` array: `{type:"text",text}` and `{type:"thinking",thinking:[{type:"text",text}]}`. */
+  #contentParts(piece: Piece | undefined, parts: unknown[]): Piece | undefined {
+    for (const part of parts) {
+      if (!isObject(part)) continue
+      if (nonEmpty(part.text)) piece = this.#add(piece, part.type === 'thinking' ? ContentKind.reasoning : ContentKind.text, part.text)
+      if (Array.isArray(part.thinking)) {
+        for (const inner of part.thinking) {
+          if (isObject(inner) && nonEmpty(inner.text)) piece = this.#add(piece, ContentKind.reasoning, inner.text)
+        }
+      } else if (nonEmpty(part.thinking)) {
+        piece = this.#add(piece, ContentKind.reasoning, part.thinking)
+      }
+    }
+    return piece
+  }
+
+  #add(piece: Piece | undefined, kind: ContentKind, text: string): Piece {
+    const p = piece ?? { text: 0, reasoning: 0, tool: 0 }
+    p[kind] += this.ctx.countTokens(text)
+    return p
+  }
+
+  #usage(usage: Json): void {
+    const summary = this.summary
+    const u = (summary.usage ??= {})
+    if (typeof usage.completion_tokens === 'number') u.output = usage.completion_tokens
+    if (typeof usage.prompt_tokens === 'number') u.input = usage.prompt_tokens
+    const details = usage.completion_tokens_details
+    if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
+  }
+}
+
+export const createOpenAIChatParser = (ctx: ParserContext): StreamParser => new OpenAIChatParser(ctx)

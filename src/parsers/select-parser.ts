@@ -1,0 +1,73 @@
+import { JsonBodyParser } from './json-body-parser.ts'
+import { summarizeOpenAIBody } from './openai-body.ts'
+import { OpenAIChatParser } from './openai-chat.ts'
+import type { ParserContext, StreamParser, StreamSummary } from './types.ts'
+
+/**
+ * Which parser reads a response: the route's `provider` when set, else the first provider whose
+ * API owns the request path, else a guess from the response content-type. Adding a provider is
+ * one parser file plus one entry in PROVIDERS.
+ */
+
+export interface ProviderSpec {
+  /** The `provider` label value and the config name. */
+  readonly name: string
+  /** Does the request path (after the route prefix, no query) belong to this provider's API? */
+  readonly ownsPath: (path: string) => boolean
+  /** A parser for this response, or undefined when the content-type is not one it reads. */
+  readonly parser: (ctx: ParserContext, mediaType: string) => StreamParser | undefined
+  /** The model named by the request path, for APIs that put it there (Gemini, Bedrock, Azure deployments). */
+  readonly modelFromPath?: (path: string) => string | undefined
+}
+
+/** `text/event-stream; charset=utf-8` → `text/event-stream`. */
+export function mediaTypeOf(contentType: string): string {
+  const semi = contentType.indexOf(';')
+  return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase()
+}
+
+const isJson = (mediaType: string): boolean => mediaType === 'application/json' || mediaType.endsWith('+json')
+
+/** A whole JSON answer parsed at the end with a provider's usage reader. */
+export function jsonBody(ctx: ParserContext, summarize: (value: unknown) => StreamSummary): StreamParser {
+  return new JsonBodyParser(ctx.maxEventBytes, summarize)
+}
+
+export const openai: ProviderSpec = {
+  name: 'openai',
+  ownsPath: (path) => /\/(chat\/)?completions$/.test(path),
+  parser: (ctx, mediaType) => {
+    if (mediaType === 'text/event-stream') return new OpenAIChatParser(ctx)
+    if (isJson(mediaType)) return jsonBody(ctx, summarizeOpenAIBody)
+    return undefined
+  },
+}
+
+/** Providers in detection order (most specific paths first). */
+export const PROVIDERS: readonly ProviderSpec[] = [openai]
+
+const byName = new Map(PROVIDERS.map((p) => [p.name, p]))
+
+export interface Selection {
+  readonly provider: string
+  readonly parser: StreamParser | undefined
+}
+
+/** The provider a request path points at (before the response is known), or undefined. */
+export function providerForPath(setting: string, path: string): ProviderSpec | undefined {
+  if (setting !== 'auto') return byName.get(setting)
+  return PROVIDERS.find((p) => p.ownsPath(path))
+}
+
+/**
+ * Chooses provider and parser once the response's content-type is known. An unrecognised path
+ * with an SSE body is read as OpenAI-compatible, the lingua franca of LLM servers.
+ */
+export function selectParser(setting: string, path: string, contentType: string, ctx: ParserContext): Selection {
+  const mediaType = mediaTypeOf(contentType)
+  const spec = providerForPath(setting, path)
+  if (spec === undefined && setting !== 'auto') return { provider: setting, parser: undefined }
+  if (spec !== undefined) return { provider: spec.name, parser: spec.parser(ctx, mediaType) }
+  if (mediaType === 'text/event-stream') return { provider: openai.name, parser: new OpenAIChatParser(ctx) }
+  return { provider: setting === 'auto' ? 'unknown' : setting, parser: undefined }
+}

@@ -1,0 +1,73 @@
+import { SseDecoder } from './sse-decoder.ts'
+import { NO_EVENTS } from './types.ts'
+import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
+
+/**
+ * Base for provider parsers whose stream is SSE events carrying JSON: decodes events,
+ * parses JSON, hands each object to `onJson`, and gives up quietly on the first bad event
+ * (the bytes already passed through; only measuring stops for that response).
+ */
+export abstract class SseJsonParser implements StreamParser {
+  protected readonly ctx: ParserContext
+  protected readonly summary: StreamSummary = {}
+  readonly #decoder: SseDecoder
+  #out: ContentEvent[] | undefined
+  #failed = false
+  readonly #onEvent = (event: string, data: string): void => this.#event(event, data)
+  readonly #onOversize = (bytes: number): void => this.fail(`event of ${bytes} bytes is over the limit`)
+
+  constructor(ctx: ParserContext) {
+    this.ctx = ctx
+    this.#decoder = new SseDecoder(ctx.maxEventBytes)
+  }
+
+  push(chunk: Uint8Array): readonly ContentEvent[] {
+    if (this.#failed) return NO_EVENTS
+    this.#out = undefined
+    this.#decoder.push(chunk, this.#onEvent, this.#onOversize)
+    return this.#out ?? NO_EVENTS
+  }
+
+  end(): StreamSummary {
+    this.#decoder.end()
+    return this.summary
+  }
+
+  /** Record a content chunk completed by the current read. */
+  protected emit(event: ContentEvent): void {
+    if (this.#out === undefined) this.#out = [event]
+    else this.#out.push(event)
+  }
+
+  /** Stop measuring this response; the reason goes to the log and `llm_parse_errors_total`. */
+  protected fail(reason: string): void {
+    if (this.#failed) return
+    this.#failed = true
+    this.summary.parseError = reason
+  }
+
+  /** `data` that is not JSON but is expected (e.g. `[DONE]`) returns true from here. */
+  protected isSentinel(data: string): boolean {
+    return data === '[DONE]'
+  }
+
+  protected abstract onJson(event: string, value: unknown): void
+
+  #event(event: string, data: string): void {
+    if (this.#failed) return
+    if (this.isSentinel(data)) return
+    let value: unknown
+    try {
+      value = JSON.parse(data)
+    } catch {
+      this.fail(`invalid JSON in event${event ? ` '${event}'` : ''}`)
+      return
+    }
+    try {
+      this.onJson(event, value)
+    } catch (err) {
+      // A shape no parser expected must never reach the byte path.
+      this.fail(`unexpected event shape: ${(err as Error).message}`)
+    }
+  }
+}

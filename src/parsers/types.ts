@@ -1,0 +1,71 @@
+/**
+ * The single seam between the byte path and the measuring path: one parser per
+ * provider API, created per request, holding that request's state.
+ */
+
+/** What kind of newly generated output a content chunk carries. */
+export const ContentKind = {
+  text: 'text',
+  reasoning: 'reasoning',
+  tool: 'tool',
+} as const
+export type ContentKind = (typeof ContentKind)[keyof typeof ContentKind]
+
+/**
+ * One content chunk: a parsed provider event that carries newly generated output.
+ * `tokens` is the provider's own count for the chunk when it gives one (`exact`: TGI token
+ * events, vLLM continuous usage), else the tokenizer's count of the chunk's text.
+ * With several kinds in one event, `kind` is the most visible: text, then tool, then reasoning.
+ */
+export interface ContentEvent {
+  readonly kind: ContentKind
+  readonly tokens: number
+  readonly exact: boolean
+}
+
+/** Token usage as the provider reported it; every field optional. */
+export interface Usage {
+  /** Output (completion) tokens, reasoning included where the provider includes it. */
+  output?: number
+  input?: number
+  /** Reasoning tokens inside `output`, where the provider breaks them out. */
+  reasoning?: number
+}
+
+/** What the parser learned about the whole response once it ended. */
+export interface StreamSummary {
+  usage?: Usage
+  /** Model the response names (`model` field), when any. */
+  model?: string
+  /** A provider error arrived inside the stream (an error event or object). */
+  error?: string
+  /** The parser gave up on this response (bad input); bytes still passed through. */
+  parseError?: string
+  /** Provider-specific figures kept for the log line (e.g. Ollama's eval rate). */
+  extra?: Record<string, number | string>
+}
+
+export interface StreamParser {
+  /** Feed raw (decoded) response bytes; returns the content events this read completed. Never throws on bad input. */
+  push(chunk: Uint8Array): readonly ContentEvent[]
+  /** The response ended (or was cut); flush and summarise. */
+  end(): StreamSummary
+}
+
+/** Counts the tokens of a piece of generated text (the tokenizer for the request's model). */
+export type TokenCounter = (text: string) => number
+
+/** Facts about the request/response a parser factory may look at. */
+export interface ParserContext {
+  readonly countTokens: TokenCounter
+  /** Path after the route prefix, without the query string. */
+  readonly path: string
+  readonly contentType: string
+  /** Largest SSE event / NDJSON line / frame kept in memory, in bytes. */
+  readonly maxEventBytes: number
+}
+
+export type ParserFactory = (ctx: ParserContext) => StreamParser
+
+/** Shared empty result: most reads complete no content event, so allocate nothing for them. */
+export const NO_EVENTS: readonly ContentEvent[] = Object.freeze([])

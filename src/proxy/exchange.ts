@@ -1,0 +1,211 @@
+import type { Logger } from 'pino'
+import { providerForPath, selectParser } from '../parsers/select-parser.ts'
+import { ContentKind } from '../parsers/types.ts'
+import type { ContentEvent, StreamSummary } from '../parsers/types.ts'
+import { ChunkLog, MarkKind } from '../timing/chunk-log.ts'
+import { itlQuantiles, reconcileTokens, summarize } from '../timing/request-timing.ts'
+import type { Timing } from '../timing/request-timing.ts'
+import { Outcome, TokenSource } from '../metrics/llm-metrics.ts'
+import type { LlmMetrics } from '../metrics/llm-metrics.ts'
+import type { LabelLimiter } from '../metrics/label-limiter.ts'
+import { UNKNOWN } from '../metrics/label-limiter.ts'
+import type { EncodingSelector, TokenCount } from '../tokens/tokenizer.ts'
+import { Tap } from './tap.ts'
+import type { BodyWatch } from './request-body.ts'
+
+/**
+ * One request's measuring state, from request headers to the response's close: which route,
+ * provider and model, the tap and its chunk log, the outcome. `finish()` runs exactly once
+ * and records the metrics and the log line. Knows no sockets; `forward.ts` drives it.
+ */
+
+export interface RouteRuntime {
+  /** The `route` label: the route's name, else its prefix. */
+  readonly label: string
+  readonly prefix: string
+  /** Configured provider, or `auto`. */
+  readonly provider: string
+}
+
+export interface ExchangeDeps {
+  readonly metrics: LlmMetrics
+  readonly models: LabelLimiter
+  readonly encodings: EncodingSelector
+  readonly logger: Logger
+  readonly maxEventBytes: number
+  /** Requests in flight (for the gauge and live views). */
+  readonly active: Set<Exchange>
+}
+
+const KIND: Record<ContentEvent['kind'], MarkKind> = {
+  [ContentKind.text]: MarkKind.text,
+  [ContentKind.reasoning]: MarkKind.reasoning,
+  [ContentKind.tool]: MarkKind.tool,
+}
+
+const ms = (seconds: number | undefined): number | undefined => (seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3)
+
+export class Exchange {
+  readonly id: string
+  readonly route: RouteRuntime
+  readonly tReq: number
+  readonly method: string
+  /** Path after the route prefix, without the query. */
+  readonly path: string
+  readonly chunks = new ChunkLog()
+  readonly #deps: ExchangeDeps
+
+  /** The request body as it streams upstream (size, model), when there is one. */
+  body: BodyWatch | undefined
+  statusCode = 0
+  tHeaders: number | undefined
+  bytesOut = 0
+  /** The upstream or the proxy failed the request (connect, timeout, reset, limit). */
+  failure: string | undefined
+  #provider: string
+  readonly #pathModel: string | undefined
+  #tap: Tap | undefined
+  #counter: TokenCount | undefined
+  #finished = false
+
+  constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number) {
+    this.#deps = deps
+    this.route = route
+    this.id = id
+    this.method = method
+    this.path = path
+    this.tReq = tReq
+    const spec = providerForPath(route.provider, path)
+    this.#provider = spec?.name ?? (route.provider === 'auto' ? UNKNOWN : route.provider)
+    this.#pathModel = spec?.modelFromPath?.(path)
+    deps.active.add(this)
+  }
+
+  get provider(): string {
+    return this.#provider
+  }
+
+  /** The request's model: its body's `model`, else the path's (Gemini, Vertex, Bedrock, Azure deployments). */
+  get requestModel(): string | undefined {
+    return this.body?.model ?? this.#pathModel
+  }
+
+  readonly #countTokens = (text: string): number => {
+    this.#counter ??= this.#deps.encodings.counterFor(this.requestModel)
+    return this.#counter(text)
+  }
+
+  readonly #onContent = (event: ContentEvent, at: number): void => {
+    this.chunks.add(at, event.tokens, KIND[event.kind], event.exact)
+  }
+
+  /** Upstream response headers arrived: choose the parser. */
+  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number): void {
+    this.statusCode = statusCode
+    this.tHeaders = at
+    if (contentType === undefined || statusCode === 204 || statusCode === 304 || this.method === 'HEAD') return
+    const selection = selectParser(this.route.provider, this.path, contentType, {
+      path: this.path,
+      contentType,
+      maxEventBytes: this.#deps.maxEventBytes,
+      countTokens: this.#countTokens,
+    })
+    this.#provider = selection.provider
+    if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
+  }
+
+  /** A read from the upstream, already written to the client. */
+  data(chunk: Buffer, at: number): void {
+    this.bytesOut += chunk.length
+    this.#tap?.push(chunk, at)
+  }
+
+  /**
+   * The response is over: `clientGone` when the client closed before the last byte was
+   * written. Records everything once.
+   */
+  finish(tEnd: number, clientGone: boolean): void {
+    if (this.#finished) return
+    this.#finished = true
+    const deps = this.#deps
+    deps.active.delete(this)
+    try {
+      this.#record(tEnd, clientGone)
+    } catch (err) {
+      // Measuring must never take the proxy down.
+      deps.logger.error({ err, route: this.route.label }, 'recording a request failed')
+    }
+  }
+
+  #record(tEnd: number, clientGone: boolean): void {
+    const deps = this.#deps
+    const summary: StreamSummary = this.#tap?.end() ?? {}
+    const outcome: Outcome = clientGone
+      ? Outcome.cancelled
+      : this.failure !== undefined || this.statusCode < 200 || this.statusCode >= 300 || summary.error !== undefined
+        ? Outcome.error
+        : Outcome.ok
+
+    const usage = summary.usage
+    const chunks = this.chunks
+    let source: TokenSource = TokenSource.estimate
+    if (usage?.output !== undefined) {
+      source = TokenSource.usage
+      if (!chunks.allExact && outcome !== Outcome.cancelled) {
+        // Reasoning the provider counted but did not stream is not in the chunks.
+        let streamedReasoning = false
+        for (let i = 0; i < chunks.count && !streamedReasoning; i++) streamedReasoning = chunks.kind(i) === MarkKind.reasoning
+        const visible = usage.output - (usage.reasoning !== undefined && !streamedReasoning ? usage.reasoning : 0)
+        reconcileTokens(chunks, visible)
+      }
+    } else if (chunks.count > 0 && chunks.allExact) {
+      source = TokenSource.usage
+    }
+    const timing = summarize(this.tReq, tEnd, chunks)
+    const outputTokens = usage?.output ?? timing.tokens
+    const model = deps.models.value(this.route.label, this.requestModel ?? summary.model)
+    const labels = { provider: this.#provider, model, route: this.route.label }
+    const statusCode = this.statusCode === 0 ? (outcome === Outcome.cancelled ? 499 : 502) : this.statusCode
+    deps.metrics.record({ labels, outcome, statusCode, timing, chunks, outputTokens, outputSource: source, inputTokens: usage?.input })
+    if (summary.parseError !== undefined) {
+      deps.metrics.parseError(this.#provider, this.route.label)
+      deps.logger.warn({ request_id: this.id, route: this.route.label, provider: this.#provider, reason: summary.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
+    }
+    this.#log(labels, outcome, statusCode, timing, outputTokens, source, summary)
+  }
+
+  #log(labels: { provider: string; model: string; route: string }, outcome: Outcome, status: number, timing: Timing, outputTokens: number, source: TokenSource, summary: StreamSummary): void {
+    const logger = this.#deps.logger
+    if (!logger.isLevelEnabled('info')) return
+    const [p50, p99] = itlQuantiles(this.chunks, [0.5, 0.99])
+    logger.info(
+      {
+        request_id: this.id,
+        route: labels.route,
+        provider: labels.provider,
+        model: labels.model,
+        method: this.method,
+        status,
+        outcome,
+        error: this.failure ?? summary.error,
+        ttft_ms: ms(timing.ttft),
+        headers_ms: this.tHeaders === undefined ? undefined : Math.round((this.tHeaders - this.tReq) * 1e3) / 1e3,
+        e2e_ms: ms(timing.e2e),
+        output_tokens: outputTokens,
+        output_source: source,
+        input_tokens: summary.usage?.input,
+        chunks: timing.chunks,
+        streamed_tokens: timing.tokens,
+        tpot_ms: ms(timing.tpot),
+        itl_p50_ms: ms(p50),
+        itl_p99_ms: ms(p99),
+        max_gap_ms: ms(timing.maxGap),
+        tps: timing.tps === undefined ? undefined : Math.round(timing.tps * 100) / 100,
+        bytes_in: this.body?.bytes ?? 0,
+        bytes_out: this.bytesOut,
+        ...summary.extra,
+      },
+      'request',
+    )
+  }
+}

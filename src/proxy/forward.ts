@@ -1,0 +1,188 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { performance } from 'node:perf_hooks'
+import { Agent } from 'undici'
+import type { Dispatcher } from 'undici'
+import { TokentapError } from '../errors.ts'
+import type { Config } from '../config/schema.ts'
+import { clientResponseHeaders, rawHeader, upstreamRequestHeaders } from './headers.ts'
+import { declaredLength, hasBody, watchBody } from './request-body.ts'
+import type { Exchange } from './exchange.ts'
+
+/**
+ * The byte path: one upstream request per client request through a pooled undici Agent,
+ * the response written to the client read by read as it arrives (no buffering), with
+ * backpressure both ways. The exchange gets a copy of each read after it was written.
+ */
+
+export interface Upstream {
+  /** `https://host:port` */
+  readonly origin: string
+  /** Path prefix on the upstream (`/api` for `https://host/api`), '' for none. */
+  readonly basePath: string
+}
+
+export function parseUpstream(url: string): Upstream {
+  const u = new URL(url)
+  return { origin: u.origin, basePath: u.pathname.replace(/\/+$/, '') }
+}
+
+/**
+ * The pooled connections to every upstream. Keep-alive, no pipelining, and no automatic
+ * retries (undici retries nothing unless asked, so a POST is never sent twice). Body timeout
+ * is the idle gap between two reads, never a cap on a long healthy stream.
+ */
+export function createAgent(upstream: Config['upstream']): Agent {
+  return new Agent({
+    connect: { timeout: upstream.connect_timeout_ms },
+    headersTimeout: upstream.headers_timeout_ms,
+    bodyTimeout: upstream.idle_timeout_ms,
+    keepAliveTimeout: upstream.keep_alive_timeout_ms,
+    pipelining: 1,
+  })
+}
+
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET_BEFORE_HEADERS'])
+
+/** Maps an upstream failure before response headers to the error the client gets. */
+function errorFor(err: Error, config: Config['upstream']): TokentapError {
+  if (err instanceof TokentapError) return err
+  const e = err as Error & { code?: string; cause?: { code?: string } }
+  const code = e.code ?? e.cause?.code ?? ''
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.headers_timeout_ms)
+  if (CONNECT_CODES.has(code)) return new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code)
+  return new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+}
+
+/** Writes a proxy error as JSON, once, if the response has not started; else breaks the connection. */
+export function sendError(res: ServerResponse, err: TokentapError): void {
+  if (res.headersSent) {
+    res.destroy()
+    return
+  }
+  const body = err.toBody()
+  res.writeHead(err.statusCode, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+  res.end(body)
+}
+
+export interface ForwardOptions {
+  readonly dispatcher: Dispatcher
+  readonly upstream: Upstream
+  readonly config: Config
+  /** Path and query to request upstream (prefix already stripped). */
+  readonly pathAndQuery: string
+}
+
+export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse, opts: ForwardOptions): void {
+  const { config, upstream } = opts
+  const limit = config.server.body_limit_bytes
+  let controller: Dispatcher.DispatchController | undefined
+  let upstreamDone = false
+  let totalTimer: NodeJS.Timeout | undefined
+
+  const close = (): void => {
+    if (totalTimer !== undefined) clearTimeout(totalTimer)
+    const clientGone = !res.writableFinished
+    if (clientGone && !upstreamDone) controller?.abort(new Error('client closed the connection'))
+    ex.finish(performance.now(), clientGone && ex.failure === undefined)
+  }
+  res.once('close', close)
+
+  const fail = (err: TokentapError): void => {
+    ex.failure ??= err.code
+    if (ex.statusCode === 0) ex.statusCode = err.statusCode
+    sendError(res, err)
+  }
+
+  const declared = declaredLength(req)
+  if (declared !== undefined && declared > limit) {
+    // Refuse before a byte goes upstream; close the connection rather than read the body.
+    res.shouldKeepAlive = false
+    fail(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
+    req.resume()
+    return
+  }
+
+  let body: AsyncIterable<Buffer> | null = null
+  if (hasBody(req)) {
+    const watched = watchBody(req, limit, () => new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
+    body = watched.body
+    ex.body = watched.watch
+  }
+
+  if (config.upstream.total_timeout_ms > 0) {
+    totalTimer = setTimeout(() => {
+      const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', config.upstream.total_timeout_ms)
+      ex.failure ??= err.code
+      controller?.abort(err)
+      if (res.headersSent) res.destroy()
+      else fail(err)
+    }, config.upstream.total_timeout_ms)
+    totalTimer.unref()
+  }
+
+  let resume: (() => void) | undefined
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart(c) {
+      controller = c
+      if (res.destroyed) c.abort(new Error('client closed the connection'))
+    },
+    onResponseStart(c, statusCode, _headers, statusMessage) {
+      const at = performance.now()
+      if (res.destroyed) return
+      const raw = clientResponseHeaders((c as unknown as { rawHeaders: Buffer[] }).rawHeaders ?? [])
+      ex.responseStarted(statusCode, rawHeader(raw, 'content-type'), rawHeader(raw, 'content-encoding'), at)
+      try {
+        res.writeHead(statusCode, statusMessage || undefined, raw)
+      } catch (err) {
+        // Headers Node will not send (invalid characters): the client gets a clear 502.
+        ex.statusCode = 0
+        c.abort(err as Error)
+        fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', `invalid response header: ${(err as Error).message}`))
+        return
+      }
+      // Send headers now: an SSE client should see the response start before the first event.
+      res.flushHeaders()
+    },
+    onResponseData(c, chunk) {
+      const at = performance.now()
+      if (res.destroyed) return
+      if (!res.write(chunk)) {
+        c.pause()
+        resume ??= () => c.resume()
+        res.once('drain', resume)
+      }
+      ex.data(chunk, at)
+    },
+    onResponseEnd() {
+      upstreamDone = true
+      res.end()
+    },
+    onResponseError(_c, err) {
+      upstreamDone = true
+      if (res.destroyed) return
+      if (res.headersSent) {
+        // Mid-stream failure: the client must see a broken stream, never a clean end.
+        ex.failure ??= (err as { code?: string }).code ?? 'UPSTREAM_RESET'
+        res.destroy()
+        return
+      }
+      fail(errorFor(err, config.upstream))
+    },
+  }
+
+  try {
+    opts.dispatcher.dispatch(
+      {
+        origin: upstream.origin,
+        path: upstream.basePath + opts.pathAndQuery,
+        method: req.method as Dispatcher.HttpMethod,
+        headers: upstreamRequestHeaders(req.rawHeaders),
+        // undici streams an async iterable body with backpressure (its writeIterable path).
+        body: body as unknown as Dispatcher.DispatchOptions['body'],
+      },
+      handler,
+    )
+  } catch (err) {
+    fail(errorFor(err as Error, config.upstream))
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * Header handling at the proxy boundary. A transparent proxy passes end-to-end headers as they
+ * are, in order, duplicates kept (several `set-cookie`), and drops hop-by-hop ones:
+ * `Connection`, every field it names, and Proxy-Connection, Keep-Alive, TE, Transfer-Encoding,
+ * Upgrade (RFC 9110 §7.6.1, https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1).
+ */
+
+const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'trailer'])
+
+/** Request headers the proxy sets itself: Host comes from the upstream's origin; undici does not take Expect. */
+const REQUEST_OWN = new Set(['host', 'expect'])
+
+/** Header names that carry credentials: never logged, never echoed. */
+export const SECRET_HEADERS: ReadonlySet<string> = new Set([
+  'authorization',
+  'proxy-authorization',
+  'x-api-key',
+  'api-key',
+  'x-goog-api-key',
+  'cookie',
+  'set-cookie',
+])
+
+/** Names listed in Connection header values (`Connection: close, X-Secret`). */
+function connectionTokens(raw: readonly string[]): Set<string> | undefined {
+  let tokens: Set<string> | undefined
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') {
+      for (const t of raw[i + 1].split(',')) {
+        const name = t.trim().toLowerCase()
+        if (name) (tokens ??= new Set()).add(name)
+      }
+    }
+  }
+  return tokens
+}
+
+function filter(raw: readonly string[], drop: ReadonlySet<string>): string[] {
+  const listed = connectionTokens(raw)
+  const out: string[] = []
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = raw[i].toLowerCase()
+    if (HOP_BY_HOP.has(lower) || drop.has(lower) || listed?.has(lower)) continue
+    out.push(raw[i], raw[i + 1])
+  }
+  return out
+}
+
+const NONE: ReadonlySet<string> = new Set()
+
+/** The client's raw headers (`IncomingMessage.rawHeaders`) as undici's flat array for the upstream. */
+export function upstreamRequestHeaders(rawHeaders: readonly string[]): string[] {
+  return filter(rawHeaders, REQUEST_OWN)
+}
+
+/** The upstream's raw response headers as a flat array for `ServerResponse.writeHead`. */
+export function clientResponseHeaders(rawHeaders: readonly (Buffer | string)[]): string[] {
+  const raw = rawHeaders.map((h) => (typeof h === 'string' ? h : h.toString('latin1')))
+  return filter(raw, NONE)
+}
+
+/** First value of a header in a flat raw list, by lower-case name. */
+export function rawHeader(raw: readonly string[], lowerName: string): string | undefined {
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) return raw[i + 1]
+  }
+  return undefined
+}
+
+/** Redacts the `key` query parameter (Gemini's API key) from a path for logs. */
+export function redactQuery(pathWithQuery: string): string {
+  const q = pathWithQuery.indexOf('?')
+  if (q < 0) return pathWithQuery
+  return pathWithQuery.slice(0, q) + pathWithQuery.slice(q).replace(/([?&](?:key|api[-_]?key|access_token)=)[^&#]*/gi, '$1[REDACTED]')
+}

@@ -1,0 +1,70 @@
+import type { IncomingMessage } from 'node:http'
+
+/**
+ * Watches a request body as it streams to the upstream, without holding or delaying it: counts
+ * bytes against the limit and reads the `model` from the first bytes of a JSON body.
+ */
+
+/** How far into a body the model name is looked for. SDKs write it first; images come later. */
+const SNIFF_BYTES = 64 * 1024
+const MODEL_RE = /"model"\s*:\s*"((?:[^"\\\n]|\\.){1,256})"/
+
+export interface BodyWatch {
+  /** The request's `model`, once seen. */
+  model: string | undefined
+  bytes: number
+}
+
+/** Content-Length of the request, or undefined when the body is chunked or absent. */
+export function declaredLength(req: IncomingMessage): number | undefined {
+  const v = req.headers['content-length']
+  if (v === undefined) return undefined
+  const n = Number(v)
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined
+}
+
+/** Whether the request carries a body at all (RFC 9112 §6.3). */
+export function hasBody(req: IncomingMessage): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true
+  const n = declaredLength(req)
+  return n !== undefined && n > 0
+}
+
+/**
+ * The body to send upstream: the client's stream, passed through chunk by chunk (undici applies
+ * backpressure to it) while its bytes are counted and its head is searched for the model.
+ * Throws `tooLarge()`'s error once the body outgrows `limit`, which aborts the upstream request.
+ */
+export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => Error): { watch: BodyWatch; body: AsyncIterable<Buffer> } {
+  const watch: BodyWatch = { model: undefined, bytes: 0 }
+  async function* body(): AsyncGenerator<Buffer> {
+    let head = ''
+    let sniffing = true
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      watch.bytes += chunk.length
+      if (watch.bytes > limit) throw tooLarge()
+      if (sniffing) {
+        head += chunk.toString('utf8', 0, Math.min(chunk.length, SNIFF_BYTES - head.length))
+        const m = MODEL_RE.exec(head)
+        if (m !== null) {
+          watch.model = decodeJsonString(m[1])
+          sniffing = false
+          head = ''
+        } else if (head.length >= SNIFF_BYTES) {
+          sniffing = false
+          head = ''
+        }
+      }
+      yield chunk
+    }
+  }
+  return { watch, body: body() }
+}
+
+function decodeJsonString(inner: string): string {
+  try {
+    return JSON.parse(`"${inner}"`) as string
+  } catch {
+    return inner
+  }
+}

@@ -1,0 +1,56 @@
+import { parseArgs } from 'node:util'
+import { buildApp } from './app.ts'
+import { loadConfig } from './config/load-config.ts'
+import { TokentapError } from './errors.ts'
+
+/**
+ * The process: load config (`--config FILE`, else TOKENTAP_CONFIG, else config/default.yaml),
+ * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT:
+ * /readyz turns 503, the listener stops accepting, in-flight streams get up to
+ * `server.drain_seconds` to finish, then the process exits.
+ */
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { config: { type: 'string', short: 'c' } }, allowPositionals: false })
+  const file = values.config ?? (process.env.TOKENTAP_CONFIG || undefined)
+  let config
+  try {
+    config = loadConfig(file)
+  } catch (err) {
+    if (err instanceof TokentapError) {
+      process.stderr.write(`tokentap: ${err.message}\n`)
+      process.exit(1)
+    }
+    throw err
+  }
+  const app = await buildApp(config)
+  const { admin, logger } = app.tokentap
+  await app.listen({ host: config.server.host, port: config.server.port })
+  await admin.listen({ host: config.admin.host, port: config.admin.port })
+  logger.info({ proxy: `${config.server.host}:${config.server.port}`, admin: `${config.admin.host}:${config.admin.port}`, routes: config.routes.map((r) => r.name ?? r.prefix) }, 'tokentap listening')
+
+  let stopping = false
+  const drain = async (signal: string): Promise<void> => {
+    if (stopping) return
+    stopping = true
+    app.tokentap.draining = true
+    logger.info({ signal, in_flight: app.tokentap.active.size, drain_seconds: config.server.drain_seconds }, 'draining')
+    const deadline = setTimeout(() => {
+      logger.warn({ in_flight: app.tokentap.active.size }, 'drain deadline reached: ending open streams')
+      app.server.closeAllConnections()
+    }, config.server.drain_seconds * 1000)
+    deadline.unref()
+    app.server.closeIdleConnections()
+    await app.close()
+    clearTimeout(deadline)
+    logger.info('stopped')
+    process.exit(0)
+  }
+  process.once('SIGTERM', () => void drain('SIGTERM'))
+  process.once('SIGINT', () => void drain('SIGINT'))
+}
+
+void main().catch((err: unknown) => {
+  process.stderr.write(`tokentap: ${(err as Error).stack ?? String(err)}\n`)
+  process.exit(1)
+})

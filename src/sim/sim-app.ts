@@ -1,0 +1,162 @@
+import { performance } from 'node:perf_hooks'
+import type { ServerResponse } from 'node:http'
+import Fastify from 'fastify'
+import type { FastifyInstance } from 'fastify'
+import type { SimulatorConfig } from '../config/schema.ts'
+import { chunkText, planFor } from './schedule.ts'
+import type { SimPlan, SimPlanRequest } from './schedule.ts'
+
+/**
+ * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
+ * `/v1/completions`, `/v1/models`), streamed or not, with a configurable, seeded schedule
+ * of TTFT, cadence, jitter, bursts and stalls. A request may ask for an exact plan with a
+ * `tokentap_sim` body field or an `x-tokentap-sim` JSON header (tests and demos).
+ *
+ * Each streamed event carries `tokentap_sent_ms`, the simulator's monotonic send time
+ * (performance.timeOrigin + performance.now()), so a benchmark can measure one-way delay.
+ */
+
+type Api = 'chat' | 'completions'
+
+interface Body {
+  model?: unknown
+  stream?: unknown
+  max_tokens?: unknown
+  max_completion_tokens?: unknown
+  stream_options?: { include_usage?: unknown } | null
+  tokentap_sim?: SimPlanRequest
+  messages?: unknown
+  prompt?: unknown
+}
+
+function promptTokens(body: Body): number {
+  // The simulator is no tokenizer: a fixed 4 characters a token is enough for a plausible count.
+  const text = JSON.stringify(body.messages ?? body.prompt ?? '')
+  return Math.max(1, Math.ceil(text.length / 4))
+}
+
+function wallMs(): number {
+  return performance.timeOrigin + performance.now()
+}
+
+function planFromRequest(header: string | string[] | undefined, body: Body): SimPlanRequest | undefined {
+  if (typeof body.tokentap_sim === 'object' && body.tokentap_sim !== null) return body.tokentap_sim
+  if (typeof header === 'string') {
+    try {
+      return JSON.parse(header) as SimPlanRequest
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
+}
+
+function errorBody(status: number, message: string): string {
+  return JSON.stringify({ error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: `sim_${status}` } })
+}
+
+export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024 })
+  let seq = 0
+
+  const handle = (api: Api) => async (request: { body: unknown; headers: Record<string, string | string[] | undefined> }, reply: { hijack(): void; raw: ServerResponse }) => {
+    const body = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Body
+    const model = typeof body.model === 'string' && body.model ? body.model : cfg.model
+    const maxTokens = typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : typeof body.max_tokens === 'number' ? body.max_tokens : undefined
+    const plan = planFor(cfg, maxTokens, planFromRequest(request.headers['x-tokentap-sim'], body), seq++)
+    reply.hijack()
+    const res = reply.raw
+    const id = `${api === 'chat' ? 'chatcmpl' : 'cmpl'}-sim${seq}`
+    const created = Math.floor(Date.now() / 1000)
+    const usage = { prompt_tokens: promptTokens(body), completion_tokens: plan.chunks.reduce((n, c) => n + c.tokens, 0) }
+    const fullUsage = { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }
+    if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+      const text = errorBody(plan.status, `simulated ${plan.status}`)
+      res.writeHead(plan.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+      res.end(text)
+      return
+    }
+    if (body.stream === true) streamAnswer(res, api, plan, { id, created, model, usage: fullUsage, includeUsage: body.stream_options?.include_usage === true })
+    else wholeAnswer(res, api, plan, { id, created, model, usage: fullUsage })
+  }
+
+  app.post('/v1/chat/completions', handle('chat'))
+  app.post('/v1/completions', handle('completions'))
+  app.get('/v1/models', async () => ({ object: 'list', data: [{ id: cfg.model, object: 'model', created: 0, owned_by: 'tokentap' }] }))
+  return app
+}
+
+interface Meta {
+  id: string
+  created: number
+  model: string
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+}
+
+function wholeAnswer(res: ServerResponse, api: Api, plan: SimPlan, meta: Meta): void {
+  const waitMs = plan.chunks.reduce((t, c) => t + c.afterMs, 0)
+  const text = plan.chunks.map((c, i) => chunkText(i, c.tokens)).join('')
+  const finish = 'stop'
+  const answer =
+    api === 'chat'
+      ? { id: meta.id, object: 'chat.completion', created: meta.created, model: meta.model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: finish }], usage: meta.usage, system_fingerprint: null }
+      : { id: meta.id, object: 'text_completion', created: meta.created, model: meta.model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }], usage: meta.usage }
+  const timer = setTimeout(() => {
+    if (res.destroyed) return
+    const json = JSON.stringify(answer)
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) })
+    res.end(json)
+  }, waitMs)
+  res.once('close', () => clearTimeout(timer))
+}
+
+function streamAnswer(res: ServerResponse, api: Api, plan: SimPlan, meta: Meta & { includeUsage: boolean }): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' })
+  const head = `{"id":"${meta.id}","object":"${api === 'chat' ? 'chat.completion.chunk' : 'text_completion'}","created":${meta.created},"model":${JSON.stringify(meta.model)}`
+  const event = (choices: string, extra = ''): string => `data: ${head},"tokentap_sent_ms":${wallMs().toFixed(3)},"choices":[${choices}]${extra}}\n\n`
+  const content = (text: string): string =>
+    api === 'chat'
+      ? event(`{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}`)
+      : event(`{"text":${JSON.stringify(text)},"index":0,"logprobs":null,"finish_reason":null}`)
+  // Like the real API, the first chat event carries only the role: it is not a token.
+  if (api === 'chat') res.write(event(`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`))
+  else res.flushHeaders()
+
+  const start = performance.now()
+  let due = 0
+  let i = 0
+  let timer: NodeJS.Timeout | undefined
+  res.once('close', () => clearTimeout(timer))
+  const tick = (): void => {
+    for (;;) {
+      if (res.destroyed) return
+      if (plan.resetAfter !== undefined && i >= plan.resetAfter) {
+        res.socket?.destroy()
+        return
+      }
+      if (plan.errorAfter !== undefined && i >= plan.errorAfter) {
+        res.end(`data: ${errorBody(500, 'simulated error inside the stream')}\n\n`)
+        return
+      }
+      const chunk = plan.chunks[i]
+      if (chunk === undefined) {
+        const finish = api === 'chat' ? `{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}` : `{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}`
+        let tail = event(finish)
+        if (meta.includeUsage) tail += event('', `,"usage":${JSON.stringify(meta.usage)}`)
+        res.end(tail + 'data: [DONE]\n\n')
+        return
+      }
+      // Chunks are due at absolute offsets from the start, so timer lateness never accumulates;
+      // chunks due at once go out back to back (a burst on the wire too).
+      const wait = due + chunk.afterMs - (performance.now() - start)
+      if (wait > 0) {
+        timer = setTimeout(tick, wait)
+        return
+      }
+      due += chunk.afterMs
+      res.write(content(chunkText(i, chunk.tokens)))
+      i++
+    }
+  }
+  tick()
+}

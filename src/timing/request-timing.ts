@@ -1,0 +1,144 @@
+import { MarkKind } from './chunk-log.ts'
+import type { ChunkLog } from './chunk-log.ts'
+
+/**
+ * Pure timing core: arrival marks in, the request's figures out. Times are milliseconds on a
+ * monotonic clock taken by the proxy; results are seconds, as Prometheus wants them.
+ * Definitions: ../../README.md#metrics (and the project's CONTRACT).
+ */
+
+export interface Timing {
+  /** E2E = t_end − t_req. */
+  readonly e2e: number
+  /** TTFT = t(first content chunk) − t_req; undefined when no content arrived. */
+  readonly ttft: number | undefined
+  /** Time to the first non-reasoning content chunk; undefined when there was none. */
+  readonly ttfot: number | undefined
+  readonly chunks: number
+  /** N = Σ k_j, the streamed output tokens. */
+  readonly tokens: number
+  /** k_1, tokens in the first content chunk. */
+  readonly firstTokens: number
+  /** t_last − t_first. */
+  readonly decode: number
+  /** TPOT = (t_last − t_first) / (N − k_1), when N − k_1 ≥ 1. */
+  readonly tpot: number | undefined
+  /** Per-user TPS = N / E2E, when N ≥ 1 and E2E > 0. */
+  readonly tps: number | undefined
+  /** Longest gap between consecutive content chunks; undefined with fewer than 2 chunks. */
+  readonly maxGap: number | undefined
+}
+
+const S = 1 / 1000
+
+export function summarize(tReq: number, tEnd: number, log: ChunkLog): Timing {
+  const e2e = Math.max(0, tEnd - tReq) * S
+  const n = log.count
+  if (n === 0) {
+    return { e2e, ttft: undefined, ttfot: undefined, chunks: 0, tokens: 0, firstTokens: 0, decode: 0, tpot: undefined, tps: undefined, maxGap: undefined }
+  }
+  let tokens = 0
+  let maxGap = 0
+  let ttfot: number | undefined
+  let prev = log.at(0)
+  for (let i = 0; i < n; i++) {
+    const at = log.at(i)
+    tokens += log.tokens(i)
+    if (i > 0 && at - prev > maxGap) maxGap = at - prev
+    if (ttfot === undefined && log.kind(i) !== MarkKind.reasoning) ttfot = (at - tReq) * S
+    prev = at
+  }
+  const first = log.at(0)
+  const firstTokens = log.tokens(0)
+  const decode = (log.at(n - 1) - first) * S
+  const rest = tokens - firstTokens
+  return {
+    e2e,
+    ttft: (first - tReq) * S,
+    ttfot,
+    chunks: n,
+    tokens,
+    firstTokens,
+    decode,
+    tpot: rest >= 1 ? decode / rest : undefined,
+    tps: tokens >= 1 && e2e > 0 ? tokens / e2e : undefined,
+    maxGap: n >= 2 ? maxGap * S : undefined,
+  }
+}
+
+/**
+ * Calls `observe(gapSeconds, tokens)` for each content chunk j ≥ 2: the gap g_j since the
+ * previous content chunk and k_j. Inter-chunk latency observes g_j once; token-weighted ITL
+ * observes g_j / k_j k_j times, so its sum is t_last − t_first and its count N − k_1.
+ */
+export function forEachGap(log: ChunkLog, observe: (gap: number, tokens: number) => void): void {
+  const n = log.count
+  for (let i = 1; i < n; i++) observe((log.at(i) - log.at(i - 1)) * S, log.tokens(i))
+}
+
+/**
+ * Quantile of the token-weighted ITL of one request (for its log line): each gap g_j / k_j
+ * weighted by k_j. Returns undefined with fewer than two chunks.
+ */
+export function itlQuantiles(log: ChunkLog, qs: readonly number[]): (number | undefined)[] {
+  const n = log.count
+  if (n < 2) return qs.map(() => undefined)
+  const values: { v: number; w: number }[] = []
+  let total = 0
+  for (let i = 1; i < n; i++) {
+    const k = log.tokens(i)
+    if (k === 0) continue
+    values.push({ v: ((log.at(i) - log.at(i - 1)) * S) / k, w: k })
+    total += k
+  }
+  if (total === 0) return qs.map(() => undefined)
+  values.sort((a, b) => a.v - b.v)
+  return qs.map((q) => {
+    const rank = q * total
+    let seen = 0
+    for (const { v, w } of values) {
+      seen += w
+      if (seen >= rank) return v
+    }
+    return values[values.length - 1].v
+  })
+}
+
+/**
+ * Reconciles tokenizer estimates with the provider's reported visible output `target`:
+ * scales every chunk's count so that Σ k_j = target (largest remainder, each chunk ≥ 1 token),
+ * so all the request's observations use the provider's count. Leaves the log unchanged when the
+ * target is not usable (fewer tokens than chunks, or equal already).
+ */
+export function reconcileTokens(log: ChunkLog, target: number): boolean {
+  const n = log.count
+  if (n === 0 || !Number.isInteger(target) || target < n) return false
+  let estimated = 0
+  for (let i = 0; i < n; i++) estimated += log.tokens(i)
+  if (estimated === target || estimated === 0) return false
+  // Each chunk gets 1 for sure; the remaining target − n is shared in proportion to (k_j − 1)
+  // or, when every estimate is 1, in proportion to 1.
+  const spare = target - n
+  let weightTotal = estimated - n
+  const useUniform = weightTotal === 0
+  if (useUniform) weightTotal = n
+  const frac = new Float64Array(n)
+  let given = 0
+  for (let i = 0; i < n; i++) {
+    const w = useUniform ? 1 : log.tokens(i) - 1
+    const share = (spare * w) / weightTotal
+    const whole = Math.floor(share)
+    frac[i] = share - whole
+    log.setTokens(i, 1 + whole)
+    given += whole
+  }
+  let left = spare - given
+  if (left > 0) {
+    const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => frac[b] - frac[a] || a - b)
+    for (let j = 0; left > 0; j++, left--) {
+      const i = order[j % n]
+      log.setTokens(i, log.tokens(i) + 1)
+    }
+  }
+  return true
+}

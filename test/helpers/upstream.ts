@@ -1,0 +1,72 @@
+import { createServer } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+/** A real HTTP upstream on port 0 whose behaviour a test writes. */
+export interface TestUpstream {
+  readonly url: string
+  readonly server: Server
+  /** Requests seen so far (method, url, raw headers, body). */
+  readonly requests: { method: string; url: string; rawHeaders: string[]; body: Buffer }[]
+  close(): Promise<void>
+}
+
+export type UpstreamHandler = (req: IncomingMessage, res: ServerResponse, body: Buffer) => void | Promise<void>
+
+export async function startUpstream(handler: UpstreamHandler): Promise<TestUpstream> {
+  const requests: TestUpstream['requests'] = []
+  const server = createServer((req, res) => {
+    const parts: Buffer[] = []
+    req.on('data', (c: Buffer) => parts.push(c))
+    req.on('end', () => {
+      const body = Buffer.concat(parts)
+      requests.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body })
+      void handler(req, res, body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    server,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+/** One piece of a replayed response: bytes, written `afterMs` after the previous piece. */
+export interface Piece {
+  readonly afterMs: number
+  readonly bytes: Buffer | string
+}
+
+/** Writes the pieces with their timing (absolute offsets from the first write, so lateness does not add up). */
+export async function replay(res: ServerResponse, pieces: readonly Piece[]): Promise<void> {
+  const start = performance.now()
+  let due = 0
+  for (const p of pieces) {
+    due += p.afterMs
+    const wait = due - (performance.now() - start)
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+    if (res.destroyed) return
+    res.write(p.bytes)
+  }
+  res.end()
+}
+
+/** Splits a recorded SSE body into its events (each with its terminating blank line). */
+export function sseEvents(body: string): string[] {
+  const out: string[] = []
+  const re = /[\s\S]*?(?:\r\n\r\n|\n\n|\r\r)/g
+  let m: RegExpExecArray | null
+  let last = 0
+  while ((m = re.exec(body)) !== null) {
+    out.push(m[0])
+    last = re.lastIndex
+  }
+  if (last < body.length) out.push(body.slice(last))
+  return out
+}
