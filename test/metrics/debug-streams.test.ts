@@ -15,7 +15,7 @@ async function slowStream(proxy: RunningProxy, stallMs: number, signal?: AbortSi
 }
 
 async function untilChunks(proxy: RunningProxy, n: number, headers: Record<string, string> = {}): Promise<StreamsSnapshot> {
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 1000; i++) {
     const snap = (await (await fetch(`${proxy.adminUrl}/debug/streams`, { headers })).json()) as StreamsSnapshot
     if ((snap.streams[0]?.chunks ?? 0) >= n) return snap
     await new Promise((r) => setTimeout(r, 10))

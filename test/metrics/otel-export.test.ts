@@ -94,7 +94,7 @@ t.test('known traffic arrives at an OTLP receiver as GenAI semantic-convention h
   t.equal(only('gen_ai.server.time_to_first_token').map((p) => p.count).join(), '2')
   t.equal(only('gen_ai.server.time_per_output_token').map((p) => p.count).join(), '2')
   const ttfc = only('gen_ai.client.operation.time_to_first_chunk')[0]
-  t.ok(ttfc.sum >= 0.04 && ttfc.sum < 1, `time to first chunk sum ${ttfc.sum} ≈ 2 × 20 ms`)
+  t.ok(ttfc.sum >= 0.04 && ttfc.sum < 5, `time to first chunk sum ${ttfc.sum} ≈ 2 × 20 ms`)
 
   // Closing the app sends a last export.
   await proxy.close()
