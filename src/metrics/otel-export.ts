@@ -44,9 +44,10 @@ export class OtelExporter {
 
   /** Exports now (waits for an export already running instead of overlapping it). Never throws. */
   async flush(): Promise<void> {
-    if (this.#running !== undefined) await this.#running
-    this.#running = this.#export().finally(() => (this.#running = undefined))
-    return this.#running
+    while (this.#running !== undefined) await this.#running
+    const run = this.#export().finally(() => (this.#running = undefined))
+    this.#running = run
+    return run
   }
 
   /** Stops the timer and sends a last export. */
