@@ -76,6 +76,8 @@ interface Bound {
   readonly headers: HistogramSeries
   readonly ttfot: HistogramSeries
   readonly estimateRatio: HistogramSeries
+  /** Only for label sets of routes with an SLO: both made at the first such request, so rate() sees the 0. */
+  slo?: { readonly met: CounterSeries; readonly missed: CounterSeries }
 }
 
 export class LlmMetrics {
@@ -277,7 +279,8 @@ export class LlmMetrics {
     if (r.slo !== undefined) {
       const itlP99 = r.slo.itl_p99_seconds === undefined ? undefined : requestItlP99(r.chunks)
       const verdict = judgeSlo(r.slo, { outcome: r.outcome, statusCode: r.statusCode, timing: t, itlP99 })
-      if (verdict !== undefined) this.slo.labels(l.provider, l.model, l.route, verdict).inc()
+      b.slo ??= { met: this.slo.labels(l.provider, l.model, l.route, 'met'), missed: this.slo.labels(l.provider, l.model, l.route, 'missed') }
+      if (verdict !== undefined) b.slo[verdict].inc()
     }
     if (r.estimateRatio !== undefined && Number.isFinite(r.estimateRatio)) b.estimateRatio.observe(r.estimateRatio)
     if (r.outcome === Outcome.ok) {
