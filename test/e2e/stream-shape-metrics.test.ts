@@ -132,3 +132,38 @@ t.test('goodput: each request is judged once against its route SLO, errors misse
   t.equal(sumOf(m, 'llm_slo_requests_total', { route: '/ttft-only', slo: 'met' }), 1)
   t.same(select(m, 'llm_slo_requests_total', { route: '/ttft-only', slo: 'missed' }).map((x) => x.value), [0], 'the missed series exists at 0 from the first judged request')
 })
+
+t.test('a cancelled request is missed when it had waited past the TTFT bound, else not judged', async (t) => {
+  const proxy = await startProxy({ routes: [{ ...simRoute('/slo'), slo: { ttft_seconds: 1 } }] })
+  t.teardown(() => proxy.close())
+  const post = (plan: Record<string, unknown>, signal: AbortSignal): Promise<Response> =>
+    fetch(`${proxy.url}/slo/v1/chat/completions`, {
+      method: 'POST',
+      signal,
+      headers: { 'content-type': 'application/json', 'x-tokentap-sim': JSON.stringify(plan) },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
+    })
+  // Waits 1.5 s for a first token due at 3 s, then gives up.
+  const late = new AbortController()
+  const lateRes = await post({ ttft_ms: 3000, chunks: [[10, 1]] }, late.signal)
+  setTimeout(() => late.abort(), 1500)
+  await lateRes.text().catch(() => {})
+  await proxy.waitForRequests(1)
+  // Gets its first token quickly, then leaves during a long pause.
+  const early = new AbortController()
+  const earlyRes = await post({ ttft_ms: 10, chunks: [[5000, 1]] }, early.signal)
+  const reader = earlyRes.body?.getReader()
+  let seen = ''
+  while (!seen.includes('"content":" ')) {
+    const r = await reader?.read()
+    if (r === undefined || r.done) break
+    seen += new TextDecoder().decode(r.value)
+  }
+  early.abort()
+  await reader?.cancel().catch(() => {})
+  const lines = await proxy.waitForRequests(2)
+  t.same(lines.map((l) => l.outcome), ['cancelled', 'cancelled'])
+  const m = await proxy.scrape()
+  t.equal(sumOf(m, 'llm_slo_requests_total', { slo: 'missed' }), 1, 'the one that waited past the bound')
+  t.equal(sumOf(m, 'llm_slo_requests_total', { slo: 'met' }), 0, 'leaving is never a success')
+})
