@@ -1,0 +1,220 @@
+import { JsonArrayDecoder } from './json-array-decoder.ts'
+import { JsonBodyParser } from './json-body-parser.ts'
+import type { JsonArraySink } from './json-array-decoder.ts'
+import { SseJsonParser } from './sse-json-parser.ts'
+import { ContentKind, NO_EVENTS } from './types.ts'
+import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
+
+/**
+ * Google Gemini (Developer API `/v1beta/models/{model}:streamGenerateContent`, `/v1/models/…`)
+ * and Vertex AI (`/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:…`, `v1beta1`).
+ *
+ * Streaming is chosen by the method: `:streamGenerateContent?alt=sse` answers SSE (CRLF, no
+ * `[DONE]`), without `alt=sse` one JSON array whose elements arrive as they are generated
+ * (read incrementally by JsonArrayDecoder); `:generateContent` answers one JSON object.
+ *
+ * Content: `candidates[].content.parts[]` with non-empty `text` (reasoning when `thought: true`)
+ * or a `functionCall` (tool; it arrives whole, counted as the tokens of its JSON `args`).
+ * A part with only a `thoughtSignature` and `text: ""` is not content.
+ * Usage: `usageMetadata` is cumulative on every chunk: output = `candidatesTokenCount` +
+ * `thoughtsTokenCount` (reasoning), input = `promptTokenCount`; the last value wins (the prompt
+ * count can change between chunks). While every content chunk advances that cumulative count,
+ * its difference is the chunk's exact token count; otherwise the tokenizer estimates.
+ * An `error` object in the stream (`{"error":{"code","message","status"}}`) is a provider error.
+ * https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent
+ */
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
+const count = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
+
+/** `…/models/{model}:{method}`: model and method, for Gemini and Vertex publisher paths. */
+const MODEL_METHOD = /\/(?:models|tunedModels)\/([^/:]+):([A-Za-z]+)$/
+
+/** Does the path name a Gemini model method (and not another Vertex publisher's model)? */
+export function isGeminiPath(path: string): boolean {
+  if (!MODEL_METHOD.test(path)) return false
+  const publisher = /\/publishers\/([^/]+)\//.exec(path)
+  return publisher === null || publisher[1] === 'google'
+}
+
+/** The model a Gemini or Vertex path names (`gemini-2.5-flash`), else undefined. */
+export function geminiModelFromPath(path: string): string | undefined {
+  const m = MODEL_METHOD.exec(path)
+  if (m === null) return undefined
+  try {
+    return decodeURIComponent(m[1])
+  } catch {
+    return m[1]
+  }
+}
+
+/** The method a Gemini path calls (`streamGenerateContent`), else undefined. */
+export function geminiMethod(path: string): string | undefined {
+  return MODEL_METHOD.exec(path)?.[2]
+}
+
+/** Per-response state shared by both framings: reads one GenerateContentResponse at a time. */
+class GeminiReader {
+  readonly #ctx: ParserContext
+  readonly #summary: StreamSummary
+  /** Cumulative output (candidates + thoughts) of the last chunk that reported it. */
+  #cumulative = 0
+  /** Every content chunk so far advanced the cumulative count: per-chunk counts are exact. */
+  #exact = true
+
+  constructor(ctx: ParserContext, summary: StreamSummary) {
+    this.#ctx = ctx
+    this.#summary = summary
+  }
+
+  /** Reads one chunk; returns its content event, if it carries new output. */
+  read(value: unknown): ContentEvent | undefined {
+    if (!isObject(value)) return undefined
+    const summary = this.#summary
+    if (isObject(value.error)) {
+      const e = value.error
+      summary.error ??= String(e.status ?? e.code ?? e.message ?? 'error')
+    }
+    if (summary.model === undefined && nonEmpty(value.modelVersion)) summary.model = value.modelVersion
+    const cumulative = isObject(value.usageMetadata) ? this.#usage(value.usageMetadata) : undefined
+
+    let text = 0
+    let reasoning = 0
+    let tool = 0
+    let any = false
+    const candidates = value.candidates
+    if (Array.isArray(candidates)) {
+      for (const candidate of candidates) {
+        if (!isObject(candidate) || !isObject(candidate.content)) continue
+        const parts = candidate.content.parts
+        if (!Array.isArray(parts)) continue
+        for (const part of parts) {
+          if (!isObject(part)) continue
+          if (nonEmpty(part.text)) {
+            any = true
+            const n = this.#ctx.countTokens(part.text)
+            if (part.thought === true) reasoning += n
+            else text += n
+          }
+          if (isObject(part.functionCall)) {
+            any = true
+            tool += this.#ctx.countTokens(JSON.stringify(part.functionCall.args ?? {}))
+          }
+        }
+      }
+    }
+
+    const previous = this.#cumulative
+    if (cumulative !== undefined && cumulative > previous) this.#cumulative = cumulative
+    if (!any) return undefined
+    const kind = text > 0 ? ContentKind.text : tool > 0 ? ContentKind.tool : reasoning > 0 ? ContentKind.reasoning : ContentKind.text
+    if (this.#exact && cumulative !== undefined && cumulative > previous) return { kind, tokens: cumulative - previous, exact: true }
+    this.#exact = false
+    return { kind, tokens: Math.max(1, text + tool + reasoning), exact: false }
+  }
+
+  /** Records the usage; returns the cumulative output it reports, if any. */
+  #usage(meta: Json): number | undefined {
+    const summary = this.#summary
+    const usage = (summary.usage ??= {})
+    if (count(meta.promptTokenCount)) usage.input = meta.promptTokenCount
+    const candidates = count(meta.candidatesTokenCount) ? meta.candidatesTokenCount : undefined
+    const thoughts = count(meta.thoughtsTokenCount) ? meta.thoughtsTokenCount : undefined
+    if (candidates === undefined && thoughts === undefined) return undefined
+    usage.output = (candidates ?? 0) + (thoughts ?? 0)
+    if (thoughts !== undefined) usage.reasoning = thoughts
+    return usage.output
+  }
+}
+
+/** `?alt=sse`: one GenerateContentResponse per SSE event. */
+export class GeminiSseParser extends SseJsonParser {
+  readonly #reader: GeminiReader
+
+  constructor(ctx: ParserContext) {
+    super(ctx)
+    this.#reader = new GeminiReader(ctx, this.summary)
+  }
+
+  protected onJson(_event: string, value: unknown): void {
+    const event = this.#reader.read(value)
+    if (event !== undefined) this.emit(event)
+  }
+}
+
+/** Default `alt=json`: one JSON array, each element a GenerateContentResponse as it is generated. */
+export class GeminiArrayParser implements StreamParser, JsonArraySink {
+  readonly #summary: StreamSummary = {}
+  readonly #reader: GeminiReader
+  readonly #decoder: JsonArrayDecoder
+  #out: ContentEvent[] | undefined
+  #failed = false
+
+  constructor(ctx: ParserContext) {
+    this.#reader = new GeminiReader(ctx, this.#summary)
+    this.#decoder = new JsonArrayDecoder(ctx.maxEventBytes)
+  }
+
+  push(chunk: Uint8Array): readonly ContentEvent[] {
+    if (this.#failed) return NO_EVENTS
+    this.#out = undefined
+    this.#decoder.push(chunk, this)
+    return this.#out ?? NO_EVENTS
+  }
+
+  end(): StreamSummary {
+    this.#decoder.end()
+    return this.#summary
+  }
+
+  element(text: string): void {
+    if (this.#failed) return
+    let value: unknown
+    try {
+      value = JSON.parse(text)
+    } catch {
+      this.invalid('invalid JSON array element')
+      return
+    }
+    let event: ContentEvent | undefined
+    try {
+      event = this.#reader.read(value)
+    } catch (err) {
+      this.invalid(`unexpected element shape: ${(err as Error).message}`)
+      return
+    }
+    if (event === undefined) return
+    if (this.#out === undefined) this.#out = [event]
+    else this.#out.push(event)
+  }
+
+  oversize(bytes: number): void {
+    this.invalid(`array element of ${bytes} bytes is over the limit`)
+  }
+
+  invalid(reason: string): void {
+    if (this.#failed) return
+    this.#failed = true
+    this.#summary.parseError = reason
+  }
+}
+
+/** Usage, model and error of a whole `:generateContent` answer (or a Google error body). */
+export function summarizeGeminiBody(value: unknown): StreamSummary {
+  const summary: StreamSummary = {}
+  new GeminiReader({ countTokens: () => 0, path: '', contentType: '', maxEventBytes: 0 }, summary).read(value)
+  return summary
+}
+
+/** The parser for a Gemini response, by framing (SSE, a streamed JSON array, one JSON object) and method. */
+export function createGeminiParser(ctx: ParserContext, mediaType: string): StreamParser | undefined {
+  if (mediaType === 'text/event-stream') return new GeminiSseParser(ctx)
+  if (mediaType !== 'application/json') return undefined
+  const method = geminiMethod(ctx.path)
+  if (method === 'streamGenerateContent') return new GeminiArrayParser(ctx)
+  if (method === 'generateContent') return new JsonBodyParser(ctx.maxEventBytes, summarizeGeminiBody)
+  return undefined
+}
