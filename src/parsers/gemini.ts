@@ -130,19 +130,71 @@ class GeminiReader {
   }
 }
 
-/** `?alt=sse`: one GenerateContentResponse per SSE event. */
-export class GeminiSseParser extends SseJsonParser {
+/**
+ * `?alt=sse`: one GenerateContentResponse per SSE event. Gemini and Vertex abort a stream by
+ * writing a pretty-printed `{"error": …}` object straight into the 200 body, outside SSE framing
+ * (the Gen AI SDKs look for it in each read); the SSE decoder ignores such lines, so a line that
+ * starts with `{` is also read as raw JSON.
+ */
+export class GeminiSseParser extends SseJsonParser implements JsonArraySink {
   readonly #reader: GeminiReader
+  /** Reading a raw JSON object found at a line start; undefined when not inside one. */
+  #raw: JsonArrayDecoder | undefined
+  /** The previous read ended a line (or nothing was read yet). */
+  #lineStart = true
 
   constructor(ctx: ParserContext) {
     super(ctx)
     this.#reader = new GeminiReader(ctx, this.summary)
   }
 
+  override push(chunk: Uint8Array): readonly ContentEvent[] {
+    const events = super.push(chunk)
+    const len = chunk.byteLength
+    if (len === 0) return events
+    let from = this.#raw !== undefined ? 0 : this.#lineStart && chunk[0] === OPEN_BRACE ? 0 : rawObjectStart(chunk)
+    this.#lineStart = chunk[len - 1] === LF || chunk[len - 1] === CR
+    if (from < 0) return events
+    this.#raw ??= new JsonArrayDecoder(this.ctx.maxEventBytes)
+    this.#raw.push(from === 0 ? chunk : chunk.subarray(from), this)
+    return events
+  }
+
   protected onJson(_event: string, value: unknown): void {
     const event = this.#reader.read(value)
     if (event !== undefined) this.emit(event)
   }
+
+  /** A raw JSON object outside the SSE framing: an error (content is never sent that way). */
+  element(text: string): void {
+    this.#raw = undefined
+    try {
+      this.#reader.read(JSON.parse(text))
+    } catch {
+      // Not JSON after all: only a guess from a line start, never a reason to stop measuring.
+    }
+  }
+
+  oversize(): void {
+    this.#raw = undefined
+  }
+
+  invalid(): void {
+    this.#raw = undefined
+  }
+}
+
+const LF = 0x0a
+const CR = 0x0d
+const OPEN_BRACE = 0x7b
+
+/** Offset of the first `{` that starts a line in this read, or -1. */
+function rawObjectStart(chunk: Uint8Array): number {
+  const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+  const lf = buf.indexOf('\n{')
+  const cr = buf.indexOf('\r{')
+  if (lf < 0 && cr < 0) return -1
+  return (lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr)) + 1
 }
 
 /** Default `alt=json`: one JSON array, each element a GenerateContentResponse as it is generated. */

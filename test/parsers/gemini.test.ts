@@ -111,6 +111,25 @@ t.test('an error object in the stream is a provider error, SSE or array', async 
   t.equal(feed(makeArray, Buffer.from(JSON.stringify(error))).summary.error, 'UNAVAILABLE', 'a bare error object')
 })
 
+t.test('a bare pretty-printed error object written outside the SSE framing is a provider error, at any split', async (t) => {
+  const chunk = `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text: 'Hello' }] } }] })}\r\n\r\n`
+  const error = JSON.stringify({ error: { code: 429, message: 'Resource has been exhausted {x}', status: 'RESOURCE_EXHAUSTED' } }, null, 2)
+  for (const body of [Buffer.from(chunk + error + '\n'), Buffer.from(error), Buffer.from(chunk + chunk + error)]) {
+    const whole = feed(makeSse, body)
+    t.equal(whole.summary.error, 'RESOURCE_EXHAUSTED')
+    t.equal(whole.summary.parseError, undefined)
+    const split = splitDifferences(makeSse, body, whole)
+    t.equal(split.differing, 0, `the same at every split (${split.runs} runs)`, { first: split.first })
+  }
+  const notJson = feed(makeSse, Buffer.from(chunk + '{ not json }\n' + chunk))
+  t.equal(notJson.events.length, 2, 'a stray brace line is ignored')
+  t.equal(notJson.summary.error, undefined)
+  t.equal(notJson.summary.parseError, undefined)
+  const small = () => new GeminiSseParser(parserContext(PATH, 'text/event-stream', 8))
+  t.equal(feed(small, Buffer.from('{"error": {"status": "TOO_LONG_TO_KEEP"}}')).summary.error, undefined, 'an oversized raw object is dropped')
+  t.equal(feed(makeSse, Buffer.from('{"a":1} {"b":2}\n')).summary.error, undefined, 'bytes after a raw object are ignored')
+})
+
 t.test('a content chunk that does not advance the usage ends exact counting for the rest of the stream', async (t) => {
   const chunk = (text: string, candidates: number) => `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text }] } }], usageMetadata: { promptTokenCount: 3, candidatesTokenCount: candidates } })}\n\n`
   const { events, summary } = feed(makeSse, Buffer.from(chunk(' one two', 2) + chunk(' three', 2) + chunk(' four five six', 6)))
