@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '../../src/parsers/types.ts'
 import { Encoding, counterFor } from '../../src/tokens/tokenizer.ts'
+import { fixture as recorded, sseFromDataLines } from './fixtures.ts'
 import { sseEvents } from './upstream.ts'
 
 /**
@@ -10,14 +9,9 @@ import { sseEvents } from './upstream.ts'
  * same summary wherever the reads are cut.
  */
 
-const FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url))
-
-/** A recorded stream's bytes. `.data.jsonl` files (SSE data payloads, one a line) get their SSE framing back. */
+/** A recorded stream's bytes. `.data.jsonl` files (SSE data payloads, one a line) get their SSE framing back, without `[DONE]`. */
 export function fixture(name: string): Buffer {
-  const bytes = readFileSync(FIXTURES + name)
-  if (!name.endsWith('.data.jsonl')) return bytes
-  const lines = bytes.toString('utf8').split('\n').filter((l) => l.trim() !== '')
-  return Buffer.from(lines.map((l) => `data: ${l}\n\n`).join(''))
+  return name.endsWith('.data.jsonl') ? sseFromDataLines(name, false) : recorded(name)
 }
 
 /** The JSON payloads of an SSE body, found with a regex split, not the decoder under test. */
