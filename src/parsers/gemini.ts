@@ -18,8 +18,10 @@ import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '.
  * A part with only a `thoughtSignature` and `text: ""` is not content.
  * Usage: `usageMetadata` is cumulative on every chunk: output = `candidatesTokenCount` +
  * `thoughtsTokenCount` (reasoning), input = `promptTokenCount`; the last value wins (the prompt
- * count can change between chunks). While every content chunk advances that cumulative count,
- * its difference is the chunk's exact token count; otherwise the tokenizer estimates.
+ * count can change between chunks). While every content chunk advances the cumulative count
+ * of what is streamed (`candidatesTokenCount`, plus `thoughtsTokenCount` once thought parts are
+ * streamed), its difference is the chunk's exact token count; otherwise the tokenizer estimates.
+ * Thinking that is counted but not streamed stays out of the chunks, as for other providers.
  * An `error` object in the stream (`{"error":{"code","message","status"}}`) is a provider error.
  * https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent
  */
@@ -60,10 +62,12 @@ export function geminiMethod(path: string): string | undefined {
 class GeminiReader {
   readonly #ctx: ParserContext
   readonly #summary: StreamSummary
-  /** Cumulative output (candidates + thoughts) of the last chunk that reported it. */
+  /** Cumulative streamed output (candidates, + thoughts once streamed) of the last chunk that reported it. */
   #cumulative = 0
   /** Every content chunk so far advanced the cumulative count: per-chunk counts are exact. */
   #exact = true
+  /** Thought parts were streamed, so thinking tokens are part of the chunks. */
+  #thoughtsStreamed = false
 
   constructor(ctx: ParserContext, summary: StreamSummary) {
     this.#ctx = ctx
@@ -79,7 +83,7 @@ class GeminiReader {
       summary.error ??= String(e.status ?? e.code ?? e.message ?? 'error')
     }
     if (summary.model === undefined && nonEmpty(value.modelVersion)) summary.model = value.modelVersion
-    const cumulative = isObject(value.usageMetadata) ? this.#usage(value.usageMetadata) : undefined
+    const counts = isObject(value.usageMetadata) ? this.#usage(value.usageMetadata) : undefined
 
     let text = 0
     let reasoning = 0
@@ -96,8 +100,10 @@ class GeminiReader {
           if (nonEmpty(part.text)) {
             any = true
             const n = this.#ctx.countTokens(part.text)
-            if (part.thought === true) reasoning += n
-            else text += n
+            if (part.thought === true) {
+              reasoning += n
+              this.#thoughtsStreamed = true
+            } else text += n
           }
           if (isObject(part.functionCall)) {
             any = true
@@ -107,6 +113,11 @@ class GeminiReader {
       }
     }
 
+    let cumulative: number | undefined
+    if (counts !== undefined) {
+      const thoughts = this.#thoughtsStreamed ? counts.thoughts : undefined
+      if (counts.candidates !== undefined || thoughts !== undefined) cumulative = (counts.candidates ?? 0) + (thoughts ?? 0)
+    }
     const previous = this.#cumulative
     if (cumulative !== undefined && cumulative > previous) this.#cumulative = cumulative
     if (!any) return undefined
@@ -116,17 +127,16 @@ class GeminiReader {
     return { kind, tokens: Math.max(1, text + tool + reasoning), exact: false }
   }
 
-  /** Records the usage; returns the cumulative output it reports, if any. */
-  #usage(meta: Json): number | undefined {
+  /** Records the usage; returns the cumulative counts it reports. */
+  #usage(meta: Json): { candidates?: number; thoughts?: number } {
     const summary = this.#summary
     const usage = (summary.usage ??= {})
     if (count(meta.promptTokenCount)) usage.input = meta.promptTokenCount
     const candidates = count(meta.candidatesTokenCount) ? meta.candidatesTokenCount : undefined
     const thoughts = count(meta.thoughtsTokenCount) ? meta.thoughtsTokenCount : undefined
-    if (candidates === undefined && thoughts === undefined) return undefined
-    usage.output = (candidates ?? 0) + (thoughts ?? 0)
+    if (candidates !== undefined || thoughts !== undefined) usage.output = (candidates ?? 0) + (thoughts ?? 0)
     if (thoughts !== undefined) usage.reasoning = thoughts
-    return usage.output
+    return { candidates, thoughts }
   }
 }
 

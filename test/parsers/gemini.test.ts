@@ -22,14 +22,18 @@ function expected(chunks: Chunk[]) {
   const exactTokens: number[] = []
   let exact = true
   let cumulative = 0
+  let thoughtsStreamed = false
   let last: Chunk['usageMetadata'] = {}
   for (const c of chunks) {
     const parts = c.candidates?.flatMap((x) => x.content?.parts ?? []) ?? []
     const text = parts.some((p) => p.text && !p.thought)
     const tool = parts.some((p) => p.functionCall)
     const thought = parts.some((p) => p.text && p.thought)
+    if (thought) thoughtsStreamed = true
     const u = c.usageMetadata ?? {}
-    const now = u.candidatesTokenCount === undefined && u.thoughtsTokenCount === undefined ? undefined : (u.candidatesTokenCount ?? 0) + (u.thoughtsTokenCount ?? 0)
+    // Thinking counted but not streamed is not in any chunk.
+    const streamedThoughts = thoughtsStreamed ? u.thoughtsTokenCount : undefined
+    const now = u.candidatesTokenCount === undefined && streamedThoughts === undefined ? undefined : (u.candidatesTokenCount ?? 0) + (streamedThoughts ?? 0)
     if (text || tool || thought) {
       content++
       const kind = text ? 'text' : tool ? 'tool' : 'reasoning'
@@ -44,7 +48,7 @@ function expected(chunks: Chunk[]) {
   if (last.candidatesTokenCount !== undefined || last.thoughtsTokenCount !== undefined) usage.output = (last.candidatesTokenCount ?? 0) + (last.thoughtsTokenCount ?? 0)
   if (last.promptTokenCount !== undefined) usage.input = last.promptTokenCount
   if (last.thoughtsTokenCount !== undefined) usage.reasoning = last.thoughtsTokenCount
-  return { kinds, content, exactTokens: exact ? exactTokens : undefined, usage, model: chunks.find((c) => c.modelVersion)?.modelVersion }
+  return { kinds, content, exactTokens: exact ? exactTokens : undefined, thoughtsStreamed, usage, model: chunks.find((c) => c.modelVersion)?.modelVersion }
 }
 
 interface Case {
@@ -59,11 +63,17 @@ interface Case {
 const CASES: Case[] = [
   // candidatesTokenCount only on the last chunk: estimates; the prompt count changes 15 → 13.
   { file: 'gemini/gemini-sse-crlf-text.sse', make: makeSse, kinds: { text: 3 }, usage: { output: 8, input: 13 } },
-  // Thinking not streamed: the first chunk's delta includes the 35 thought tokens.
-  { file: 'gemini/gemini-sse-cumulative-usage.sse', make: makeSse, kinds: { text: 3 }, exact: [66, 48, 1], usage: { output: 115, input: 18, reasoning: 35 } },
-  { file: 'gemini/gemini-sse-function-call.sse', make: makeSse, kinds: { tool: 1 }, exact: [212], usage: { output: 212, input: 29, reasoning: 202 } },
-  { file: 'gemini/gemini-sse-thinking-thought-parts.sse', make: makeSse, kinds: { reasoning: 4, text: 19 }, usage: { output: 1256, input: 34, reasoning: 787 } },
-  { file: 'gemini/vertex-sse-flex-tier.sse', make: makeSse, kinds: { text: 1 }, exact: [101], usage: { output: 101, input: 5, reasoning: 100 } },
+  // Thinking counted (35) but not streamed: the chunks hold the 80 candidate tokens, 31/48/1.
+  { file: 'gemini/gemini-sse-cumulative-usage.sse', make: makeSse, kinds: { text: 3 }, exact: [31, 48, 1], usage: { output: 115, input: 18, reasoning: 35 } },
+  { file: 'gemini/gemini-sse-function-call.sse', make: makeSse, kinds: { tool: 1 }, exact: [10], usage: { output: 212, input: 29, reasoning: 202 } },
+  {
+    file: 'gemini/gemini-sse-thinking-thought-parts.sse',
+    make: makeSse,
+    kinds: { reasoning: 4, text: 19 },
+    exact: [68, 230, 254, 235, 23, 24, 27, 24, 27, 25, 23, 24, 26, 27, 24, 24, 24, 24, 27, 25, 26, 24, 21],
+    usage: { output: 1256, input: 34, reasoning: 787 } },
+  { file: 'gemini/vertex-sse-flex-tier.sse', make: makeSse, kinds: { text: 1 }, exact: [1], usage: { output: 101, input: 5, reasoning: 100 } },
+  // Thought parts streamed: their chunks advance thoughtsTokenCount (68, 298, 552, 787), exact too.
   { file: 'gemini/gemini-json-array-stream.json', make: makeArray, kinds: { text: 13 }, usage: { output: 578, input: 8 } },
 ]
 
@@ -82,7 +92,8 @@ for (const c of CASES) {
     if (exact !== undefined) {
       t.same(whole.events.map((e) => e.tokens), exact, 'per-chunk counts from the advancing cumulative usage')
       t.ok(whole.events.every((e) => e.exact), 'all exact')
-      t.equal(exact.reduce((a, b) => a + b, 0), c.usage.output, 'the exact counts add up to the reported output')
+      const streamed = c.usage.output - (want.thoughtsStreamed ? 0 : c.usage.reasoning ?? 0)
+      t.equal(exact.reduce((a, b) => a + b, 0), streamed, 'the exact counts add up to the reported output, less thinking not streamed')
     } else {
       t.ok(whole.events.every((e) => !e.exact && e.tokens >= 1), 'estimates where usage does not advance per chunk')
     }
