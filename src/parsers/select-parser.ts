@@ -59,8 +59,9 @@ const VERTEX_ANTHROPIC = /\/publishers\/anthropic\/models\/([^/:]+):(?:stream)?[
 export const anthropic: ProviderSpec = {
   name: 'anthropic',
   // `/v1/threads/{id}/messages` is OpenAI's Assistants API, not Anthropic's.
-  ownsPath: (path) => (/\/messages$/.test(path) && !path.includes('/threads/')) || VERTEX_ANTHROPIC.test(path),
+  ownsPath: (path) => (/\/messages(\/count_tokens)?$/.test(path) && !path.includes('/threads/')) || VERTEX_ANTHROPIC.test(path),
   parser: (ctx, mediaType) => {
+    if (ctx.path.endsWith('/count_tokens')) return undefined // a count, not a completion
     if (mediaType === 'text/event-stream') return new AnthropicMessagesParser(ctx)
     return isJson(mediaType) ? jsonBody(ctx, summarizeAnthropicBody) : undefined
   },

@@ -119,6 +119,9 @@ t.test('Anthropic paths are detected, and OpenAI Assistants messages are not Ant
   t.ok(selectParser('anthropic', '/v1/messages', 'application/json', ctx).parser instanceof JsonBodyParser)
   t.equal(selectParser('auto', '/v1/messages', 'text/html', ctx).parser, undefined)
   t.not(providerForPath('auto', '/v1/threads/th_1/messages')?.name, 'anthropic')
+  const count = selectParser('auto', '/v1/messages/count_tokens', 'application/json', parserContext('/v1/messages/count_tokens', 'application/json'))
+  t.equal(count.provider, 'anthropic', 'token counting is Anthropic too')
+  t.equal(count.parser, undefined, 'but no completion to measure')
   const vertex = '/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict'
   const spec = providerForPath('auto', vertex)
   t.equal(spec?.name, 'anthropic', 'Claude on Vertex AI')
