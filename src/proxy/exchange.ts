@@ -193,7 +193,7 @@ export class Exchange {
       method: this.method,
       path: this.path,
       responseModel: summary.model === undefined ? undefined : deps.models.value(`${this.route.label}\u0000response`, summary.model),
-      errorType: outcome === Outcome.ok ? undefined : this.failure ?? (statusCode < 200 || statusCode >= 300 ? String(statusCode) : summary.error !== undefined ? 'provider_error' : outcome),
+      errorType: outcome === Outcome.ok ? undefined : outcome === Outcome.cancelled ? 'cancelled' : this.failure ?? (statusCode < 200 || statusCode >= 300 ? String(statusCode) : 'provider_error'),
       outcome,
       timing,
       chunks,
