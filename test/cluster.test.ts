@@ -3,6 +3,7 @@ import { simRoute } from './helpers/proxy.ts'
 import { parseMetrics, select, sumOf } from './helpers/prometheus.ts'
 import type { Sample } from './helpers/prometheus.ts'
 import { startServerProcess } from './helpers/server-process.ts'
+import { findTool, run } from './helpers/tools.ts'
 
 // Two tokens of gap per request: first chunk at 5 ms, then two more chunks.
 const PLAN = { ttft_ms: 5, chunks: [[5, 1], [5, 2]] as [number, number][] }
@@ -76,6 +77,8 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   const buckets = select(m, 'llm_inter_chunk_latency_seconds_bucket', labels).map((s) => s.value)
   t.ok(buckets.every((v, i) => i === 0 || v >= buckets[i - 1]), 'aggregated buckets are cumulative')
   t.match(text, /# TYPE llm_inter_token_latency_seconds histogram/, 'the histogram keeps its type')
+  const promtool = findTool(t, 'promtool')
+  if (promtool !== undefined) t.equal(run(promtool, ['check', 'metrics'], text).output, '', 'promtool check metrics finds nothing in the aggregated scrape')
 
   // Both workers took traffic: request ids carry the worker's pid.
   const pids = new Set(server.logs.filter((l) => l.msg === 'request').map((l) => String(l.request_id).split('-')[1]))
