@@ -108,7 +108,7 @@ t.test('a real Prometheus scraping tokentap reads back P99 ITL in the bucket of 
   await waitFor('the first request to be scraped', () => number('sum(llm_requests_total{job="tokentap"}) > 0'))
   for (let round = 0; round < 2; round++) await Promise.all(Array.from({ length: 6 }, stream))
 
-  const itl = DEFAULT_BUCKETS.itl
+  const itl: readonly number[] = DEFAULT_BUCKETS.itl
   const upper = itl.find((b) => b >= TRUE_ITL) as number
   const lower = itl[itl.indexOf(upper) - 1]
   const p99 = await waitFor('the P99 ITL', () => number('histogram_quantile(0.99, sum by (le) (rate(llm_inter_token_latency_seconds_bucket{job="tokentap"}[1m])))'))
