@@ -112,7 +112,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   }
   const admin = buildAdmin(state)
 
-  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected())
+  // Only workers that listen: one still starting has counted nothing and would not answer yet.
+  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected() && listening.has(w.id))
 
   function ask(worker: Worker, id: number): Promise<MetricJson[]> {
     return new Promise((resolve, reject) => {
