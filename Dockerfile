@@ -32,7 +32,8 @@ COPY --from=build /app/dist/src ./dist/src
 COPY package.json ./
 COPY config/default.yaml ./config/default.yaml
 COPY config/default.yaml /etc/tokentap/config.yaml
-USER node
+# The image's `node` user, by number so Kubernetes can verify runAsNonRoot.
+USER 1000:1000
 # 8080: the proxy; 9464: admin (/metrics, /healthz, /readyz).
 EXPOSE 8080 9464
 # The slim image has no curl: Node's own fetch asks the admin listener.

@@ -66,6 +66,8 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   t.ok(pod.terminationGracePeriodSeconds > config.server.drain_seconds + preStop, `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} > drain ${config.server.drain_seconds} s + preStop ${preStop} s`)
   t.ok(container.resources.requests.cpu && container.resources.requests.memory && container.resources.limits.cpu && container.resources.limits.memory, 'resource requests and limits')
   t.equal(pod.securityContext.runAsNonRoot, true, 'runAsNonRoot')
+  const imageUser = /^USER (\d+)/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1]
+  t.equal(String(pod.securityContext.runAsUser), imageUser, 'the pod runs as the image\u2019s user')
   t.equal(container.securityContext.readOnlyRootFilesystem, true, 'read-only root filesystem')
   t.equal(container.securityContext.allowPrivilegeEscalation, false)
   const env = Object.fromEntries((container.env as Doc[]).map((e) => [e.name, e.value]))
@@ -133,7 +135,7 @@ t.test('the Dockerfile builds in stages, runs unprivileged and its HEALTHCHECK c
   const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8')
   t.ok((dockerfile.match(/^FROM /gm) ?? []).length >= 2, 'multi-stage')
   t.match(dockerfile, /npm ci --omit=dev/, 'production dependencies only in the runtime image')
-  t.match(dockerfile, /^USER node$/m, 'runs as the non-root node user')
+  t.match(dockerfile, /^USER 1000:1000$/m, 'runs as the non-root node user, by number')
   t.match(dockerfile, /^EXPOSE 8080 9464$/m)
   t.match(dockerfile, /TOKENTAP_CONFIG=\/etc\/tokentap\/config\.yaml/, 'config at a documented path')
   for (const copied of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
