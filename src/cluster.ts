@@ -150,11 +150,14 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     return AggregatorRegistry.aggregate([...reports, retired]).metrics()
   }
 
-  async function retire(workerId: number): Promise<void> {
+  // Synchronous (the aggregated metrics' get() returns plain values), so no scrape sees the
+  // dead worker's counts missing from both the live reports and `retired`.
+  function retire(workerId: number): void {
     const report = lastReport.get(workerId)
     lastReport.delete(workerId)
     if (report === undefined) return
-    retired = (await AggregatorRegistry.aggregate([retired, report.filter(retainable)]).getMetricsAsJSON()) as unknown as MetricJson[]
+    const merged = AggregatorRegistry.aggregate([retired, report.filter(retainable)]).getMetricsAsArray() as unknown as { get(): MetricJson }[]
+    retired = merged.map((m) => m.get())
   }
 
   function fork(): void {
@@ -172,7 +175,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     })
     worker.on('exit', (code, signal) => {
       listening.delete(worker.id)
-      void retire(worker.id)
+      retire(worker.id)
       if (stopping) return
       crashes = Date.now() - started < CRASH_WINDOW_MS ? crashes + 1 : 0
       const delay = crashes === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 100 * 2 ** crashes)
