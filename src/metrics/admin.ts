@@ -1,7 +1,9 @@
 import { timingSafeEqual } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
-import type { Tokentap } from '../app.ts'
+import type { Logger } from 'pino'
+import type { Config } from '../config/schema.ts'
+import type { Exchange } from '../proxy/exchange.ts'
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from './registry.ts'
 import { wantsOpenMetrics } from './openmetrics.ts'
 import { snapshotStreams } from '../proxy/debug-streams.ts'
@@ -20,7 +22,18 @@ function tokenMatches(header: string | undefined, token: string): boolean {
   return given.length === want.length && timingSafeEqual(given, want)
 }
 
-export function buildAdmin(state: Tokentap): FastifyInstance {
+/** What the admin listener reads: a single process's `Tokentap` state, or the cluster primary's. */
+export interface AdminState {
+  readonly config: Config
+  readonly logger: Logger
+  /** `supportsOpenMetrics`: `render(true)` writes OpenMetrics (the cluster primary's sum does not). */
+  readonly registry: { render(openMetrics?: boolean): Promise<string>; readonly supportsOpenMetrics?: boolean }
+  readonly draining: boolean
+  /** Requests in flight in this process (absent in the cluster primary, which proxies nothing). */
+  readonly active?: ReadonlySet<Exchange>
+}
+
+export function buildAdmin(state: AdminState): FastifyInstance {
   const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance
   const token = state.config.admin.token
 
@@ -28,13 +41,16 @@ export function buildAdmin(state: Tokentap): FastifyInstance {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
       return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /metrics' })
     }
-    const openMetrics = wantsOpenMetrics(request.headers.accept)
+    const openMetrics = state.registry.supportsOpenMetrics === true && wantsOpenMetrics(request.headers.accept)
     const body = await state.registry.render(openMetrics)
     return reply.header('content-type', openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE).header('vary', 'accept').send(body)
   })
   admin.get('/debug/streams', async (request, reply) => {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
       return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /debug/streams' })
+    }
+    if (state.active === undefined) {
+      return reply.code(501).send({ error: '/debug/streams lists one process’s streams; with server.workers > 1 the primary runs none' })
     }
     return reply.header('cache-control', 'no-store').send(snapshotStreams(state.active))
   })
