@@ -24,9 +24,10 @@ export interface StreamResult {
 }
 
 export type Job =
-  | { kind: 'streams'; url: string; body: string; count: number; concurrency: number; phaseMs: number; idPrefix: string; detail: boolean; headers?: Record<string, string> }
+  | { kind: 'streams'; url: string; body: string; bodies?: string[]; count: number; concurrency: number; phaseMs: number; idPrefix: string; detail: boolean; headers?: Record<string, string> }
   | { kind: 'hold'; url: string; body: string; count: number }
   | { kind: 'release' }
+  | { kind: 'stop' }
   | { kind: 'stall'; url: string; body: string }
   | { kind: 'get'; url: string; times: number; pauseMs: number }
 
@@ -106,14 +107,19 @@ function stream(url: string, body: string, id: string, detail: boolean, headers:
   })
 }
 
+/** Set by a `stop` job: running `streams` jobs start no further requests. */
+let stopped = false
+
 async function streams(job: Extract<Job, { kind: 'streams' }>): Promise<StreamResult[]> {
+  stopped = false
   const out: StreamResult[] = []
   let next = 0
   const worker = async (): Promise<void> => {
-    while (next < job.count) {
+    while (next < job.count && !stopped) {
       const i = next++
       if (job.phaseMs > 0) await new Promise((r) => setTimeout(r, Math.random() * job.phaseMs))
-      out.push(await stream(job.url, job.body, `${job.idPrefix}-${i}`, job.detail, job.headers))
+      const body = job.bodies === undefined ? job.body : job.bodies[i % job.bodies.length]
+      out.push(await stream(job.url, body, `${job.idPrefix}-${i}`, job.detail, job.headers))
     }
   }
   await Promise.all(Array.from({ length: Math.min(job.concurrency, job.count) }, worker))
@@ -190,6 +196,9 @@ async function run(job: Job): Promise<unknown> {
       return hold(job)
     case 'release':
       return release()
+    case 'stop':
+      stopped = true
+      return true
     case 'stall':
       return stall(job)
     case 'get':

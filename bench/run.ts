@@ -103,7 +103,7 @@ routes:
     provider: openai
 `,
   )
-  const proc = spawn(process.execPath, ['--import', join(DIST, 'bench', 'el-probe.js'), join(DIST, 'src', 'server.js'), '--config', config], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+  const proc = spawn(process.execPath, ['--expose-gc', '--import', join(DIST, 'bench', 'el-probe.js'), join(DIST, 'src', 'server.js'), '--config', config], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
   procs.push(proc)
   const lines = new Map<string, LogLine>()
   let listening: () => void = () => {}
@@ -195,11 +195,18 @@ async function main(): Promise<void> {
   for (const p of ['tokentap', 'nginx'] as const) {
     const pids = proxyPids[p]
     if (url[p] === undefined || pids === undefined || pids.length === 0) continue
+    // Memory held, not garbage awaiting collection: the proxy runs a full GC before each sample.
+    const settle = async (): Promise<void> => {
+      if (p === 'tokentap') await tt.ask('gc', 'gc-done')
+      await sleep(200)
+    }
     await sleep(500)
+    await settle()
     const before = rssBytes(pids)
     const opened = await job<number>({ kind: 'hold', url: url[p]!, body: holdBody, count: P.openStreams })
     await sleep(1500)
-    const during = Math.min(rssBytes(pids), (await sleep(300), rssBytes(pids)), (await sleep(300), rssBytes(pids)))
+    await settle()
+    const during = rssBytes(pids)
     await job({ kind: 'release' })
     memory[`${p}_rss_per_stream_kib`] = round((during - before) / opened / 1024, 1)
     memory[`${p}_open_streams`] = opened
@@ -207,10 +214,12 @@ async function main(): Promise<void> {
     memory[`${p}_rss_open_mib`] = round(during / 2 ** 20, 1)
     await sleep(1000)
     // A reader that stops reading: what the proxy holds is what backpressure failed to push back.
+    await settle()
     const stallBefore = rssBytes(pids)
     await job({ kind: 'stall', url: url[p]!, body: body(evenPlan(P.stallChunks, 0)) })
     await sleep(2500)
-    const stallDuring = Math.max(rssBytes(pids), (await sleep(300), rssBytes(pids)))
+    await settle()
+    const stallDuring = rssBytes(pids)
     await job({ kind: 'release' })
     memory[`${p}_stalled_reader_kib`] = round(Math.max(0, stallDuring - stallBefore) / 1024, 0)
     log(`  ${p}: ${memory[`${p}_rss_per_stream_kib`]} KiB/stream, stalled reader ${memory[`${p}_stalled_reader_kib`]} KiB`)
@@ -291,8 +300,22 @@ async function main(): Promise<void> {
   await sleep(300)
   const idle = await tt.ask('el-stop', 'el')
   await tt.ask('el-start', 'el-started')
+  // Scrapes back to back while streams keep arriving for random models (so series keep changing).
+  const traffic = job({
+    kind: 'streams',
+    url: url.tokentap!,
+    body: '',
+    bodies: Array.from({ length: 97 }, (_, i) => body(evenPlan(10, 5), `bench-model-${String((i * 31) % P.models).padStart(4, '0')}`)),
+    count: 100_000,
+    concurrency: 10,
+    phaseMs: 0,
+    idPrefix: 'scrape-traffic',
+    detail: false,
+  })
   const scrape = await job<{ ms: number[]; bytes: number }>({ kind: 'get', url: metricsUrl, times: P.scrapes, pauseMs: 0 })
   const el = await tt.ask('el-stop', 'el')
+  await job({ kind: 'stop' })
+  const trafficDone = await traffic
 
   // ---------------------------------------------------------------- report
   const u = Object.fromEntries(paths.map((p) => [p, summary(unloaded[p])])) as Record<Path, Summary>
@@ -348,7 +371,7 @@ async function main(): Promise<void> {
     load: loadOut,
     saturation: satOut,
     memory,
-    scrape: { series_models: P.models, bytes: scrape.bytes, ms: pick(scrapeSummary), event_loop_delay_ms: { p50: round(el.p50), p99: round(el.p99), max: round(el.max) }, event_loop_delay_idle_ms: { p99: round(idle.p99), max: round(idle.max) } },
+    scrape: { series_models: P.models, bytes: scrape.bytes, streams_during: (trafficDone as StreamResult[]).length, ms: pick(scrapeSummary), event_loop_delay_ms: { p50: round(el.p50), p99: round(el.p99), max: round(el.max) }, event_loop_delay_idle_ms: { p99: round(idle.p99), max: round(idle.max) } },
     accuracy: { unloaded: accuracyUnloaded, [`load_${P.loadLevels[0]}`]: accuracyLoad },
     targets,
     seconds: round((performance.now() - t0) / 1000, 0),

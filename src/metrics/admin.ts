@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
+import { Readable } from 'node:stream'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { Tokentap } from '../app.ts'
@@ -25,8 +26,8 @@ export function buildAdmin(state: Tokentap): FastifyInstance {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
       return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /metrics' })
     }
-    const body = await state.registry.render()
-    return reply.header('content-type', PROMETHEUS_CONTENT_TYPE).send(body)
+    // Streamed in slices: a scrape of thousands of series must not block the proxied streams.
+    return reply.header('content-type', PROMETHEUS_CONTENT_TYPE).send(Readable.from(state.registry.stream()))
   })
   admin.get('/healthz', async () => ({ status: 'ok' }))
   admin.get('/readyz', async (_request, reply) => {

@@ -22,6 +22,8 @@ export class HistogramSeries {
   readonly counts: Float64Array
   sum = 0
   count = 0
+  /** This series' exposition lines, kept between scrapes until its next observation. */
+  exposition: Buffer | undefined
   readonly #bounds: Float64Array
 
   constructor(bounds: Float64Array, labelValues: readonly string[], rendered: string) {
@@ -46,6 +48,7 @@ export class HistogramSeries {
     this.counts[lo] += weight
     this.sum += value * weight
     this.count += weight
+    this.exposition = undefined
   }
 }
 
@@ -59,6 +62,7 @@ export class Histogram {
   readonly #bounds: Float64Array
   readonly #leStrings: readonly string[]
   #series = new Map<string, HistogramSeries>()
+  #header: Buffer | undefined
 
   constructor(opts: HistogramOptions) {
     const buckets = [...new Set(opts.buckets)].filter((b) => Number.isFinite(b)).sort((a, b) => a - b)
@@ -92,20 +96,34 @@ export class Histogram {
 
   /** Text exposition of every series (Prometheus 0.0.4 and OpenMetrics share this shape). */
   serialize(): string {
+    let out = ''
+    for (const b of this.chunks()) out += b.toString('utf8')
+    return out
+  }
+
+  /**
+   * The exposition as bytes: the header, then one buffer per series. A series is rendered again
+   * only after it was observed, so a scrape of many quiet series is mostly a copy, and a big
+   * scrape is never one huge string (which V8 would have to flatten and encode in one go).
+   */
+  *chunks(): Generator<Buffer> {
+    yield (this.#header ??= Buffer.from(header(this.name, this.help, this.type)))
+    for (const s of this.#series.values()) yield (s.exposition ??= this.#render(s))
+  }
+
+  #render(s: HistogramSeries): Buffer {
     const name = this.name
     const le = this.#leStrings
-    let out = header(name, this.help, this.type)
-    for (const s of this.#series.values()) {
-      const prefix = s.rendered.length > 0 ? `${s.rendered},` : ''
-      let cumulative = 0
-      for (let i = 0; i < le.length; i++) {
-        cumulative += s.counts[i]
-        out += `${name}_bucket{${prefix}le="${le[i]}"} ${cumulative}\n`
-      }
-      const braces = s.rendered.length > 0 ? `{${s.rendered}}` : ''
-      out += `${name}_sum${braces} ${formatValue(s.sum)}\n${name}_count${braces} ${s.count}\n`
+    const open = `${name}_bucket{${s.rendered.length > 0 ? `${s.rendered},` : ''}le="`
+    let out = ''
+    let cumulative = 0
+    for (let i = 0; i < le.length; i++) {
+      cumulative += s.counts[i]
+      out += `${open}${le[i]}"} ${cumulative}\n`
     }
-    return out
+    const braces = s.rendered.length > 0 ? `{${s.rendered}}` : ''
+    out += `${name}_sum${braces} ${formatValue(s.sum)}\n${name}_count${braces} ${s.count}\n`
+    return Buffer.from(out)
   }
 
   /** prom-client's metric shape, for its registries and the cluster aggregator. */

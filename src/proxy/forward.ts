@@ -166,8 +166,12 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
         fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', `invalid response header: ${(err as Error).message}`))
         return
       }
-      // Send headers now: an SSE client should see the response start before the first event.
-      res.flushHeaders()
+      // Send headers within this tick: an SSE client should see the response start before the
+      // first event. When body bytes came in the same read, they go out with the headers in one
+      // write instead (the data flush is queued after this one).
+      queueMicrotask(() => {
+        if (pending.length === 0 && !res.headersSent && !res.destroyed) res.flushHeaders()
+      })
     },
     onResponseData(c, chunk) {
       if (res.destroyed) return
