@@ -1,9 +1,11 @@
 import { timingSafeEqual } from 'node:crypto'
-import { Readable } from 'node:stream'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { Tokentap } from '../app.ts'
-import { PROMETHEUS_CONTENT_TYPE } from './registry.ts'
+import { PROMETHEUS_CONTENT_TYPE, yieldToLoop } from './registry.ts'
+
+/** Series buffers written per turn of the event loop (a few hundred KiB). */
+const WRITE_BATCH = 128
 
 /**
  * The admin listener, on its own port: `GET /metrics` (Prometheus text format),
@@ -26,8 +28,20 @@ export function buildAdmin(state: Tokentap): FastifyInstance {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
       return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /metrics' })
     }
-    // Streamed in slices: a scrape of thousands of series must not block the proxied streams.
-    return reply.header('content-type', PROMETHEUS_CONTENT_TYPE).send(Readable.from(state.registry.stream()))
+    // Written in slices: a scrape of thousands of series must not block the proxied streams.
+    const parts = await state.registry.collect()
+    let length = 0
+    for (const p of parts) length += p.length
+    reply.hijack()
+    const res = reply.raw
+    res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'content-length': length })
+    for (let i = 0; i < parts.length && !res.destroyed; i += WRITE_BATCH) {
+      if (i > 0) await yieldToLoop()
+      res.cork()
+      for (let j = i; j < Math.min(parts.length, i + WRITE_BATCH); j++) res.write(parts[j])
+      res.uncork()
+    }
+    res.end()
   })
   admin.get('/healthz', async () => ({ status: 'ok' }))
   admin.get('/readyz', async (_request, reply) => {

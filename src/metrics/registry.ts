@@ -13,9 +13,11 @@ import type { Histogram } from './histogram.ts'
 export type OwnMetric = Histogram | Counter | CollectedGauge
 
 const NEWLINE = Buffer.from('\n')
-const BATCH_BYTES = 64 * 1024
 /** Longest run of scrape work between two turns of the event loop. */
 const SLICE_MS = 2
+
+/** Lets the event loop run (I/O first) before the caller goes on. */
+export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE
 export const OPENMETRICS_CONTENT_TYPE = Registry.OPENMETRICS_CONTENT_TYPE
@@ -36,40 +38,35 @@ export class MetricsRegistry {
 
   /** Prometheus text format 0.0.4. */
   async render(): Promise<string> {
-    const parts: Buffer[] = []
-    for await (const b of this.stream()) parts.push(b)
-    return Buffer.concat(parts).toString('utf8')
+    return Buffer.concat(await this.collect()).toString('utf8')
   }
 
   /**
-   * The same text as a stream of ~64 KiB buffers for the /metrics response. It yields to the
-   * event loop every couple of milliseconds of work, so a scrape of thousands of series never
-   * holds up the streams being proxied.
+   * The same text as a list of buffers for the /metrics response: mostly each series' cached
+   * bytes (nothing is copied), rendered anew only for series observed since the last scrape.
+   * Yields to the event loop every couple of milliseconds of work, so a scrape of thousands of
+   * series never holds up the streams being proxied.
    */
-  async *stream(): AsyncGenerator<Buffer> {
-    let batch: Buffer[] = []
-    let size = 0
+  async collect(): Promise<Buffer[]> {
+    const out: Buffer[] = []
     let slice = performance.now()
     for (const m of this.#own) {
-      const parts: Iterable<Buffer> = 'chunks' in m ? m.chunks() : [Buffer.from(m.serialize())]
-      for (const b of [...parts, NEWLINE]) {
-        batch.push(b)
-        size += b.length
-        if (size >= BATCH_BYTES) {
-          yield Buffer.concat(batch, size)
-          batch = []
-          size = 0
+      if ('chunks' in m) {
+        for (const b of m.chunks()) {
+          out.push(b)
+          if (performance.now() - slice > SLICE_MS) {
+            await yieldToLoop()
+            slice = performance.now()
+          }
         }
-        if (performance.now() - slice > SLICE_MS) {
-          await new Promise<void>((resolve) => setImmediate(resolve))
-          slice = performance.now()
-        }
+      } else {
+        out.push(Buffer.from(m.serialize()))
       }
+      out.push(NEWLINE)
     }
-    batch.push(Buffer.from(await this.#process.metrics()))
-    yield Buffer.concat(batch)
+    out.push(Buffer.from(await this.#process.metrics()))
+    return out
   }
-
   /** prom-client JSON of every metric, own and process (what cluster workers send to the primary). */
   async json(): Promise<unknown[]> {
     const own = this.#own.map((m) => m.get())
