@@ -25,7 +25,14 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
  * Matched with their quotes: a quote inside a JSON string is escaped, so a match is a key or a
  * whole string value (a value only costs a full parse, never a wrong count).
  */
-const NEEDS_PARSE = /"(?:usage|error|text|refusal|tool_calls|function_call|reasoning[^"]*)"(?!:null)|"content"/
+const NEEDS_PARSE = /"(?:usage|error|text|refusal|tool_calls|function_call|reasoning[^"]*)"(?!:null)|"content"/g
+
+/** Whether `data` has a NEEDS_PARSE match other than the one ending at `allowedEnd` (the delta's own content key). */
+function needsParse(data: string, allowedEnd: number): boolean {
+  NEEDS_PARSE.lastIndex = 0
+  while (NEEDS_PARSE.test(data)) if (NEEDS_PARSE.lastIndex !== allowedEnd) return true
+  return false
+}
 const DELTA = '"delta":{'
 const CONTENT = '"content":'
 const ROLE = '"role":"assistant",'
@@ -74,8 +81,9 @@ export class OpenAIChatParser extends SseJsonParser {
         while (data.charCodeAt(k) === BACKSLASH) k--
         if ((end - 1 - k) % 2 === 0) break
       }
-      // Nothing after the content may need the full parse, nor anything before the delta.
-      if (NEEDS_PARSE.test(data.slice(end + 1)) || NEEDS_PARSE.test(data.slice(0, d))) return false
+      // Nothing but this content key may need the full parse (a match inside the text itself
+      // only sends the event to the full parse).
+      if (needsParse(data, c + CONTENT.length - 1)) return false
       text = data.slice(v + 1, end)
       if (text.indexOf('\\') >= 0) {
         // Escapes (\n, \", \uXXXX): JSON decodes the string alone.
@@ -85,7 +93,7 @@ export class OpenAIChatParser extends SseJsonParser {
           return false
         }
       }
-    } else if (c !== d + DELTA.length || NEEDS_PARSE.test(data)) {
+    } else if (c !== d + DELTA.length || needsParse(data, -1)) {
       return false
     }
     // What onJson does for such an event: no usage on this chunk, one text piece if non-empty.
