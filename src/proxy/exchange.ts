@@ -190,6 +190,7 @@ export class Exchange {
         provider: labels.provider,
         model: labels.model,
         method: this.method,
+        path: this.path.length > 256 ? `${this.path.slice(0, 256)}…` : this.path,
         status,
         outcome,
         error: this.failure ?? summary.error,
