@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
-import { cpus, tmpdir } from 'node:os'
+import { cpus, loadavg, tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -26,6 +26,7 @@ const HERE = dirname(fileURLToPath(import.meta.url)) // dist/bench
 const ROOT = resolve(HERE, '..', '..')
 const DIST = resolve(HERE, '..')
 const QUICK = process.argv.includes('--quick')
+const LOAD_AT_START = loadavg()[0]
 const OUT_DIR = join(ROOT, 'bench', 'results')
 
 type Path = 'direct' | 'nginx' | 'tokentap'
@@ -418,7 +419,7 @@ async function collectAccuracy(tt: Tokentap, results: readonly StreamResult[]): 
   }
 }
 
-function machine(nginxBin: string | undefined): { nproc: number; cpu: string; node: string; nginx: string | null; kernel: string } {
+function machine(nginxBin: string | undefined): { nproc: number; cpu: string; node: string; nginx: string | null; kernel: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number } {
   let cpu = cpus()[0]?.model ?? 'unknown'
   try {
     const m = /model name\s*:\s*(.+)/.exec(readFileSync('/proc/cpuinfo', 'utf8'))
@@ -432,7 +433,8 @@ function machine(nginxBin: string | undefined): { nproc: number; cpu: string; no
   } catch {
     // not Linux
   }
-  return { nproc: cpus().length, cpu, node: process.version, nginx: nginxBin ?? null, kernel }
+  // Other work on the machine skews every figure: the load average says how busy it was.
+  return { nproc: cpus().length, cpu, node: process.version, nginx: nginxBin ?? null, kernel, loadavg_1m_at_start: round(LOAD_AT_START, 2), loadavg_1m_at_end: round(loadavg()[0], 2) }
 }
 
 function table(r: any, paths: Path[]): string {
@@ -461,7 +463,7 @@ function table(r: any, paths: Path[]): string {
   for (const [k, a] of Object.entries(r.accuracy) as [string, any][]) {
     out += `accuracy (${k}, ${a.requests} requests): TTFT |proxy − client| mean ${a.ttft_abs_error_ms.mean} ms, p99 ${a.ttft_abs_error_ms.p99} ms; ITL p50 |error| mean ${a.itl_p50_abs_error_ms.mean} ms, p99 ${a.itl_p50_abs_error_ms.p99} ms\n`
   }
-  out += `\ntargets (${r.machine.cpu}, ${r.machine.nproc} cores, node ${r.machine.node}):\n`
+  out += `\ntargets (${r.machine.cpu}, ${r.machine.nproc} cores, node ${r.machine.node}, load average ${r.machine.loadavg_1m_at_start} → ${r.machine.loadavg_1m_at_end}):\n`
   for (const t of r.targets) out += `  ${t.met === null ? 'n/a ' : t.met ? 'met ' : 'MISS'}  ${t.target}: ${t.value}\n`
   return out
 }
