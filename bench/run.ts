@@ -213,7 +213,8 @@ async function main(): Promise<void> {
     memory[`${p}_open_streams`] = opened
     memory[`${p}_rss_before_mib`] = round(before / 2 ** 20, 1)
     memory[`${p}_rss_open_mib`] = round(during / 2 ** 20, 1)
-    await sleep(1000)
+    // Let the 1,000 cancelled streams finish recording before the next baseline.
+    await sleep(2500)
     // A reader that stops reading: what the proxy holds is what backpressure failed to push back.
     await settle()
     const stallBefore = rssBytes(pids)
