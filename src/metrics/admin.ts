@@ -1,7 +1,8 @@
 import { timingSafeEqual } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
-import type { Tokentap } from '../app.ts'
+import type { Logger } from 'pino'
+import type { Config } from '../config/schema.ts'
 import { PROMETHEUS_CONTENT_TYPE, yieldToLoop } from './registry.ts'
 
 /** Series buffers written per turn of the event loop (a few hundred KiB). */
@@ -20,7 +21,16 @@ function tokenMatches(header: string | undefined, token: string): boolean {
   return given.length === want.length && timingSafeEqual(given, want)
 }
 
-export function buildAdmin(state: Tokentap): FastifyInstance {
+/** What the admin listener reads: a single process's `Tokentap` state, or the cluster primary's. */
+export interface AdminState {
+  readonly config: Config
+  readonly logger: Logger
+  /** `collect()` (a process's own registry) serves the scrape in slices; else `render()`. */
+  readonly registry: { render(): Promise<string>; collect?(): Promise<Buffer[]> }
+  readonly draining: boolean
+}
+
+export function buildAdmin(state: AdminState): FastifyInstance {
   const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance
   const token = state.config.admin.token
 
@@ -28,8 +38,10 @@ export function buildAdmin(state: Tokentap): FastifyInstance {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
       return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /metrics' })
     }
+    const registry = state.registry
+    if (registry.collect === undefined) return reply.header('content-type', PROMETHEUS_CONTENT_TYPE).send(await registry.render())
     // Written in slices: a scrape of thousands of series must not block the proxied streams.
-    const parts = await state.registry.collect()
+    const parts = await registry.collect()
     let length = 0
     for (const p of parts) length += p.length
     reply.hijack()
