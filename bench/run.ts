@@ -59,8 +59,11 @@ const freePort = (): Promise<number> =>
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 const procs: ChildProcess[] = []
+let nginxProc: ChildProcess | undefined
 const cleanup = (): void => {
-  for (const p of procs) if (p.exitCode === null) p.kill('SIGTERM')
+  // Node children get SIGKILL: a graceful drain would wait for streams nobody reads any more.
+  // nginx gets SIGTERM (its fast shutdown), so its master takes the workers with it.
+  for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill(p === nginxProc ? 'SIGTERM' : 'SIGKILL')
 }
 process.on('exit', cleanup)
 process.on('SIGINT', () => process.exit(130))
@@ -174,6 +177,7 @@ async function main(): Promise<void> {
     const port = await freePort()
     const ng = startNginx(nginxBin, join(dir, 'nginx'), port, sim.port)
     procs.push(ng)
+    nginxProc = ng
     url.nginx = `http://127.0.0.1:${port}/v1/chat/completions`
     for (let i = 0; i < 100 && nginxPids.length < 2; i++) {
       await sleep(50)
