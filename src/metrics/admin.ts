@@ -4,9 +4,12 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.ts'
 import type { Exchange } from '../proxy/exchange.ts'
-import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from './registry.ts'
+import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, yieldToLoop } from './registry.ts'
 import { wantsOpenMetrics } from './openmetrics.ts'
 import { snapshotStreams } from '../proxy/debug-streams.ts'
+
+/** Series buffers written per turn of the event loop (a few hundred KiB). */
+const WRITE_BATCH = 128
 
 /**
  * The admin listener, on its own port: `GET /metrics` (Prometheus text format, or OpenMetrics
@@ -26,8 +29,11 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 export interface AdminState {
   readonly config: Config
   readonly logger: Logger
-  /** `supportsOpenMetrics`: `render(true)` writes OpenMetrics (the cluster primary's sum does not). */
-  readonly registry: { render(openMetrics?: boolean): Promise<string>; readonly supportsOpenMetrics?: boolean }
+  /**
+   * `supportsOpenMetrics`: `render(true)`/`collect(true)` write OpenMetrics (the cluster primary's
+   * sum does not); `collect()` (a process's own registry) serves the scrape in slices, else `render()`.
+   */
+  readonly registry: { render(openMetrics?: boolean): Promise<string>; collect?(openMetrics?: boolean): Promise<Buffer[]>; readonly supportsOpenMetrics?: boolean }
   readonly draining: boolean
   /** Requests in flight in this process (absent in the cluster primary, which proxies nothing). */
   readonly active?: ReadonlySet<Exchange>
@@ -41,9 +47,24 @@ export function buildAdmin(state: AdminState): FastifyInstance {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
       return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /metrics' })
     }
-    const openMetrics = state.registry.supportsOpenMetrics === true && wantsOpenMetrics(request.headers.accept)
-    const body = await state.registry.render(openMetrics)
-    return reply.header('content-type', openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE).header('vary', 'accept').send(body)
+    const registry = state.registry
+    const openMetrics = registry.supportsOpenMetrics === true && wantsOpenMetrics(request.headers.accept)
+    const contentType = openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE
+    if (registry.collect === undefined) return reply.header('content-type', contentType).header('vary', 'accept').send(await registry.render(openMetrics))
+    // Written in slices: a scrape of thousands of series must not block the proxied streams.
+    const parts = await registry.collect(openMetrics)
+    let length = 0
+    for (const p of parts) length += p.length
+    reply.hijack()
+    const res = reply.raw
+    res.writeHead(200, { 'content-type': contentType, 'content-length': length, vary: 'accept' })
+    for (let i = 0; i < parts.length && !res.destroyed; i += WRITE_BATCH) {
+      if (i > 0) await yieldToLoop()
+      res.cork()
+      for (let j = i; j < Math.min(parts.length, i + WRITE_BATCH); j++) res.write(parts[j])
+      res.uncork()
+    }
+    res.end()
   })
   admin.get('/debug/streams', async (request, reply) => {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {

@@ -46,6 +46,8 @@ export class HistogramSeries {
   count = 0
   /** Latest exemplar per bucket (same slots as `counts`), allocated on the first one. */
   exemplars: (Exemplar | undefined)[] | undefined
+  /** This series' Prometheus-text exposition lines, kept between scrapes until its next observation. */
+  exposition: Buffer | undefined
   readonly #bounds: Float64Array
 
   constructor(bounds: Float64Array, labelValues: readonly string[], rendered: string) {
@@ -70,6 +72,7 @@ export class HistogramSeries {
     this.counts[lo] += weight
     this.sum += value * weight
     this.count += weight
+    this.exposition = undefined
     return lo
   }
 
@@ -92,6 +95,7 @@ export class Histogram {
   readonly #bounds: Float64Array
   readonly #leStrings: readonly string[]
   #series = new Map<string, HistogramSeries>()
+  #header: Buffer | undefined
 
   constructor(opts: HistogramOptions) {
     const buckets = [...new Set(opts.buckets)].filter((b) => Number.isFinite(b)).sort((a, b) => a - b)
@@ -128,24 +132,42 @@ export class Histogram {
    * OpenMetrics adds each bucket's exemplar: `… count # {request_id="x"} value timestamp`.
    */
   serialize(openMetrics = false): string {
+    let out = ''
+    for (const b of this.chunks(openMetrics)) out += b.toString('utf8')
+    return out
+  }
+
+  /**
+   * The exposition as bytes: the header, then one buffer per series. In the Prometheus text
+   * format a series is rendered again only after it was observed, so a scrape of many quiet
+   * series is mostly a copy, and a big scrape is never one huge string (which V8 would have to
+   * flatten and encode in one go). OpenMetrics output (with exemplars) is rendered each time.
+   */
+  *chunks(openMetrics = false): Generator<Buffer> {
+    if (openMetrics) {
+      yield Buffer.from(header(this.name, this.help, this.type, true))
+      for (const s of this.#series.values()) yield this.#render(s, true)
+      return
+    }
+    yield (this.#header ??= Buffer.from(header(this.name, this.help, this.type)))
+    for (const s of this.#series.values()) yield (s.exposition ??= this.#render(s, false))
+  }
+
+  #render(s: HistogramSeries, openMetrics: boolean): Buffer {
     const name = this.name
     const le = this.#leStrings
-    let out = header(name, this.help, this.type, openMetrics)
-    for (const s of this.#series.values()) {
-      const prefix = s.rendered.length > 0 ? `${s.rendered},` : ''
-      const exemplars = openMetrics ? s.exemplars : undefined
-      let cumulative = 0
-      for (let i = 0; i < le.length; i++) {
-        cumulative += s.counts[i]
-        const e = exemplars?.[i]
-        out += e === undefined
-          ? `${name}_bucket{${prefix}le="${le[i]}"} ${cumulative}\n`
-          : `${name}_bucket{${prefix}le="${le[i]}"} ${cumulative} # {${e.labels}} ${formatValue(e.value)} ${e.timestamp.toFixed(3)}\n`
-      }
-      const braces = s.rendered.length > 0 ? `{${s.rendered}}` : ''
-      out += `${name}_sum${braces} ${formatValue(s.sum)}\n${name}_count${braces} ${s.count}\n`
+    const open = `${name}_bucket{${s.rendered.length > 0 ? `${s.rendered},` : ''}le="`
+    const exemplars = openMetrics ? s.exemplars : undefined
+    let out = ''
+    let cumulative = 0
+    for (let i = 0; i < le.length; i++) {
+      cumulative += s.counts[i]
+      const e = exemplars?.[i]
+      out += e === undefined ? `${open}${le[i]}"} ${cumulative}\n` : `${open}${le[i]}"} ${cumulative} # {${e.labels}} ${formatValue(e.value)} ${e.timestamp.toFixed(3)}\n`
     }
-    return out
+    const braces = s.rendered.length > 0 ? `{${s.rendered}}` : ''
+    out += `${name}_sum${braces} ${formatValue(s.sum)}\n${name}_count${braces} ${s.count}\n`
+    return Buffer.from(out)
   }
 
   /** prom-client's metric shape, for its registries and the cluster aggregator. */

@@ -18,6 +18,26 @@ import type { ParserContext, StreamParser } from './types.ts'
 type Json = Record<string, unknown>
 
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/**
+ * Keys that need the full parse when present: usage, errors, and every content field other than
+ * `delta.content` (`:null`, as OpenAI sends `"usage":null` on every chunk, reads as absent).
+ * Matched with their quotes: a quote inside a JSON string is escaped, so a match is a key or a
+ * whole string value (a value only costs a full parse, never a wrong count).
+ */
+const NEEDS_PARSE = /"(?:usage|error|text|refusal|tool_calls|function_call|reasoning[^"]*)"(?!:null)|"content"/g
+
+/** Whether `data` has a NEEDS_PARSE match other than the one ending at `allowedEnd` (the delta's own content key). */
+function needsParse(data: string, allowedEnd: number): boolean {
+  NEEDS_PARSE.lastIndex = 0
+  while (NEEDS_PARSE.test(data)) if (NEEDS_PARSE.lastIndex !== allowedEnd) return true
+  return false
+}
+const DELTA = '"delta":{'
+const CONTENT = '"content":'
+const ROLE = '"role":"assistant",'
+const QUOTE = 34
+const BACKSLASH = 92
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
 
 /** Running totals for one SSE event: every choice's new output is one content chunk. */
@@ -32,6 +52,56 @@ export class OpenAIChatParser extends SseJsonParser {
   #cumulative = 0
   #usageOnEveryChunk = true
   #chunks = 0
+
+  /**
+   * The fast path (most events of a chat stream): one choice whose delta is `{"content":"…"}`
+   * (after an optional `"role":"assistant",`) or empty, and no usage, error or other content
+   * field anywhere: the text is read without `JSON.parse`, with exactly the full parse's result.
+   * Anything else falls back to the full parse. The first event always takes the full parse
+   * (it names the model).
+   */
+  protected override scan(event: string, data: string): boolean {
+    if (event !== '' || this.summary.model === undefined) return false
+    const last = data.length - 1
+    if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(last) !== 125 /* } */) return false
+    const d = data.indexOf(DELTA)
+    if (d < 0 || data.indexOf('"delta"') !== d || data.indexOf('"delta"', d + DELTA.length) >= 0) return false
+    let c = d + DELTA.length
+    if (data.startsWith(ROLE, c)) c += ROLE.length
+    let text = ''
+    if (data.startsWith(CONTENT, c)) {
+      const v = c + CONTENT.length
+      if (data.charCodeAt(v) !== QUOTE) return false
+      // The closing quote: the first one not escaped (preceded by an even run of backslashes).
+      let end = v
+      for (;;) {
+        end = data.indexOf('"', end + 1)
+        if (end < 0) return false
+        let k = end - 1
+        while (data.charCodeAt(k) === BACKSLASH) k--
+        if ((end - 1 - k) % 2 === 0) break
+      }
+      // Nothing but this content key may need the full parse (a match inside the text itself
+      // only sends the event to the full parse).
+      if (needsParse(data, c + CONTENT.length - 1)) return false
+      text = data.slice(v + 1, end)
+      if (text.indexOf('\\') >= 0) {
+        // Escapes (\n, \", \uXXXX): JSON decodes the string alone.
+        try {
+          text = JSON.parse(data.slice(v, end + 1)) as string
+        } catch {
+          return false
+        }
+      }
+    } else if (c !== d + DELTA.length || needsParse(data, -1)) {
+      return false
+    }
+    // What onJson does for such an event: no usage on this chunk, one text piece if non-empty.
+    this.#usageOnEveryChunk = false
+    this.#chunks++
+    if (text.length > 0) this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
+    return true
+  }
 
   protected onJson(event: string, value: unknown): void {
     if (!isObject(value)) return

@@ -53,9 +53,19 @@ export abstract class SseJsonParser implements StreamParser {
 
   protected abstract onJson(event: string, value: unknown): void
 
+  /**
+   * A cheap look at an event before `JSON.parse`: a parser that can read the event from its text
+   * alone (it carries nothing, or only a plain text delta) handles it and returns true. Must
+   * return false whenever unsure; the default parses everything.
+   */
+  protected scan(_event: string, _data: string): boolean {
+    return false
+  }
+
   #event(event: string, data: string): void {
     if (this.#failed) return
     if (this.isSentinel(data)) return
+    if (this.scan(event, data)) return
     let value: unknown
     try {
       value = JSON.parse(data)

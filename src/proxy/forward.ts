@@ -121,6 +121,32 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   }
 
   let resume: (() => void) | undefined
+  let waiting = false
+  const wait = (c: Dispatcher.DispatchController): void => {
+    c.pause()
+    if (waiting) return
+    waiting = true
+    resume ??= () => {
+      waiting = false
+      c.resume()
+    }
+    res.once('drain', resume)
+  }
+  // One socket read reaches onResponseData as many calls, one per HTTP chunk of a chunked body
+  // (one per SSE event for most servers). They are gathered and written once at the end of the
+  // same tick (a microtask: no added wait), so the client gets one write and the tap one push
+  // per read, which is also when their bytes arrived.
+  let pending: Buffer[] = []
+  let pendingAt = 0
+  const flush = (): void => {
+    const n = pending.length
+    if (n === 0) return
+    const chunk = n === 1 ? pending[0] : Buffer.concat(pending)
+    pending = []
+    if (res.destroyed) return
+    if (!res.write(chunk) && controller !== undefined) wait(controller)
+    ex.data(chunk, pendingAt)
+  }
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(c) {
       controller = c
@@ -140,24 +166,30 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
         fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', `invalid response header: ${(err as Error).message}`))
         return
       }
-      // Send headers now: an SSE client should see the response start before the first event.
-      res.flushHeaders()
+      // Send headers within this tick: an SSE client should see the response start before the
+      // first event. When body bytes came in the same read, they go out with the headers in one
+      // write instead (the data flush is queued after this one).
+      queueMicrotask(() => {
+        if (pending.length === 0 && !res.headersSent && !res.destroyed) res.flushHeaders()
+      })
     },
     onResponseData(c, chunk) {
-      const at = performance.now()
       if (res.destroyed) return
-      if (!res.write(chunk)) {
-        c.pause()
-        resume ??= () => c.resume()
-        res.once('drain', resume)
+      if (pending.length === 0) {
+        pendingAt = performance.now()
+        queueMicrotask(flush)
       }
-      ex.data(chunk, at)
+      pending.push(chunk)
+      // The client is already behind: stop reading now, not only after this read is written.
+      if (res.writableNeedDrain) wait(c)
     },
     onResponseEnd() {
+      flush()
       upstreamDone = true
       res.end()
     },
     onResponseError(_c, err) {
+      flush()
       upstreamDone = true
       if (res.destroyed) return
       if (res.headersSent) {

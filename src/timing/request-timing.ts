@@ -83,25 +83,25 @@ export function forEachGap(log: ChunkLog, observe: (gap: number, tokens: number)
 export function itlQuantiles(log: ChunkLog, qs: readonly number[]): (number | undefined)[] {
   const n = log.count
   if (n < 2) return qs.map(() => undefined)
-  const values: { v: number; w: number }[] = []
   let total = 0
-  for (let i = 1; i < n; i++) {
+  for (let i = 1; i < n; i++) total += log.tokens(i)
+  if (total === 0) return qs.map(() => undefined)
+  // Each gap g_j / k_j repeated k_j times in a typed array: a numeric sort, no objects. Bounded
+  // by the streamed tokens; a pathological count (one chunk claiming millions) is capped.
+  const size = Math.min(total, 1 << 22)
+  const values = new Float64Array(size)
+  let filled = 0
+  for (let i = 1; i < n && filled < size; i++) {
     const k = log.tokens(i)
     if (k === 0) continue
-    values.push({ v: ((log.at(i) - log.at(i - 1)) * S) / k, w: k })
-    total += k
+    const v = ((log.at(i) - log.at(i - 1)) * S) / k
+    const end = Math.min(size, filled + k)
+    values.fill(v, filled, end)
+    filled = end
   }
-  if (total === 0) return qs.map(() => undefined)
-  values.sort((a, b) => a.v - b.v)
-  return qs.map((q) => {
-    const rank = q * total
-    let seen = 0
-    for (const { v, w } of values) {
-      seen += w
-      if (seen >= rank) return v
-    }
-    return values[values.length - 1].v
-  })
+  values.sort()
+  // The smallest value whose cumulative weight reaches q × total (nearest rank).
+  return qs.map((q) => values[Math.min(size - 1, Math.max(0, Math.ceil(q * size) - 1))])
 }
 
 /**

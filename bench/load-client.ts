@@ -1,0 +1,215 @@
+import http from 'node:http'
+import { performance } from 'node:perf_hooks'
+
+/**
+ * The benchmark's load generator, in its own process (forked by bench/run.ts, driven over IPC).
+ * It measures every content event's arrival itself: the simulator stamps each event with its
+ * send time (`tokentap_sent_ms`, performance.timeOrigin + performance.now()), so the one-way
+ * delay of each chunk and the distortion of each gap are exact up to the clocks' common offset
+ * (which cancels in every gap and in every comparison between paths).
+ */
+
+export interface StreamResult {
+  readonly ok: boolean
+  /** Client-side TTFT: request sent → first content event arrived, ms. */
+  readonly ttft: number
+  /** One-way delay of each content event (arrival − sent), ms. */
+  readonly delays: number[]
+  /** |client gap − sender gap| for each content event after the first, ms. */
+  readonly distortions: number[]
+  /** Client-side gaps between content events, ms (the truth the proxy's ITL is compared with). */
+  readonly gaps: number[]
+  readonly chunks: number
+  readonly id: string
+}
+
+export type Job =
+  | { kind: 'streams'; url: string; body: string; bodies?: string[]; count: number; concurrency: number; phaseMs: number; idPrefix: string; detail: boolean; headers?: Record<string, string> }
+  | { kind: 'hold'; url: string; body: string; count: number }
+  | { kind: 'release' }
+  | { kind: 'stop' }
+  | { kind: 'stall'; url: string; body: string }
+  | { kind: 'get'; url: string; times: number; pauseMs: number }
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 4096 })
+const now = (): number => performance.timeOrigin + performance.now()
+const SENT = '"tokentap_sent_ms":'
+const CONTENT = '"delta":{"content":"'
+
+interface Open {
+  req: http.ClientRequest
+  res?: http.IncomingMessage
+}
+let held: Open[] = []
+
+/** One streamed request; resolves when the response ends (or fails). */
+function stream(url: string, body: string, id: string, detail: boolean, headers: Record<string, string> = {}, onFirst?: () => void, keep?: Open[]): Promise<StreamResult> {
+  return new Promise((resolve) => {
+    const delays: number[] = []
+    const distortions: number[] = []
+    const gaps: number[] = []
+    let chunks = 0
+    let ttft = NaN
+    let prevSent = NaN
+    let prevArrival = NaN
+    let carry = ''
+    let settled = false
+    const done = (ok: boolean): void => {
+      if (settled) return
+      settled = true
+      resolve({ ok, ttft, delays, distortions, gaps, chunks, id })
+    }
+    const u = new URL(url)
+    const req = http.request({ agent, host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': id, ...headers } })
+    const open: Open = { req }
+    keep?.push(open)
+    req.on('socket', (s) => s.setNoDelay(true))
+    req.on('error', () => done(false))
+    let start = 0
+    req.on('response', (res) => {
+      open.res = res
+      res.on('data', (buf: Buffer) => {
+        const arrival = now()
+        carry += buf.toString('latin1')
+        let from = 0
+        for (;;) {
+          const end = carry.indexOf('\n\n', from)
+          if (end < 0) break
+          const c = carry.indexOf(CONTENT, from)
+          if (c >= 0 && c < end && carry.charCodeAt(c + CONTENT.length) !== 34 /* " */) {
+            chunks++
+            if (chunks === 1) {
+              ttft = arrival - start
+              onFirst?.()
+            }
+            if (detail) {
+              const s = carry.indexOf(SENT, from)
+              const sent = Number(carry.slice(s + SENT.length, carry.indexOf(',', s)))
+              delays.push(arrival - sent)
+              if (chunks > 1) {
+                distortions.push(Math.abs(arrival - prevArrival - (sent - prevSent)))
+                gaps.push(arrival - prevArrival)
+              }
+              prevSent = sent
+              prevArrival = arrival
+            }
+          }
+          from = end + 2
+        }
+        carry = carry.slice(from)
+      })
+      res.on('end', () => done(res.statusCode === 200))
+      res.on('error', () => done(false))
+      res.on('close', () => done(res.complete && res.statusCode === 200))
+    })
+    start = now()
+    req.end(body)
+  })
+}
+
+/** Set by a `stop` job: running `streams` jobs start no further requests. */
+let stopped = false
+
+async function streams(job: Extract<Job, { kind: 'streams' }>): Promise<StreamResult[]> {
+  stopped = false
+  const out: StreamResult[] = []
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < job.count && !stopped) {
+      const i = next++
+      if (job.phaseMs > 0) await new Promise((r) => setTimeout(r, Math.random() * job.phaseMs))
+      const body = job.bodies === undefined ? job.body : job.bodies[i % job.bodies.length]
+      out.push(await stream(job.url, body, `${job.idPrefix}-${i}`, job.detail, job.headers))
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(job.concurrency, job.count) }, worker))
+  return out
+}
+
+/** Opens `count` streams and resolves once each has delivered its first content event; they stay open until `release`. */
+async function hold(job: Extract<Job, { kind: 'hold' }>): Promise<number> {
+  let first = 0
+  return new Promise((resolve) => {
+    for (let i = 0; i < job.count; i++) {
+      void stream(job.url, job.body, `hold-${i}`, false, {}, () => {
+        if (++first === job.count) resolve(first)
+      }, held)
+    }
+    setTimeout(() => resolve(first), 30_000)
+  })
+}
+
+function release(): number {
+  const n = held.length
+  for (const o of held) {
+    o.res?.destroy()
+    o.req.destroy()
+  }
+  held = []
+  return n
+}
+
+/** A reader that never reads: the response is paused as soon as it starts. */
+function stall(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
+  return new Promise((resolve) => {
+    const u = new URL(job.url)
+    const stallAgent = new http.Agent({ keepAlive: false })
+    const req = http.request({ agent: stallAgent, host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(job.body) } })
+    req.on('response', (res) => {
+      res.pause()
+      // The socket's own buffer is the only reading we allow ourselves.
+      res.socket.pause()
+      held.push({ req, res })
+      resolve(res.statusCode ?? 0)
+    })
+    req.on('error', () => resolve(0))
+    req.end(job.body)
+  })
+}
+
+/** Timed GETs (the /metrics scrape as Prometheus sees it: request → whole body). */
+async function get(job: Extract<Job, { kind: 'get' }>): Promise<{ ms: number[]; bytes: number }> {
+  const ms: number[] = []
+  let bytes = 0
+  for (let i = 0; i < job.times; i++) {
+    const t0 = performance.now()
+    bytes = await new Promise<number>((resolve, reject) => {
+      http
+        .get(job.url, { agent }, (res) => {
+          let n = 0
+          res.on('data', (b: Buffer) => (n += b.length))
+          res.on('end', () => resolve(n))
+        })
+        .on('error', reject)
+    })
+    ms.push(performance.now() - t0)
+    if (job.pauseMs > 0) await new Promise((r) => setTimeout(r, job.pauseMs))
+  }
+  return { ms, bytes }
+}
+
+async function run(job: Job): Promise<unknown> {
+  switch (job.kind) {
+    case 'streams':
+      return streams(job)
+    case 'hold':
+      return hold(job)
+    case 'release':
+      return release()
+    case 'stop':
+      stopped = true
+      return true
+    case 'stall':
+      return stall(job)
+    case 'get':
+      return get(job)
+  }
+}
+
+process.on('message', (msg: { id: number; job: Job }) => {
+  run(msg.job).then(
+    (result) => process.send?.({ id: msg.id, result }),
+    (err: unknown) => process.send?.({ id: msg.id, error: String((err as Error).stack ?? err) }),
+  )
+})
+process.on('disconnect', () => process.exit(0))

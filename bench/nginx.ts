@@ -1,0 +1,58 @@
+import { spawn, spawnSync } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+/**
+ * nginx as the reference pass-through proxy: one worker (Node is one thread too), no buffering,
+ * HTTP/1.1 keep-alive to the upstream, no access log. Config written to a temp dir.
+ */
+
+export const NGINX_HINT = 'nginx not found: install it for the reference columns (Debian/Ubuntu: apt-get install -y nginx-light)'
+
+export function findNginx(): string | undefined {
+  for (const p of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) if (existsSync(p)) return p
+  const which = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' })
+  const found = which.stdout.trim()
+  return found === '' ? undefined : found
+}
+
+export function nginxConf(dir: string, listen: number, upstreamPort: number): string {
+  return `daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile 16384;
+pid ${join(dir, 'nginx.pid')};
+error_log ${join(dir, 'error.log')} warn;
+events { worker_connections 8192; multi_accept on; }
+http {
+  access_log off;
+  client_body_temp_path ${join(dir, 'body')};
+  proxy_temp_path ${join(dir, 'proxy')};
+  fastcgi_temp_path ${join(dir, 'fastcgi')};
+  uwsgi_temp_path ${join(dir, 'uwsgi')};
+  scgi_temp_path ${join(dir, 'scgi')};
+  keepalive_requests 1000000;
+  upstream sim { server 127.0.0.1:${upstreamPort}; keepalive 1024; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:${listen};
+    client_max_body_size 64m;
+    location / {
+      proxy_pass http://sim;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+      proxy_read_timeout 300s;
+    }
+  }
+}
+`
+}
+
+export function startNginx(bin: string, dir: string, listen: number, upstreamPort: number): ChildProcess {
+  mkdirSync(dir, { recursive: true })
+  const conf = join(dir, 'nginx.conf')
+  writeFileSync(conf, nginxConf(dir, listen, upstreamPort))
+  return spawn(bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'inherit', 'inherit'] })
+}

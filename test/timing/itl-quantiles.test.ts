@@ -1,0 +1,46 @@
+import t from 'tap'
+import fc from 'fast-check'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { itlQuantiles } from '../../src/timing/request-timing.ts'
+
+/** The definition, written plainly: weighted values sorted, the first whose running weight reaches q × total. */
+function reference(log: ChunkLog, qs: readonly number[]): (number | undefined)[] {
+  const values: { v: number; w: number }[] = []
+  let total = 0
+  for (let i = 1; i < log.count; i++) {
+    const k = log.tokens(i)
+    if (k === 0) continue
+    values.push({ v: ((log.at(i) - log.at(i - 1)) * (1 / 1000)) / k, w: k })
+    total += k
+  }
+  if (total === 0) return qs.map(() => undefined)
+  values.sort((a, b) => a.v - b.v)
+  return qs.map((q) => {
+    let seen = 0
+    for (const { v, w } of values) {
+      seen += w
+      if (seen >= q * total) return v
+    }
+    return values[values.length - 1].v
+  })
+}
+
+t.test('per-request ITL quantiles match the weighted definition on any log', async (t) => {
+  fc.assert(
+    fc.property(fc.array(fc.tuple(fc.double({ min: 0, max: 500, noNaN: true }), fc.integer({ min: 0, max: 12 })), { minLength: 0, maxLength: 60 }), (marks) => {
+      const log = new ChunkLog()
+      let at = 0
+      for (const [gap, k] of marks) log.add((at += gap), k, MarkKind.text, false)
+      const qs = [0, 0.01, 0.5, 0.9, 0.99, 1]
+      t.same(itlQuantiles(log, qs), reference(log, qs))
+    }),
+    { numRuns: 300 },
+  )
+})
+
+t.test('a log with no tokens after the first chunk has no ITL quantiles', async (t) => {
+  const log = new ChunkLog()
+  log.add(0, 3, MarkKind.text, false)
+  log.add(10, 0, MarkKind.text, false)
+  t.same(itlQuantiles(log, [0.5, 0.99]), [undefined, undefined])
+})
