@@ -64,6 +64,10 @@ export class Exchange {
   failure: string | undefined
   #provider: string
   readonly #pathModel: string | undefined
+  /** The path is a provider's completion API (its answer should be measurable). */
+  readonly #ownsPath: boolean
+  /** Why a successful answer on such a path could not be read at all (no parser for its content-type). */
+  #unreadable: string | undefined
   #tap: Tap | undefined
   #counter: TokenCount | undefined
   #finished = false
@@ -78,6 +82,7 @@ export class Exchange {
     const spec = providerForPath(route.provider, path)
     this.#provider = spec?.name ?? (route.provider === 'auto' ? UNKNOWN : route.provider)
     this.#pathModel = spec?.modelFromPath?.(path)
+    this.#ownsPath = spec?.ownsPath(path) === true
     deps.active.add(this)
   }
 
@@ -112,6 +117,7 @@ export class Exchange {
     })
     this.#provider = selection.provider
     if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
+    else if (this.#ownsPath && statusCode >= 200 && statusCode < 300) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
 
   /** A read from the upstream, already written to the client. */
@@ -167,9 +173,10 @@ export class Exchange {
     const labels = { provider: this.#provider, model, route: this.route.label }
     const statusCode = this.statusCode === 0 ? (outcome === Outcome.cancelled ? 499 : 502) : this.statusCode
     deps.metrics.record({ labels, outcome, statusCode, timing, chunks, outputTokens, outputSource: source, inputTokens: usage?.input })
-    if (summary.parseError !== undefined) {
+    const parseError = summary.parseError ?? this.#unreadable
+    if (parseError !== undefined) {
       deps.metrics.parseError(this.#provider, this.route.label)
-      deps.logger.warn({ request_id: this.id, route: this.route.label, provider: this.#provider, reason: summary.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
+      deps.logger.warn({ request_id: this.id, route: this.route.label, provider: this.#provider, reason: parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
     }
     this.#log(labels, outcome, statusCode, timing, outputTokens, source, summary)
   }
