@@ -19,7 +19,7 @@ interface Server {
 }
 
 async function startServer(configFile: string): Promise<Server> {
-  const child = spawn(process.execPath, [`--import=${TS_LOADER}`, join(ROOT, 'src/server.ts'), '--config', configFile], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [`--import=${TS_LOADER}`, join(ROOT, 'src/server.ts'), '--config', configFile], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' } })
   const logs: Record<string, unknown>[] = []
   createInterface({ input: child.stdout }).on('line', (line) => {
     try {
