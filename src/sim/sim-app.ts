@@ -5,6 +5,10 @@ import type { FastifyInstance } from 'fastify'
 import type { SimulatorConfig } from '../config/schema.ts'
 import { chunkText, planFor } from './schedule.ts'
 import type { SimPlan, SimPlanRequest } from './schedule.ts'
+import { anthropicMaxTokens, serveAnthropic } from './anthropic-format.ts'
+import { geminiMaxTokens, serveGemini } from './gemini-format.ts'
+import { responsesMaxTokens, serveResponses } from './responses-format.ts'
+import type { SimRequest } from './player.ts'
 
 /**
  * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
@@ -82,6 +86,19 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
 
   app.post('/v1/chat/completions', handle('chat'))
   app.post('/v1/completions', handle('completions'))
+
+  // Other providers' formats: each file writes its own bytes; the plan is made here, the same way.
+  type Serve = (res: ServerResponse, plan: SimPlan, req: SimRequest) => void
+  const format = (maxTokens: (body: Record<string, unknown>) => number | undefined, serve: Serve) =>
+    async (request: { body: unknown; url: string; headers: Record<string, string | string[] | undefined> }, reply: { hijack(): void; raw: ServerResponse }) => {
+      const body = (typeof request.body === 'object' && request.body !== null && !Array.isArray(request.body) ? request.body : {}) as Record<string, unknown>
+      const plan = planFor(cfg, maxTokens(body), planFromRequest(request.headers['x-tokentap-sim'], body as Body), seq++)
+      reply.hijack()
+      serve(reply.raw, plan, { body, url: request.url, defaultModel: cfg.model, seq })
+    }
+  app.post('/v1/messages', format((body) => anthropicMaxTokens(body, cfg), serveAnthropic))
+  app.post('/v1/responses', format(responsesMaxTokens, serveResponses))
+  for (const prefix of ['/v1beta/models/*', '/v1/models/*', '/v1/projects/*', '/v1beta1/projects/*']) app.post(prefix, format(geminiMaxTokens, serveGemini))
   app.get('/v1/models', async () => ({ object: 'list', data: [{ id: cfg.model, object: 'model', created: 0, owned_by: 'tokentap' }] }))
   return app
 }
