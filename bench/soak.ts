@@ -22,7 +22,7 @@ const { values } = parseArgs({
     minutes: { type: 'string', default: process.env.SOAK_MINUTES ?? '2' },
     streams: { type: 'string', default: process.env.SOAK_STREAMS ?? '1000' },
     'sample-seconds': { type: 'string', default: '5' },
-    'warmup-seconds': { type: 'string', default: '30' },
+    'warmup-seconds': { type: 'string', default: '40' },
     'max-growth-mb': { type: 'string', default: '64' },
   },
 })
@@ -31,9 +31,10 @@ const STREAMS = Number(values.streams)
 const SAMPLE_MS = Number(values['sample-seconds']) * 1000
 const WARMUP_MS = Number(values['warmup-seconds']) * 1000
 const MAX_GROWTH_MB = Number(values['max-growth-mb'])
-// Each stream: 100 tokens, one every 100 ms after a 300 ms TTFT: about 10 s, then the client asks again.
-const TOKENS = 100
-const ITL_MS = 100
+// Each stream: 50 tokens, one every 200 ms after a 300 ms TTFT: about 10 s, then the client asks
+// again. 1,000 such streams are 5,000 events a second through the proxy (and its simulator).
+const TOKENS = 50
+const ITL_MS = 200
 
 // Run from dist/bench/: the built server is dist/src/server.js.
 const SERVER = fileURLToPath(new URL('../src/server.js', import.meta.url))
@@ -41,6 +42,7 @@ const SERVER = fileURLToPath(new URL('../src/server.js', import.meta.url))
 interface Sample {
   readonly at: number
   readonly rssMb: number
+  readonly heapMb: number
   readonly sockets: number
   readonly inFlight: number
   readonly open: number
@@ -67,11 +69,16 @@ function socketCount(pid: number): number {
   return n
 }
 
-async function inFlight(admin: string): Promise<number> {
+/** Requests in flight and the V8 heap in use (MiB), from the proxy's own scrape. */
+async function scrape(admin: string): Promise<{ inFlight: number; heapMb: number }> {
   const text = await (await fetch(`${admin}/metrics`)).text()
-  let n = 0
-  for (const line of text.split('\n')) if (line.startsWith('llm_requests_in_flight{')) n += Number(line.slice(line.lastIndexOf(' ') + 1))
-  return n
+  let inFlight = 0
+  let heap = NaN
+  for (const line of text.split('\n')) {
+    if (line.startsWith('llm_requests_in_flight{')) inFlight += Number(line.slice(line.lastIndexOf(' ') + 1))
+    else if (line.startsWith('nodejs_heap_size_used_bytes ')) heap = Number(line.slice(line.lastIndexOf(' ') + 1)) / 1024 / 1024
+  }
+  return { inFlight, heapMb: heap }
 }
 
 async function main(): Promise<void> {
@@ -91,7 +98,10 @@ async function main(): Promise<void> {
       '',
     ].join('\n'),
   )
-  const child = spawn(process.execPath, [SERVER, '--config', configFile], { stdio: ['ignore', 'pipe', 'inherit'] })
+  // A capped old space makes V8 collect instead of growing into its (multi-GiB) default headroom,
+  // so RSS that still grows is memory really held. SOAK_SERVER_NODE_ARGS='' runs uncapped.
+  const nodeArgs = (process.env.SOAK_SERVER_NODE_ARGS ?? '--max-old-space-size=160').split(' ').filter(Boolean)
+  const child = spawn(process.execPath, [...nodeArgs, SERVER, '--config', configFile], { stdio: ['ignore', 'pipe', 'inherit'] })
   const pid = child.pid as number
   const listening = await new Promise<{ proxy: string; admin: string }>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`tokentap exited with ${code}`)))
@@ -103,10 +113,10 @@ async function main(): Promise<void> {
     })
   })
   // One scrape first, so the admin keep-alive connection this script uses is in the baseline.
-  await inFlight(listening.admin)
+  await scrape(listening.admin)
   const idleSockets = socketCount(pid)
   const idleRss = rssMb(pid)
-  console.log(`tokentap pid ${pid}: ${idleSockets} sockets, ${idleRss.toFixed(1)} MiB RSS at rest; ${STREAMS} streams for ${MINUTES} min`)
+  console.log(`tokentap pid ${pid} (node ${nodeArgs.join(' ')}): ${idleSockets} sockets, ${idleRss.toFixed(1)} MiB RSS at rest; ${STREAMS} streams for ${MINUTES} min`)
 
   const agent = new Agent({ connections: null, keepAliveTimeout: 1000, bodyTimeout: 60_000, headersTimeout: 60_000 })
   const body = JSON.stringify({ model: 'soak-model', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'soak' }] })
@@ -137,10 +147,11 @@ async function main(): Promise<void> {
   const clients = Array.from({ length: STREAMS }, (_, i) => new Promise<void>((r) => setTimeout(r, (i * 5000) / STREAMS)).then(client))
 
   const samples: Sample[] = []
-  console.log(' time_s   rss_MiB  sockets  in_flight  open  done  failed')
+  console.log(' time_s   rss_MiB  heap_MiB  sockets  in_flight  open  done  failed')
   const sample = async (): Promise<Sample> => {
-    const s = { at: (Date.now() - start) / 1000, rssMb: rssMb(pid), sockets: socketCount(pid), inFlight: await inFlight(listening.admin), open, done, failed }
-    console.log(`${s.at.toFixed(0).padStart(7)} ${s.rssMb.toFixed(1).padStart(9)} ${String(s.sockets).padStart(8)} ${String(s.inFlight).padStart(10)} ${String(s.open).padStart(5)} ${String(s.done).padStart(5)} ${String(s.failed).padStart(7)}`)
+    const m = await scrape(listening.admin)
+    const s = { at: (Date.now() - start) / 1000, rssMb: rssMb(pid), heapMb: m.heapMb, sockets: socketCount(pid), inFlight: m.inFlight, open, done, failed }
+    console.log(`${s.at.toFixed(0).padStart(7)} ${s.rssMb.toFixed(1).padStart(9)} ${s.heapMb.toFixed(1).padStart(9)} ${String(s.sockets).padStart(8)} ${String(s.inFlight).padStart(10)} ${String(s.open).padStart(5)} ${String(s.done).padStart(5)} ${String(s.failed).padStart(7)}`)
     return s
   }
   const timer = setInterval(() => void sample().then((s) => samples.push(s)), SAMPLE_MS)

@@ -147,9 +147,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     onResponseData(c, chunk) {
       const at = performance.now()
       if (res.destroyed) return
-      if (!res.write(chunk)) {
+      if (!res.write(chunk) && resume === undefined) {
+        // The client's socket is full: stop reading upstream (undici stops its parser and the
+        // socket, so TCP pushes back on the upstream) until the client has drained it.
         c.pause()
-        resume ??= () => c.resume()
+        resume = () => {
+          resume = undefined
+          c.resume()
+        }
         res.once('drain', resume)
       }
       ex.data(chunk, at)
