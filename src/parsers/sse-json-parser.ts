@@ -33,7 +33,8 @@ export abstract class SseJsonParser implements StreamParser {
   end(): StreamSummary {
     this.#decoder.end()
     const junk = this.#decoder.unknownLines
-    if (this.#events === 0 && junk > 0) this.fail(`not an event stream: ${junk} lines that are no SSE field and no event`)
+    // A subclass may read some non-SSE lines itself (Gemini's raw error object): then they were no junk.
+    if (this.#events === 0 && junk > 0 && this.summary.error === undefined) this.fail(`not an event stream: ${junk} lines that are no SSE field and no event`)
     return this.summary
   }
 

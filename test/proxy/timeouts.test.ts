@@ -27,27 +27,32 @@ t.test('the defaults never cut a healthy long stream: no total limit, and the id
   t.equal(config.upstream.total_timeout_ms, 0, 'no total limit by default')
   t.ok(config.upstream.idle_timeout_ms >= 60_000, 'idle limit of a minute or more between reads')
   t.ok(config.upstream.headers_timeout_ms >= 60_000, 'a slow first byte (long prompts, queues) is waited for')
+  const proxy = await startProxy({ routes: [{ prefix: '/x', simulator: {} }] })
+  t.teardown(() => proxy.close())
+  t.equal(proxy.app.server.requestTimeout, 0, "Node's request timeout is off on the proxy listener")
+  t.equal(proxy.app.server.timeout, 0, 'no socket inactivity timeout on the proxy listener')
 })
 
 t.test('a stream longer than the idle timeout survives when no gap is', async (t) => {
-  // 12 gaps of 60 ms: 720 ms in all, against an idle limit of 250 ms.
-  const upstream = await gapsUpstream(Array.from({ length: 12 }, () => 60))
+  // 30 gaps of 100 ms: 3 s in all, against an idle limit of 1 s (undici checks body timeouts
+  // with timers of about 1 s resolution, so limits in tests stay at 1 s and gaps far from it).
+  const upstream = await gapsUpstream(Array.from({ length: 30 }, () => 100))
   t.teardown(() => upstream.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { idle_timeout_ms: 250 } })
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { idle_timeout_ms: 1000 } })
   t.teardown(() => proxy.close())
   const { status, body } = await stream(proxy.url)
   t.equal(status, 200)
   const text = (await body).toString()
-  t.equal(text.split('data: ').length - 1, 13, 'every event and [DONE] arrived')
+  t.equal(text.split('data: ').length - 1, 31, 'every event and [DONE] arrived')
   const [line] = await proxy.waitForRequests(1)
   t.equal(line.outcome, 'ok')
-  t.ok((line.e2e_ms as number) > 250, 'the stream outlived the idle limit')
+  t.ok((line.e2e_ms as number) > 2000, 'the stream outlived the idle limit')
 })
 
 t.test('a gap between reads longer than the idle timeout breaks the stream and is counted as an error', async (t) => {
-  const upstream = await gapsUpstream([10, 10, 800, 10])
+  const upstream = await gapsUpstream([10, 10, 4000, 10])
   t.teardown(() => upstream.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { idle_timeout_ms: 250 } })
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { idle_timeout_ms: 1000 } })
   t.teardown(() => proxy.close())
   const { status, body } = await stream(proxy.url)
   t.equal(status, 200)
