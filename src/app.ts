@@ -1,3 +1,4 @@
+import { hostname } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import type { AddressInfo } from 'node:net'
 import Fastify, { LogController } from 'fastify'
@@ -10,6 +11,8 @@ import { buildAdmin } from './metrics/admin.ts'
 import { LabelLimiter } from './metrics/label-limiter.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
+import { OtelMetrics } from './metrics/otel.ts'
+import { OtelExporter } from './metrics/otel-export.ts'
 import { Exchange } from './proxy/exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './proxy/exchange.ts'
 import { createAgent, forward, parseUpstream } from './proxy/forward.ts'
@@ -29,6 +32,8 @@ export interface Tokentap {
   readonly registry: MetricsRegistry
   readonly active: ReadonlySet<Exchange>
   readonly logger: Logger
+  /** The OTLP exporter, when `otel.endpoint` is set. */
+  readonly otel?: OtelExporter
   /** Set by graceful shutdown: /readyz answers 503 from then on. */
   draining: boolean
 }
@@ -79,8 +84,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const models = new LabelLimiter(config.limits.max_models_per_route)
   const metrics = new LlmMetrics(config.metrics.buckets, (add) => {
     for (const ex of active) add([ex.provider, models.value(ex.route.label, ex.requestModel), ex.route.label], 1)
-  })
+  }, { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars })
   for (const m of metrics.all()) registry.register(m)
+  const otelMetrics = config.otel.endpoint === undefined ? undefined : new OtelMetrics()
+  const otel = otelMetrics === undefined
+    ? undefined
+    : new OtelExporter(otelMetrics, { ...config.otel, endpoint: config.otel.endpoint as string }, logger, [
+        { key: 'service.name', value: { stringValue: process.env.OTEL_SERVICE_NAME ?? 'tokentap' } },
+        { key: 'service.instance.id', value: { stringValue: `${hostname()}:${process.pid}` } },
+      ], '')
+  otel?.start()
 
   const dispatcher = options.dispatcher ?? createAgent(config.upstream)
   const deps: ExchangeDeps = {
@@ -90,9 +103,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     logger,
     maxEventBytes: config.limits.max_event_bytes,
     active,
+    otel: otelMetrics,
   }
 
-  const state: Tokentap = { config, admin: undefined as unknown as FastifyInstance, metrics, registry, active, logger, draining: false }
+  const state: Tokentap = { config, admin: undefined as unknown as FastifyInstance, metrics, registry, active, logger, otel, draining: false }
   const admin = buildAdmin(state)
   ;(state as { admin: FastifyInstance }).admin = admin
   app.decorate('tokentap', state)
@@ -100,7 +114,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const sims: FastifyInstance[] = []
   let nextId = 0
   for (const route of config.routes) {
-    const runtime: RouteRuntime = { label: route.name ?? route.prefix, prefix: route.prefix, provider: route.provider }
+    const runtime: RouteRuntime = { label: route.name ?? route.prefix, prefix: route.prefix, provider: route.provider, slo: route.slo }
     let upstream: Upstream | undefined = route.upstream === undefined ? undefined : parseUpstream(route.upstream)
     if (route.simulator !== undefined) {
       // The simulated model is a real HTTP server on loopback, so its traffic takes the same path as any upstream's.
@@ -121,8 +135,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       const q = pathAndQuery.indexOf('?')
       const path = q < 0 ? pathAndQuery : pathAndQuery.slice(0, q)
       const idHeader = req.headers['x-request-id']
-      const id = typeof idHeader === 'string' && idHeader.length <= 200 ? idHeader : `tt-${process.pid.toString(36)}-${(nextId++).toString(36)}`
-      const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', path, tReq)
+      const fromClient = typeof idHeader === 'string' && idHeader.length > 0 && idHeader.length <= 200
+      const id = fromClient ? idHeader : `tt-${process.pid.toString(36)}-${(nextId++).toString(36)}`
+      const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', path, tReq, !fromClient)
       forward(ex, req, reply.raw, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery })
       done()
     }
@@ -132,6 +147,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.addHook('onClose', async () => {
     await Promise.all(sims.map((s) => s.close()))
     await admin.close()
+    await otel?.shutdown()
     if (options.dispatcher === undefined) await dispatcher.close()
   })
   return app

@@ -15,6 +15,8 @@ export const DEFAULT_BUCKETS = {
   e2e: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800],
   /** Output tokens per second per request. */
   tps: [1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 2000, 5000],
+  /** A request's longest gap between content chunks: 10 ms … 2 min, the stall range. */
+  max_gap: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 30, 60, 120],
 } as const
 
 export interface SimulatorConfig {
@@ -45,6 +47,17 @@ export interface RouteConfig {
   readonly simulator?: SimulatorConfig
   /** Adds `stream_options.include_usage` upstream when the client did not ask (OpenAI-compatible). */
   readonly inject_usage: boolean
+  /** Latency SLO of this route (`llm_slo_requests_total`); absent = not judged. */
+  readonly slo?: { readonly ttft_seconds?: number; readonly itl_p99_seconds?: number }
+}
+
+export interface OtelConfig {
+  /** OTLP/HTTP base URL (`/v1/metrics` is appended); absent = no export. */
+  readonly endpoint?: string
+  readonly interval_ms: number
+  readonly timeout_ms: number
+  /** Extra request headers (e.g. an API key of the collector's vendor). */
+  readonly headers: Readonly<Record<string, string>>
 }
 
 export interface Config {
@@ -75,9 +88,15 @@ export interface Config {
       readonly tpot: readonly number[]
       readonly e2e: readonly number[]
       readonly tps: readonly number[]
+      readonly max_gap: readonly number[]
     }
     readonly process_metrics: boolean
+    /** A gap between content chunks longer than this is a stall (`llm_stream_stalls_total`). */
+    readonly stall_seconds: number
+    /** Attach request ids to TTFT, ITL and E2E buckets as OpenMetrics exemplars. */
+    readonly exemplars: boolean
   }
+  readonly otel: OtelConfig
   readonly tokenizer: {
     readonly default: 'o200k_base' | 'cl100k_base'
     readonly models: readonly { readonly pattern: string; readonly encoding: 'o200k_base' | 'cl100k_base' }[]
@@ -175,9 +194,23 @@ export const configSchema = {
             tpot: buckets(DEFAULT_BUCKETS.itl),
             e2e: buckets(DEFAULT_BUCKETS.e2e),
             tps: buckets(DEFAULT_BUCKETS.tps),
+            max_gap: buckets(DEFAULT_BUCKETS.max_gap),
           },
         },
         process_metrics: { type: 'boolean', default: true },
+        stall_seconds: { type: 'number', exclusiveMinimum: 0, default: 1 },
+        exemplars: { type: 'boolean', default: false },
+      },
+    },
+    otel: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        endpoint: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
+        interval_ms: { type: 'integer', minimum: 100, default: 60_000 },
+        timeout_ms: { type: 'integer', minimum: 100, default: 10_000 },
+        headers: { type: 'object', default: {}, additionalProperties: { type: 'string' } },
       },
     },
     tokenizer: {
@@ -221,6 +254,15 @@ export const configSchema = {
           provider: { enum: [...PROVIDERS], default: 'auto' },
           simulator,
           inject_usage: { type: 'boolean', default: false },
+          slo: {
+            type: 'object',
+            additionalProperties: false,
+            minProperties: 1,
+            properties: {
+              ttft_seconds: { type: 'number', exclusiveMinimum: 0 },
+              itl_p99_seconds: { type: 'number', exclusiveMinimum: 0 },
+            },
+          },
         },
       },
     },

@@ -3,12 +3,16 @@ import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.ts'
-import { PROMETHEUS_CONTENT_TYPE } from './registry.ts'
+import type { Exchange } from '../proxy/exchange.ts'
+import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from './registry.ts'
+import { wantsOpenMetrics } from './openmetrics.ts'
+import { snapshotStreams } from '../proxy/debug-streams.ts'
 
 /**
- * The admin listener, on its own port: `GET /metrics` (Prometheus text format),
- * `/healthz` (the process is alive) and `/readyz` (it takes traffic; 503 while draining).
- * With `admin.token` set, /metrics wants `Authorization: Bearer <token>`.
+ * The admin listener, on its own port: `GET /metrics` (Prometheus text format, or OpenMetrics
+ * with exemplars when the scraper's Accept asks for it), `/healthz` (the process is alive),
+ * `/readyz` (it takes traffic; 503 while draining) and `/debug/streams` (streams in flight).
+ * With `admin.token` set, /metrics and /debug/streams want `Authorization: Bearer <token>`.
  */
 
 function tokenMatches(header: string | undefined, token: string): boolean {
@@ -22,8 +26,11 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 export interface AdminState {
   readonly config: Config
   readonly logger: Logger
-  readonly registry: { render(): Promise<string> }
+  /** `supportsOpenMetrics`: `render(true)` writes OpenMetrics (the cluster primary's sum does not). */
+  readonly registry: { render(openMetrics?: boolean): Promise<string>; readonly supportsOpenMetrics?: boolean }
   readonly draining: boolean
+  /** Requests in flight in this process (absent in the cluster primary, which proxies nothing). */
+  readonly active?: ReadonlySet<Exchange>
 }
 
 export function buildAdmin(state: AdminState): FastifyInstance {
@@ -34,8 +41,18 @@ export function buildAdmin(state: AdminState): FastifyInstance {
     if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
       return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /metrics' })
     }
-    const body = await state.registry.render()
-    return reply.header('content-type', PROMETHEUS_CONTENT_TYPE).send(body)
+    const openMetrics = state.registry.supportsOpenMetrics === true && wantsOpenMetrics(request.headers.accept)
+    const body = await state.registry.render(openMetrics)
+    return reply.header('content-type', openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE).header('vary', 'accept').send(body)
+  })
+  admin.get('/debug/streams', async (request, reply) => {
+    if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
+      return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'a bearer token is required for /debug/streams' })
+    }
+    if (state.active === undefined) {
+      return reply.code(501).send({ error: '/debug/streams lists one process’s streams; with server.workers > 1 the primary runs none' })
+    }
+    return reply.header('cache-control', 'no-store').send(snapshotStreams(state.active))
   })
   admin.get('/healthz', async () => ({ status: 'ok' }))
   admin.get('/readyz', async (_request, reply) => {

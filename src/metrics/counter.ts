@@ -58,7 +58,7 @@ export class Counter {
    */
   serialize(openMetrics = false): string {
     const family = openMetrics ? this.name.slice(0, -'_total'.length) : this.name
-    let out = header(family, this.help, this.type)
+    let out = header(family, this.help, this.type, openMetrics)
     for (const s of this.#series.values()) {
       out += `${this.name}${s.rendered.length > 0 ? `{${s.rendered}}` : ''} ${formatValue(s.value)}\n`
     }

@@ -9,9 +9,13 @@ export function escapeLabelValue(value: string): string {
   return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
 }
 
-/** Escapes HELP text: backslash and line feed. */
-export function escapeHelp(text: string): string {
-  return text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')
+/**
+ * Escapes HELP text: backslash and line feed; OpenMetrics also escapes the double quote
+ * (its `escaped-string`, https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#abnf).
+ */
+export function escapeHelp(text: string, openMetrics = false): string {
+  const out = text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')
+  return openMetrics ? out.replace(/"/g, '\\"') : out
 }
 
 /** `name="value",…` for the given names and values, without braces. */
@@ -31,6 +35,6 @@ export function formatValue(value: number): string {
   return String(value)
 }
 
-export function header(name: string, help: string, type: string): string {
-  return `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${type}\n`
+export function header(name: string, help: string, type: string, openMetrics = false): string {
+  return `# HELP ${name} ${escapeHelp(help, openMetrics)}\n# TYPE ${name} ${type}\n`
 }

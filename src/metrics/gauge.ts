@@ -75,8 +75,8 @@ export class CollectedGauge {
     this.#entries = new Map()
   }
 
-  serialize(): string {
-    let out = header(this.name, this.help, this.type)
+  serialize(openMetrics = false): string {
+    let out = header(this.name, this.help, this.type, openMetrics)
     for (const e of this.#snapshot().values()) out += `${this.name}{${e.rendered}} ${formatValue(e.value)}\n`
     return out
   }

@@ -1,4 +1,4 @@
-import { formatValue, header, renderLabels } from './format.ts'
+import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
 
 /**
  * A classic Prometheus histogram with label children bound once and weighted observations:
@@ -14,6 +14,28 @@ export interface HistogramOptions {
   readonly buckets: readonly number[]
 }
 
+/** The latest observation of one bucket, for OpenMetrics exemplars. */
+export interface Exemplar {
+  /** Rendered label set, without braces: `request_id="…"`. */
+  readonly labels: string
+  readonly value: number
+  /** Wall-clock seconds since the epoch. */
+  readonly timestamp: number
+}
+
+/**
+ * OpenMetrics caps an exemplar's label set at 128 UTF-8 characters (names and values together).
+ * `request_id` takes 10 of them, so ids are cut to 118 code points.
+ */
+const MAX_EXEMPLAR_VALUE = 128 - 'request_id'.length
+
+/** `request_id="…"` for an exemplar, escaped and cut to the OpenMetrics limit. */
+export function requestIdExemplar(id: string): string {
+  const chars = [...id]
+  const value = chars.length > MAX_EXEMPLAR_VALUE ? chars.slice(0, MAX_EXEMPLAR_VALUE).join('') : id
+  return `request_id="${escapeLabelValue(value)}"`
+}
+
 export class HistogramSeries {
   readonly labelValues: readonly string[]
   /** Rendered `a="x",b="y"` of this series' labels. */
@@ -22,6 +44,8 @@ export class HistogramSeries {
   readonly counts: Float64Array
   sum = 0
   count = 0
+  /** Latest exemplar per bucket (same slots as `counts`), allocated on the first one. */
+  exemplars: (Exemplar | undefined)[] | undefined
   readonly #bounds: Float64Array
 
   constructor(bounds: Float64Array, labelValues: readonly string[], rendered: string) {
@@ -31,9 +55,9 @@ export class HistogramSeries {
     this.counts = new Float64Array(bounds.length + 1)
   }
 
-  /** Records `weight` observations of `value`. */
-  observe(value: number, weight = 1): void {
-    if (!(weight > 0) || Number.isNaN(value)) return
+  /** Records `weight` observations of `value`; returns the bucket slot, or -1 when nothing was recorded. */
+  observe(value: number, weight = 1): number {
+    if (!(weight > 0) || Number.isNaN(value)) return -1
     const bounds = this.#bounds
     // Smallest bucket whose upper bound is ≥ value (le is inclusive).
     let lo = 0
@@ -46,6 +70,15 @@ export class HistogramSeries {
     this.counts[lo] += weight
     this.sum += value * weight
     this.count += weight
+    return lo
+  }
+
+  /** Like `observe`, and makes this the bucket's exemplar (`labels` from `requestIdExemplar`). */
+  observeWithExemplar(value: number, weight: number, labels: string, timestamp: number): void {
+    const slot = this.observe(value, weight)
+    if (slot < 0) return
+    this.exemplars ??= new Array<Exemplar | undefined>(this.counts.length).fill(undefined)
+    this.exemplars[slot] = { labels, value, timestamp }
   }
 }
 
@@ -90,17 +123,24 @@ export class Histogram {
     this.#series = new Map()
   }
 
-  /** Text exposition of every series (Prometheus 0.0.4 and OpenMetrics share this shape). */
-  serialize(): string {
+  /**
+   * Text exposition of every series (Prometheus 0.0.4 and OpenMetrics share this shape);
+   * OpenMetrics adds each bucket's exemplar: `… count # {request_id="x"} value timestamp`.
+   */
+  serialize(openMetrics = false): string {
     const name = this.name
     const le = this.#leStrings
-    let out = header(name, this.help, this.type)
+    let out = header(name, this.help, this.type, openMetrics)
     for (const s of this.#series.values()) {
       const prefix = s.rendered.length > 0 ? `${s.rendered},` : ''
+      const exemplars = openMetrics ? s.exemplars : undefined
       let cumulative = 0
       for (let i = 0; i < le.length; i++) {
         cumulative += s.counts[i]
-        out += `${name}_bucket{${prefix}le="${le[i]}"} ${cumulative}\n`
+        const e = exemplars?.[i]
+        out += e === undefined
+          ? `${name}_bucket{${prefix}le="${le[i]}"} ${cumulative}\n`
+          : `${name}_bucket{${prefix}le="${le[i]}"} ${cumulative} # {${e.labels}} ${formatValue(e.value)} ${e.timestamp.toFixed(3)}\n`
       }
       const braces = s.rendered.length > 0 ? `{${s.rendered}}` : ''
       out += `${name}_sum${braces} ${formatValue(s.sum)}\n${name}_count${braces} ${s.count}\n`

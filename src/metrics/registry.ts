@@ -2,6 +2,8 @@ import { Registry, collectDefaultMetrics } from 'prom-client'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
 import type { Histogram } from './histogram.ts'
+import { promClientToOpenMetrics } from './openmetrics.ts'
+import type { PromClientMetric } from './openmetrics.ts'
 
 /**
  * What `/metrics` serves: tokentap's own metrics (fast serializers) and prom-client's default
@@ -18,6 +20,8 @@ const NON_COUNTERS_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_
 
 export class MetricsRegistry {
   readonly promRegistry = new Registry()
+  /** `render(true)` writes OpenMetrics with exemplars. */
+  readonly supportsOpenMetrics = true
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
 
@@ -35,12 +39,19 @@ export class MetricsRegistry {
     this.promRegistry.registerMetric(metric as never)
   }
 
-  /** Prometheus text format 0.0.4. */
-  async render(): Promise<string> {
+  /**
+   * Prometheus text format 0.0.4, or OpenMetrics 1.0 (exemplars included, no blank lines,
+   * ends with `# EOF`).
+   */
+  async render(openMetrics = false): Promise<string> {
     let out = ''
-    for (const m of this.#own) out += m.serialize() + '\n'
-    const process = await this.#process.metrics()
-    return out + process
+    if (!openMetrics) {
+      for (const m of this.#own) out += m.serialize() + '\n'
+      return out + (await this.#process.metrics())
+    }
+    for (const m of this.#own) out += m.serialize(true)
+    const process = (await this.#process.getMetricsAsJSON()) as unknown as PromClientMetric[]
+    return out + promClientToOpenMetrics(process) + '# EOF\n'
   }
 
   /** prom-client JSON of every metric, own and process (what cluster workers send to the primary). */

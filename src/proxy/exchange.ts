@@ -3,11 +3,13 @@ import { providerForPath, selectParser } from '../parsers/select-parser.ts'
 import { ContentKind } from '../parsers/types.ts'
 import type { ContentEvent, StreamSummary } from '../parsers/types.ts'
 import { ChunkLog, MarkKind } from '../timing/chunk-log.ts'
-import { itlQuantiles, reconcileTokens, summarize } from '../timing/request-timing.ts'
+import { itlQuantiles, reconcileTokens, summarize, totalTokens } from '../timing/request-timing.ts'
 import type { Timing } from '../timing/request-timing.ts'
 import { Outcome, TokenSource } from '../metrics/llm-metrics.ts'
 import type { LlmMetrics } from '../metrics/llm-metrics.ts'
 import type { LabelLimiter } from '../metrics/label-limiter.ts'
+import type { RouteSlo } from '../metrics/slo.ts'
+import type { OtelMetrics } from '../metrics/otel.ts'
 import { UNKNOWN } from '../metrics/label-limiter.ts'
 import type { EncodingSelector, TokenCount } from '../tokens/tokenizer.ts'
 import { Tap } from './tap.ts'
@@ -25,6 +27,8 @@ export interface RouteRuntime {
   readonly prefix: string
   /** Configured provider, or `auto`. */
   readonly provider: string
+  /** The route's latency SLO, when it has one. */
+  readonly slo?: RouteSlo
 }
 
 export interface ExchangeDeps {
@@ -35,6 +39,8 @@ export interface ExchangeDeps {
   readonly maxEventBytes: number
   /** Requests in flight (for the gauge and live views). */
   readonly active: Set<Exchange>
+  /** OpenTelemetry GenAI metrics, when `otel.endpoint` is set. */
+  readonly otel?: OtelMetrics
 }
 
 const KIND: Record<ContentEvent['kind'], MarkKind> = {
@@ -46,7 +52,8 @@ const KIND: Record<ContentEvent['kind'], MarkKind> = {
 const ms = (seconds: number | undefined): number | undefined => (seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3)
 
 export class Exchange {
-  readonly id: string
+  /** The client's x-request-id, else the upstream response's, else generated (see `idGenerated`). */
+  id: string
   readonly route: RouteRuntime
   readonly tReq: number
   readonly method: string
@@ -71,11 +78,14 @@ export class Exchange {
   #tap: Tap | undefined
   #counter: TokenCount | undefined
   #finished = false
+  /** The id was made up by the proxy, so the upstream's x-request-id may replace it. */
+  readonly #idGenerated: boolean
 
-  constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number) {
+  constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number, idGenerated = false) {
     this.#deps = deps
     this.route = route
     this.id = id
+    this.#idGenerated = idGenerated
     this.method = method
     this.path = path
     this.tReq = tReq
@@ -104,10 +114,12 @@ export class Exchange {
     this.chunks.add(at, event.tokens, KIND[event.kind], event.exact)
   }
 
-  /** Upstream response headers arrived: choose the parser. */
-  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number): void {
+  /** Upstream response headers arrived: choose the parser. `requestId`: the response's x-request-id. */
+  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string): void {
     this.statusCode = statusCode
     this.tHeaders = at
+    // The provider's own id (OpenAI's req_…) is the one its support can look up.
+    if (this.#idGenerated && requestId !== undefined && requestId.length > 0 && requestId.length <= 200) this.id = requestId
     if (contentType === undefined || statusCode === 204 || statusCode === 304 || this.method === 'HEAD') return
     const selection = selectParser(this.route.provider, this.path, contentType, {
       path: this.path,
@@ -160,6 +172,7 @@ export class Exchange {
     const usage = summary.usage
     const chunks = this.chunks
     let source: TokenSource = TokenSource.estimate
+    let estimateRatio: number | undefined
     if (usage?.output !== undefined) {
       source = TokenSource.usage
       if (!chunks.allExact && outcome !== Outcome.cancelled) {
@@ -167,6 +180,8 @@ export class Exchange {
         let streamedReasoning = false
         for (let i = 0; i < chunks.count && !streamedReasoning; i++) streamedReasoning = chunks.kind(i) === MarkKind.reasoning
         const visible = usage.output - (usage.reasoning !== undefined && !streamedReasoning ? usage.reasoning : 0)
+        // The tokenizer's estimate, taken before reconciling replaces it with the provider's count.
+        if (outcome === Outcome.ok && chunks.count > 0 && visible > 0) estimateRatio = totalTokens(chunks) / visible
         reconcileTokens(chunks, visible)
       }
     } else if (chunks.count > 0 && chunks.allExact) {
@@ -177,7 +192,20 @@ export class Exchange {
     const model = deps.models.value(this.route.label, this.requestModel ?? summary.model)
     const labels = { provider: this.#provider, model, route: this.route.label }
     const statusCode = this.statusCode === 0 ? (outcome === Outcome.cancelled ? 499 : 502) : this.statusCode
-    deps.metrics.record({ labels, outcome, statusCode, timing, chunks, outputTokens, outputSource: source, inputTokens: usage?.input })
+    const headersSeconds = this.tHeaders === undefined ? undefined : Math.max(0, this.tHeaders - this.tReq) / 1000
+    deps.metrics.record({ labels, outcome, statusCode, timing, chunks, outputTokens, outputSource: source, inputTokens: usage?.input, headersSeconds, requestId: this.id, slo: this.route.slo, estimateRatio })
+    deps.otel?.record({
+      labels,
+      method: this.method,
+      path: this.path,
+      responseModel: summary.model === undefined ? undefined : deps.models.value(`${this.route.label}\u0000response`, summary.model),
+      errorType: outcome === Outcome.ok ? undefined : outcome === Outcome.cancelled ? 'cancelled' : this.failure ?? (statusCode < 200 || statusCode >= 300 ? String(statusCode) : 'provider_error'),
+      outcome,
+      timing,
+      chunks,
+      outputTokens: usage?.output ?? (timing.chunks > 0 ? timing.tokens : undefined),
+      inputTokens: usage?.input,
+    })
     const parseError = summary.parseError ?? this.#unreadable
     if (parseError !== undefined) {
       deps.metrics.parseError(this.#provider, this.route.label)

@@ -131,7 +131,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
       const at = performance.now()
       if (res.destroyed) return
       const raw = clientResponseHeaders((c as unknown as { rawHeaders: Buffer[] }).rawHeaders ?? [])
-      ex.responseStarted(statusCode, rawHeader(raw, 'content-type'), rawHeader(raw, 'content-encoding'), at)
+      ex.responseStarted(statusCode, rawHeader(raw, 'content-type'), rawHeader(raw, 'content-encoding'), at, rawHeader(raw, 'x-request-id'))
       try {
         res.writeHead(statusCode, statusMessage || undefined, raw)
       } catch (err) {

@@ -142,3 +142,35 @@ export function reconcileTokens(log: ChunkLog, target: number): boolean {
   }
   return true
 }
+
+/**
+ * Number of gaps between consecutive content chunks longer than `thresholdSeconds` (strictly):
+ * the stalls a reader of this response sat through.
+ */
+export function countStalls(log: ChunkLog, thresholdSeconds: number): number {
+  const limitMs = thresholdSeconds * 1000
+  let stalls = 0
+  for (let i = 1; i < log.count; i++) if (log.at(i) - log.at(i - 1) > limitMs) stalls++
+  return stalls
+}
+
+/**
+ * The request's own ITL P99: the 0.99 quantile (nearest rank) of its token-weighted ITL, the
+ * `itl_p99_ms` of its log line. Below 100 ITL observations this is the largest g_j / k_j.
+ * Undefined when no chunk after the first carried tokens.
+ */
+export function requestItlP99(log: ChunkLog): number | undefined {
+  return itlQuantiles(log, [0.99])[0]
+}
+
+/** Calls `observe(k_j)` for every content chunk, the first included. */
+export function forEachChunkTokens(log: ChunkLog, observe: (tokens: number) => void): void {
+  for (let i = 0; i < log.count; i++) observe(log.tokens(i))
+}
+
+/** Σ k_j as the log holds it now (before or after reconciling with usage). */
+export function totalTokens(log: ChunkLog): number {
+  let n = 0
+  for (let i = 0; i < log.count; i++) n += log.tokens(i)
+  return n
+}

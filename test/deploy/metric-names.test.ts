@@ -80,7 +80,8 @@ t.test('the PromQL name extractor finds metrics and skips functions, labels, key
 })
 
 t.test('every metric the dashboard and the rules use exists in a real scrape after traffic', async (t) => {
-  const proxy = await startProxy({ routes: [simRoute()], log: { level: 'warn' } })
+  // The route has an SLO so llm_slo_requests_total reports too.
+  const proxy = await startProxy({ routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }], log: { level: 'warn' } })
   t.teardown(() => proxy.close())
   await driveMixedTraffic(proxy.url)
   // Recorded on close: wait for the last request to show up.
