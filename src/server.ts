@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import { buildApp } from './app.ts'
 import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
@@ -37,7 +38,12 @@ async function main(): Promise<void> {
   // A worker's admin listener is the primary's; it sends its metrics over IPC instead.
   if (worker) serveWorker(app)
   else await admin.listen({ host: config.admin.host, port: config.admin.port })
-  if (!worker) logger.info({ proxy: `${config.server.host}:${config.server.port}`, admin: `${config.admin.host}:${config.admin.port}`, routes: config.routes.map((r) => r.name ?? r.prefix) }, 'tokentap listening')
+  // The bound addresses (port 0 in the config means any free port: tests and side-by-side runs).
+  const bound = (s: typeof app.server): string => {
+    const a = s.address() as AddressInfo
+    return `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`
+  }
+  if (!worker) logger.info({ proxy: bound(app.server), admin: bound(admin.server), routes: config.routes.map((r) => r.name ?? r.prefix) }, 'tokentap listening')
 
   let stopping = false
   const drain = async (signal: string): Promise<void> => {
@@ -47,10 +53,17 @@ async function main(): Promise<void> {
     logger.info({ signal, in_flight: app.tokentap.active.size, drain_seconds: config.server.drain_seconds }, 'draining')
     const deadline = setTimeout(() => {
       logger.warn({ in_flight: app.tokentap.active.size }, 'drain deadline reached: ending open streams')
+      // Streams cut here are errors (the client did not go away), recorded as each connection closes.
+      for (const ex of app.tokentap.active) ex.failure ??= 'TOKENTAP_ERR_SHUTTING_DOWN'
       app.server.closeAllConnections()
+      // Should anything still hold the close (a hung upstream close), do not hang forever.
+      setTimeout(() => {
+        logger.error('shutdown did not complete after the drain deadline: exiting')
+        process.exit(1)
+      }, 5_000).unref()
     }, config.server.drain_seconds * 1000)
     deadline.unref()
-    app.server.closeIdleConnections()
+    // Stops accepting at once; in-flight requests run on; /readyz (admin) stays up and says 503.
     await app.close()
     clearTimeout(deadline)
     logger.info('stopped')

@@ -47,6 +47,41 @@ interface Piece {
   tool: number
 }
 
+/**
+ * Whether `{}` and `[]` balance in `data`, skipping the string that starts at `skipFrom`'s
+ * content value (the generated text, which may hold any character). Other strings in a chunk
+ * (ids, model names, padding) hold none in practice; when they do, the event simply takes the
+ * full parse.
+ */
+function balanced(data: string, skipFrom: number): boolean {
+  let depth = 0
+  let skipStart = -1
+  let skipEnd = -1
+  if (skipFrom >= 0) {
+    skipStart = data.indexOf('"', skipFrom + CONTENT.length - 1)
+    skipEnd = skipStart
+    for (;;) {
+      skipEnd = data.indexOf('"', skipEnd + 1)
+      if (skipEnd < 0) return false
+      let k = skipEnd - 1
+      while (data.charCodeAt(k) === BACKSLASH) k--
+      if ((skipEnd - 1 - k) % 2 === 0) break
+    }
+  }
+  for (let i = 0; i < data.length; i++) {
+    if (i === skipStart) {
+      i = skipEnd
+      continue
+    }
+    const ch = data.charCodeAt(i)
+    if (ch === 123 || ch === 91) depth++
+    else if (ch === 125 || ch === 93) {
+      if (--depth < 0) return false
+    }
+  }
+  return depth === 0
+}
+
 export class OpenAIChatParser extends SseJsonParser {
   /** Cumulative completion tokens of the last chunk, while every chunk has carried usage (vLLM continuous usage). */
   #cumulative = 0
@@ -96,6 +131,9 @@ export class OpenAIChatParser extends SseJsonParser {
     } else if (c !== d + DELTA.length || needsParse(data, -1)) {
       return false
     }
+    // A truncated or spliced event must reach JSON.parse (and fail there): the braces and
+    // brackets outside the text must balance. Any imbalance sends the event to the full parse.
+    if (!balanced(data, text.length > 0 ? c : -1)) return false
     // What onJson does for such an event: no usage on this chunk, one text piece if non-empty.
     this.#usageOnEveryChunk = false
     this.#chunks++

@@ -25,6 +25,14 @@ function asBuffer(chunk: Uint8Array): Buffer {
   return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
 }
 
+/** Does the line name `field` (followed by a colon or the end of the line)? */
+function isField(buf: Buffer, start: number, end: number, field: string): boolean {
+  const n = field.length
+  if (end - start < n || (end - start > n && buf[start + n] !== COLON)) return false
+  for (let i = 0; i < n; i++) if (buf[start + i] !== field.charCodeAt(i)) return false
+  return true
+}
+
 export class SseDecoder {
   readonly maxEventBytes: number
   /** Bytes of a line not yet terminated (a view, or a copy once joined). */
@@ -38,6 +46,11 @@ export class SseDecoder {
   #bomChecked = false
   /** The line being read outgrew maxEventBytes; its bytes are no longer kept. */
   #lineTooLong = false
+  /**
+   * Non-blank lines that were neither a comment nor a field of the grammar (data, event, id,
+   * retry). The spec ignores them; a stream of nothing else is not an event stream (junk).
+   */
+  unknownLines = 0
   /** Bytes of the too-long line that were not kept. */
   #droppedBytes = 0
 
@@ -151,11 +164,17 @@ export class SseDecoder {
     // Field names we keep: "data" and "event"; anything else (id, retry, unknown) is ignored.
     if (first === 100 /* d */ && end - start >= 4 && buf[start + 1] === 97 && buf[start + 2] === 116 && buf[start + 3] === 97) {
       const value = this.#value(buf, start + 4, end)
-      if (value === undefined) return
+      if (value === undefined) {
+        this.unknownLines++
+        return
+      }
       this.#data = this.#data === undefined ? value : this.#data + '\n' + value
     } else if (first === 101 /* e */ && end - start >= 5 && buf.toString('latin1', start, start + 5) === 'event') {
       const value = this.#value(buf, start + 5, end)
       if (value !== undefined) this.#event = value
+      else this.unknownLines++
+    } else if (!isField(buf, start, end, 'id') && !isField(buf, start, end, 'retry')) {
+      this.unknownLines++
     }
   }
 

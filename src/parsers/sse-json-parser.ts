@@ -13,6 +13,8 @@ export abstract class SseJsonParser implements StreamParser {
   readonly #decoder: SseDecoder
   #out: ContentEvent[] | undefined
   #failed = false
+  /** Events dispatched (sentinels included): none at all in a stream of junk lines means it was not SSE. */
+  #events = 0
   readonly #onEvent = (event: string, data: string): void => this.#event(event, data)
   readonly #onOversize = (bytes: number): void => this.fail(`event of ${bytes} bytes is over the limit`)
 
@@ -30,6 +32,9 @@ export abstract class SseJsonParser implements StreamParser {
 
   end(): StreamSummary {
     this.#decoder.end()
+    const junk = this.#decoder.unknownLines
+    // A subclass may read some non-SSE lines itself (Gemini's raw error object): then they were no junk.
+    if (this.#events === 0 && junk > 0 && this.summary.error === undefined) this.fail(`not an event stream: ${junk} lines that are no SSE field and no event`)
     return this.summary
   }
 
@@ -63,6 +68,7 @@ export abstract class SseJsonParser implements StreamParser {
   }
 
   #event(event: string, data: string): void {
+    this.#events++
     if (this.#failed) return
     if (this.isSentinel(data)) return
     if (this.scan(event, data)) return

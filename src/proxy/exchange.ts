@@ -71,6 +71,10 @@ export class Exchange {
   failure: string | undefined
   #provider: string
   readonly #pathModel: string | undefined
+  /** The path is a provider's completion API (its answer should be measurable). */
+  readonly #ownsPath: boolean
+  /** Why a successful answer on such a path could not be read at all (no parser for its content-type). */
+  #unreadable: string | undefined
   #tap: Tap | undefined
   #counter: TokenCount | undefined
   #finished = false
@@ -88,6 +92,7 @@ export class Exchange {
     const spec = providerForPath(route.provider, path)
     this.#provider = spec?.name ?? (route.provider === 'auto' ? UNKNOWN : route.provider)
     this.#pathModel = spec?.modelFromPath?.(path)
+    this.#ownsPath = spec?.ownsPath(path) === true
     deps.active.add(this)
   }
 
@@ -124,6 +129,7 @@ export class Exchange {
     })
     this.#provider = selection.provider
     if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
+    else if (this.#ownsPath && statusCode >= 200 && statusCode < 300) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
 
   /** A read from the upstream, already written to the client. */
@@ -200,9 +206,10 @@ export class Exchange {
       outputTokens: usage?.output ?? (timing.chunks > 0 ? timing.tokens : undefined),
       inputTokens: usage?.input,
     })
-    if (summary.parseError !== undefined) {
+    const parseError = summary.parseError ?? this.#unreadable
+    if (parseError !== undefined) {
       deps.metrics.parseError(this.#provider, this.route.label)
-      deps.logger.warn({ request_id: this.id, route: this.route.label, provider: this.#provider, reason: summary.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
+      deps.logger.warn({ request_id: this.id, route: this.route.label, provider: this.#provider, reason: parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
     }
     this.#log(labels, outcome, statusCode, timing, outputTokens, source, summary)
   }

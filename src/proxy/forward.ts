@@ -90,13 +90,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   const fail = (err: TokentapError): void => {
     ex.failure ??= err.code
     if (ex.statusCode === 0) ex.statusCode = err.statusCode
+    // The rest of a body over the limit is never read: close the connection after the answer.
+    if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE') res.shouldKeepAlive = false
     sendError(res, err)
   }
 
   const declared = declaredLength(req)
   if (declared !== undefined && declared > limit) {
-    // Refuse before a byte goes upstream; close the connection rather than read the body.
-    res.shouldKeepAlive = false
+    // Refuse before a byte goes upstream (not even a connection is opened).
     fail(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
     req.resume()
     return

@@ -40,7 +40,9 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
   async function* body(): AsyncGenerator<Buffer> {
     let head = ''
     let sniffing = true
-    for await (const chunk of req as AsyncIterable<Buffer>) {
+    // destroyOnReturn: false: when the limit is hit, the client's socket must live on until the
+    // 413 has been written (destroying `req` would destroy it at once and lose the answer).
+    for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
       watch.bytes += chunk.length
       if (watch.bytes > limit) throw tooLarge()
       if (sniffing) {

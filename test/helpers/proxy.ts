@@ -3,6 +3,7 @@ import { Writable } from 'node:stream'
 import pino from 'pino'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.ts'
+import type { BuildOptions } from '../../src/app.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
 import type { Config } from '../../src/config/schema.ts'
 import type { SimPlanRequest } from '../../src/sim/schedule.ts'
@@ -25,7 +26,8 @@ export interface RunningProxy {
   close(): Promise<void>
 }
 
-export async function startProxy(raw: Record<string, unknown>): Promise<RunningProxy> {
+/** `options.dispatcher` replaces the upstream agent (tests that watch its sockets). */
+export async function startProxy(raw: Record<string, unknown>, options: Omit<BuildOptions, 'logger'> = {}): Promise<RunningProxy> {
   const config = validateConfig({ server: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, ...raw })
   const logs: Record<string, unknown>[] = []
   const sink = new Writable({
@@ -35,7 +37,7 @@ export async function startProxy(raw: Record<string, unknown>): Promise<RunningP
     },
   })
   const logger = pino({ level: (raw.log as { level?: string } | undefined)?.level ?? 'info', base: undefined }, sink)
-  const app = await buildApp(config, { logger })
+  const app = await buildApp(config, { ...options, logger })
   await app.listen({ host: '127.0.0.1', port: 0 })
   await app.tokentap.admin.listen({ host: '127.0.0.1', port: 0 })
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`

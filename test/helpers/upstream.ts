@@ -8,14 +8,33 @@ export interface TestUpstream {
   readonly server: Server
   /** Requests seen so far (method, url, raw headers, body). */
   readonly requests: { method: string; url: string; rawHeaders: string[]; body: Buffer }[]
+  /** TCP connections accepted so far (keep-alive reuse shows as fewer sockets than requests). */
+  readonly sockets: number
+  /** Requests whose 'close' fired before their response finished (the proxy went away). */
+  readonly aborted: number
   close(): Promise<void>
+}
+
+export interface UpstreamOptions {
+  /** Call the handler as soon as headers arrive, leaving the body unread (streaming and limit tests). */
+  readonly raw?: boolean
 }
 
 export type UpstreamHandler = (req: IncomingMessage, res: ServerResponse, body: Buffer) => void | Promise<void>
 
-export async function startUpstream(handler: UpstreamHandler): Promise<TestUpstream> {
+export async function startUpstream(handler: UpstreamHandler, options: UpstreamOptions = {}): Promise<TestUpstream> {
   const requests: TestUpstream['requests'] = []
+  let sockets = 0
+  let aborted = 0
   const server = createServer((req, res) => {
+    res.once('close', () => {
+      if (!res.writableFinished) aborted++
+    })
+    if (options.raw === true) {
+      requests.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body: Buffer.alloc(0) })
+      void handler(req, res, Buffer.alloc(0))
+      return
+    }
     const parts: Buffer[] = []
     req.on('data', (c: Buffer) => parts.push(c))
     req.on('end', () => {
@@ -24,11 +43,18 @@ export async function startUpstream(handler: UpstreamHandler): Promise<TestUpstr
       void handler(req, res, body)
     })
   })
+  server.on('connection', () => sockets++)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     server,
     requests,
+    get sockets() {
+      return sockets
+    },
+    get aborted() {
+      return aborted
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()

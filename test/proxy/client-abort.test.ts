@@ -1,0 +1,95 @@
+import t from 'tap'
+import { startProxy } from '../helpers/proxy.ts'
+import { startUpstream } from '../helpers/upstream.ts'
+import { select, sumOf } from '../helpers/prometheus.ts'
+import { SSE_HEADERS, chatBody, chatEvent, rawRequest, waitFor } from '../helpers/faults.ts'
+
+const openConnections = (server: import('node:http').Server): Promise<number> =>
+  new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
+
+t.test('a client that goes away before the response headers aborts the upstream request and is counted cancelled', async (t) => {
+  let upstreamClosedAt = 0
+  const upstream = await startUpstream((req, res) => {
+    // Never answers: the proxy waits for headers.
+    res.once('close', () => (upstreamClosedAt = performance.now()))
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+
+  const req = (await import('node:http')).request(`${proxy.url}/up/v1/chat/completions`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } })
+  req.on('error', () => {})
+  req.end(chatBody('gpt-4o'))
+  await waitFor('the upstream to get the request', () => upstream.requests.length === 1)
+  const goneAt = performance.now()
+  req.destroy()
+
+  await waitFor('the upstream request to close', () => upstreamClosedAt > 0)
+  t.ok(upstreamClosedAt - goneAt < 2000, `upstream request closed ${Math.round(upstreamClosedAt - goneAt)} ms after the client left`)
+  t.equal(upstream.aborted, 1, 'the upstream saw its request aborted')
+  await waitFor('the upstream socket to be released', async () => (await openConnections(upstream.server)) === 0)
+
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.outcome, 'cancelled')
+  t.equal(line.status, 499, 'no status was sent: logged as 499 (client closed request)')
+  const m = await proxy.scrape()
+  t.equal(sumOf(m, 'llm_requests_total', { outcome: 'cancelled', model: 'gpt-4o', status_code: '499' }), 1)
+  t.equal(sumOf(m, 'llm_request_duration_seconds_count', { outcome: 'cancelled' }), 1)
+  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0], 'nothing left in flight')
+  t.equal(proxy.app.tokentap.active.size, 0)
+})
+
+t.test('a client that goes away after k chunks aborts the upstream and keeps the tokens and timings seen so far', async (t) => {
+  let upstreamClosedAt = 0
+  let sent = 0
+  const upstream = await startUpstream((_req, res) => {
+    res.writeHead(200, SSE_HEADERS)
+    const timer = setInterval(() => {
+      sent++
+      res.write(chatEvent(' the'))
+    }, 20)
+    res.once('close', () => {
+      clearInterval(timer)
+      upstreamClosedAt = performance.now()
+    })
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+
+  const { res, req } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody('gpt-4o') })
+  t.equal(res.statusCode, 200)
+  const K = 3
+  let seen = 0
+  let goneAt = 0
+  await new Promise<void>((resolve) => {
+    res.on('data', (c: Buffer) => {
+      seen += c.toString().split('data: ').length - 1
+      if (seen >= K && goneAt === 0) {
+        goneAt = performance.now()
+        req.destroy()
+        resolve()
+      }
+    })
+  })
+  res.on('error', () => {})
+
+  await waitFor('the upstream request to close', () => upstreamClosedAt > 0)
+  t.ok(upstreamClosedAt - goneAt < 2000, `upstream request closed ${Math.round(upstreamClosedAt - goneAt)} ms after the client left`)
+  t.equal(upstream.aborted, 1)
+  await waitFor('the upstream socket to be released', async () => (await openConnections(upstream.server)) === 0)
+
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.outcome, 'cancelled')
+  t.equal(line.status, 200, 'the status the client got')
+  t.ok((line.chunks as number) >= K && (line.chunks as number) <= sent, `chunks seen so far (${line.chunks}) between ${K} and ${sent}`)
+  const m = await proxy.scrape()
+  const labels = { model: 'gpt-4o', outcome: 'cancelled' }
+  t.equal(sumOf(m, 'llm_requests_total', { ...labels, status_code: '200' }), 1)
+  t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', { model: 'gpt-4o' }), 1, 'the first token was real: its TTFT is recorded')
+  t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', { model: 'gpt-4o' }), (line.chunks as number) - 1, 'the gaps seen so far are recorded')
+  t.equal(sumOf(m, 'llm_output_tokens_total', { model: 'gpt-4o', source: 'estimate' }), line.chunks, 'tokens seen so far are counted')
+  t.equal(sumOf(m, 'llm_time_per_output_token_seconds_count'), 0, 'no TPOT for a cancelled request')
+  t.equal(sumOf(m, 'llm_output_tokens_per_second_count'), 0, 'no TPS for a cancelled request')
+  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0])
+})
