@@ -31,7 +31,6 @@ export class OpenAIChatParser extends SseJsonParser {
   /** Cumulative completion tokens of the last chunk, while every chunk has carried usage (vLLM continuous usage). */
   #cumulative = 0
   #usageOnEveryChunk = true
-  #chunks = 0
 
   protected onJson(event: string, value: unknown): void {
     if (!isObject(value)) return
@@ -42,9 +41,10 @@ export class OpenAIChatParser extends SseJsonParser {
     if (this.summary.model === undefined && nonEmpty(value.model)) this.summary.model = value.model
 
     const usage = isObject(value.usage) ? value.usage : undefined
-    const continuous = usage !== undefined && this.#usageOnEveryChunk && this.#chunks > 0
+    // Usage on every chunk so far (vLLM `continuous_usage_stats`) makes each running count exact,
+    // the first chunk's too; usage that only arrives at the end is not per-chunk.
     if (usage === undefined) this.#usageOnEveryChunk = false
-    this.#chunks++
+    const continuous = usage !== undefined && this.#usageOnEveryChunk
 
     let piece: Piece | undefined
     const choices = value.choices
