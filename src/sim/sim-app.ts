@@ -3,12 +3,15 @@ import type { ServerResponse } from 'node:http'
 import Fastify from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { SimulatorConfig } from '../config/schema.ts'
+import { registerOllama } from './ollama-format.ts'
 import { chunkText, planFor } from './schedule.ts'
 import type { SimPlan, SimPlanRequest } from './schedule.ts'
+import { registerTgi } from './tgi-format.ts'
 
 /**
  * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
- * `/v1/completions`, `/v1/models`), streamed or not, with a configurable, seeded schedule
+ * `/v1/completions`, `/v1/models`; Ollama and TGI native in ollama-format.ts and tgi-format.ts),
+ * streamed or not, with a configurable, seeded schedule
  * of TTFT, cadence, jitter, bursts and stalls. A request may ask for an exact plan with a
  * `tokentap_sim` body field or an `x-tokentap-sim` JSON header (tests and demos).
  *
@@ -82,6 +85,8 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
 
   app.post('/v1/chat/completions', handle('chat'))
   app.post('/v1/completions', handle('completions'))
+  registerOllama(app, cfg)
+  registerTgi(app, cfg)
   app.get('/v1/models', async () => ({ object: 'list', data: [{ id: cfg.model, object: 'model', created: 0, owned_by: 'tokentap' }] }))
   return app
 }
