@@ -60,6 +60,7 @@ export class LlmMetrics {
   readonly inputTokens: Counter
   readonly requests: Counter
   readonly parseErrors: Counter
+  readonly usageInjections: Counter
   readonly inFlight: CollectedGauge
   readonly #bound = new Map<string, Bound>()
 
@@ -121,6 +122,11 @@ export class LlmMetrics {
       help: 'Responses whose stream the parser gave up on (bytes still passed through unchanged).',
       labelNames: ['provider', 'route'],
     })
+    this.usageInjections = new Counter({
+      name: 'llm_usage_injections_total',
+      help: 'Streaming requests sent upstream with stream_options.include_usage added by the route\'s inject_usage (the added usage chunk is not passed to the client).',
+      labelNames: ['provider', 'route'],
+    })
     this.inFlight = new CollectedGauge({
       name: 'llm_requests_in_flight',
       help: 'Requests whose response has not ended.',
@@ -131,7 +137,7 @@ export class LlmMetrics {
 
   /** Every metric, in scrape order. */
   all(): readonly (Histogram | Counter | CollectedGauge)[] {
-    return [this.ttft, this.itl, this.interChunk, this.tpot, this.e2e, this.tps, this.outputTokens, this.inputTokens, this.requests, this.parseErrors, this.inFlight]
+    return [this.ttft, this.itl, this.interChunk, this.tpot, this.e2e, this.tps, this.outputTokens, this.inputTokens, this.requests, this.parseErrors, this.usageInjections, this.inFlight]
   }
 
   #boundFor(l: Labels): Bound {
@@ -180,5 +186,9 @@ export class LlmMetrics {
 
   parseError(provider: string, route: string): void {
     this.parseErrors.labels(provider, route).inc()
+  }
+
+  usageInjected(provider: string, route: string): void {
+    this.usageInjections.labels(provider, route).inc()
   }
 }

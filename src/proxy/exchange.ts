@@ -114,6 +114,11 @@ export class Exchange {
     if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
   }
 
+  /** `stream_options.include_usage` was added to this request (the route's `inject_usage`). */
+  usageInjected(): void {
+    this.#deps.metrics.usageInjected(this.#provider, this.route.label)
+  }
+
   /** A read from the upstream, already written to the client. */
   data(chunk: Buffer, at: number): void {
     this.bytesOut += chunk.length
