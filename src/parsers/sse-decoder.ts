@@ -38,6 +38,8 @@ export class SseDecoder {
   #bomChecked = false
   /** The line being read outgrew maxEventBytes; its bytes are no longer kept. */
   #lineTooLong = false
+  /** Bytes of the too-long line that were not kept. */
+  #droppedBytes = 0
 
   constructor(maxEventBytes = 1 << 20) {
     this.maxEventBytes = maxEventBytes
@@ -83,8 +85,9 @@ export class SseDecoder {
         this.#lineTooLong = false
         if (this.#partial[0] !== COLON) {
           this.#oversized = true
-          this.#eventBytes += end - pos
+          this.#eventBytes += this.#droppedBytes + (end - pos)
         }
+        this.#droppedBytes = 0
         this.#partial = EMPTY
       } else if (this.#partial.length > 0) {
         const line = Buffer.concat([this.#partial, buf.subarray(pos, end)])
@@ -109,6 +112,8 @@ export class SseDecoder {
   /** End of stream: an incomplete event is discarded, as the spec says. */
   end(): void {
     this.#partial = EMPTY
+    this.#lineTooLong = false
+    this.#droppedBytes = 0
     this.#data = undefined
     this.#event = ''
     this.#eventBytes = 0
@@ -117,13 +122,13 @@ export class SseDecoder {
 
   #keepPartial(buf: Buffer, from: number, to: number): void {
     if (this.#lineTooLong) {
-      this.#eventBytes += to - from
+      this.#droppedBytes += to - from
       return
     }
     if (this.#partial.length + (to - from) > this.maxEventBytes) {
       // Bound memory: keep only the line's first byte (to tell a comment) and count the rest.
       this.#lineTooLong = true
-      this.#eventBytes += this.#partial.length + (to - from)
+      this.#droppedBytes = this.#partial.length + (to - from)
       this.#partial = Buffer.from(this.#partial.length > 0 ? this.#partial.subarray(0, 1) : buf.subarray(from, from + 1))
       return
     }

@@ -132,19 +132,24 @@ export class Exchange {
   finish(tEnd: number, clientGone: boolean): void {
     if (this.#finished) return
     this.#finished = true
+    const summary = this.#tap?.end() ?? {}
+    if (summary instanceof Promise) void summary.then((s) => this.#done(s, tEnd, clientGone))
+    else this.#done(summary, tEnd, clientGone)
+  }
+
+  #done(summary: StreamSummary, tEnd: number, clientGone: boolean): void {
     const deps = this.#deps
     deps.active.delete(this)
     try {
-      this.#record(tEnd, clientGone)
+      this.#record(summary, tEnd, clientGone)
     } catch (err) {
       // Measuring must never take the proxy down.
       deps.logger.error({ err, route: this.route.label }, 'recording a request failed')
     }
   }
 
-  #record(tEnd: number, clientGone: boolean): void {
+  #record(summary: StreamSummary, tEnd: number, clientGone: boolean): void {
     const deps = this.#deps
-    const summary: StreamSummary = this.#tap?.end() ?? {}
     const outcome: Outcome = clientGone
       ? Outcome.cancelled
       : this.failure !== undefined || this.statusCode < 200 || this.statusCode >= 300 || summary.error !== undefined
@@ -190,6 +195,7 @@ export class Exchange {
         provider: labels.provider,
         model: labels.model,
         method: this.method,
+        path: this.path.length > 256 ? `${this.path.slice(0, 256)}…` : this.path,
         status,
         outcome,
         error: this.failure ?? summary.error,

@@ -1,4 +1,5 @@
 import zlib from 'node:zlib'
+import type { Transform } from 'node:stream'
 import type { ContentEvent, StreamParser, StreamSummary } from '../parsers/types.ts'
 
 /**
@@ -6,32 +7,32 @@ import type { ContentEvent, StreamParser, StreamSummary } from '../parsers/types
  * to the request's parser. It never alters or delays the bytes and never throws: a parser or
  * decoder failure only ends measuring for this response.
  *
- * A compressed body (gzip, deflate, br) is inflated here, on the copy only, synchronously per
- * read, so each content event keeps the arrival time of the compressed bytes that completed it.
+ * A compressed body (gzip, deflate, br) is inflated here, on the copy only. zlib works off the
+ * event loop, so each inflated piece keeps the arrival time of the compressed read it came
+ * from (a FIFO of arrival times, one per write, shifted when zlib is done with that write).
  */
 
 export type ContentSink = (event: ContentEvent, at: number) => void
 
-interface SyncInflater {
-  _processChunk(chunk: Buffer, flushFlag: number): Buffer
-  close(): void
-}
+/** Inflated bytes kept at most while zlib lags behind (a decompression bomb cannot grow memory). */
+const MAX_INFLATED_BYTES = 256 * 1024 * 1024
 
-function inflaterFor(encoding: string | undefined): { engine: SyncInflater; flush: number } | undefined | null {
+function inflaterFor(encoding: string | undefined): Transform | undefined | null {
   if (encoding === undefined) return undefined
   const e = encoding.trim().toLowerCase()
   if (e === '' || e === 'identity') return undefined
-  // `_processChunk` without a callback is zlib's own synchronous path (what gunzipSync uses).
-  if (e === 'gzip' || e === 'x-gzip') return { engine: zlib.createGunzip() as unknown as SyncInflater, flush: zlib.constants.Z_SYNC_FLUSH }
-  if (e === 'deflate') return { engine: zlib.createInflate() as unknown as SyncInflater, flush: zlib.constants.Z_SYNC_FLUSH }
-  if (e === 'br') return { engine: zlib.createBrotliDecompress() as unknown as SyncInflater, flush: zlib.constants.BROTLI_OPERATION_FLUSH }
+  const flush = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }
+  if (e === 'gzip' || e === 'x-gzip') return zlib.createGunzip(flush)
+  if (e === 'deflate') return zlib.createInflate(flush)
+  if (e === 'br') return zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH })
   return null // an encoding we cannot read (zstd, stacked encodings): pass through, don't measure
 }
 
 export class Tap {
   readonly #parser: StreamParser
   readonly #sink: ContentSink
-  readonly #inflater: { engine: SyncInflater; flush: number } | undefined
+  readonly #inflater: Transform | undefined
+  readonly #arrivals: number[] = []
   #failed: string | undefined
   #bytes = 0
 
@@ -40,6 +41,10 @@ export class Tap {
     this.#sink = sink
     const inflater = inflaterFor(contentEncoding)
     if (inflater === null) this.#failed = `unsupported content-encoding '${contentEncoding}'`
+    else if (inflater !== undefined) {
+      inflater.on('data', (data: Buffer) => this.#feed(data, this.#arrivals[0] ?? 0))
+      inflater.on('error', (err: Error) => this.#fail(`cannot decode ${contentEncoding}: ${err.message}`))
+    }
     this.#inflater = inflater ?? undefined
   }
 
@@ -50,35 +55,61 @@ export class Tap {
 
   push(chunk: Buffer, at: number): void {
     if (this.#failed !== undefined) return
+    const inflater = this.#inflater
+    if (inflater === undefined) {
+      this.#feed(chunk, at)
+      return
+    }
+    if (inflater.writableLength > MAX_INFLATED_BYTES) {
+      this.#fail('decoder is too far behind')
+      return
+    }
+    this.#arrivals.push(at)
+    inflater.write(chunk, () => this.#arrivals.shift())
+  }
+
+  /** Flushes (waiting for the decoder when the body was compressed) and summarises. */
+  end(): StreamSummary | Promise<StreamSummary> {
+    const inflater = this.#inflater
+    if (inflater === undefined || this.#failed !== undefined) {
+      inflater?.destroy()
+      return this.#summary()
+    }
+    return new Promise((resolve) => {
+      const done = (): void => {
+        inflater.destroy()
+        resolve(this.#summary())
+      }
+      inflater.once('end', done)
+      inflater.once('error', done)
+      inflater.end()
+      inflater.resume()
+    })
+  }
+
+  #feed(data: Buffer, at: number): void {
+    if (this.#failed !== undefined) return
     try {
-      const data = this.#inflater === undefined ? chunk : this.#inflater.engine._processChunk(chunk, this.#inflater.flush)
       this.#bytes += data.length
       const events = this.#parser.push(data)
       for (let i = 0; i < events.length; i++) this.#sink(events[i], at)
     } catch (err) {
-      this.#fail(`${(err as Error).message}`)
+      this.#fail((err as Error).message)
     }
   }
 
-  end(): StreamSummary {
+  #summary(): StreamSummary {
     let summary: StreamSummary
     try {
       summary = this.#parser.end()
     } catch (err) {
       summary = { parseError: (err as Error).message }
     }
-    if (this.#inflater !== undefined) {
-      try {
-        this.#inflater.engine.close()
-      } catch {
-        // already closed by an error
-      }
-    }
     if (this.#failed !== undefined && summary.parseError === undefined) return { ...summary, parseError: this.#failed }
     return summary
   }
 
   #fail(reason: string): void {
-    this.#failed = reason
+    this.#failed ??= reason
   }
 }

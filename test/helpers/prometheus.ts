@@ -16,7 +16,7 @@ export function parseMetrics(text: string): Sample[] {
     const m = LINE.exec(line.replace(/ # \{.*$/, ''))
     if (m === null) throw new Error(`unparseable metrics line: ${line}`)
     const labels: Record<string, string> = {}
-    for (const l of (m[2] ?? '').matchAll(LABEL)) labels[l[1]] = l[2].replace(/\\n/g, '\n').replace(/\\"/g, '"').replace(/\\\\/g, '\\')
+    for (const l of (m[2] ?? '').matchAll(LABEL)) labels[l[1]] = l[2].replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c))
     out.push({ name: m[1], labels, value: m[3] === '+Inf' ? Infinity : Number(m[3]) })
   }
   return out
