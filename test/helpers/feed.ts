@@ -1,21 +1,9 @@
-import { readFileSync } from 'node:fs'
 import { counterFor } from '../../src/tokens/tokenizer.ts'
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '../../src/parsers/types.ts'
 
 /** Feeding recorded streams to a parser whole, split at one byte, or split everywhere. */
 
-const FIXTURES = new URL('../fixtures/', import.meta.url)
-
-/** A fixture's bytes, exactly as recorded. */
-export function fixture(path: string): Buffer {
-  return readFileSync(new URL(path, FIXTURES))
-}
-
-/** A `.data.jsonl` fixture (SSE data payloads, one a line) framed back into an SSE body with `[DONE]`. */
-export function sseFromDataLines(path: string): Buffer {
-  const lines = fixture(path).toString('utf8').split('\n').filter((l) => l.trim() !== '')
-  return Buffer.from(lines.map((l) => `data: ${l}\n\n`).join('') + 'data: [DONE]\n\n')
-}
+export { fixture, sseFromDataLines } from './fixtures.ts'
 
 export function parserContext(overrides: Partial<ParserContext> = {}): ParserContext {
   return { countTokens: counterFor('o200k_base'), path: '/', contentType: '', maxEventBytes: 1 << 20, ...overrides }
