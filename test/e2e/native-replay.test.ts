@@ -37,7 +37,8 @@ t.test('TGI /generate_stream replayed through the proxy: exact per-token counts,
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), 149, 'ITL count = N − k1 with one token an event')
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), 149)
   const itlSum = sumOf(m, 'llm_inter_token_latency_seconds_sum', labels)
-  t.ok(itlSum > 0.25 && itlSum < 0.6, `ITL sum ${itlSum} ≈ 14 × 20 ms`)
+  // Reads are due at fixed offsets, so a late first read shortens the window: tolerances are wide.
+  t.ok(itlSum > 0.14 && itlSum < 0.8, `ITL sum ${itlSum} ≈ 14 × 20 ms`)
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), 150, 'details.generated_tokens')
   t.equal(line.chunks, 150)
   t.equal(line.streamed_tokens, 150)
