@@ -61,7 +61,8 @@ t.test('the official ollama client streams chat through the proxy and every metr
   t.ok(ttftSum >= 0.06 * REQUESTS && ttftSum < 0.2 * REQUESTS, `TTFT sum ${ttftSum} near ${REQUESTS} × 60 ms`)
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), REQUESTS * (N - FIRST), 'ITL count = N − k1 per request')
   const itlSum = sumOf(m, 'llm_inter_token_latency_seconds_sum', labels)
-  t.ok(Math.abs(itlSum - REQUESTS * DECODE_S) < REQUESTS * 0.05, `ITL sum ${itlSum} ≈ ${REQUESTS * DECODE_S}`)
+  // Chunks are due at fixed offsets, so a late first chunk shortens the window: wide tolerances.
+  t.ok(itlSum > REQUESTS * DECODE_S * 0.5 && itlSum < REQUESTS * (DECODE_S + 0.1), `ITL sum ${itlSum} ≈ ${REQUESTS * DECODE_S}`)
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), REQUESTS * GAPS.length)
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), REQUESTS * N, "output tokens are Ollama's eval_count")
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'estimate' }), 0)
