@@ -101,3 +101,22 @@ t.test('a Bedrock exception frame mid-stream makes the request an error', async 
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_requests_total', { provider: 'bedrock', model: 'anthropic.claude-sonnet-4', outcome: 'error', status_code: '200' }), 1)
 })
+
+t.test('an Azure deployment path names the model when the body has none; filter chunks are not content', async (t) => {
+  const body = fixture('azure/azure-chat-async-content-filter.sse')
+  const upstream = await startUpstream((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    void replay(res, sseEvents(body.toString('utf8')).map((e) => ({ afterMs: 5, bytes: e })))
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/azure', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+  const res = await fetch(`${proxy.url}/azure/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21`, { method: 'POST', headers: { 'content-type': 'application/json', 'api-key': 'secret' }, body: JSON.stringify({ stream: true, messages: [] }) })
+  t.ok((await bytesOf(res)).equals(body))
+  await proxy.waitForRequests(1)
+  const m = await proxy.scrape()
+  const labels = { provider: 'openai', model: 'my-gpt4o', route: '/azure' }
+  t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', labels), 1)
+  t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), 0, 'one content chunk: the filter chunks after it are not content')
+  t.equal(sumOf(m, 'llm_requests_total', { ...labels, outcome: 'ok' }), 1)
+})
