@@ -14,8 +14,11 @@ export function frame(headers: Record<string, string>, payload: string | Buffer)
     v.copy(h, 4 + n.length)
     hs.push(h)
   }
-  const headerBytes = Buffer.concat(hs)
-  const body = typeof payload === 'string' ? Buffer.from(payload) : payload
+  return rawFrame(Buffer.concat(hs), typeof payload === 'string' ? Buffer.from(payload) : payload)
+}
+
+/** A frame around already encoded header bytes, with correct lengths and CRCs. */
+export function rawFrame(headerBytes: Buffer, body: Buffer): Buffer {
   const total = 12 + headerBytes.length + body.length + 4
   const out = Buffer.alloc(total)
   out.writeUInt32BE(total, 0)
