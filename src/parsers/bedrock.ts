@@ -55,6 +55,7 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
   return summary
 }
 
+/** One Bedrock eventstream response (ConverseStream or InvokeModelWithResponseStream). */
 export class BedrockParser implements StreamParser {
   readonly #ctx: ParserContext
   readonly #decoder: EventStreamDecoder

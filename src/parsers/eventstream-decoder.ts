@@ -36,6 +36,7 @@ function asBuffer(chunk: Uint8Array): Buffer {
   return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
 }
 
+/** Decodes one response's eventstream; `push` each read, `end` once. */
 export class EventStreamDecoder {
   readonly maxFrameBytes: number
   /** Bytes of an incomplete frame: views of the reads, joined once the frame is whole. */
@@ -49,6 +50,7 @@ export class EventStreamDecoder {
     this.maxFrameBytes = maxFrameBytes
   }
 
+  /** Decoding stopped for good (a corrupt or oversized frame). */
   get failed(): boolean {
     return this.#failed
   }

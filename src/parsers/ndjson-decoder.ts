@@ -18,6 +18,7 @@ function asBuffer(chunk: Uint8Array): Buffer {
   return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
 }
 
+/** Decodes one response's NDJSON lines; `push` each read, `end` once. */
 export class NdjsonDecoder {
   readonly maxLineBytes: number
   /** Bytes of the line not yet terminated: views of the reads, joined once the line ends. */

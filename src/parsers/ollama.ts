@@ -43,6 +43,7 @@ export function summarizeOllamaBody(value: unknown): StreamSummary {
   return summary
 }
 
+/** One Ollama NDJSON response: a content chunk per line with new output, usage from the `done` line. */
 export class OllamaParser implements StreamParser {
   readonly #ctx: ParserContext
   readonly #decoder: NdjsonDecoder

@@ -34,6 +34,7 @@ export function summarizeTgiBody(value: unknown): StreamSummary {
   return summary
 }
 
+/** One TGI `/generate_stream` response: an exact one-token content chunk per non-special token event. */
 export class TgiParser extends SseJsonParser {
   protected onJson(_event: string, value: unknown): void {
     if (!isObject(value)) return

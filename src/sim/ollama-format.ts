@@ -25,6 +25,7 @@ interface Body {
 
 const ns = (ms: number): number => Math.round(ms * 1e6)
 
+/** Adds `POST /api/chat` and `POST /api/generate` to the simulator. */
 export function registerOllama(app: FastifyInstance, cfg: SimulatorConfig): void {
   let seq = 0
   const handle = (api: Api) => async (request: FastifyRequest, reply: FastifyReply) => {

@@ -18,6 +18,7 @@ export interface PlanFormat {
   error(): string
 }
 
+/** Writes the plan's chunks in `format` at their planned times, then its end (or error / reset). */
 export function playPlan(res: ServerResponse, plan: SimPlan, format: PlanFormat): void {
   const start = performance.now()
   let due = 0

@@ -21,6 +21,7 @@ interface Body {
 /** Simulated words all start with a space: split a chunk's text back into its tokens. */
 const words = (text: string): string[] => text.split(/(?= )/)
 
+/** Adds `POST /generate_stream` and `POST /generate` to the simulator. */
 export function registerTgi(app: FastifyInstance, cfg: SimulatorConfig): void {
   let seq = 0
   const handle = (stream: boolean) => async (request: FastifyRequest, reply: FastifyReply) => {
