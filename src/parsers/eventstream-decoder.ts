@@ -50,11 +50,6 @@ export class EventStreamDecoder {
     this.maxFrameBytes = maxFrameBytes
   }
 
-  /** Decoding stopped for good (a corrupt or oversized frame). */
-  get failed(): boolean {
-    return this.#failed
-  }
-
   push(chunk: Uint8Array, onFrame: FrameSink, onError: FrameErrorSink): void {
     if (this.#failed || chunk.byteLength === 0) return
     let buf = asBuffer(chunk)
