@@ -54,8 +54,11 @@ t.test("a client's own stream_options, a whole answer and other paths are never 
   for await (const c of off) t.notOk(c.usage, 'include_usage:false is respected')
   const whole = await client.chat.completions.create({ model: 'm', messages: [] }, simPlan(plan))
   t.equal(whole.usage?.completion_tokens, N)
-  await proxy.waitForRequests(3)
-  t.equal(sumOf(await proxy.scrape(), 'llm_usage_injections_total'), 0)
+  const refused = await fetch(`${proxy.url}/inj/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tokentap-sim': '{"status":429}' }, body: '{"model":"m","stream":true}' })
+  t.equal(refused.status, 429)
+  t.match(await refused.json(), { error: { code: 'sim_429' } }, 'an error answer to an injected request passes as it came')
+  await proxy.waitForRequests(4)
+  t.equal(sumOf(await proxy.scrape(), 'llm_usage_injections_total'), 1, 'only the request without stream_options was injected')
 })
 
 t.test('the upstream gets the body with include_usage and a matching Content-Length', async (t) => {
