@@ -1,8 +1,11 @@
+import { AnthropicMessagesParser, summarizeAnthropicBody } from './anthropic-messages.ts'
 import { BedrockParser, bedrockModelFromPath, summarizeBedrockBody } from './bedrock.ts'
+import { createGeminiParser, geminiModelFromPath, isGeminiPath } from './gemini.ts'
 import { JsonBodyParser } from './json-body-parser.ts'
 import { OllamaParser, summarizeOllamaBody } from './ollama.ts'
 import { summarizeOpenAIBody } from './openai-body.ts'
 import { OpenAIChatParser } from './openai-chat.ts'
+import { OpenAIResponsesParser, summarizeResponsesBody } from './openai-responses.ts'
 import { summarizeTgiBody, TgiParser } from './tgi.ts'
 import type { ParserContext, StreamParser, StreamSummary } from './types.ts'
 
@@ -36,10 +39,17 @@ export function jsonBody(ctx: ParserContext, summarize: (value: unknown) => Stre
   return new JsonBodyParser(ctx.maxEventBytes, summarize)
 }
 
+/** The Responses API (`/v1/responses`, Azure `/openai/v1/responses`): labelled `openai` too. */
+const isResponsesPath = (path: string): boolean => /\/responses$/.test(path)
+
 export const openai: ProviderSpec = {
   name: 'openai',
-  ownsPath: (path) => /\/(chat\/)?completions$/.test(path),
+  ownsPath: (path) => /\/(chat\/)?completions$/.test(path) || isResponsesPath(path),
   parser: (ctx, mediaType) => {
+    if (isResponsesPath(ctx.path)) {
+      if (mediaType === 'text/event-stream') return new OpenAIResponsesParser(ctx)
+      return isJson(mediaType) ? jsonBody(ctx, summarizeResponsesBody) : undefined
+    }
     if (mediaType === 'text/event-stream') return new OpenAIChatParser(ctx)
     if (isJson(mediaType)) return jsonBody(ctx, summarizeOpenAIBody)
     return undefined
@@ -85,8 +95,30 @@ export const bedrock: ProviderSpec = {
   modelFromPath: bedrockModelFromPath,
 }
 
+/** Vertex AI's Claude: `…/publishers/anthropic/models/{model}:streamRawPredict` (or `:rawPredict`). */
+const VERTEX_ANTHROPIC = /\/publishers\/anthropic\/models\/([^/:]+):(?:stream)?[rR]awPredict$/
+
+export const anthropic: ProviderSpec = {
+  name: 'anthropic',
+  // `/v1/threads/{id}/messages` is OpenAI's Assistants API, not Anthropic's.
+  ownsPath: (path) => (/\/messages(\/count_tokens)?$/.test(path) && !path.includes('/threads/')) || VERTEX_ANTHROPIC.test(path),
+  parser: (ctx, mediaType) => {
+    if (ctx.path.endsWith('/count_tokens')) return undefined // a count, not a completion
+    if (mediaType === 'text/event-stream') return new AnthropicMessagesParser(ctx)
+    return isJson(mediaType) ? jsonBody(ctx, summarizeAnthropicBody) : undefined
+  },
+  modelFromPath: (path) => VERTEX_ANTHROPIC.exec(path)?.[1],
+}
+
+export const gemini: ProviderSpec = {
+  name: 'gemini',
+  ownsPath: isGeminiPath,
+  parser: createGeminiParser,
+  modelFromPath: geminiModelFromPath,
+}
+
 /** Providers in detection order (most specific paths first). */
-export const PROVIDERS: readonly ProviderSpec[] = [openai, ollama, tgi, bedrock]
+export const PROVIDERS: readonly ProviderSpec[] = [gemini, anthropic, openai, ollama, tgi, bedrock]
 
 const byName = new Map(PROVIDERS.map((p) => [p.name, p]))
 

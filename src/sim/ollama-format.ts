@@ -1,88 +1,70 @@
 import { performance } from 'node:perf_hooks'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { SimulatorConfig } from '../config/schema.ts'
-import { planFor } from './schedule.ts'
-import type { SimPlanRequest } from './schedule.ts'
-import { answerLater, planText, planTokens, playPlan, requestedPlan } from './play-plan.ts'
+import type { ServerResponse } from 'node:http'
+import type { SimPlan } from './schedule.ts'
+import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
+import type { SimRequest, StreamFormat } from './player.ts'
 
 /**
- * The simulated model speaking Ollama's native API: `POST /api/chat` and `POST /api/generate`,
- * NDJSON lines (streaming is Ollama's default) or one JSON answer with `"stream": false`.
- * The `done` line's `eval_count` is the planned token count; durations are in nanoseconds.
+ * The simulator's Ollama native API: `POST /api/chat` and `POST /api/generate`, NDJSON lines
+ * (streaming is Ollama's default) or one JSON answer with `"stream": false`. The `done` line's
+ * `eval_count` is the planned token count; durations are in nanoseconds, as Ollama writes them.
  * https://github.com/ollama/ollama/blob/main/docs/api.md
  */
 
-type Api = 'chat' | 'generate'
-
-interface Body {
-  model?: unknown
-  stream?: unknown
-  messages?: unknown
-  prompt?: unknown
-  options?: { num_predict?: unknown } | null
-  tokentap_sim?: SimPlanRequest
+/** `options.num_predict` sizes a seeded plan. */
+export function ollamaMaxTokens(body: Record<string, unknown>): number | undefined {
+  const options = body.options as { num_predict?: unknown } | null | undefined
+  const n = options?.num_predict
+  return typeof n === 'number' && n > 0 ? n : undefined
 }
 
 const ns = (ms: number): number => Math.round(ms * 1e6)
 
-/** Adds `POST /api/chat` and `POST /api/generate` to the simulator. */
-export function registerOllama(app: FastifyInstance, cfg: SimulatorConfig): void {
-  let seq = 0
-  const handle = (api: Api) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const body = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Body
-    const model = typeof body.model === 'string' && body.model ? body.model : cfg.model
-    const numPredict = body.options?.num_predict
-    const plan = planFor(cfg, typeof numPredict === 'number' && numPredict > 0 ? numPredict : undefined, requestedPlan(request.headers['x-tokentap-sim'], body.tokentap_sim), seq++)
-    reply.hijack()
-    const res = reply.raw
-    if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
-      const text = JSON.stringify({ error: `simulated ${plan.status}` })
-      res.writeHead(plan.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) })
-      res.end(text)
-      return
-    }
-    const promptTokens = Math.max(1, Math.ceil(JSON.stringify(body.messages ?? body.prompt ?? '').length / 4))
-    const evalCount = planTokens(plan)
-    const start = performance.now()
-    let firstAt: number | undefined
-    const createdAt = (): string => new Date().toISOString()
-    const content = (text: string): Record<string, unknown> => (api === 'chat' ? { message: { role: 'assistant', content: text } } : { response: text })
-    const final = (text: string): string => {
-      const now = performance.now()
-      const evalMs = firstAt === undefined ? 0 : now - firstAt
-      return JSON.stringify({
-        model,
-        created_at: createdAt(),
-        ...content(text),
-        done_reason: 'stop',
-        done: true,
-        ...(api === 'generate' ? { context: [] } : {}),
-        total_duration: ns(now - start),
-        load_duration: 0,
-        prompt_eval_count: promptTokens,
-        prompt_eval_duration: ns((firstAt ?? now) - start),
-        eval_count: evalCount,
-        eval_duration: ns(evalMs),
-      })
-    }
-    if (body.stream === false) {
-      answerLater(res, plan, 'application/json; charset=utf-8', () => {
-        firstAt = start
-        return final(planText(plan))
-      })
-      return
-    }
-    res.writeHead(200, { 'content-type': 'application/x-ndjson' })
-    res.flushHeaders()
-    playPlan(res, plan, {
-      chunk: (_i, text) => {
-        firstAt ??= performance.now()
-        return JSON.stringify({ model, created_at: createdAt(), ...content(text), done: false }) + '\n'
-      },
-      end: () => final('') + '\n',
-      error: () => JSON.stringify({ error: 'simulated error inside the stream' }) + '\n',
-    })
+export function serveOllama(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
+  const body = req.body
+  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+    sendError(res, plan.status, { error: `simulated ${plan.status}` })
+    return
   }
-  app.post('/api/chat', handle('chat'))
-  app.post('/api/generate', handle('generate'))
+  const chat = req.url.split('?')[0].endsWith('/api/chat')
+  const model = typeof body.model === 'string' && body.model ? body.model : req.defaultModel
+  const promptTokens = promptTokensOf(body.messages ?? body.prompt)
+  const start = performance.now()
+  let firstAt: number | undefined
+  const content = (text: string): Record<string, unknown> => (chat ? { message: { role: 'assistant', content: text } } : { response: text })
+  const final = (text: string): Record<string, unknown> => {
+    const now = performance.now()
+    return {
+      model,
+      created_at: new Date().toISOString(),
+      ...content(text),
+      done_reason: 'stop',
+      done: true,
+      ...(chat ? {} : { context: [] }),
+      total_duration: ns(now - start),
+      load_duration: 0,
+      prompt_eval_count: promptTokens,
+      prompt_eval_duration: ns((firstAt ?? now) - start),
+      eval_count: plannedTokens(plan),
+      eval_duration: ns(firstAt === undefined ? 0 : now - firstAt),
+    }
+  }
+  if (body.stream === false) {
+    sendWhole(res, plan, () => {
+      firstAt = start
+      return final(plannedText(plan))
+    })
+    return
+  }
+  const format: StreamFormat = {
+    contentType: 'application/x-ndjson',
+    head: () => '',
+    content: (_index, text) => {
+      firstAt ??= performance.now()
+      return JSON.stringify({ model, created_at: new Date().toISOString(), ...content(text), done: false }) + '\n'
+    },
+    error: () => JSON.stringify({ error: 'simulated error inside the stream' }) + '\n',
+    tail: () => JSON.stringify(final('')) + '\n',
+  }
+  playStream(res, plan, format)
 }

@@ -1,0 +1,127 @@
+import { SseJsonParser } from './sse-json-parser.ts'
+import { ContentKind } from './types.ts'
+import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.ts'
+
+/**
+ * Anthropic Messages (`POST /v1/messages`), also as Vertex AI's `:streamRawPredict` serves it.
+ *
+ * Content: `content_block_delta` with `text_delta` (text), `thinking_delta` (reasoning) or a
+ * non-empty `input_json_delta.partial_json` (tool; a tool block's first fragment is often "").
+ * `signature_delta`, `citations_delta`, `ping`, block starts/stops and `message_*` events are not
+ * content. Usage: `message_start.message.usage` gives the input (`input_tokens` +
+ * `cache_read_input_tokens` + `cache_creation_input_tokens`; its `output_tokens` is a
+ * placeholder, ignored); `message_delta.usage` is cumulative and final: its `output_tokens` is the
+ * output, and where it repeats the input fields (newer API versions, server tools) they replace
+ * the start's. `event: error` (`overloaded_error`, …) is a provider error.
+ * https://docs.anthropic.com/en/docs/build-with-claude/streaming
+ */
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
+
+/** The three input-side counts Anthropic reports separately; the last value of each wins. */
+interface InputParts {
+  input?: number
+  cacheRead?: number
+  cacheCreation?: number
+}
+
+function readInput(usage: Json, parts: InputParts): void {
+  if (typeof usage.input_tokens === 'number') parts.input = usage.input_tokens
+  if (typeof usage.cache_read_input_tokens === 'number') parts.cacheRead = usage.cache_read_input_tokens
+  if (typeof usage.cache_creation_input_tokens === 'number') parts.cacheCreation = usage.cache_creation_input_tokens
+}
+
+function inputTotal(parts: InputParts): number | undefined {
+  if (parts.input === undefined && parts.cacheRead === undefined && parts.cacheCreation === undefined) return undefined
+  return (parts.input ?? 0) + (parts.cacheRead ?? 0) + (parts.cacheCreation ?? 0)
+}
+
+function errorName(value: Json): string {
+  const error = isObject(value.error) ? value.error : value
+  return String(error.type ?? error.message ?? 'error')
+}
+
+export class AnthropicMessagesParser extends SseJsonParser {
+  readonly #input: InputParts = {}
+
+  protected onJson(event: string, value: unknown): void {
+    if (!isObject(value)) return
+    const type = typeof value.type === 'string' ? value.type : event
+    switch (type) {
+      case 'content_block_delta':
+        this.#delta(value.delta)
+        return
+      case 'message_start': {
+        const message = value.message
+        if (!isObject(message)) return
+        if (this.summary.model === undefined && nonEmpty(message.model)) this.summary.model = message.model
+        if (isObject(message.usage)) this.#usage(message.usage, false)
+        return
+      }
+      case 'message_delta':
+        if (isObject(value.usage)) this.#usage(value.usage, true)
+        return
+      case 'error':
+        this.summary.error ??= errorName(value)
+        return
+      default:
+        if (event === 'error') this.summary.error ??= errorName(value)
+    }
+  }
+
+  #delta(delta: unknown): void {
+    if (!isObject(delta)) return
+    let kind: ContentKind
+    let text: unknown
+    switch (delta.type) {
+      case 'text_delta':
+        kind = ContentKind.text
+        text = delta.text
+        break
+      case 'thinking_delta':
+        kind = ContentKind.reasoning
+        text = delta.thinking
+        break
+      case 'input_json_delta':
+        kind = ContentKind.tool
+        text = delta.partial_json
+        break
+      default:
+        return // signature_delta, citations_delta: no generated output of their own
+    }
+    if (nonEmpty(text)) this.emit({ kind, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
+  }
+
+  #usage(usage: Json, final: boolean): void {
+    readInput(usage, this.#input)
+    const u = (this.summary.usage ??= {})
+    const input = inputTotal(this.#input)
+    if (input !== undefined) u.input = input
+    // message_start's output_tokens is a placeholder (1–5); only message_delta's is a count.
+    if (final && typeof usage.output_tokens === 'number') u.output = usage.output_tokens
+  }
+}
+
+/** Usage and model of a non-streamed Messages answer (`{"type":"message",…}`) or an error body. */
+export function summarizeAnthropicBody(value: unknown): StreamSummary {
+  const summary: StreamSummary = {}
+  if (!isObject(value)) return summary
+  if (value.type === 'error') summary.error = errorName(value)
+  if (nonEmpty(value.model)) summary.model = value.model
+  const usage = value.usage
+  if (isObject(usage)) {
+    const parts: InputParts = {}
+    readInput(usage, parts)
+    const u: Usage = {}
+    const input = inputTotal(parts)
+    if (input !== undefined) u.input = input
+    if (typeof usage.output_tokens === 'number') u.output = usage.output_tokens
+    summary.usage = u
+  }
+  return summary
+}
+
+export const createAnthropicMessagesParser = (ctx: ParserContext): StreamParser => new AnthropicMessagesParser(ctx)

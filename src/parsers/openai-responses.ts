@@ -1,0 +1,91 @@
+import { SseJsonParser } from './sse-json-parser.ts'
+import { ContentKind } from './types.ts'
+import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.ts'
+
+/**
+ * OpenAI Responses API (`POST /v1/responses`), as OpenAI, Azure (`/openai/v1/responses`),
+ * OpenRouter, Ollama and vLLM serve it.
+ *
+ * Events are dispatched on the JSON `type`, not on the SSE `event:` line: OpenRouter sends
+ * none, and ends with a `[DONE]` OpenAI does not send.
+ * Content: `response.output_text.delta` and `response.refusal.delta` (text),
+ * `response.reasoning_text.delta` and `response.reasoning_summary_text.delta` (reasoning),
+ * `response.function_call_arguments.delta`, `response.custom_tool_call_input.delta`,
+ * `response.mcp_call_arguments.delta`, `response.code_interpreter_call_code.delta` (tool).
+ * Lifecycle events (`created`, `*.added`, `*.done`), empty deltas and keep-alives are not content.
+ * Usage arrives only with the terminal `response.completed` / `response.incomplete` /
+ * `response.failed`; an `error` event or `response.failed` is a provider error.
+ * https://platform.openai.com/docs/api-reference/responses-streaming
+ */
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
+
+/** Event type → kind of the content its `delta` carries. */
+const CONTENT: ReadonlyMap<string, ContentKind> = new Map([
+  ['response.output_text.delta', ContentKind.text],
+  ['response.refusal.delta', ContentKind.text],
+  ['response.reasoning_text.delta', ContentKind.reasoning],
+  ['response.reasoning_summary_text.delta', ContentKind.reasoning],
+  ['response.function_call_arguments.delta', ContentKind.tool],
+  ['response.custom_tool_call_input.delta', ContentKind.tool],
+  ['response.mcp_call_arguments.delta', ContentKind.tool],
+  ['response.code_interpreter_call_code.delta', ContentKind.tool],
+])
+
+/** `usage` of a response object: `{input_tokens, output_tokens, output_tokens_details.reasoning_tokens}`. */
+export function responsesUsage(usage: unknown): Usage | undefined {
+  if (!isObject(usage)) return undefined
+  const u: Usage = {}
+  if (typeof usage.output_tokens === 'number') u.output = usage.output_tokens
+  if (typeof usage.input_tokens === 'number') u.input = usage.input_tokens
+  const details = usage.output_tokens_details
+  if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
+  return u
+}
+
+/** The error code of a failed response object or an `error` event's `error`, else undefined. */
+function errorName(error: unknown): string | undefined {
+  if (!isObject(error)) return undefined
+  return String(error.code ?? error.type ?? error.message ?? 'error')
+}
+
+/** Model, usage and error of a whole Responses API object (`response`), streamed or not. */
+function readResponse(response: Json, summary: StreamSummary): void {
+  if (summary.model === undefined && nonEmpty(response.model)) summary.model = response.model
+  const usage = responsesUsage(response.usage)
+  if (usage !== undefined) summary.usage = usage
+  if (response.status === 'failed') summary.error ??= errorName(response.error) ?? 'response.failed'
+}
+
+export class OpenAIResponsesParser extends SseJsonParser {
+  protected onJson(event: string, value: unknown): void {
+    if (!isObject(value)) return
+    const type = typeof value.type === 'string' ? value.type : event
+    const kind = CONTENT.get(type)
+    if (kind !== undefined) {
+      if (nonEmpty(value.delta)) this.emit({ kind, tokens: Math.max(1, this.ctx.countTokens(value.delta)), exact: false })
+      return
+    }
+    if (isObject(value.response)) {
+      readResponse(value.response, this.summary)
+      if (type === 'response.failed') this.summary.error ??= 'response.failed'
+      return
+    }
+    if (type === 'error' || isObject(value.error)) {
+      this.summary.error ??= errorName(value.error) ?? errorName(value) ?? 'error'
+    }
+  }
+}
+
+/** Usage, model and error of a non-streamed Responses API answer (or an OpenAI error body). */
+export function summarizeResponsesBody(value: unknown): StreamSummary {
+  const summary: StreamSummary = {}
+  if (!isObject(value)) return summary
+  readResponse(value, summary)
+  return summary
+}
+
+export const createOpenAIResponsesParser = (ctx: ParserContext): StreamParser => new OpenAIResponsesParser(ctx)

@@ -1,0 +1,121 @@
+import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '../../src/parsers/types.ts'
+import { Encoding, counterFor } from '../../src/tokens/tokenizer.ts'
+import { fixture as recorded, sseFromDataLines } from './fixtures.ts'
+import { sseEvents } from './upstream.ts'
+
+/**
+ * Feeding recorded streams to a parser whole and split at byte offsets, for fixture tests.
+ * Recorders lost the original read boundaries, so a parser must give the same events and the
+ * same summary wherever the reads are cut.
+ */
+
+/** A recorded stream's bytes. `.data.jsonl` files (SSE data payloads, one a line) get their SSE framing back, without `[DONE]`. */
+export function fixture(name: string): Buffer {
+  return name.endsWith('.data.jsonl') ? sseFromDataLines(name, false) : recorded(name)
+}
+
+/** The JSON payloads of an SSE body, found with a regex split, not the decoder under test. */
+export function ssePayloads(body: Buffer): unknown[] {
+  const out: unknown[] = []
+  for (const event of sseEvents(body.toString('utf8'))) {
+    const data = event
+      .split(/\r\n|\r|\n/)
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).replace(/^ /, ''))
+    if (data.length === 0 || data[0] === '[DONE]') continue
+    out.push(JSON.parse(data.join('\n')))
+  }
+  return out
+}
+
+export const countTokens = counterFor(Encoding.o200k_base)
+
+export function parserContext(path: string, contentType: string, maxEventBytes = 1 << 20): ParserContext {
+  return { path, contentType, maxEventBytes, countTokens }
+}
+
+export interface FeedResult {
+  readonly events: ContentEvent[]
+  readonly summary: StreamSummary
+}
+
+/** Feeds `bytes` cut at the given offsets (ascending) to a new parser. */
+export function feed(make: () => StreamParser, bytes: Buffer, cuts: readonly number[] = []): FeedResult {
+  const parser = make()
+  const events: ContentEvent[] = []
+  let from = 0
+  for (const cut of [...cuts, bytes.length]) {
+    if (cut <= from) continue
+    // A copy, so a parser keeping a view of an earlier read is caught if it relied on reuse.
+    for (const e of parser.push(Buffer.from(bytes.subarray(from, cut)))) events.push({ ...e })
+    from = cut
+  }
+  return { events, summary: parser.end() }
+}
+
+/** A small seeded PRNG (mulberry32) so the sampled offsets are the same on every run. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/**
+ * The ways to cut a body: every single offset for small bodies (a sample of `sample` offsets for
+ * big ones), one byte a read, and `random` runs of random read sizes.
+ */
+export function cutPlans(length: number, { everyUpTo = 6000, sample = 600, random = 20 } = {}): number[][] {
+  const plans: number[][] = []
+  const next = rng(length)
+  if (length <= everyUpTo) for (let i = 1; i < length; i++) plans.push([i])
+  else {
+    // Each run re-reads the whole body: keep the sample to ~30 MB of parsing per fixture.
+    const runs = Math.min(sample, Math.ceil(30e6 / length))
+    for (let i = 0; i < runs; i++) plans.push([1 + Math.floor(next() * (length - 1))])
+  }
+  plans.push(Array.from({ length: Math.max(0, length - 1) }, (_, i) => i + 1))
+  for (let r = 0; r < random; r++) {
+    const cuts: number[] = []
+    for (let at = 0; ; ) {
+      at += 1 + Math.floor(next() * 200)
+      if (at >= length) break
+      cuts.push(at)
+    }
+    plans.push(cuts)
+  }
+  return plans
+}
+
+/** How many split runs gave different events or summary than the whole body (0 is the goal), and the first such plan. */
+export function splitDifferences(make: () => StreamParser, bytes: Buffer, whole: FeedResult): { runs: number; differing: number; first?: number[] } {
+  const want = JSON.stringify(whole)
+  let differing = 0
+  let first: number[] | undefined
+  const plans = cutPlans(bytes.length)
+  for (const cuts of plans) {
+    if (JSON.stringify(feed(make, bytes, cuts)) !== want) {
+      differing++
+      first ??= cuts.length > 10 ? [...cuts.slice(0, 10), -1] : cuts
+    }
+  }
+  return { runs: plans.length, differing, first }
+}
+
+/** Σ tokens of events, by kind. */
+export function tokensByKind(events: readonly ContentEvent[]): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const e of events) out[e.kind] = (out[e.kind] ?? 0) + e.tokens
+  return out
+}
+
+/** Number of events, by kind. */
+export function countByKind(events: readonly ContentEvent[]): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const e of events) out[e.kind] = (out[e.kind] ?? 0) + 1
+  return out
+}
