@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { buildApp } from './app.ts'
+import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
 import { loadConfig } from './config/load-config.ts'
 import { TokentapError } from './errors.ts'
 
@@ -8,26 +9,35 @@ import { TokentapError } from './errors.ts'
  * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT:
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
  * `server.drain_seconds` to finish, then the process exits.
+ * With `server.workers` > 1 this process is the cluster primary (src/cluster.ts): it serves the
+ * admin listener and forks the workers, each of which runs the proxy listener as below.
  */
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { config: { type: 'string', short: 'c' } }, allowPositionals: false })
-  const file = values.config ?? (process.env.TOKENTAP_CONFIG || undefined)
+  const worker = isClusterWorker()
   let config
-  try {
-    config = loadConfig(file)
-  } catch (err) {
-    if (err instanceof TokentapError) {
-      process.stderr.write(`tokentap: ${err.message}\n`)
-      process.exit(1)
+  if (worker) config = workerConfig()
+  else {
+    const { values } = parseArgs({ options: { config: { type: 'string', short: 'c' } }, allowPositionals: false })
+    const file = values.config ?? (process.env.TOKENTAP_CONFIG || undefined)
+    try {
+      config = loadConfig(file)
+    } catch (err) {
+      if (err instanceof TokentapError) {
+        process.stderr.write(`tokentap: ${err.message}\n`)
+        process.exit(1)
+      }
+      throw err
     }
-    throw err
+    if (config.server.workers > 1) return runPrimary(config)
   }
   const app = await buildApp(config)
   const { admin, logger } = app.tokentap
   await app.listen({ host: config.server.host, port: config.server.port })
-  await admin.listen({ host: config.admin.host, port: config.admin.port })
-  logger.info({ proxy: `${config.server.host}:${config.server.port}`, admin: `${config.admin.host}:${config.admin.port}`, routes: config.routes.map((r) => r.name ?? r.prefix) }, 'tokentap listening')
+  // A worker's admin listener is the primary's; it sends its metrics over IPC instead.
+  if (worker) serveWorker(app)
+  else await admin.listen({ host: config.admin.host, port: config.admin.port })
+  if (!worker) logger.info({ proxy: `${config.server.host}:${config.server.port}`, admin: `${config.admin.host}:${config.admin.port}`, routes: config.routes.map((r) => r.name ?? r.prefix) }, 'tokentap listening')
 
   let stopping = false
   const drain = async (signal: string): Promise<void> => {

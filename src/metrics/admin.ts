@@ -1,7 +1,8 @@
 import { timingSafeEqual } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
-import type { Tokentap } from '../app.ts'
+import type { Logger } from 'pino'
+import type { Config } from '../config/schema.ts'
 import { PROMETHEUS_CONTENT_TYPE } from './registry.ts'
 
 /**
@@ -17,7 +18,15 @@ function tokenMatches(header: string | undefined, token: string): boolean {
   return given.length === want.length && timingSafeEqual(given, want)
 }
 
-export function buildAdmin(state: Tokentap): FastifyInstance {
+/** What the admin listener reads: a single process's `Tokentap` state, or the cluster primary's. */
+export interface AdminState {
+  readonly config: Config
+  readonly logger: Logger
+  readonly registry: { render(): Promise<string> }
+  readonly draining: boolean
+}
+
+export function buildAdmin(state: AdminState): FastifyInstance {
   const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance
   const token = state.config.admin.token
 

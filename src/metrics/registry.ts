@@ -14,13 +14,20 @@ export type OwnMetric = Histogram | Counter | CollectedGauge
 export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE
 export const OPENMETRICS_CONTENT_TYPE = Registry.OPENMETRICS_CONTENT_TYPE
 
+const NON_COUNTERS_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const
+
 export class MetricsRegistry {
   readonly promRegistry = new Registry()
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
 
   constructor(opts: { processMetrics: boolean }) {
-    if (opts.processMetrics) collectDefaultMetrics({ register: this.#process })
+    if (opts.processMetrics) {
+      collectDefaultMetrics({ register: this.#process })
+      // Gauges named like counters (`promtool check metrics` flags them); the same numbers
+      // are in nodejs_active_handles / _requests / _resources, summed over their `type` label.
+      for (const name of NON_COUNTERS_NAMED_TOTAL) this.#process.removeSingleMetric(name)
+    }
   }
 
   register(metric: OwnMetric): void {

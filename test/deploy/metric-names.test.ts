@@ -1,0 +1,114 @@
+import t from 'tap'
+import { readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parse } from 'yaml'
+import { simRoute, startProxy } from '../helpers/proxy.ts'
+import { driveMixedTraffic } from '../helpers/traffic.ts'
+
+const DEPLOY = fileURLToPath(new URL('../../deploy/', import.meta.url))
+const RULES_DIR = join(DEPLOY, 'prometheus/rules')
+const DASHBOARDS_DIR = join(DEPLOY, 'grafana/dashboards')
+
+const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'inf', 'nan', 'atan2'])
+/** Series Prometheus makes itself for every target. */
+const SYNTHETIC = new Set(['up', 'scrape_duration_seconds', 'scrape_samples_scraped'])
+
+/** The metric names a PromQL expression (or Grafana query with $variables) selects. */
+function metricNames(expr: string): string[] {
+  const cleaned = expr
+    .replace(/#[^\n]*/g, ' ') // comments
+    .replace(/\$\{?\w+\}?/g, '5m') // Grafana variables ($__rate_interval, $provider, ${datasource})
+    .replace(/\{[^}]*\}/g, ' ') // label matchers
+    .replace(/\[[^\]]*\]/g, ' ') // ranges
+    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ') // label lists
+    .replace(/"(?:[^"\\]|\\.)*"/g, ' ') // string arguments
+  const names = new Set<string>()
+  for (const m of cleaned.matchAll(/(?<![\w.:])[a-zA-Z_:][a-zA-Z0-9_:]*(?!\s*\()/g)) {
+    // A name followed by "(" is a function, not a metric; the lookahead may stop mid-word, so re-check.
+    const rest = cleaned.slice((m.index ?? 0) + m[0].length)
+    if (/^[\w:]/.test(rest)) continue
+    if (!KEYWORDS.has(m[0].toLowerCase())) names.add(m[0])
+  }
+  return [...names]
+}
+
+interface RuleFile {
+  groups: { name: string; rules: { record?: string; alert?: string; expr: string }[] }[]
+}
+interface Panel {
+  title?: string
+  targets?: { expr?: string }[]
+  panels?: Panel[]
+}
+interface Dashboard {
+  panels: Panel[]
+  templating: { list: { name: string; type: string; query?: string | { query: string } }[] }
+}
+
+const rules = readdirSync(RULES_DIR)
+  .filter((f) => f.endsWith('.yaml'))
+  .flatMap((f) => (parse(readFileSync(join(RULES_DIR, f), 'utf8')) as RuleFile).groups.flatMap((g) => g.rules.map((r) => ({ where: `${f}: ${r.record ?? r.alert}`, expr: r.expr, record: r.record }))))
+const recorded = new Set(rules.map((r) => r.record).filter((r): r is string => r !== undefined))
+
+const dashboardExprs: { where: string; expr: string }[] = []
+for (const f of readdirSync(DASHBOARDS_DIR).filter((f) => f.endsWith('.json'))) {
+  const d = JSON.parse(readFileSync(join(DASHBOARDS_DIR, f), 'utf8')) as Dashboard
+  const walk = (panels: Panel[]): void => {
+    for (const p of panels) {
+      for (const target of p.targets ?? []) if (target.expr !== undefined) dashboardExprs.push({ where: `${f}: ${p.title}`, expr: target.expr })
+      walk(p.panels ?? [])
+    }
+  }
+  walk(d.panels)
+  for (const v of d.templating.list) {
+    if (v.type !== 'query') continue
+    const query = typeof v.query === 'string' ? v.query : (v.query?.query ?? '')
+    // label_values(selector, label): the selector names the metric, the label is not one.
+    const m = /^label_values\((.*),\s*\w+\)$/.exec(query)
+    dashboardExprs.push({ where: `${f}: $${v.name}`, expr: m === null ? query : m[1] })
+  }
+}
+
+t.test('the PromQL name extractor finds metrics and skips functions, labels, keywords and durations', async (t) => {
+  t.same(
+    metricNames('histogram_quantile(0.99, sum by (le, provider) (rate(llm_x_bucket{model=~"$model", a="b c"}[$__rate_interval]))) > 0.1 # THRESHOLD'),
+    ['llm_x_bucket'],
+  )
+  t.same(metricNames('sum(rate(a_total[5m])) / ignoring (source) group_left sum(rate(b_total[1m] offset 5m)) and on (x) c:d:e'), ['a_total', 'b_total', 'c:d:e'])
+  t.same(metricNames('absent(up{job="tokentap"}) or vector(1e-9)'), ['up'])
+})
+
+t.test('every metric the dashboard and the rules use exists in a real scrape after traffic', async (t) => {
+  const proxy = await startProxy({ routes: [simRoute()], log: { level: 'warn' } })
+  t.teardown(() => proxy.close())
+  await driveMixedTraffic(proxy.url)
+  // Recorded on close: wait for the last request to show up.
+  const deadline = Date.now() + 10_000
+  let samples = await proxy.scrape()
+  while (samples.filter((s) => s.name === 'llm_requests_total').reduce((n, s) => n + s.value, 0) < 5 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20))
+    samples = await proxy.scrape()
+  }
+  const scraped = new Set(samples.map((s) => s.name))
+
+  t.ok(dashboardExprs.length >= 20, `${dashboardExprs.length} dashboard queries`)
+  t.ok(rules.length >= 20, `${rules.length} rules`)
+  const used = new Map<string, string>()
+  for (const { where, expr } of [...rules, ...dashboardExprs]) {
+    const names = metricNames(expr)
+    t.ok(names.length > 0, `${where} uses a metric`)
+    for (const n of names) if (!used.has(n)) used.set(n, where)
+  }
+  for (const [name, where] of used) {
+    if (name.includes(':')) t.ok(recorded.has(name), `${name} (${where}) is a shipped recording rule`)
+    else if (SYNTHETIC.has(name)) t.pass(`${name} (${where}) is made by Prometheus`)
+    else t.ok(scraped.has(name), `${name} (${where}) is in the scrape`)
+  }
+  // The dashboard shows the families the issue asks for.
+  const all = dashboardExprs.map((d) => d.expr).join('\n')
+  for (const family of ['llm_time_to_first_token_seconds_bucket', 'llm_inter_token_latency_seconds_bucket', 'llm_time_per_output_token_seconds_bucket', 'llm_output_tokens_per_second_bucket', 'llm_output_tokens_total', 'llm_requests_total', 'llm_requests_in_flight']) {
+    t.ok(all.includes(family), `the dashboard queries ${family}`)
+  }
+  t.match(all, /sum by \(source\)/, 'the dashboard shows the token source share')
+})
