@@ -116,6 +116,8 @@ export class UsageChunkFilter {
   push(chunk: Buffer): Buffer {
     if (this.#removed) return this.#flushThen(chunk)
     const kept: Buffer[] = []
+    // Only when nothing was held can a kept event of the read's length be the read itself.
+    const whole = this.#held.length === 0
     let start = 0
     const cut = (end: number): void => {
       const piece = chunk.subarray(start, end)
@@ -161,7 +163,7 @@ export class UsageChunkFilter {
       }
     }
     if (start < chunk.length) this.#held.push(chunk.subarray(start))
-    if (kept.length === 1 && kept[0].length === chunk.length) return chunk
+    if (whole && kept.length === 1 && kept[0].length === chunk.length) return chunk
     return kept.length === 1 ? kept[0] : Buffer.concat(kept)
   }
 

@@ -81,3 +81,14 @@ t.test('a read made only of whole events that stay is passed on without a copy',
   t.equal(f.push(partial).length, 0, 'an unfinished event waits for its end')
   t.same(f.end(), partial, 'and goes out as it came when the stream ends')
 })
+
+t.test('a held event that completes as long as the read that completes it is written whole', async (t) => {
+  // Regression: the read's own length was taken for "nothing changed".
+  const f = new UsageChunkFilter()
+  const head = Buffer.from('data: {"a"')
+  t.equal(f.push(head).length, 0)
+  const tail = Buffer.from(':1}\n\ndata: {"b"')
+  t.equal(tail.length, Buffer.concat([head, Buffer.from(':1}\n\n')]).length, 'the event has the same length as the read')
+  t.equal(f.push(tail).toString(), 'data: {"a":1}\n\n')
+  t.equal(f.end().toString(), 'data: {"b"')
+})
