@@ -138,7 +138,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       const fromClient = typeof idHeader === 'string' && idHeader.length > 0 && idHeader.length <= 200
       const id = fromClient ? idHeader : `tt-${process.pid.toString(36)}-${(nextId++).toString(36)}`
       const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', path, tReq, !fromClient)
-      forward(ex, req, reply.raw, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery })
+      forward(ex, req, reply.raw, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery, injectUsage: route.inject_usage })
       done()
     }
     registerRoute(app, route, onRequest)

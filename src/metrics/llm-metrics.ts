@@ -91,6 +91,7 @@ export class LlmMetrics {
   readonly inputTokens: Counter
   readonly requests: Counter
   readonly parseErrors: Counter
+  readonly usageInjections: Counter
   readonly inFlight: CollectedGauge
   readonly maxGap: Histogram
   readonly stalls: Counter
@@ -161,6 +162,11 @@ export class LlmMetrics {
       help: 'Responses whose stream the parser gave up on (bytes still passed through unchanged).',
       labelNames: ['provider', 'route'],
     })
+    this.usageInjections = new Counter({
+      name: 'llm_usage_injections_total',
+      help: 'Streaming requests sent upstream with stream_options.include_usage added by the route\'s inject_usage (the added usage chunk is not passed to the client).',
+      labelNames: ['provider', 'route'],
+    })
     this.inFlight = new CollectedGauge({
       name: 'llm_requests_in_flight',
       help: 'Requests whose response has not ended.',
@@ -211,7 +217,7 @@ export class LlmMetrics {
 
   /** Every metric, in scrape order. */
   all(): readonly (Histogram | Counter | CollectedGauge)[] {
-    return [this.ttft, this.itl, this.interChunk, this.tpot, this.e2e, this.tps, this.outputTokens, this.inputTokens, this.requests, this.parseErrors, this.inFlight, this.maxGap, this.stalls, this.tokensPerChunk, this.headers, this.ttfot, this.slo, this.estimateRatio]
+    return [this.ttft, this.itl, this.interChunk, this.tpot, this.e2e, this.tps, this.outputTokens, this.inputTokens, this.requests, this.parseErrors, this.usageInjections, this.inFlight, this.maxGap, this.stalls, this.tokensPerChunk, this.headers, this.ttfot, this.slo, this.estimateRatio]
   }
 
   #boundFor(l: Labels): Bound {
@@ -295,5 +301,9 @@ export class LlmMetrics {
 
   parseError(provider: string, route: string): void {
     this.parseErrors.labels(provider, route).inc()
+  }
+
+  usageInjected(provider: string, route: string): void {
+    this.usageInjections.labels(provider, route).inc()
   }
 }

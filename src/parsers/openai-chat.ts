@@ -86,7 +86,6 @@ export class OpenAIChatParser extends SseJsonParser {
   /** Cumulative completion tokens of the last chunk, while every chunk has carried usage (vLLM continuous usage). */
   #cumulative = 0
   #usageOnEveryChunk = true
-  #chunks = 0
 
   /**
    * The fast path (most events of a chat stream): one choice whose delta is `{"content":"…"}`
@@ -136,7 +135,6 @@ export class OpenAIChatParser extends SseJsonParser {
     if (!balanced(data, text.length > 0 ? c : -1)) return false
     // What onJson does for such an event: no usage on this chunk, one text piece if non-empty.
     this.#usageOnEveryChunk = false
-    this.#chunks++
     if (text.length > 0) this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
     return true
   }
@@ -150,9 +148,10 @@ export class OpenAIChatParser extends SseJsonParser {
     if (this.summary.model === undefined && nonEmpty(value.model)) this.summary.model = value.model
 
     const usage = isObject(value.usage) ? value.usage : undefined
-    const continuous = usage !== undefined && this.#usageOnEveryChunk && this.#chunks > 0
+    // Usage on every chunk so far (vLLM `continuous_usage_stats`) makes each running count exact,
+    // the first chunk's too; usage that only arrives at the end is not per-chunk.
     if (usage === undefined) this.#usageOnEveryChunk = false
-    this.#chunks++
+    const continuous = usage !== undefined && this.#usageOnEveryChunk
 
     let piece: Piece | undefined
     const choices = value.choices

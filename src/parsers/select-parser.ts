@@ -1,9 +1,12 @@
 import { AnthropicMessagesParser, summarizeAnthropicBody } from './anthropic-messages.ts'
+import { BedrockParser, bedrockModelFromPath, summarizeBedrockBody } from './bedrock.ts'
 import { createGeminiParser, geminiModelFromPath, isGeminiPath } from './gemini.ts'
 import { JsonBodyParser } from './json-body-parser.ts'
+import { OllamaParser, summarizeOllamaBody } from './ollama.ts'
 import { summarizeOpenAIBody } from './openai-body.ts'
 import { OpenAIChatParser } from './openai-chat.ts'
 import { OpenAIResponsesParser, summarizeResponsesBody } from './openai-responses.ts'
+import { summarizeTgiBody, TgiParser } from './tgi.ts'
 import type { ParserContext, StreamParser, StreamSummary } from './types.ts'
 
 /**
@@ -51,6 +54,45 @@ export const openai: ProviderSpec = {
     if (isJson(mediaType)) return jsonBody(ctx, summarizeOpenAIBody)
     return undefined
   },
+  // Azure OpenAI names the deployment in the path; its body often has no `model`.
+  modelFromPath: (path) => /^(?:.*\/)?openai\/deployments\/([^/]+)\//.exec(path)?.[1],
+}
+
+const NDJSON = 'application/x-ndjson'
+const EVENTSTREAM = 'application/vnd.amazon.eventstream'
+
+/** Ollama native: NDJSON lines (streaming is its default) or one JSON answer. */
+export const ollama: ProviderSpec = {
+  name: 'ollama',
+  ownsPath: (path) => /^\/api\/(chat|generate)$/.test(path),
+  parser: (ctx, mediaType) => {
+    if (mediaType === NDJSON) return new OllamaParser(ctx)
+    if (isJson(mediaType)) return jsonBody(ctx, summarizeOllamaBody)
+    return undefined
+  },
+}
+
+/** Hugging Face TGI native: `/generate_stream` (SSE, one token an event) and `/generate`. */
+export const tgi: ProviderSpec = {
+  name: 'tgi',
+  ownsPath: (path) => /(^|\/)generate(_stream)?$/.test(path),
+  parser: (ctx, mediaType) => {
+    if (mediaType === 'text/event-stream') return new TgiParser(ctx)
+    if (isJson(mediaType)) return jsonBody(ctx, summarizeTgiBody)
+    return undefined
+  },
+}
+
+/** AWS Bedrock Runtime: ConverseStream / InvokeModelWithResponseStream (eventstream), Converse / InvokeModel (JSON). */
+export const bedrock: ProviderSpec = {
+  name: 'bedrock',
+  ownsPath: (path) => bedrockModelFromPath(path) !== undefined,
+  parser: (ctx, mediaType) => {
+    if (mediaType === EVENTSTREAM) return new BedrockParser(ctx)
+    if (isJson(mediaType)) return jsonBody(ctx, summarizeBedrockBody)
+    return undefined
+  },
+  modelFromPath: bedrockModelFromPath,
 }
 
 /** Vertex AI's Claude: `…/publishers/anthropic/models/{model}:streamRawPredict` (or `:rawPredict`). */
@@ -76,7 +118,7 @@ export const gemini: ProviderSpec = {
 }
 
 /** Providers in detection order (most specific paths first). */
-export const PROVIDERS: readonly ProviderSpec[] = [gemini, anthropic, openai]
+export const PROVIDERS: readonly ProviderSpec[] = [gemini, anthropic, openai, ollama, tgi, bedrock]
 
 const byName = new Map(PROVIDERS.map((p) => [p.name, p]))
 
@@ -101,5 +143,8 @@ export function selectParser(setting: string, path: string, contentType: string,
   if (spec === undefined && setting !== 'auto') return { provider: setting, parser: undefined }
   if (spec !== undefined) return { provider: spec.name, parser: spec.parser(ctx, mediaType) }
   if (mediaType === 'text/event-stream') return { provider: openai.name, parser: new OpenAIChatParser(ctx) }
+  // Formats only one provider speaks tell it from the response alone.
+  if (mediaType === NDJSON) return { provider: ollama.name, parser: new OllamaParser(ctx) }
+  if (mediaType === EVENTSTREAM) return { provider: bedrock.name, parser: new BedrockParser(ctx) }
   return { provider: setting === 'auto' ? 'unknown' : setting, parser: undefined }
 }

@@ -132,6 +132,11 @@ export class Exchange {
     else if (this.#ownsPath && statusCode >= 200 && statusCode < 300) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
 
+  /** `stream_options.include_usage` was added to this request (the route's `inject_usage`). */
+  usageInjected(): void {
+    this.#deps.metrics.usageInjected(this.#provider, this.route.label)
+  }
+
   /** A read from the upstream, already written to the client. */
   data(chunk: Buffer, at: number): void {
     this.bytesOut += chunk.length

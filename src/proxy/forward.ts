@@ -6,6 +6,7 @@ import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
 import { clientResponseHeaders, rawHeader, upstreamRequestHeaders } from './headers.ts'
 import { declaredLength, hasBody, watchBody } from './request-body.ts'
+import { mayInject, prepareBody, readBody, UsageChunkFilter } from './inject-usage.ts'
 import type { Exchange } from './exchange.ts'
 
 /**
@@ -64,12 +65,21 @@ export function sendError(res: ServerResponse, err: TokentapError): void {
   res.end(body)
 }
 
+/** A flat raw header list without the (lower-case) name. */
+function withoutHeader(raw: readonly string[], lowerName: string): string[] {
+  const out: string[] = []
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() !== lowerName) out.push(raw[i], raw[i + 1])
+  return out
+}
+
 export interface ForwardOptions {
   readonly dispatcher: Dispatcher
   readonly upstream: Upstream
   readonly config: Config
   /** Path and query to request upstream (prefix already stripped). */
   readonly pathAndQuery: string
+  /** The route's `inject_usage`: add `stream_options.include_usage` where the client set none (inject-usage.ts). */
+  readonly injectUsage?: boolean
 }
 
 export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse, opts: ForwardOptions): void {
@@ -103,8 +113,13 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     return
   }
 
+  // Only requests that may get usage injected are buffered; all others stream through.
+  const injecting = opts.injectUsage === true && hasBody(req) && mayInject(req, ex.path)
+  /** Set when usage was injected and the response is an SSE stream to take the usage chunk out of. */
+  let filter: UsageChunkFilter | undefined
+  let injected = false
   let body: AsyncIterable<Buffer> | null = null
-  if (hasBody(req)) {
+  if (hasBody(req) && !injecting) {
     const watched = watchBody(req, limit, () => new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
     body = watched.body
     ex.body = watched.watch
@@ -145,7 +160,10 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     const chunk = n === 1 ? pending[0] : Buffer.concat(pending)
     pending = []
     if (res.destroyed) return
-    if (!res.write(chunk) && controller !== undefined) wait(controller)
+    // With usage injection the client gets the stream less the added usage chunk; the tap still
+    // sees every upstream byte.
+    const out = filter === undefined ? chunk : filter.push(chunk)
+    if (out.length > 0 && !res.write(out) && controller !== undefined) wait(controller)
     ex.data(chunk, pendingAt)
   }
   const handler: Dispatcher.DispatchHandler = {
@@ -156,8 +174,12 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     onResponseStart(c, statusCode, _headers, statusMessage) {
       const at = performance.now()
       if (res.destroyed) return
-      const raw = clientResponseHeaders((c as unknown as { rawHeaders: Buffer[] }).rawHeaders ?? [])
+      let raw = clientResponseHeaders((c as unknown as { rawHeaders: Buffer[] }).rawHeaders ?? [])
       ex.responseStarted(statusCode, rawHeader(raw, 'content-type'), rawHeader(raw, 'content-encoding'), at, rawHeader(raw, 'x-request-id'))
+      if (injected && statusCode >= 200 && statusCode < 300 && /^text\/event-stream/i.test(rawHeader(raw, 'content-type') ?? '') && rawHeader(raw, 'content-encoding') === undefined) {
+        filter = new UsageChunkFilter()
+        raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
+      }
       try {
         res.writeHead(statusCode, statusMessage || undefined, raw)
       } catch (err) {
@@ -187,7 +209,8 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     onResponseEnd() {
       flush()
       upstreamDone = true
-      res.end()
+      if (filter !== undefined) res.end(filter.end())
+      else res.end()
     },
     onResponseError(_c, err) {
       flush()
@@ -203,19 +226,47 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     },
   }
 
-  try {
-    opts.dispatcher.dispatch(
-      {
-        origin: upstream.origin,
-        path: upstream.basePath + opts.pathAndQuery,
-        method: req.method as Dispatcher.HttpMethod,
-        headers: upstreamRequestHeaders(req.rawHeaders),
-        // undici streams an async iterable body with backpressure (its writeIterable path).
-        body: body as unknown as Dispatcher.DispatchOptions['body'],
-      },
-      handler,
-    )
-  } catch (err) {
-    fail(errorFor(err as Error, config.upstream))
+  const send = (headers: string[], sendBody: AsyncIterable<Buffer> | Buffer | null): void => {
+    try {
+      opts.dispatcher.dispatch(
+        {
+          origin: upstream.origin,
+          path: upstream.basePath + opts.pathAndQuery,
+          method: req.method as Dispatcher.HttpMethod,
+          headers,
+          // undici streams an async iterable body with backpressure (its writeIterable path).
+          body: sendBody as unknown as Dispatcher.DispatchOptions['body'],
+        },
+        handler,
+      )
+    } catch (err) {
+      fail(errorFor(err as Error, config.upstream))
+    }
   }
+
+  if (!injecting) {
+    send(upstreamRequestHeaders(req.rawHeaders), body)
+    return
+  }
+  readBody(req, limit).then(
+    (raw) => {
+      if (res.destroyed) return
+      const prepared = prepareBody(raw)
+      ex.body = { model: prepared.model, bytes: raw.length }
+      let headers = withoutHeader(upstreamRequestHeaders(req.rawHeaders), 'content-length')
+      headers.push('content-length', String(prepared.body.length))
+      if (prepared.injected) {
+        // An encoded answer could not have its usage chunk taken out: ask for it plain.
+        headers = withoutHeader(headers, 'accept-encoding')
+        headers.push('accept-encoding', 'identity')
+        injected = true
+        ex.usageInjected()
+      }
+      send(headers, prepared.body)
+    },
+    (err: TokentapError) => {
+      if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE') res.shouldKeepAlive = false
+      if (!res.destroyed) fail(err)
+    },
+  )
 }

@@ -1,0 +1,197 @@
+import { EventStreamDecoder } from './eventstream-decoder.ts'
+import type { EventFrame } from './eventstream-decoder.ts'
+import { ContentKind, NO_EVENTS } from './types.ts'
+import type { ContentEvent, ContentKind as Kind, ParserContext, StreamParser, StreamSummary } from './types.ts'
+
+/**
+ * AWS Bedrock Runtime streams (`application/vnd.amazon.eventstream` frames):
+ *
+ * - `ConverseStream` (`/model/{id}/converse-stream`): `contentBlockDelta` events carry
+ *   `delta.text` (text), `delta.reasoningContent.text` (reasoning) or `delta.toolUse.input`
+ *   (tool); the `metadata` event has `usage.inputTokens` / `usage.outputTokens`.
+ *   https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html
+ * - `InvokeModelWithResponseStream` (`/model/{id}/invoke-with-response-stream`): `chunk`
+ *   events whose `bytes` is the base64 of the model's own JSON chunk (Anthropic Messages events
+ *   for Claude; `generation` / `outputText` for Llama / Titan), the last one with
+ *   `amazon-bedrock-invocationMetrics` (`inputTokenCount`, `outputTokenCount`).
+ *   https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html
+ *
+ * Frames with `:message-type` `exception` (throttling, modelStreamError, …) or `error` are
+ * provider errors. The bytes are never altered; a corrupt frame stops measuring only.
+ */
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0
+
+/** The model id in a Bedrock Runtime path, URL-decoded (`us.amazon.nova-micro-v1%3A0` → `…:0`). */
+export function bedrockModelFromPath(path: string): string | undefined {
+  const m = /^\/model\/([^/]+)\/(?:converse|converse-stream|invoke|invoke-with-response-stream)$/.exec(path)
+  if (m === null) return undefined
+  try {
+    return decodeURIComponent(m[1])
+  } catch {
+    return m[1]
+  }
+}
+
+/** Usage from a Converse answer (`usage.inputTokens`) or a model-native InvokeModel body. */
+export function summarizeBedrockBody(value: unknown): StreamSummary {
+  const summary: StreamSummary = {}
+  if (!isObject(value)) return summary
+  if (nonEmpty(value.model)) summary.model = value.model
+  const u = value.usage
+  if (isObject(u)) {
+    if (isCount(u.outputTokens)) (summary.usage ??= {}).output = u.outputTokens
+    if (isCount(u.inputTokens)) (summary.usage ??= {}).input = u.inputTokens
+    if (isCount(u.output_tokens)) (summary.usage ??= {}).output = u.output_tokens
+    if (isCount(u.input_tokens)) (summary.usage ??= {}).input = u.input_tokens
+  }
+  // Llama / Titan InvokeModel answers.
+  if (isCount(value.generation_token_count)) (summary.usage ??= {}).output = value.generation_token_count
+  if (isCount(value.prompt_token_count)) (summary.usage ??= {}).input = value.prompt_token_count
+  return summary
+}
+
+/** One Bedrock eventstream response (ConverseStream or InvokeModelWithResponseStream). */
+export class BedrockParser implements StreamParser {
+  readonly #ctx: ParserContext
+  readonly #decoder: EventStreamDecoder
+  readonly #summary: StreamSummary = {}
+  #out: ContentEvent[] | undefined
+  #failed = false
+  readonly #onFrame = (frame: EventFrame): void => this.#frame(frame)
+  readonly #onError = (reason: string): void => this.#fail(reason)
+
+  constructor(ctx: ParserContext) {
+    this.#ctx = ctx
+    this.#decoder = new EventStreamDecoder(ctx.maxEventBytes)
+  }
+
+  push(chunk: Uint8Array): readonly ContentEvent[] {
+    if (this.#failed) return NO_EVENTS
+    this.#out = undefined
+    this.#decoder.push(chunk, this.#onFrame, this.#onError)
+    return this.#out ?? NO_EVENTS
+  }
+
+  end(): StreamSummary {
+    this.#decoder.end(this.#onError)
+    return this.#summary
+  }
+
+  #fail(reason: string): void {
+    if (this.#failed) return
+    this.#failed = true
+    this.#summary.parseError = reason
+  }
+
+  #emit(kind: Kind, text: string): void {
+    const event: ContentEvent = { kind, tokens: Math.max(1, this.#ctx.countTokens(text)), exact: false }
+    if (this.#out === undefined) this.#out = [event]
+    else this.#out.push(event)
+  }
+
+  #frame(frame: EventFrame): void {
+    if (this.#failed) return
+    const h = frame.headers
+    const type = h[':message-type']
+    if (type === 'exception' || type === 'error') {
+      this.#summary.error = h[':exception-type'] ?? h[':error-code'] ?? type
+      return
+    }
+    let value: unknown
+    try {
+      value = JSON.parse(frame.payload.toString('utf8'))
+    } catch {
+      this.#fail(`invalid JSON in frame '${h[':event-type'] ?? ''}'`)
+      return
+    }
+    if (!isObject(value)) return
+    try {
+      this.#event(h[':event-type'] ?? '', value)
+    } catch (err) {
+      this.#fail(`unexpected frame shape: ${(err as Error).message}`)
+    }
+  }
+
+  #event(name: string, value: Json): void {
+    switch (name) {
+      case 'contentBlockDelta':
+        this.#converseDelta(value.delta)
+        return
+      case 'metadata':
+        this.#converseUsage(value.usage)
+        return
+      case 'chunk':
+        this.#chunk(value)
+        return
+    }
+  }
+
+  #converseDelta(delta: unknown): void {
+    if (!isObject(delta)) return
+    if (nonEmpty(delta.text)) this.#emit(ContentKind.text, delta.text)
+    else if (isObject(delta.toolUse) && nonEmpty(delta.toolUse.input)) this.#emit(ContentKind.tool, delta.toolUse.input)
+    else if (isObject(delta.reasoningContent) && nonEmpty(delta.reasoningContent.text)) this.#emit(ContentKind.reasoning, delta.reasoningContent.text)
+  }
+
+  #converseUsage(usage: unknown): void {
+    if (!isObject(usage)) return
+    if (isCount(usage.outputTokens)) (this.#summary.usage ??= {}).output = usage.outputTokens
+    if (isCount(usage.inputTokens)) (this.#summary.usage ??= {}).input = usage.inputTokens
+  }
+
+  /** InvokeModelWithResponseStream: the model's own chunk, base64 in `bytes`. */
+  #chunk(value: Json): void {
+    if (!nonEmpty(value.bytes)) return
+    let inner: unknown
+    try {
+      inner = JSON.parse(Buffer.from(value.bytes, 'base64').toString('utf8'))
+    } catch {
+      this.#fail('invalid JSON in a chunk')
+      return
+    }
+    if (!isObject(inner)) return
+    const summary = this.#summary
+    const metrics = inner['amazon-bedrock-invocationMetrics']
+    if (isObject(metrics)) {
+      if (isCount(metrics.outputTokenCount)) (summary.usage ??= {}).output = metrics.outputTokenCount
+      if (isCount(metrics.inputTokenCount)) (summary.usage ??= {}).input = metrics.inputTokenCount
+    }
+    switch (inner.type) {
+      case 'message_start': {
+        const message = inner.message
+        if (isObject(message)) {
+          if (summary.model === undefined && nonEmpty(message.model)) summary.model = message.model
+          if (isObject(message.usage) && isCount(message.usage.input_tokens) && summary.usage?.input === undefined) (summary.usage ??= {}).input = message.usage.input_tokens
+        }
+        return
+      }
+      case 'content_block_delta': {
+        const d = inner.delta
+        if (!isObject(d)) return
+        if (d.type === 'text_delta' && nonEmpty(d.text)) this.#emit(ContentKind.text, d.text)
+        else if (d.type === 'thinking_delta' && nonEmpty(d.thinking)) this.#emit(ContentKind.reasoning, d.thinking)
+        else if (d.type === 'input_json_delta' && nonEmpty(d.partial_json)) this.#emit(ContentKind.tool, d.partial_json)
+        return
+      }
+      case 'message_delta': {
+        // Cumulative output; Bedrock's invocation metrics, when they come, say the same or win.
+        const u = inner.usage
+        if (isObject(u) && isCount(u.output_tokens) && !isObject(metrics)) (summary.usage ??= {}).output = u.output_tokens
+        return
+      }
+      case 'error':
+        summary.error = isObject(inner.error) && nonEmpty(inner.error.type) ? inner.error.type : 'error'
+        return
+    }
+    // Converse-shaped chunks (Nova via InvokeModel), Llama (`generation`), Titan (`outputText`).
+    if (isObject(inner.contentBlockDelta)) this.#converseDelta(inner.contentBlockDelta.delta)
+    if (isObject(inner.metadata)) this.#converseUsage(inner.metadata.usage)
+    if (nonEmpty(inner.generation)) this.#emit(ContentKind.text, inner.generation)
+    if (nonEmpty(inner.outputText)) this.#emit(ContentKind.text, inner.outputText)
+  }
+}

@@ -1,0 +1,116 @@
+import { NdjsonDecoder } from './ndjson-decoder.ts'
+import { ContentKind, NO_EVENTS } from './types.ts'
+import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
+
+/**
+ * Ollama's native API: `/api/chat` and `/api/generate`, streamed as NDJSON
+ * (`application/x-ndjson`, the default) or answered whole (`"stream": false`).
+ * https://github.com/ollama/ollama/blob/main/docs/api.md
+ *
+ * Content: `message.content` (text), `message.thinking` (reasoning), `message.tool_calls`
+ * (tool; whole calls, not deltas), and for /api/generate `response` and `thinking`.
+ * Usage: the `done: true` line's `eval_count` (output) and `prompt_eval_count` (input).
+ * Ollama's own decode rate (`eval_count / eval_duration`, durations in ns) goes to the log
+ * line, to compare with what the proxy measured. An `{"error": "…"}` line is a provider error.
+ */
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0
+
+/** Usage, model, error and Ollama's decode rate from one line or whole answer. */
+function readFinal(value: Json, summary: StreamSummary): void {
+  if (summary.model === undefined && nonEmpty(value.model)) summary.model = value.model
+  if (value.error !== undefined && value.error !== null) {
+    summary.error = typeof value.error === 'string' ? value.error : isObject(value.error) && nonEmpty(value.error.message) ? value.error.message : 'error'
+  }
+  if (value.done !== true) return
+  if (isCount(value.eval_count)) (summary.usage ??= {}).output = value.eval_count
+  if (isCount(value.prompt_eval_count)) (summary.usage ??= {}).input = value.prompt_eval_count
+  if (isCount(value.eval_duration) && value.eval_duration > 0) {
+    const extra = (summary.extra ??= {})
+    extra.eval_duration_ms = Math.round(value.eval_duration / 1e3) / 1e3
+    if (isCount(value.eval_count)) extra.eval_rate_tps = Math.round((value.eval_count / value.eval_duration) * 1e9 * 100) / 100
+  }
+}
+
+/** A whole (`"stream": false`) Ollama answer. */
+export function summarizeOllamaBody(value: unknown): StreamSummary {
+  const summary: StreamSummary = {}
+  if (isObject(value)) readFinal(value, summary)
+  return summary
+}
+
+/** One Ollama NDJSON response: a content chunk per line with new output, usage from the `done` line. */
+export class OllamaParser implements StreamParser {
+  readonly #ctx: ParserContext
+  readonly #decoder: NdjsonDecoder
+  readonly #summary: StreamSummary = {}
+  #out: ContentEvent[] | undefined
+  #failed = false
+  readonly #onLine = (line: string): void => this.#line(line)
+  readonly #onOversize = (bytes: number): void => this.#fail(`line of ${bytes} bytes is over the limit`)
+
+  constructor(ctx: ParserContext) {
+    this.#ctx = ctx
+    this.#decoder = new NdjsonDecoder(ctx.maxEventBytes)
+  }
+
+  push(chunk: Uint8Array): readonly ContentEvent[] {
+    if (this.#failed) return NO_EVENTS
+    this.#out = undefined
+    this.#decoder.push(chunk, this.#onLine, this.#onOversize)
+    return this.#out ?? NO_EVENTS
+  }
+
+  end(): StreamSummary {
+    // A last line without its newline is still read: it has no arrival time left to give, so
+    // only its usage and error count.
+    if (!this.#failed) this.#decoder.end(this.#onLine, this.#onOversize)
+    return this.#summary
+  }
+
+  #fail(reason: string): void {
+    if (this.#failed) return
+    this.#failed = true
+    this.#summary.parseError = reason
+  }
+
+  #line(line: string): void {
+    if (this.#failed) return
+    let value: unknown
+    try {
+      value = JSON.parse(line)
+    } catch {
+      this.#fail('invalid JSON line')
+      return
+    }
+    if (!isObject(value)) return
+    readFinal(value, this.#summary)
+    const count = this.#ctx.countTokens // the request's tokenizer
+    let text = 0
+    let reasoning = 0
+    let tool = 0
+    const message = value.message
+    if (isObject(message)) {
+      if (nonEmpty(message.content)) text += count(message.content)
+      if (nonEmpty(message.thinking)) reasoning += count(message.thinking)
+      if (Array.isArray(message.tool_calls)) {
+        for (const call of message.tool_calls) {
+          if (!isObject(call) || !isObject(call.function)) continue
+          const fn = call.function
+          tool += Math.max(1, count(`${typeof fn.name === 'string' ? fn.name : ''}${JSON.stringify(fn.arguments ?? {})}`))
+        }
+      }
+    }
+    if (nonEmpty(value.response)) text += count(value.response)
+    if (nonEmpty(value.thinking)) reasoning += count(value.thinking)
+    if (text + reasoning + tool === 0) return
+    const kind = text > 0 ? ContentKind.text : tool > 0 ? ContentKind.tool : ContentKind.reasoning
+    const event: ContentEvent = { kind, tokens: Math.max(1, text + reasoning + tool), exact: false }
+    if (this.#out === undefined) this.#out = [event]
+    else this.#out.push(event)
+  }
+}

@@ -1,0 +1,45 @@
+import { SseJsonParser } from './sse-json-parser.ts'
+import { ContentKind } from './types.ts'
+import type { ContentEvent, StreamSummary } from './types.ts'
+
+/**
+ * Hugging Face Text Generation Inference, native API: `/generate_stream` (SSE written as
+ * `data:{…}` without a space) and `/generate` (one JSON answer).
+ * https://huggingface.github.io/text-generation-inference/
+ *
+ * Every stream event is one generated token (`token.id`, `token.text`, `token.special`), so each
+ * non-special token is a content chunk of exactly 1 token; special tokens (end of sequence) are
+ * not content. The last event's `details.generated_tokens` is the output usage. An event
+ * `{"error": "…", "error_type": "…"}` is a provider error
+ * (router/src/server.rs, `impl From<InferError> for Event`).
+ */
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+const ONE_TOKEN: ContentEvent = Object.freeze({ kind: ContentKind.text, tokens: 1, exact: true })
+
+function readDetails(value: Json, summary: StreamSummary): void {
+  const details = value.details
+  if (isObject(details) && typeof details.generated_tokens === 'number') (summary.usage ??= {}).output = details.generated_tokens
+  if (value.error !== undefined && value.error !== null) summary.error = String(value.error_type ?? value.error)
+}
+
+/** A whole `/generate` answer (an object, or the one-element array the HF Inference API returns). */
+export function summarizeTgiBody(value: unknown): StreamSummary {
+  const summary: StreamSummary = {}
+  const answer = Array.isArray(value) ? value[0] : value
+  if (isObject(answer)) readDetails(answer, summary)
+  return summary
+}
+
+/** One TGI `/generate_stream` response: an exact one-token content chunk per non-special token event. */
+export class TgiParser extends SseJsonParser {
+  protected onJson(_event: string, value: unknown): void {
+    if (!isObject(value)) return
+    readDetails(value, this.summary)
+    const token = value.token
+    if (isObject(token) && token.special !== true && token.id !== undefined) this.emit(ONE_TOKEN)
+  }
+}

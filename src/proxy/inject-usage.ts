@@ -1,0 +1,183 @@
+import type { IncomingMessage } from 'node:http'
+import { TokentapError } from '../errors.ts'
+
+/**
+ * Optional usage injection (`inject_usage: true` on a route), for OpenAI-compatible streaming
+ * requests whose client did not set `stream_options`: the request goes upstream with
+ * `"stream_options":{"include_usage":true}` added, and the usage-only chunk that this adds to the
+ * answer (`"choices": []` with `usage`) is taken out of what the client receives, so the client
+ * sees exactly the stream it asked for while the proxy reads the provider's own token count.
+ * https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options
+ *
+ * Only such requests have their (small JSON) body buffered; every other request keeps the
+ * streaming, zero-copy path. A client's explicit `stream_options` is never touched.
+ */
+
+const INJECTED = Buffer.from(',"stream_options":{"include_usage":true}')
+
+/** Could this request be one to inject into? (Decided for sure once its body is read.) */
+export function mayInject(req: IncomingMessage, path: string): boolean {
+  if (req.method !== 'POST' || !/\/(chat\/)?completions$/.test(path)) return false
+  const type = req.headers['content-type']
+  if (type !== undefined && !/json/i.test(type)) return false
+  const encoding = req.headers['content-encoding']
+  return encoding === undefined || encoding === 'identity'
+}
+
+/** Reads a whole request body, up to `limit` bytes. */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = []
+    let bytes = 0
+    const onData = (chunk: Buffer): void => {
+      bytes += chunk.length
+      if (bytes > limit) {
+        req.off('data', onData)
+        req.resume()
+        reject(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
+        return
+      }
+      parts.push(chunk)
+    }
+    req.on('data', onData)
+    req.once('end', () => resolve(Buffer.concat(parts, bytes)))
+    req.once('error', (err) => reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message)))
+    req.once('close', () => {
+      if (!req.complete) reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'))
+    })
+  })
+}
+
+export interface PreparedBody {
+  /** The body to send upstream: the client's bytes, or them with `stream_options` added. */
+  readonly body: Buffer
+  readonly injected: boolean
+  readonly model: string | undefined
+}
+
+/**
+ * Adds `stream_options.include_usage` when the body is a JSON object with `"stream": true` and no
+ * `stream_options` key at all (even `null` is the client's choice). The client's bytes are kept
+ * as they are, the member inserted before the closing brace: no re-serialising, so numbers,
+ * spacing and key order reach the upstream unchanged.
+ */
+export function prepareBody(raw: Buffer): PreparedBody {
+  let value: unknown
+  try {
+    value = JSON.parse(raw.toString('utf8'))
+  } catch {
+    return { body: raw, injected: false, model: undefined }
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { body: raw, injected: false, model: undefined }
+  const v = value as Record<string, unknown>
+  const model = typeof v.model === 'string' ? v.model : undefined
+  if (v.stream !== true || Object.hasOwn(v, 'stream_options')) return { body: raw, injected: false, model }
+  let end = raw.length - 1
+  while (end >= 0 && (raw[end] === 0x20 || raw[end] === 0x0a || raw[end] === 0x0d || raw[end] === 0x09)) end--
+  if (raw[end] !== 0x7d /* } */) return { body: raw, injected: false, model }
+  return { body: Buffer.concat([raw.subarray(0, end), INJECTED, raw.subarray(end)]), injected: true, model }
+}
+
+const LF = 10
+const CR = 13
+const USAGE = Buffer.from('"usage"')
+
+/** Is this SSE event (its raw bytes) a usage-only chunk: `"choices": []` and a `usage` object? */
+function isUsageOnly(event: Buffer): boolean {
+  if (!event.includes(USAGE)) return false
+  let data = ''
+  for (const line of event.toString('utf8').split(/\r\n|\r|\n/)) {
+    if (line.startsWith('data:')) data += (data === '' ? '' : '\n') + line.slice(line[5] === ' ' ? 6 : 5)
+  }
+  try {
+    const v = JSON.parse(data) as Record<string, unknown>
+    return Array.isArray(v.choices) && v.choices.length === 0 && typeof v.usage === 'object' && v.usage !== null
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Takes the first usage-only event out of an SSE byte stream and passes everything else through
+ * unchanged. Each event goes to the client as soon as its terminating blank line arrives (when
+ * an SSE client could first act on it); only the bytes of an unfinished event wait. A read made
+ * only of whole events, none of them removed, is returned as it is (no copy).
+ */
+export class UsageChunkFilter {
+  #held: Buffer[] = []
+  #lineLength = 0
+  /** The last byte seen was a CR: a following LF belongs to the same line end. */
+  #afterCR = false
+  /** That CR ended a blank line: the event ends after it (and after a following LF). */
+  #endAtCR = false
+  #removed = false
+
+  /** Bytes to write to the client for this read (possibly empty). */
+  push(chunk: Buffer): Buffer {
+    if (this.#removed) return this.#flushThen(chunk)
+    const kept: Buffer[] = []
+    // Only when nothing was held can a kept event of the read's length be the read itself.
+    const whole = this.#held.length === 0
+    let start = 0
+    const cut = (end: number): void => {
+      const piece = chunk.subarray(start, end)
+      const event = this.#held.length === 0 ? piece : Buffer.concat([...this.#held, piece])
+      this.#held = []
+      start = end
+      if (!this.#removed && isUsageOnly(event)) this.#removed = true
+      else kept.push(event)
+    }
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i]
+      if (this.#afterCR) {
+        this.#afterCR = false
+        if (b === LF) {
+          if (this.#endAtCR) {
+            this.#endAtCR = false
+            cut(i + 1)
+          }
+          continue
+        }
+        if (this.#endAtCR) {
+          this.#endAtCR = false
+          cut(i)
+        }
+      }
+      if (b === CR) {
+        this.#afterCR = true
+        this.#endAtCR = this.#lineLength === 0
+        this.#lineLength = 0
+      } else if (b === LF) {
+        if (this.#lineLength === 0) cut(i + 1)
+        this.#lineLength = 0
+      } else {
+        this.#lineLength++
+      }
+      if (this.#removed && start === i + 1) {
+        // Nothing more to look for: the rest of this read (and every later one) passes straight on.
+        this.#afterCR = false
+        this.#endAtCR = false
+        kept.push(chunk.subarray(start))
+        start = chunk.length
+        break
+      }
+    }
+    if (start < chunk.length) this.#held.push(chunk.subarray(start))
+    if (whole && kept.length === 1 && kept[0].length === chunk.length) return chunk
+    return kept.length === 1 ? kept[0] : Buffer.concat(kept)
+  }
+
+  /** The stream ended: whatever is held (an unfinished event) goes out as it came. */
+  end(): Buffer {
+    const rest = this.#held.length === 0 ? Buffer.alloc(0) : Buffer.concat(this.#held)
+    this.#held = []
+    return rest
+  }
+
+  #flushThen(chunk: Buffer): Buffer {
+    if (this.#held.length === 0) return chunk
+    const out = Buffer.concat([...this.#held, chunk])
+    this.#held = []
+    return out
+  }
+}

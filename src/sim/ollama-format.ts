@@ -1,0 +1,70 @@
+import { performance } from 'node:perf_hooks'
+import type { ServerResponse } from 'node:http'
+import type { SimPlan } from './schedule.ts'
+import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
+import type { SimRequest, StreamFormat } from './player.ts'
+
+/**
+ * The simulator's Ollama native API: `POST /api/chat` and `POST /api/generate`, NDJSON lines
+ * (streaming is Ollama's default) or one JSON answer with `"stream": false`. The `done` line's
+ * `eval_count` is the planned token count; durations are in nanoseconds, as Ollama writes them.
+ * https://github.com/ollama/ollama/blob/main/docs/api.md
+ */
+
+/** `options.num_predict` sizes a seeded plan. */
+export function ollamaMaxTokens(body: Record<string, unknown>): number | undefined {
+  const options = body.options as { num_predict?: unknown } | null | undefined
+  const n = options?.num_predict
+  return typeof n === 'number' && n > 0 ? n : undefined
+}
+
+const ns = (ms: number): number => Math.round(ms * 1e6)
+
+export function serveOllama(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
+  const body = req.body
+  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+    sendError(res, plan.status, { error: `simulated ${plan.status}` })
+    return
+  }
+  const chat = req.url.split('?')[0].endsWith('/api/chat')
+  const model = typeof body.model === 'string' && body.model ? body.model : req.defaultModel
+  const promptTokens = promptTokensOf(body.messages ?? body.prompt)
+  const start = performance.now()
+  let firstAt: number | undefined
+  const content = (text: string): Record<string, unknown> => (chat ? { message: { role: 'assistant', content: text } } : { response: text })
+  const final = (text: string): Record<string, unknown> => {
+    const now = performance.now()
+    return {
+      model,
+      created_at: new Date().toISOString(),
+      ...content(text),
+      done_reason: 'stop',
+      done: true,
+      ...(chat ? {} : { context: [] }),
+      total_duration: ns(now - start),
+      load_duration: 0,
+      prompt_eval_count: promptTokens,
+      prompt_eval_duration: ns((firstAt ?? now) - start),
+      eval_count: plannedTokens(plan),
+      eval_duration: ns(firstAt === undefined ? 0 : now - firstAt),
+    }
+  }
+  if (body.stream === false) {
+    sendWhole(res, plan, () => {
+      firstAt = start
+      return final(plannedText(plan))
+    })
+    return
+  }
+  const format: StreamFormat = {
+    contentType: 'application/x-ndjson',
+    head: () => '',
+    content: (_index, text) => {
+      firstAt ??= performance.now()
+      return JSON.stringify({ model, created_at: new Date().toISOString(), ...content(text), done: false }) + '\n'
+    },
+    error: () => JSON.stringify({ error: 'simulated error inside the stream' }) + '\n',
+    tail: () => JSON.stringify(final('')) + '\n',
+  }
+  playStream(res, plan, format)
+}
