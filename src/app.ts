@@ -76,7 +76,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     routerOptions: { maxParamLength: 65_536, ignoreDuplicateSlashes: false },
     bodyLimit: config.server.body_limit_bytes,
     return503OnClosing: true,
-    forceCloseConnections: false,
+    // close() ends idle keep-alive connections and lets requests in flight finish (graceful drain).
+    forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance
 
   const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
