@@ -4,13 +4,14 @@ import Fastify from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { SimulatorConfig } from '../config/schema.ts'
 import { ollamaMaxTokens, serveOllama } from './ollama-format.ts'
-import { chunkText, planFor } from './schedule.ts'
+import { planFor } from './schedule.ts'
 import type { SimPlan, SimPlanRequest } from './schedule.ts'
 import { anthropicMaxTokens, serveAnthropic } from './anthropic-format.ts'
 import { geminiMaxTokens, serveGemini } from './gemini-format.ts'
 import { responsesMaxTokens, serveResponses } from './responses-format.ts'
 import { tgiMaxTokens, serveTgi } from './tgi-format.ts'
-import type { SimRequest } from './player.ts'
+import { playStream, plannedText, plannedTokens, promptTokensOf, sendWhole } from './player.ts'
+import type { SimRequest, StreamFormat } from './player.ts'
 
 /**
  * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
@@ -34,12 +35,6 @@ interface Body {
   tokentap_sim?: SimPlanRequest
   messages?: unknown
   prompt?: unknown
-}
-
-function promptTokens(body: Body): number {
-  // The simulator is no tokenizer: a fixed 4 characters a token is enough for a plausible count.
-  const text = JSON.stringify(body.messages ?? body.prompt ?? '')
-  return Math.max(1, Math.ceil(text.length / 4))
 }
 
 function wallMs(): number {
@@ -75,7 +70,7 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
     const res = reply.raw
     const id = `${api === 'chat' ? 'chatcmpl' : 'cmpl'}-sim${seq}`
     const created = Math.floor(Date.now() / 1000)
-    const usage = { prompt_tokens: promptTokens(body), completion_tokens: plan.chunks.reduce((n, c) => n + c.tokens, 0) }
+    const usage = { prompt_tokens: promptTokensOf(body.messages ?? body.prompt), completion_tokens: plannedTokens(plan) }
     const fullUsage = { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }
     if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
       const text = errorBody(plan.status, `simulated ${plan.status}`)
@@ -118,69 +113,36 @@ interface Meta {
 }
 
 function wholeAnswer(res: ServerResponse, api: Api, plan: SimPlan, meta: Meta): void {
-  const waitMs = plan.chunks.reduce((t, c) => t + c.afterMs, 0)
-  const text = plan.chunks.map((c, i) => chunkText(i, c.tokens)).join('')
-  const finish = 'stop'
-  const answer =
-    api === 'chat'
-      ? { id: meta.id, object: 'chat.completion', created: meta.created, model: meta.model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: finish }], usage: meta.usage, system_fingerprint: null }
-      : { id: meta.id, object: 'text_completion', created: meta.created, model: meta.model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }], usage: meta.usage }
-  const timer = setTimeout(() => {
-    if (res.destroyed) return
-    const json = JSON.stringify(answer)
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) })
-    res.end(json)
-  }, waitMs)
-  res.once('close', () => clearTimeout(timer))
+  sendWhole(res, plan, () => {
+    const text = plannedText(plan)
+    return api === 'chat'
+      ? { id: meta.id, object: 'chat.completion', created: meta.created, model: meta.model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: 'stop' }], usage: meta.usage, system_fingerprint: null }
+      : { id: meta.id, object: 'text_completion', created: meta.created, model: meta.model, choices: [{ index: 0, text, logprobs: null, finish_reason: 'stop' }], usage: meta.usage }
+  })
+}
+
+/** OpenAI Chat Completions / legacy Completions chunks, each stamped with its send time. */
+function openAIFormat(api: Api, meta: Meta & { includeUsage: boolean }): StreamFormat {
+  const head = `{"id":"${meta.id}","object":"${api === 'chat' ? 'chat.completion.chunk' : 'text_completion'}","created":${meta.created},"model":${JSON.stringify(meta.model)}`
+  const event = (choices: string, extra = ''): string => `data: ${head},"tokentap_sent_ms":${wallMs().toFixed(3)},"choices":[${choices}]${extra}}\n\n`
+  return {
+    contentType: 'text/event-stream; charset=utf-8',
+    // Like the real API, the first chat event carries only the role: it is not a token.
+    head: () => (api === 'chat' ? event(`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`) : ''),
+    content: (_index, text) =>
+      api === 'chat'
+        ? event(`{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}`)
+        : event(`{"text":${JSON.stringify(text)},"index":0,"logprobs":null,"finish_reason":null}`),
+    error: () => `data: ${errorBody(500, 'simulated error inside the stream')}\n\n`,
+    tail: () => {
+      const finish = api === 'chat' ? `{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}` : `{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}`
+      let tail = event(finish)
+      if (meta.includeUsage) tail += event('', `,"usage":${JSON.stringify(meta.usage)}`)
+      return tail + 'data: [DONE]\n\n'
+    },
+  }
 }
 
 function streamAnswer(res: ServerResponse, api: Api, plan: SimPlan, meta: Meta & { includeUsage: boolean }): void {
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' })
-  const head = `{"id":"${meta.id}","object":"${api === 'chat' ? 'chat.completion.chunk' : 'text_completion'}","created":${meta.created},"model":${JSON.stringify(meta.model)}`
-  const event = (choices: string, extra = ''): string => `data: ${head},"tokentap_sent_ms":${wallMs().toFixed(3)},"choices":[${choices}]${extra}}\n\n`
-  const content = (text: string): string =>
-    api === 'chat'
-      ? event(`{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}`)
-      : event(`{"text":${JSON.stringify(text)},"index":0,"logprobs":null,"finish_reason":null}`)
-  // Like the real API, the first chat event carries only the role: it is not a token.
-  if (api === 'chat') res.write(event(`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`))
-  else res.flushHeaders()
-
-  const start = performance.now()
-  let due = 0
-  let i = 0
-  let timer: NodeJS.Timeout | undefined
-  res.once('close', () => clearTimeout(timer))
-  const tick = (): void => {
-    for (;;) {
-      if (res.destroyed) return
-      if (plan.resetAfter !== undefined && i >= plan.resetAfter) {
-        res.socket?.destroy()
-        return
-      }
-      if (plan.errorAfter !== undefined && i >= plan.errorAfter) {
-        res.end(`data: ${errorBody(500, 'simulated error inside the stream')}\n\n`)
-        return
-      }
-      const chunk = plan.chunks[i]
-      if (chunk === undefined) {
-        const finish = api === 'chat' ? `{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}` : `{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}`
-        let tail = event(finish)
-        if (meta.includeUsage) tail += event('', `,"usage":${JSON.stringify(meta.usage)}`)
-        res.end(tail + 'data: [DONE]\n\n')
-        return
-      }
-      // Chunks are due at absolute offsets from the start, so timer lateness never accumulates;
-      // chunks due at once go out back to back (a burst on the wire too).
-      const wait = due + chunk.afterMs - (performance.now() - start)
-      if (wait > 0) {
-        timer = setTimeout(tick, wait)
-        return
-      }
-      due += chunk.afterMs
-      res.write(content(chunkText(i, chunk.tokens)))
-      i++
-    }
-  }
-  tick()
+  playStream(res, plan, openAIFormat(api, meta))
 }

@@ -2,6 +2,7 @@ import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '.
 import { Encoding, counterFor } from '../../src/tokens/tokenizer.ts'
 import { fixture as recorded, sseFromDataLines } from './fixtures.ts'
 import { sseEvents } from './upstream.ts'
+import { createRng } from '../../src/sim/rng.ts'
 
 /**
  * Feeding recorded streams to a parser whole and split at byte offsets, for fixture tests.
@@ -53,17 +54,6 @@ export function feed(make: () => StreamParser, bytes: Buffer, cuts: readonly num
   return { events, summary: parser.end() }
 }
 
-/** A small seeded PRNG (mulberry32) so the sampled offsets are the same on every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /**
  * The ways to cut a body: every single offset for small bodies (a sample of `sample` offsets for
@@ -71,7 +61,7 @@ function rng(seed: number): () => number {
  */
 export function cutPlans(length: number, { everyUpTo = 6000, sample = 600, random = 20 } = {}): number[][] {
   const plans: number[][] = []
-  const next = rng(length)
+  const next = createRng(length)
   if (length <= everyUpTo) for (let i = 1; i < length; i++) plans.push([i])
   else {
     // Each run re-reads the whole body: keep the sample to ~30 MB of parsing per fixture.
