@@ -160,12 +160,12 @@ export class LlmMetrics {
     this.parseErrors = new Counter({
       name: 'llm_parse_errors_total',
       help: 'Responses whose stream the parser gave up on (bytes still passed through unchanged).',
-      labelNames: ['provider', 'route'],
+      labelNames,
     })
     this.usageInjections = new Counter({
       name: 'llm_usage_injections_total',
       help: 'Streaming requests sent upstream with stream_options.include_usage added by the route\'s inject_usage (the added usage chunk is not passed to the client).',
-      labelNames: ['provider', 'route'],
+      labelNames,
     })
     this.inFlight = new CollectedGauge({
       name: 'llm_requests_in_flight',
@@ -299,11 +299,11 @@ export class LlmMetrics {
     if (r.inputTokens !== undefined && r.inputTokens > 0) b.input.inc(r.inputTokens)
   }
 
-  parseError(provider: string, route: string): void {
-    this.parseErrors.labels(provider, route).inc()
+  parseError(l: Labels): void {
+    this.parseErrors.labels(l.provider, l.model, l.route).inc()
   }
 
-  usageInjected(provider: string, route: string): void {
-    this.usageInjections.labels(provider, route).inc()
+  usageInjected(l: Labels): void {
+    this.usageInjections.labels(l.provider, l.model, l.route).inc()
   }
 }

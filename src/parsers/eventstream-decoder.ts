@@ -1,4 +1,5 @@
 import zlib from 'node:zlib'
+import { asBuffer } from './bytes.ts'
 
 /**
  * Incremental decoder of AWS event streams (`application/vnd.amazon.eventstream`), the binary
@@ -32,9 +33,6 @@ const crc32 = (buf: Buffer, start: number, end: number): number => zlib.crc32(bu
 /** Value sizes of the fixed-width header types (0/1 booleans carry no value). */
 const FIXED: Record<number, number> = { 0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16 }
 
-function asBuffer(chunk: Uint8Array): Buffer {
-  return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-}
 
 /** Decodes one response's eventstream; `push` each read, `end` once. */
 export class EventStreamDecoder {

@@ -1,3 +1,4 @@
+import { asBuffer } from './bytes.ts'
 /**
  * Byte-level incremental decoder of one streamed JSON array (`[{…}\n,\r\n{…}\n]`): hands out the
  * text of each top-level element as soon as its last byte arrives, which is how Gemini's
@@ -45,9 +46,6 @@ const BOM = [0xef, 0xbb, 0xbf] as const
 
 const isSpace = (b: number): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
 
-function asBuffer(chunk: Uint8Array): Buffer {
-  return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-}
 
 export class JsonArrayDecoder {
   readonly maxElementBytes: number

@@ -1,3 +1,4 @@
+import { asBuffer } from './bytes.ts'
 /**
  * Byte-level NDJSON (newline-delimited JSON) decoder: one value per `\n`-terminated line
  * (https://github.com/ndjson/ndjson-spec), a `\r` before the `\n` dropped, blank lines skipped.
@@ -14,9 +15,6 @@ const LF = 10
 const CR = 13
 const EMPTY = Buffer.alloc(0)
 
-function asBuffer(chunk: Uint8Array): Buffer {
-  return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-}
 
 /** Decodes one response's NDJSON lines; `push` each read, `end` once. */
 export class NdjsonDecoder {

@@ -1,3 +1,4 @@
+import { asBuffer } from './bytes.ts'
 /**
  * Byte-level Server-Sent Events decoder.
  *
@@ -21,9 +22,6 @@ const COLON = 58
 const SPACE = 32
 const EMPTY = Buffer.alloc(0)
 
-function asBuffer(chunk: Uint8Array): Buffer {
-  return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-}
 
 /** Does the line name `field` (followed by a colon or the end of the line)? */
 function isField(buf: Buffer, start: number, end: number, field: string): boolean {

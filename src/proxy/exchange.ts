@@ -78,6 +78,7 @@ export class Exchange {
   #tap: Tap | undefined
   #counter: TokenCount | undefined
   #finished = false
+  #injected = false
   /** The id was made up by the proxy, so the upstream's x-request-id may replace it. */
   readonly #idGenerated: boolean
 
@@ -134,7 +135,8 @@ export class Exchange {
 
   /** `stream_options.include_usage` was added to this request (the route's `inject_usage`). */
   usageInjected(): void {
-    this.#deps.metrics.usageInjected(this.#provider, this.route.label)
+    // Counted when the request ends, with the same provider/model/route labels as its other series.
+    this.#injected = true
   }
 
   /** A read from the upstream, already written to the client. */
@@ -211,9 +213,10 @@ export class Exchange {
       outputTokens: usage?.output ?? (timing.chunks > 0 ? timing.tokens : undefined),
       inputTokens: usage?.input,
     })
+    if (this.#injected) deps.metrics.usageInjected(labels)
     const parseError = summary.parseError ?? this.#unreadable
     if (parseError !== undefined) {
-      deps.metrics.parseError(this.#provider, this.route.label)
+      deps.metrics.parseError(labels)
       deps.logger.warn({ request_id: this.id, route: this.route.label, provider: this.#provider, reason: parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
     }
     this.#log(labels, outcome, statusCode, timing, outputTokens, source, summary)

@@ -34,7 +34,7 @@ t.test('with inject_usage the OpenAI SDK gets exactly the stream it asked for, a
 
   await proxy.waitForRequests(4)
   const m = await proxy.scrape()
-  t.equal(sumOf(m, 'llm_usage_injections_total', { provider: 'openai', route: '/inj' }), 2)
+  t.equal(sumOf(m, 'llm_usage_injections_total', { provider: 'openai', model: 'gpt-4o-mini', route: '/inj' }), 2, 'counted with the request\'s provider, model and route labels')
   t.equal(sumOf(m, 'llm_usage_injections_total', { route: '/plain' }), 0)
   t.equal(sumOf(m, 'llm_output_tokens_total', { route: '/inj', source: 'usage' }), 2 * N, 'the proxy used the injected usage')
   t.equal(sumOf(m, 'llm_output_tokens_total', { route: '/plain', source: 'estimate' }), 2 * N)
