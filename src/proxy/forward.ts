@@ -174,7 +174,11 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     onResponseStart(c, statusCode, _headers, statusMessage) {
       const at = performance.now()
       if (res.destroyed) return
-      let raw = clientResponseHeaders((c as unknown as { rawHeaders: Buffer[] }).rawHeaders ?? [])
+      const unwrapped = c as unknown as { rawHeaders: Buffer[] | null }
+      let raw = clientResponseHeaders(unwrapped.rawHeaders ?? [])
+      // undici's header Buffers are views of the socket read they came in, often with the first
+      // body bytes (up to 64 KiB): the controller would keep that read alive for the whole stream.
+      unwrapped.rawHeaders = null
       ex.responseStarted(statusCode, rawHeader(raw, 'content-type'), rawHeader(raw, 'content-encoding'), at, rawHeader(raw, 'x-request-id'))
       if (injected && statusCode >= 200 && statusCode < 300 && /^text\/event-stream/i.test(rawHeader(raw, 'content-type') ?? '') && rawHeader(raw, 'content-encoding') === undefined) {
         filter = new UsageChunkFilter()
