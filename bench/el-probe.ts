@@ -23,7 +23,9 @@ if (typeof process.send === 'function') {
       const gc = (globalThis as { gc?: () => void }).gc
       gc?.()
       gc?.()
-      process.send?.({ cmd: 'gc-done', collected: gc === undefined ? 0 : 1 })
+      // After the collection: what the heap and the buffers outside it really hold.
+      const m = process.memoryUsage()
+      process.send?.({ cmd: 'gc-done', collected: gc === undefined ? 0 : 1, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })
     } else if (msg.cmd === 'el-stop' && h !== undefined) {
       h.disable()
       const ms = (ns: number): number => ns / 1e6

@@ -25,10 +25,10 @@ export interface StreamResult {
 
 export type Job =
   | { kind: 'streams'; url: string; body: string; bodies?: string[]; count: number; concurrency: number; phaseMs: number; idPrefix: string; detail: boolean; headers?: Record<string, string> }
-  | { kind: 'hold'; url: string; body: string; count: number }
+  | { kind: 'hold'; url: string; body: string; count: number; until?: number }
   | { kind: 'release' }
   | { kind: 'stop' }
-  | { kind: 'stall'; url: string; body: string }
+  | { kind: 'stall'; url: string; body: string; count?: number }
   | { kind: 'get'; url: string; times: number; pauseMs: number }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 4096 })
@@ -43,7 +43,7 @@ interface Open {
 let held: Open[] = []
 
 /** One streamed request; resolves when the response ends (or fails). */
-function stream(url: string, body: string, id: string, detail: boolean, headers: Record<string, string> = {}, onFirst?: () => void, keep?: Open[]): Promise<StreamResult> {
+function stream(url: string, body: string, id: string, detail: boolean, headers: Record<string, string> = {}, onFirst?: () => void, keep?: Open[], firstAt = 1): Promise<StreamResult> {
   return new Promise((resolve) => {
     const delays: number[] = []
     const distortions: number[] = []
@@ -78,10 +78,8 @@ function stream(url: string, body: string, id: string, detail: boolean, headers:
           const c = carry.indexOf(CONTENT, from)
           if (c >= 0 && c < end && carry.charCodeAt(c + CONTENT.length) !== 34 /* " */) {
             chunks++
-            if (chunks === 1) {
-              ttft = arrival - start
-              onFirst?.()
-            }
+            if (chunks === 1) ttft = arrival - start
+            if (chunks === firstAt) onFirst?.()
             if (detail) {
               const s = carry.indexOf(SENT, from)
               const sent = Number(carry.slice(s + SENT.length, carry.indexOf(',', s)))
@@ -126,14 +124,17 @@ async function streams(job: Extract<Job, { kind: 'streams' }>): Promise<StreamRe
   return out
 }
 
-/** Opens `count` streams and resolves once each has delivered its first content event; they stay open until `release`. */
+/**
+ * Opens `count` streams, read as they come, and resolves once each has delivered `until` content
+ * events (default 1); they stay open until `release`.
+ */
 async function hold(job: Extract<Job, { kind: 'hold' }>): Promise<number> {
   let first = 0
   return new Promise((resolve) => {
     for (let i = 0; i < job.count; i++) {
       void stream(job.url, job.body, `hold-${i}`, false, {}, () => {
         if (++first === job.count) resolve(first)
-      }, held)
+      }, held, job.until ?? 1)
     }
     setTimeout(() => resolve(first), 30_000)
   })
@@ -149,8 +150,13 @@ function release(): number {
   return n
 }
 
-/** A reader that never reads: the response is paused as soon as it starts. */
-function stall(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
+/** `count` (default 1) readers that never read: each response is paused as soon as it starts. Resolves with how many started. */
+async function stall(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
+  const codes = await Promise.all(Array.from({ length: job.count ?? 1 }, () => stallOne(job)))
+  return codes.filter((c) => c === 200).length
+}
+
+function stallOne(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
   return new Promise((resolve) => {
     const u = new URL(job.url)
     const stallAgent = new http.Agent({ keepAlive: false })

@@ -43,6 +43,8 @@ const P = {
   satRounds: QUICK ? 1 : 3,
   openStreams: 1000,
   stallChunks: 50_000,
+  stallReaders: QUICK ? 20 : 40,
+  memoryRepeats: QUICK ? 3 : 5,
   models: 1000,
   scrapes: QUICK ? 5 : 20,
 } as const
@@ -194,42 +196,15 @@ async function main(): Promise<void> {
   for (const p of paths) await job({ kind: 'streams', url: url[p]!, body: body(evenPlan(20, 0)), count: 300, concurrency: 8, phaseMs: 0, idPrefix: `warm-${p}`, detail: false })
 
   // --- memory first, on a process that has not yet grown its heap for the heavier phases
-  log('memory: 1,000 open streams')
+  log(`memory: ${P.openStreams} open streams and ${P.stallReaders} stalled readers, ${P.memoryRepeats} times each`)
   const memory: Record<string, number> = {}
-  const holdBody = body(evenPlan(600, 100))
+  const memoryRuns: Record<string, number[]> = {}
   for (const p of ['tokentap', 'nginx'] as const) {
     const pids = proxyPids[p]
     if (url[p] === undefined || pids === undefined || pids.length === 0) continue
-    // Memory held, not garbage awaiting collection: the proxy runs a full GC before each sample.
-    const settle = async (): Promise<void> => {
-      if (p === 'tokentap') await tt.ask('gc', 'gc-done')
-      await sleep(200)
-    }
-    await sleep(500)
-    await settle()
-    const before = rssBytes(pids)
-    const opened = await job<number>({ kind: 'hold', url: url[p]!, body: holdBody, count: P.openStreams })
-    await sleep(1500)
-    await settle()
-    const during = rssBytes(pids)
-    await job({ kind: 'release' })
-    memory[`${p}_rss_per_stream_kib`] = round((during - before) / opened / 1024, 1)
-    memory[`${p}_open_streams`] = opened
-    memory[`${p}_rss_before_mib`] = round(before / 2 ** 20, 1)
-    memory[`${p}_rss_open_mib`] = round(during / 2 ** 20, 1)
-    // Let the 1,000 cancelled streams finish recording before the next baseline.
-    await sleep(2500)
-    // A reader that stops reading: what the proxy holds is what backpressure failed to push back.
-    await settle()
-    const stallBefore = rssBytes(pids)
-    await job({ kind: 'stall', url: url[p]!, body: body(evenPlan(P.stallChunks, 0)) })
-    await sleep(2500)
-    await settle()
-    const stallDuring = rssBytes(pids)
-    await job({ kind: 'release' })
-    memory[`${p}_stalled_reader_kib`] = round(Math.max(0, stallDuring - stallBefore) / 1024, 0)
-    log(`  ${p}: ${memory[`${p}_rss_per_stream_kib`]} KiB/stream, stalled reader ${memory[`${p}_stalled_reader_kib`]} KiB`)
-    await sleep(1000)
+    Object.assign(memory, await memoryPhase(p, url[p]!, pids, tt, memoryRuns))
+    if (p === 'tokentap') log(`  tokentap: ${memory.tokentap_rss_per_stream_kib} KiB RSS/stream (heap+external ${memory.tokentap_held_per_stream_kib}), stalled reader ${memory.tokentap_stalled_reader_kib} KiB beyond a reader at the same point (${memory.tokentap_stalled_reader_held_kib} KiB in all, RSS ${memory.tokentap_stalled_reader_rss_kib})`)
+    else log(`  ${p}: ${memory[`${p}_rss_per_stream_kib`]} KiB RSS/stream, stalled reader RSS ${memory[`${p}_stalled_reader_rss_kib`]} KiB`)
   }
 
   // --- unloaded TTFT, one request at a time, paths interleaved
@@ -353,8 +328,12 @@ async function main(): Promise<void> {
   T('CPU ≤ 5× nginx', hasNginx ? `${round(cpuT / cpuN, 2)}×` : 'n/a', hasNginx ? cpuT <= 5 * cpuN : null)
   const thr = hasNginx ? satOut.tokentap.chunks_per_s / satOut.nginx.chunks_per_s : NaN
   T('throughput ≥ 0.75× nginx', hasNginx ? `${round(thr, 2)}×` : 'n/a', hasNginx ? thr >= 0.75 : null)
-  T('RSS ≤ 32 KiB per in-flight stream', `${memory.tokentap_rss_per_stream_kib} KiB`, memory.tokentap_rss_per_stream_kib <= 32)
-  T('stalled reader holds ≤ 256 KiB', `${memory.tokentap_stalled_reader_kib} KiB`, memory.tokentap_stalled_reader_kib <= 256)
+  T('RSS ≤ 32 KiB per in-flight stream', `${memory.tokentap_rss_per_stream_kib} KiB (heap+external ${memory.tokentap_held_per_stream_kib} KiB)`, memory.tokentap_rss_per_stream_kib <= 32)
+  T(
+    'stalled reader holds ≤ 256 KiB',
+    `${memory.tokentap_stalled_reader_kib} KiB beyond a reader at the same point (${memory.tokentap_stalled_reader_held_kib} KiB in all, with the marks of ${memory.tokentap_stalled_reader_chunks} chunks)`,
+    memory.tokentap_stalled_reader_kib <= 256,
+  )
   T('scrape ≤ 20 ms (p99 of scrapes)', `${round(scrapeSummary.p99, 1)} ms`, scrapeSummary.p99 <= 20)
   T('event-loop delay p99 ≤ 5 ms during scrapes', `${round(el.p99, 2)} ms`, el.p99 <= 5)
   T('proxy TTFT within 1 ms of client truth at p99', `${accuracyUnloaded.ttft_abs_error_ms.p99} ms (unloaded), ${accuracyLoad.ttft_abs_error_ms.p99} ms (${P.loadLevels[0]} streams)`, Math.max(accuracyUnloaded.ttft_abs_error_ms.p99, accuracyLoad.ttft_abs_error_ms.p99) <= 1)
@@ -368,7 +347,10 @@ async function main(): Promise<void> {
       added_ttft: 'percentile of the path minus the same percentile of direct, client-side TTFT (request sent → first content event), one request at a time, paths interleaved',
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
       cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered',
-      memory: 'VmRSS of the proxy with N streams open minus before, divided by N; stalled reader: RSS growth while one client stops reading a fast stream',
+      memory:
+        'median of memoryRepeats runs. Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream: the same for heapUsed + external after a full GC in the proxy. ' +
+        'Stalled reader: stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus before, divided by stallReaders = stalled_reader_held (everything such a stream holds, its marks for the chunks the kernel socket buffers took included); ' +
+        'stalled_reader_kib = that minus the same for a control of as many streams read normally to the same number of chunks and left open (control_held): what the stall itself pins. RSS deltas (stalled_reader_rss, control_rss) are given for reference: allocator noise dominates them.',
       scrape: 'client-side time to fetch the whole /metrics body back to back; event-loop delay from perf_hooks.monitorEventLoopDelay(1 ms) inside the proxy (bench/el-probe.ts)',
       accuracy: "proxy log line ttft_ms / itl_p50_ms against the client's own TTFT / median gap for the same request_id",
     },
@@ -377,6 +359,7 @@ async function main(): Promise<void> {
     load: loadOut,
     saturation: satOut,
     memory,
+    memory_runs: memoryRuns,
     scrape: { series_models: P.models, bytes: scrape.bytes, streams_during: (trafficDone as StreamResult[]).length, ms: pick(scrapeSummary), event_loop_delay_ms: { p50: round(el.p50), p99: round(el.p99), max: round(el.max) }, event_loop_delay_idle_ms: { p99: round(idle.p99), max: round(idle.max) } },
     accuracy: { unloaded: accuracyUnloaded, [`load_${P.loadLevels[0]}`]: accuracyLoad },
     targets,
@@ -397,6 +380,124 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true })
   cleanup()
   process.exit(0)
+}
+
+// ---------------------------------------------------------------- memory
+
+/** Bytes in use in the proxy after a full GC (tokentap: heap and buffers outside it, from the process itself). */
+interface MemorySample {
+  readonly rss: number
+  /** heapUsed + external (which includes ArrayBuffers): what live objects hold; NaN for nginx. */
+  readonly held: number
+}
+
+const median = (xs: readonly number[]): number => sorted(xs)[Math.floor((xs.length - 1) / 2)]
+
+/**
+ * Memory per open stream and per stalled reader, each repeated and reported as the median:
+ * one stream's RSS delta is mostly allocator and heap-page noise, so many streams are measured
+ * at once and divided, and tokentap's own heapUsed + external after a full GC is reported beside
+ * RSS (it counts live objects only).
+ * Stalled readers: `stallReaders` clients stop reading a fast stream; once the proxy stops
+ * moving bytes (the kernel's socket buffers took what they could), the memory it holds is
+ * sampled. The control is the same number of streams read normally up to the same number of
+ * chunks and then idle (still open): the difference is what the stall itself pins (bytes the
+ * proxy read but could not write), apart from what any stream that far along holds (its
+ * marks, 8 bytes a chunk, and its sockets and objects).
+ */
+async function memoryPhase(p: 'tokentap' | 'nginx', target: string, pids: number[], tt: Tokentap, runs: Record<string, number[]>): Promise<Record<string, number>> {
+  const sample = async (): Promise<MemorySample> => {
+    let held = NaN
+    if (p === 'tokentap') {
+      const m = await tt.ask('gc', 'gc-done')
+      held = m.heapUsed + m.external
+    }
+    await sleep(200)
+    return { rss: rssBytes(pids), held }
+  }
+  const run = (key: string, v: number): void => void (runs[`${p}_${key}`] ??= []).push(round(v, 1))
+  const kib = (bytes: number, n: number): number => bytes / n / 1024
+  const streamsInFlight = async (): Promise<{ n: number; chunks: number }> => {
+    const r = (await (await fetch(`http://127.0.0.1:${tt.adminPort}/debug/streams`)).json()) as { in_flight: number; streams: { chunks: number }[] }
+    return { n: r.in_flight, chunks: r.streams.reduce((a, s) => a + s.chunks, 0) }
+  }
+  // tokentap: until no request is in flight (released streams have finished recording), so a
+  // baseline never still holds the previous step's streams.
+  const idle = async (): Promise<void> => {
+    if (p !== 'tokentap') return
+    for (let i = 0; i < 100 && (await streamsInFlight()).n > 0; i++) await sleep(100)
+  }
+  const holdBody = body(evenPlan(600, 100))
+  const stallBody = body(evenPlan(P.stallChunks, 0))
+  let rssBefore = 0
+  let rssOpen = 0
+  for (let r = 0; r < P.memoryRepeats; r++) {
+    // Open streams: each has its first content event and waits for the next (100 ms apart).
+    await sleep(500)
+    await idle()
+    const before = await sample()
+    const opened = await job<number>({ kind: 'hold', url: target, body: holdBody, count: P.openStreams })
+    await sleep(1500)
+    const open = await sample()
+    await job({ kind: 'release' })
+    run('rss_per_stream_kib', kib(open.rss - before.rss, opened))
+    run('rss_per_stream_max_kib', kib(open.rss - before.rss, opened))
+    if (p === 'tokentap') run('held_per_stream_kib', kib(open.held - before.held, opened))
+    if (r === 0) {
+      rssBefore = before.rss
+      rssOpen = open.rss
+    }
+    // Let the cancelled streams finish recording before the next baseline.
+    await sleep(2500)
+
+    // Stalled readers.
+    await idle()
+    const s0 = await sample()
+    const stalled = await job<number>({ kind: 'stall', url: target, body: stallBody, count: P.stallReaders })
+    let chunks = NaN
+    if (p === 'tokentap') {
+      // Settled when no stream moved a chunk for 500 ms.
+      let prev = -1
+      for (let i = 0; i < 60; i++) {
+        await sleep(500)
+        const f = await streamsInFlight()
+        if (f.chunks === prev) break
+        prev = f.chunks
+      }
+      chunks = prev / stalled
+    } else await sleep(3000)
+    const s1 = await sample()
+    await job({ kind: 'release' })
+    run('stalled_reader_rss_kib', kib(s1.rss - s0.rss, stalled))
+    if (p === 'tokentap') {
+      run('stalled_reader_held_kib', kib(s1.held - s0.held, stalled))
+      run('stalled_reader_chunks', chunks)
+    }
+    await sleep(2500)
+    if (p !== 'tokentap') continue
+
+    // Control: as many streams, read normally up to the same number of chunks, then idle.
+    const k = Math.max(2, Math.round(chunks))
+    const controlBody = body({ ttft_ms: 0, chunks: [...Array.from({ length: k - 1 }, () => [0, 1]), [600_000, 1]] })
+    await idle()
+    const c0 = await sample()
+    const reading = await job<number>({ kind: 'hold', url: target, body: controlBody, count: P.stallReaders, until: k })
+    await sleep(1000)
+    const c1 = await sample()
+    await job({ kind: 'release' })
+    run('control_held_kib', kib(c1.held - c0.held, reading))
+    run('control_rss_kib', kib(c1.rss - c0.rss, reading))
+    run('stalled_reader_kib', kib(s1.held - s0.held, stalled) - kib(c1.held - c0.held, reading))
+    await sleep(2500)
+  }
+  const out: Record<string, number> = {
+    [`${p}_open_streams`]: P.openStreams,
+    [`${p}_rss_before_mib`]: round(rssBefore / 2 ** 20, 1),
+    [`${p}_rss_open_mib`]: round(rssOpen / 2 ** 20, 1),
+    [`${p}_stalled_readers`]: P.stallReaders,
+  }
+  for (const [key, xs] of Object.entries(runs)) if (key.startsWith(`${p}_`)) out[key] = round(key.endsWith('_max_kib') ? Math.max(...xs) : median(xs), key.endsWith('chunks') ? 0 : 1)
+  return out
 }
 
 // ---------------------------------------------------------------- helpers
@@ -461,7 +562,10 @@ function table(r: any, paths: Path[]): string {
   line('saturation: chunks/s', ...paths.map((p) => r.saturation[p].chunks_per_s))
   line('saturation: CPU µs/chunk', ...paths.map((p) => r.saturation[p].cpu_us_per_chunk))
   line('RSS per open stream (KiB)', ...paths.map((p) => r.memory[`${p}_rss_per_stream_kib`]))
-  line('stalled reader (KiB)', ...paths.map((p) => r.memory[`${p}_stalled_reader_kib`]))
+  line('heap+external per open stream (KiB)', ...paths.map((p) => r.memory[`${p}_held_per_stream_kib`]))
+  line('stalled reader: RSS (KiB)', ...paths.map((p) => r.memory[`${p}_stalled_reader_rss_kib`]))
+  line('stalled reader: held in all (KiB)', ...paths.map((p) => r.memory[`${p}_stalled_reader_held_kib`]))
+  line('stalled reader: beyond a reader (KiB)', ...paths.map((p) => r.memory[`${p}_stalled_reader_kib`]))
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)))
   let out = '\n' + rows.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')).join('\n') + '\n'
   out += `\nscrape (${r.scrape.series_models} models, ${(r.scrape.bytes / 2 ** 20).toFixed(1)} MiB): p50 ${r.scrape.ms.p50} ms, p99 ${r.scrape.ms.p99} ms; event-loop delay during scrapes p99 ${r.scrape.event_loop_delay_ms.p99} ms, max ${r.scrape.event_loop_delay_ms.max} ms\n`

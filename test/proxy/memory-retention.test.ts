@@ -1,0 +1,116 @@
+import type { Socket } from 'node:net'
+import v8 from 'node:v8'
+import vm from 'node:vm'
+import t from 'tap'
+import { Agent, buildConnector } from 'undici'
+import type { Dispatcher } from 'undici'
+import { startProxy } from '../helpers/proxy.ts'
+import { startUpstream } from '../helpers/upstream.ts'
+import { SSE_HEADERS, chatBody, chatEvent, rawRequest, sleep, waitFor } from '../helpers/faults.ts'
+
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc') as () => void
+
+/** Passes every call through to `inner`, showing the controller's raw headers to `onHeaders` first. */
+function watchHeaders(inner: Dispatcher.DispatchHandler, onHeaders: (raw: Buffer[]) => void): Dispatcher.DispatchHandler {
+  return {
+    onRequestStart: (c, context) => inner.onRequestStart?.(c, context),
+    onResponseStart: (c, status, headers, message) => {
+      onHeaders((c as unknown as { rawHeaders: Buffer[] }).rawHeaders)
+      inner.onResponseStart?.(c, status, headers, message)
+    },
+    onResponseData: (c, chunk) => inner.onResponseData?.(c, chunk),
+    onResponseEnd: (c, trailers) => inner.onResponseEnd?.(c, trailers),
+    onResponseError: (c, err) => inner.onResponseError?.(c, err),
+  }
+}
+
+t.test('the upstream read that carried the response headers is freed while the stream goes on', async (t) => {
+  let go: () => void = () => {}
+  const later = new Promise<void>((r) => (go = r))
+  const upstream = await startUpstream(async (_req, res) => {
+    res.writeHead(200, SSE_HEADERS)
+    // Headers and 48 KiB of body in one read.
+    res.write(`${chatEvent('hello')}: ${'x'.repeat(48 * 1024)}\n\n`)
+    await later
+    res.end(`${chatEvent(' world')}data: [DONE]\n\n`)
+  })
+  t.teardown(() => upstream.close())
+  let firstRead: WeakRef<ArrayBufferLike> | undefined
+  const agent = new Agent()
+  t.teardown(() => agent.close())
+  const dispatcher = agent.compose((dispatch) => (opts, handler) => dispatch(opts, watchHeaders(handler, (raw) => (firstRead = new WeakRef(raw[0].buffer)))))
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] }, { dispatcher })
+  t.teardown(() => proxy.close())
+
+  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
+  let received = ''
+  res.setEncoding('utf8').on('data', (s: string) => (received += s))
+  await waitFor('the first read to reach the client', () => received.includes('hello'))
+  t.ok(firstRead?.deref() !== undefined, 'the headers came in a socket read')
+  await sleep(50)
+  gc()
+  await sleep(10)
+  gc()
+  t.equal(firstRead?.deref(), undefined, 'nothing keeps that read alive once it was written and parsed')
+
+  go()
+  await new Promise((r) => res.once('end', r))
+  t.match(received, /world[\s\S]*\[DONE\]/)
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.outcome, 'ok')
+  t.equal(line.chunks, 2)
+})
+
+t.test('a stalled reader costs the proxy its marks (8 bytes a chunk) and bounded buffers, however much the kernel took', async (t) => {
+  const EVENT = chatEvent('tok')
+  const TOTAL = 200_000 // ~33 MiB: more than loopback's socket buffers take
+  let written = 0
+  const upstream = await startUpstream(async (_req, res) => {
+    res.writeHead(200, SSE_HEADERS)
+    const batch = EVENT.repeat(100)
+    while (written < TOTAL) {
+      written += 100
+      if (!res.write(batch)) await new Promise((r) => res.once('drain', r))
+      if (res.destroyed) return
+    }
+    res.end('data: [DONE]\n\n')
+  })
+  t.teardown(() => upstream.close())
+  const upstreamSockets: Socket[] = []
+  const connector = buildConnector({})
+  const dispatcher = new Agent({
+    connect: (opts, cb) =>
+      connector(opts, (err, socket) => {
+        if (socket !== null) upstreamSockets.push(socket as Socket)
+        cb(err, socket as never)
+      }),
+  })
+  t.teardown(() => dispatcher.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] }, { dispatcher })
+  t.teardown(() => proxy.close())
+  const clientSockets: Socket[] = []
+  proxy.app.server.on('connection', (s: Socket) => clientSockets.push(s))
+
+  const { res, req } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
+  res.pause()
+  res.socket.pause()
+  t.teardown(() => req.destroy())
+  const [ex] = proxy.app.tokentap.active
+  let prev = -1
+  await waitFor(
+    'the proxy to stop moving chunks',
+    async () => {
+      await sleep(300)
+      const moved = ex.chunks.count !== prev
+      prev = ex.chunks.count
+      return !moved && prev > 0
+    },
+    20_000,
+  )
+  const marks = ex.chunks.count
+  t.ok(marks < TOTAL, `backpressure held the upstream back (${marks} of ${TOTAL} chunks)`)
+  t.ok(ex.chunks.byteLength <= 8 * marks + 8 * 1024, `marks: ${ex.chunks.byteLength} bytes for ${marks} chunks`)
+  const buffered = clientSockets.reduce((n, s) => n + s.writableLength, 0) + upstreamSockets.reduce((n, s) => n + s.readableLength, 0)
+  t.ok(buffered < 512 * 1024, `bytes buffered in the proxy: ${Math.round(buffered / 1024)} KiB`)
+})
