@@ -81,7 +81,13 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       parts.push(chunk)
     }
     req.on('data', onData)
-    req.once('end', () => resolve(Buffer.concat(parts, bytes)))
+    req.once('end', () => {
+      const body = Buffer.concat(parts, bytes)
+      // The listeners still on `req` share this scope: emptied, it no longer keeps the socket
+      // reads the body came in alive beside the copy, for as long as the response streams.
+      parts.length = 0
+      resolve(body)
+    })
     req.once('error', (err) => reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message)))
     req.once('close', () => {
       if (!req.complete) reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'))

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 import v8 from 'node:v8'
 import vm from 'node:vm'
@@ -113,4 +114,38 @@ t.test('a stalled reader costs the proxy its marks (8 bytes a chunk) and bounded
   t.ok(ex.chunks.byteLength <= 8 * marks + 8 * 1024, `marks: ${ex.chunks.byteLength} bytes for ${marks} chunks`)
   const buffered = clientSockets.reduce((n, s) => n + s.writableLength, 0) + upstreamSockets.reduce((n, s) => n + s.readableLength, 0)
   t.ok(buffered < 512 * 1024, `bytes buffered in the proxy: ${Math.round(buffered / 1024)} KiB`)
+})
+
+t.test('the socket reads a small request body came in are freed while its response streams', async (t) => {
+  let go: () => void = () => {}
+  const later = new Promise<void>((r) => (go = r))
+  const upstream = await startUpstream(async (_req, res) => {
+    res.writeHead(200, SSE_HEADERS)
+    res.write(chatEvent('hello'))
+    await later
+    res.end('data: [DONE]\n\n')
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+  const reads: WeakRef<ArrayBufferLike>[] = []
+  proxy.app.server.on('request', (req: IncomingMessage) => req.on('data', (chunk: Buffer) => reads.push(new WeakRef(chunk.buffer))))
+
+  // 20 KiB: read whole before the upstream request starts (not streamed).
+  const body = chatBody('gpt-4o-mini', { padding: 'p'.repeat(20 * 1024) })
+  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body })
+  let received = ''
+  res.setEncoding('utf8').on('data', (s: string) => (received += s))
+  await waitFor('the first event to reach the client', () => received.includes('hello'))
+  t.ok(reads.length > 0, 'the body came in socket reads')
+  await sleep(50)
+  gc()
+  await sleep(10)
+  gc()
+  t.equal(reads.filter((r) => r.deref() !== undefined).length, 0, 'none of them is kept once the body was copied and sent')
+  go()
+  await new Promise((r) => res.once('end', r))
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.outcome, 'ok')
+  t.equal(line.bytes_in, Buffer.byteLength(body))
 })
