@@ -22,10 +22,17 @@ if (typeof process.send === 'function') {
       // Only with --expose-gc: memory figures count what is held, not garbage not yet collected.
       const gc = (globalThis as { gc?: () => void }).gc
       gc?.()
-      gc?.()
-      // After the collection: what the heap and the buffers outside it really hold.
-      const m = process.memoryUsage()
-      process.send?.({ cmd: 'gc-done', collected: gc === undefined ? 0 : 1, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })
+      // ArrayBuffers found dead are freed by a sweeper that runs after the collection, and
+      // `external` drops only then: collect again a little later before reading the figures.
+      setTimeout(() => {
+        gc?.()
+        setTimeout(() => {
+          gc?.()
+          // After the collection: what the heap and the buffers outside it really hold.
+          const m = process.memoryUsage()
+          process.send?.({ cmd: 'gc-done', collected: gc === undefined ? 0 : 1, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })
+        }, 100)
+      }, 100)
     } else if (msg.cmd === 'el-stop' && h !== undefined) {
       h.disable()
       const ms = (ns: number): number => ns / 1e6

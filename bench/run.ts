@@ -44,7 +44,7 @@ const P = {
   openStreams: 1000,
   stallChunks: 50_000,
   stallReaders: QUICK ? 20 : 40,
-  memoryRepeats: QUICK ? 3 : 5,
+  memoryRepeats: QUICK ? 2 : 3,
   models: 1000,
   scrapes: QUICK ? 5 : 20,
 } as const
@@ -349,7 +349,7 @@ async function main(): Promise<void> {
       cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered',
       memory:
         'median of memoryRepeats runs. Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream: the same for heapUsed + external after a full GC in the proxy. ' +
-        'Stalled reader: stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus before, divided by stallReaders = stalled_reader_held (everything such a stream holds, its marks for the chunks the kernel socket buffers took included); ' +
+        'Stalled reader: stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus the same once they are released and gone, divided by stallReaders = stalled_reader_held (everything such a stream holds, its marks for the chunks the kernel socket buffers took included); ' +
         'stalled_reader_kib = that minus the same for a control of as many streams read normally to the same number of chunks and left open (control_held): what the stall itself pins. RSS deltas (stalled_reader_rss, control_rss) are given for reference: allocator noise dominates them.',
       scrape: 'client-side time to fetch the whole /metrics body back to back; event-loop delay from perf_hooks.monitorEventLoopDelay(1 ms) inside the proxy (bench/el-probe.ts)',
       accuracy: "proxy log line ttft_ms / itl_p50_ms against the client's own TTFT / median gap for the same request_id",
@@ -442,7 +442,11 @@ async function memoryPhase(p: 'tokentap' | 'nginx', target: string, pids: number
     await job({ kind: 'release' })
     run('rss_per_stream_kib', kib(open.rss - before.rss, opened))
     run('rss_per_stream_max_kib', kib(open.rss - before.rss, opened))
-    if (p === 'tokentap') run('held_per_stream_kib', kib(open.held - before.held, opened))
+    // Live memory against the state after the streams are gone: leftovers of an earlier step
+    // still being freed at `before` would otherwise be subtracted from this one.
+    await idle()
+    const after = await sample()
+    if (p === 'tokentap') run('held_per_stream_kib', kib(open.held - after.held, opened))
     if (r === 0) {
       rssBefore = before.rss
       rssOpen = open.rss
@@ -469,8 +473,10 @@ async function memoryPhase(p: 'tokentap' | 'nginx', target: string, pids: number
     const s1 = await sample()
     await job({ kind: 'release' })
     run('stalled_reader_rss_kib', kib(s1.rss - s0.rss, stalled))
+    await idle()
+    const s2 = await sample()
     if (p === 'tokentap') {
-      run('stalled_reader_held_kib', kib(s1.held - s0.held, stalled))
+      run('stalled_reader_held_kib', kib(s1.held - s2.held, stalled))
       run('stalled_reader_chunks', chunks)
     }
     await sleep(2500)
@@ -481,13 +487,23 @@ async function memoryPhase(p: 'tokentap' | 'nginx', target: string, pids: number
     const controlBody = body({ ttft_ms: 0, chunks: [...Array.from({ length: k - 1 }, () => [0, 1]), [600_000, 1]] })
     await idle()
     const c0 = await sample()
-    const reading = await job<number>({ kind: 'hold', url: target, body: controlBody, count: P.stallReaders, until: k })
-    await sleep(1000)
+    await job<number>({ kind: 'hold', url: target, body: controlBody, count: P.stallReaders })
+    // Read to the same point: every control stream has its k chunks (the proxy's count).
+    let reading = 0
+    for (let i = 0; i < 100; i++) {
+      const r = (await (await fetch(`http://127.0.0.1:${tt.adminPort}/debug/streams`)).json()) as { streams: { chunks: number }[] }
+      reading = r.streams.length
+      if (reading === P.stallReaders && r.streams.every((x) => x.chunks >= k)) break
+      await sleep(200)
+    }
+    await sleep(500)
     const c1 = await sample()
     await job({ kind: 'release' })
-    run('control_held_kib', kib(c1.held - c0.held, reading))
+    await idle()
+    const c2 = await sample()
+    run('control_held_kib', kib(c1.held - c2.held, reading))
     run('control_rss_kib', kib(c1.rss - c0.rss, reading))
-    run('stalled_reader_kib', kib(s1.held - s0.held, stalled) - kib(c1.held - c0.held, reading))
+    run('stalled_reader_kib', kib(s1.held - s2.held, stalled) - kib(c1.held - c2.held, reading))
     await sleep(2500)
   }
   const out: Record<string, number> = {
