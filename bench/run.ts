@@ -348,7 +348,7 @@ async function main(): Promise<void> {
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
       cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered',
       memory:
-        'median of memoryRepeats runs. Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream: the same for heapUsed + external after a full GC in the proxy. ' +
+        'median of memoryRepeats runs. Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream: heapUsed + external after a full GC in the proxy with the streams open minus the same once they are released and gone, divided by openStreams. ' +
         'Stalled reader: stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus the same once they are released and gone, divided by stallReaders = stalled_reader_held (everything such a stream holds, its marks for the chunks the kernel socket buffers took included); ' +
         'stalled_reader_kib = that minus the same for a control of as many streams read normally to the same number of chunks and left open (control_held): what the stall itself pins. RSS deltas (stalled_reader_rss, control_rss) are given for reference: allocator noise dominates them.',
       scrape: 'client-side time to fetch the whole /metrics body back to back; event-loop delay from perf_hooks.monitorEventLoopDelay(1 ms) inside the proxy (bench/el-probe.ts)',
