@@ -1,3 +1,4 @@
+import { ownCopy } from './bytes.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import type { JsonShape } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
@@ -89,7 +90,8 @@ export class OpenAIChatParser extends SseJsonParser {
 
   /** A template from a plain chunk's text (and the previous one, to find the scalars that vary). */
   #learn(data: string): void {
-    const shape = shapeOf(data, CONTENT_PATH, fixed)
+    // The template keeps pieces of the text: they must not keep the whole read alive.
+    const shape = shapeOf(ownCopy(data), CONTENT_PATH, fixed)
     if (shape === undefined) return
     const previous = this.#shape !== undefined && this.#template !== undefined ? { shape: this.#shape, template: this.#template } : undefined
     this.#template = new EventTemplate(shape, previous)
