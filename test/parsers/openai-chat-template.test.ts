@@ -1,0 +1,191 @@
+import t from 'tap'
+import type { Test } from 'tap'
+import fc from 'fast-check'
+import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
+import { EventTemplate, shapeOf } from '../../src/parsers/json-template.ts'
+import type { ContentEvent, ParserContext, StreamSummary } from '../../src/parsers/types.ts'
+import { counterFor } from '../../src/tokens/tokenizer.ts'
+
+// The template fast path (OpenAIChatParser.scan + json-template.ts) reads chunks that repeat the
+// text of earlier plain chunks without JSON.parse. It must give exactly what the full parse gives:
+// the same content events from the same reads, the same summary, the same failure on bad JSON.
+
+class FullParseOnly extends OpenAIChatParser {
+  protected override scan(): boolean {
+    return false
+  }
+}
+
+/** Counts the events the template read. */
+class Counting extends OpenAIChatParser {
+  matched = 0
+  protected override scan(event: string, data: string): boolean {
+    const handled = super.scan(event, data)
+    if (handled) this.matched++
+    return handled
+  }
+}
+
+const ctx = (): ParserContext => ({ countTokens: counterFor('o200k_base'), path: '/v1/chat/completions', contentType: 'text/event-stream', maxEventBytes: 1 << 20 })
+
+interface Run {
+  reads: ContentEvent[][]
+  summary: StreamSummary
+}
+
+function run(parser: OpenAIChatParser, parts: Uint8Array[]): Run {
+  const reads = parts.map((p) => [...parser.push(p)])
+  return { reads, summary: JSON.parse(JSON.stringify(parser.end())) as StreamSummary }
+}
+
+const sse = (datas: readonly string[]): Buffer => Buffer.from(datas.map((d) => `data: ${d}\n\n`).join(''))
+/** One read per event, so a difference shows which event it came from. */
+const perEvent = (datas: readonly string[]): Buffer[] => datas.map((d) => Buffer.from(`data: ${d}\n\n`))
+
+/** What the simulator sends: a send timestamp in every chunk. */
+const sim = (text: string, ms: string): string =>
+  `{"id":"chatcmpl-sim1","object":"chat.completion.chunk","created":1796029992,"model":"m","tokentap_sent_ms":${ms},"choices":[{"index":0,"delta":{"content":${text}},"logprobs":null,"finish_reason":null}]}`
+/** What OpenAI sends: `usage: null` and a random `obfuscation` padding at the end of every chunk. */
+const openai = (text: string, pad: string): string =>
+  `{"id":"chatcmpl-Dx0Xq","object":"chat.completion.chunk","created":1782955818,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp_d0469e1700","choices":[{"index":0,"delta":{"content":${text}},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"${pad}"}`
+const FIRST_SIM = sim('""', '1796029992478.064').replace('"delta":{"content"', '"delta":{"role":"assistant","content"')
+const FIRST_OPENAI = openai('""', 'HM7mrUsjk').replace('"delta":{"content"', '"delta":{"role":"assistant","content"')
+
+const simStream = (texts: readonly string[]): string[] => [FIRST_SIM, ...texts.map((x, i) => sim(x, `1796029992${String(500 + i)}.${i % 7}`))]
+const openaiStream = (texts: readonly string[]): string[] => [FIRST_OPENAI, ...texts.map((x, i) => openai(x, 'aB3xY9zQ'.slice(0, 1 + (i % 8))))]
+
+/** Full parse and fast path agree, one read per event and all in one read. */
+function agree(t: Test, datas: readonly string[], what: string): Counting {
+  const fast = new Counting(ctx())
+  t.same(run(fast, perEvent(datas)), run(new FullParseOnly(ctx()), perEvent(datas)), `${what}: one read per event`)
+  t.same(run(new OpenAIChatParser(ctx()), [sse(datas)]), run(new FullParseOnly(ctx()), [sse(datas)]), `${what}: one read`)
+  return fast
+}
+
+const WORDS = ['" the"', '" cat"', '" sat"', '" on"', '" a"', '" mat"', '"."', '" And"', '" then"', '" it"', '" slept"']
+
+t.test('simulator chunks that differ in text and timestamp are read by the template after three full parses', async (t) => {
+  const p = agree(t, simStream(WORDS), 'sim')
+  t.equal(p.matched, WORDS.length - 2, 'all but the first three chunks (role, first text, first timestamp change)')
+})
+
+t.test('OpenAI chunks with a varying obfuscation padding are read by the template', async (t) => {
+  const p = agree(t, openaiStream(WORDS), 'openai')
+  t.equal(p.matched, WORDS.length - 2)
+})
+
+const TEXTS: [string, string][] = [
+  ['escaped quotes in the text', '"say \\"hi\\""'],
+  ['a backslash at the end of the text', '"a\\\\"'],
+  ['newlines and tabs escaped', '"line\\nnext\\tcol"'],
+  ['unicode escapes and raw non-ASCII text', '"\\u00e9t\\u00e9 — 日本 🎉"'],
+  ['a surrogate pair escaped', '"\\ud83c\\udf89"'],
+  ['an empty text', '""'],
+  ['text that looks like JSON', '"{\\"usage\\":{\\"completion_tokens\\":5}}"'],
+  ['text that names other fields', '"\\"refusal\\":\\"x\\",\\"delta\\":{"'],
+  ['a long text', `"${'lorem ipsum '.repeat(200)}"`],
+]
+
+for (const [what, text] of TEXTS) {
+  t.test(`the template agrees with the full parse on ${what}`, async (t) => {
+    const p = agree(t, simStream([...WORDS.slice(0, 4), text, ...WORDS.slice(4)]), what)
+    t.ok(p.matched >= WORDS.length - 2, `the template read ${p.matched} chunks`)
+    agree(t, openaiStream([...WORDS.slice(0, 4), text, ...WORDS.slice(4)]), `${what} (OpenAI)`)
+  })
+}
+
+/** Chunks the template must not read as a plain text chunk, or that must fail like JSON.parse. */
+const ODD: [string, string][] = [
+  ['a raw control character in the text', sim('"a\u0001b"', '1796029992999.5')],
+  ['a raw newline in the text', sim('"a\nb"', '1796029992999.5')],
+  ['a bad escape in the text', sim('"a\\qb"', '1796029992999.5')],
+  ['a short unicode escape', sim('"a\\u12"', '1796029992999.5')],
+  ['an unterminated text', sim('"abc', '1796029992999.5')],
+  ['a timestamp that is no JSON number (leading zero)', sim('" x"', '01796029992999.5')],
+  ['a timestamp that is no JSON number (trailing dot)', sim('" x"', '1796029992999.')],
+  ['a timestamp that is a bare minus', sim('" x"', '-')],
+  ['a timestamp with an exponent', sim('" x"', '1.7e12')],
+  ['a negative timestamp', sim('" x"', '-5')],
+  ['a timestamp that became a string', sim('" x"', '"1796029992999.5"')],
+  ['a timestamp that became null', sim('" x"', 'null')],
+  ['a cut-off chunk', sim('" x"', '1796029992999.5').slice(0, -5)],
+  ['a chunk with its end missing', sim('" x"', '1796029992999.5').slice(0, -1)],
+  ['two chunks spliced together', sim('" x"', '1796029992999.5').slice(0, 120) + sim('" y"', '1796029992999.6').slice(60)],
+  ['a chunk spliced into the text', sim('" x', '1796029992999.5') + sim('" y"', '1796029992999.6')],
+  ['trailing garbage', sim('" x"', '1796029992999.5') + ']'],
+  ['trailing whitespace', sim('" x"', '1796029992999.5') + ' '],
+  ['usage on the chunk', sim('" x"', '1796029992999.5').slice(0, -1) + ',"usage":{"completion_tokens":3}}'],
+  ['a refusal beside the content', sim('" x","refusal":"no"', '1796029992999.5')],
+  ['a second choice', sim('" x"', '1796029992999.5').replace('}]}', '},{"index":1,"delta":{"content":"y"}}]}')],
+  ['the content key repeated', sim('" x","content":"other"', '1796029992999.5')],
+  ['the model changed', sim('" x"', '1796029992999.5').replace('"model":"m"', '"model":"n"')],
+  ['an error object', sim('" x"', '1796029992999.5').slice(0, -1) + ',"error":{"code":"boom"}}'],
+  ['a content array', sim('[{"type":"text","text":"hi"}]', '1796029992999.5')],
+  ['content null', sim('null', '1796029992999.5')],
+]
+
+for (const [what, chunk] of ODD) {
+  t.test(`after the template is learned, ${what} gets exactly the full parse's result`, async (t) => {
+    const datas = [...simStream(WORDS.slice(0, 5)), chunk, ...simStream(WORDS.slice(5)).slice(1)]
+    agree(t, datas, what)
+  })
+}
+
+t.test('an obfuscation padding with an escape or a quote is not read by the template but agrees', async (t) => {
+  const datas = [...openaiStream(WORDS.slice(0, 5)), openai('" x"', 'a\\"b'), openai('" y"', 'a\\\\b'), openai('" z"', 'a\\u0041'), openai('" w"', 'ab"c')]
+  agree(t, datas, 'padding')
+})
+
+t.test('a chunk in a named SSE event never takes the template', async (t) => {
+  const datas = simStream(WORDS)
+  const bytes = Buffer.from(datas.map((d, i) => `${i === 6 ? 'event: error\n' : ''}data: ${d}\n\n`).join(''))
+  const fast = run(new OpenAIChatParser(ctx()), [bytes])
+  t.same(fast, run(new FullParseOnly(ctx()), [bytes]))
+  t.ok(fast.summary.error !== undefined, 'the error is seen')
+})
+
+t.test('randomly mutated chunks after a learned template get exactly the full parse result', async (t) => {
+  const base = simStream(WORDS)
+  const alphabet = ['"', '\\', '{', '}', '[', ']', ',', ':', '0', '1', '.', '-', 'e', 'a', ' ', '\n', '\u0001', 'u']
+  const mutation = fc.record({
+    event: fc.integer({ min: 3, max: base.length - 1 }),
+    at: fc.nat(),
+    op: fc.constantFrom('insert', 'delete', 'replace'),
+    ch: fc.constantFrom(...alphabet),
+  })
+  fc.assert(
+    fc.property(fc.array(mutation, { minLength: 1, maxLength: 3 }), (ms) => {
+      const datas = [...base]
+      for (const m of ms) {
+        const d = datas[m.event]
+        const at = m.at % (d.length + 1)
+        datas[m.event] = m.op === 'insert' ? d.slice(0, at) + m.ch + d.slice(at) : m.op === 'delete' ? d.slice(0, at) + d.slice(at + 1) : d.slice(0, at) + m.ch + d.slice(at + 1)
+      }
+      const fast = run(new OpenAIChatParser(ctx()), perEvent(datas))
+      const full = run(new FullParseOnly(ctx()), perEvent(datas))
+      return JSON.stringify(fast) === JSON.stringify(full)
+    }),
+    { numRuns: 3000, seed: 7 },
+  )
+  t.pass('3000 mutated streams agree')
+})
+
+t.test('a template makes holes only of the scalars that varied, never of fields the parser reads', async (t) => {
+  const fixed = (key: string): boolean => key === 'model' || key === 'content'
+  const path = ['choices', 0, 'delta', 'content'] as const
+  const a = shapeOf('{"id":"x","n":1,"model":"m","choices":[{"delta":{"content":"a"}}],"pad":"q"}', path, fixed)
+  const b = shapeOf('{"id":"x","n":2,"model":"m","choices":[{"delta":{"content":"bb"}}],"pad":"r"}', path, fixed)
+  if (a === undefined || b === undefined) throw new Error('no shape')
+  t.equal(a.vals.length, 4, 'id, n, content and pad may vary; model may not')
+  const first = new EventTemplate(a)
+  t.equal(first.holes, 1, 'from one shape, only the content is a hole')
+  t.equal(first.match('{"id":"x","n":1,"model":"m","choices":[{"delta":{"content":"zz"}}],"pad":"q"}'), 'zz')
+  t.equal(first.match('{"id":"x","n":2,"model":"m","choices":[{"delta":{"content":"zz"}}],"pad":"q"}'), undefined)
+  const second = new EventTemplate(b, { shape: a, template: first })
+  t.equal(second.holes, 3, 'n and pad varied')
+  t.equal(second.match('{"id":"x","n":-3.5e+2,"model":"m","choices":[{"delta":{"content":"\\u0041\\n"}}],"pad":"anything here"}'), 'A\n')
+  t.equal(second.match('{"id":"y","n":2,"model":"m","choices":[{"delta":{"content":"a"}}],"pad":"r"}'), undefined, 'id stayed fixed')
+  t.equal(second.match('{"id":"x","n":2,"model":"M","choices":[{"delta":{"content":"a"}}],"pad":"r"}'), undefined, 'model is fixed')
+  t.equal(shapeOf('{"choices":[{"delta":{"content":"a","content":"b"}}]}', path, fixed), undefined, 'a repeated key gives no shape')
+  t.equal(shapeOf('{"choices":[{"delta":{"text":"a"}}]}', path, fixed), undefined, 'no content string gives no shape')
+})
