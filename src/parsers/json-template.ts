@@ -2,18 +2,18 @@
  * The text of a stream's JSON events, learned so that the next event can be read without
  * `JSON.parse`.
  *
- * Streaming APIs send the same object again and again: the same keys in the same order, the same
- * ids, and only a few scalars changing (the generated text, a timestamp, a padding string). A
- * {@link JsonShape} is one event's text cut at its member scalars (numbers and strings that are an
- * object member's value); an {@link EventTemplate} is built from two shapes of the same skeleton:
- * the scalars that differed become holes, everything else must match byte for byte.
+ * Streaming APIs send the same object again and again: the same keys in the same order, and only
+ * scalars changing (the generated text, ids, a timestamp, a padding string). A {@link JsonShape}
+ * is one event's text cut at its member scalars (numbers and strings that are an object member's
+ * value); an {@link EventTemplate} matches any event with the same text outside those scalars.
  *
- * Exactness: a template is only built from events that `JSON.parse` accepted and that have no
- * duplicate keys. An event that matches differs from them only in hole values, each checked to be a
- * valid JSON number (in a number hole) or a string without quotes, backslashes or control
- * characters (in a string hole); the content hole is any valid JSON string, decoded exactly as
- * `JSON.parse` would. So a matching event is valid JSON with the same structure and the same
- * values outside the holes. Anything else (a cut, a splice, a changed key) does not match.
+ * Exactness: a template is only built from an event that `JSON.parse` accepted and that has no
+ * duplicate keys, and members the reader looks at (`fixed`) are never holes. An event that matches
+ * differs from it only in hole values, each a valid JSON number (in a number hole) or a string
+ * without quotes, backslashes or control characters (in a string hole); the content hole is any
+ * valid JSON string, decoded exactly as `JSON.parse` would. So a matching event is valid JSON with
+ * the same structure and the same values wherever the reader looks, but the content. Anything
+ * else (a cut, a splice, a changed key) does not match.
  */
 
 const QUOTE = 34
@@ -143,137 +143,65 @@ export function shapeOf(text: string, contentPath: readonly (string | number)[],
   return { lits, vals, kinds, content }
 }
 
-/** End of the JSON number at `pos` (RFC 8259 §6), or -1 when there is none. */
-function numberEnd(data: string, pos: number): number {
-  if (data.charCodeAt(pos) === 45) pos++
-  let c = data.charCodeAt(pos)
-  if (c === 48) pos++
-  else if (c >= 49 && c <= 57) {
-    do c = data.charCodeAt(++pos)
-    while (c >= 48 && c <= 57)
-  } else return -1
-  if (data.charCodeAt(pos) === 46) {
-    c = data.charCodeAt(++pos)
-    if (!(c >= 48 && c <= 57)) return -1
-    do c = data.charCodeAt(++pos)
-    while (c >= 48 && c <= 57)
-  }
-  c = data.charCodeAt(pos)
-  if (c === 101 || c === 69) {
-    c = data.charCodeAt(++pos)
-    if (c === 43 || c === 45) c = data.charCodeAt(++pos)
-    if (!(c >= 48 && c <= 57)) return -1
-    do c = data.charCodeAt(++pos)
-    while (c >= 48 && c <= 57)
-  }
-  return pos
-}
+/** A JSON number (RFC 8259 §6). */
+const NUMBER = '-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?'
+/** A string's text without escapes: no quote, backslash or control character. */
+const RAW = '[^"\\\\\\x00-\\x1f]*'
+/** Any valid string's text, captured (escapes are checked when decoded). */
+const STRING = '([^"\\\\\\x00-\\x1f]*(?:\\\\[^\\n\\r\\u2028\\u2029][^"\\\\\\x00-\\x1f]*)*)'
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 /**
- * Literal text with holes between: matches an event that has the literal text exactly and a valid
- * value in each hole, and returns the content string's value.
+ * Compiled templates by pattern: a stream learns its template from its first chunks, and the
+ * streams of one upstream and model share one pattern (ids, timestamps and paddings are holes),
+ * so each is compiled once per process, not once per request.
+ */
+const compiled = new Map<string, RegExp>()
+const MAX_COMPILED = 256
+
+/**
+ * The shape's text as one regular expression: the literal text exactly, a JSON number in each
+ * number hole, a string without escapes in each string hole, and any string (captured) in the
+ * content hole. One native match per event, no string built but the content.
  */
 export class EventTemplate {
-  readonly #lits: readonly string[]
-  readonly #kinds: readonly Hole[]
-  /** The literal text after the last hole. */
-  readonly #tail: string
-  /** Which of the shape's scalars are holes (carried over to the next template). */
-  readonly #holeIndexes: Set<number>
+  readonly #re: RegExp
+  readonly #holes: number
 
-  /**
-   * From the latest shape and the one before it: when they have the same skeleton, every scalar
-   * that differs becomes a hole (and every hole of `previous`'s template stays one); otherwise only
-   * the content is a hole.
-   */
-  constructor(shape: JsonShape, previous?: { shape: JsonShape; template: EventTemplate }) {
-    const open = new Array<boolean>(shape.vals.length).fill(false)
-    open[shape.content] = true
-    if (previous !== undefined && sameSkeleton(shape, previous.shape)) {
-      const was = previous.template.#holeIndexes
-      for (let h = 0; h < shape.vals.length; h++) if (shape.vals[h] !== previous.shape.vals[h] || was.has(h)) open[h] = true
-    }
-    const lits: string[] = []
-    const kinds: Hole[] = []
-    const indexes = new Set<number>()
-    // Literals are joined from parts: join gives a flat string, which startsWith reads fast
-    // (a string built with += is a tree that it walks for every character).
-    let lit = [shape.lits[0]]
+  constructor(shape: JsonShape) {
+    const parts = ['^', escapeRegExp(shape.lits[0])]
     for (let h = 0; h < shape.vals.length; h++) {
-      if (open[h]) {
-        lits.push(lit.join(''))
-        kinds.push(shape.kinds[h])
-        indexes.add(h)
-        lit = [shape.lits[h + 1]]
-      } else {
-        lit.push(shape.vals[h], shape.lits[h + 1])
-      }
+      const kind = shape.kinds[h]
+      parts.push(kind === Hole.number ? NUMBER : kind === Hole.string ? RAW : STRING, escapeRegExp(shape.lits[h + 1]))
     }
-    this.#lits = lits
-    this.#kinds = kinds
-    this.#tail = lit.join('')
-    this.#holeIndexes = indexes
+    parts.push('$')
+    const source = parts.join('')
+    let re = compiled.get(source)
+    if (re === undefined) {
+      if (compiled.size >= MAX_COMPILED) compiled.clear()
+      re = new RegExp(source)
+      compiled.set(source, re)
+    }
+    this.#re = re
+    this.#holes = shape.vals.length
   }
 
   /** Number of holes (the content included). */
   get holes(): number {
-    return this.#kinds.length
+    return this.#holes
   }
 
   /** The content string's value when `data` matches, else undefined. */
   match(data: string): string | undefined {
-    const lits = this.#lits
-    const kinds = this.#kinds
-    const n = data.length
-    let pos = 0
-    let content: string | undefined
-    for (let h = 0; h < kinds.length; h++) {
-      const lit = lits[h]
-      // slice + === compares natively; startsWith on strings not known to the compiler is a slow loop.
-      if (data.slice(pos, pos + lit.length) !== lit) return undefined
-      pos += lit.length
-      const kind = kinds[h]
-      if (kind === Hole.number) {
-        pos = numberEnd(data, pos)
-        if (pos < 0) return undefined
-        continue
-      }
-      // A string hole (its quotes are in the literals): up to the closing quote.
-      const start = pos
-      let escaped = false
-      for (;;) {
-        if (pos >= n) return undefined
-        const c = data.charCodeAt(pos)
-        if (c === QUOTE) break
-        if (c < 32) return undefined
-        if (c === BACKSLASH) {
-          if (kind !== Hole.content) return undefined
-          escaped = true
-          pos++
-        }
-        pos++
-      }
-      if (kind === Hole.content) {
-        if (!escaped) content = data.slice(start, pos)
-        else {
-          // Escapes (\n, \", \uXXXX): JSON decodes the string alone; a bad one fails the match.
-          try {
-            content = JSON.parse(data.slice(start - 1, pos + 1)) as string
-          } catch {
-            return undefined
-          }
-        }
-      }
+    const m = this.#re.exec(data)
+    if (m === null) return undefined
+    const content = m[1]
+    if (content.indexOf('\\') < 0) return content
+    // Escapes (\n, \", \uXXXX): JSON decodes the string alone; a bad one fails the match.
+    try {
+      return JSON.parse(`"${content}"`) as string
+    } catch {
+      return undefined
     }
-    const tail = this.#tail
-    if (pos + tail.length !== n || data.slice(pos) !== tail) return undefined
-    return content
   }
-}
-
-function sameSkeleton(a: JsonShape, b: JsonShape): boolean {
-  if (a.content !== b.content || a.vals.length !== b.vals.length) return false
-  for (let h = 0; h < a.kinds.length; h++) if (a.kinds[h] !== b.kinds[h]) return false
-  for (let h = 0; h < a.lits.length; h++) if (a.lits[h] !== b.lits[h]) return false
-  return true
 }

@@ -1,6 +1,5 @@
 import { ownCopy } from './bytes.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
-import type { JsonShape } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
 import type { ParserContext, StreamParser } from './types.ts'
@@ -60,7 +59,6 @@ export class OpenAIChatParser extends SseJsonParser {
 
   /** The stream's chunk text, learned from plain chunks that took the full parse. */
   #template: EventTemplate | undefined
-  #shape: JsonShape | undefined
   /** The text of the event now taking the full parse, when it may teach a template. */
   #pending: string | undefined
   /** Events since the template last matched. */
@@ -68,9 +66,9 @@ export class OpenAIChatParser extends SseJsonParser {
 
   /**
    * The fast path (most events of a chat stream): an event that matches the stream's template
-   * (the text of the plain chunks before it, with only its text and varying scalars such as a
-   * timestamp or `obfuscation` changed) is read without `JSON.parse`, with exactly the full
-   * parse's result. Anything else takes the full parse, and a plain chunk there teaches the
+   * (the text of the last plain chunk that took the full parse, with only its text and other
+   * scalars the parser does not read, such as ids, a timestamp or `obfuscation`, changed) is read
+   * without `JSON.parse`, with exactly the full parse's result. Anything else takes the full parse, and a plain chunk there teaches the
    * template.
    */
   protected override scan(event: string, data: string): boolean {
@@ -88,14 +86,12 @@ export class OpenAIChatParser extends SseJsonParser {
     return false
   }
 
-  /** A template from a plain chunk's text (and the previous one, to find the scalars that vary). */
+  /** A template from a plain chunk's text. */
   #learn(data: string): void {
     // The template keeps pieces of the text: they must not keep the whole read alive.
     const shape = shapeOf(ownCopy(data), CONTENT_PATH, fixed)
     if (shape === undefined) return
-    const previous = this.#shape !== undefined && this.#template !== undefined ? { shape: this.#shape, template: this.#template } : undefined
-    this.#template = new EventTemplate(shape, previous)
-    this.#shape = shape
+    this.#template = new EventTemplate(shape)
   }
 
   protected onJson(event: string, value: unknown): void {
