@@ -95,13 +95,57 @@ export function itlQuantiles(log: ChunkLog, qs: readonly number[]): (number | un
     const k = log.tokens(i)
     if (k === 0) continue
     const v = ((log.at(i) - log.at(i - 1)) * S) / k
+    if (k === 1) {
+      // Most chunks carry one token: a plain store, not a call to fill.
+      values[filled++] = v
+      continue
+    }
     const end = Math.min(size, filled + k)
     values.fill(v, filled, end)
     filled = end
   }
-  values.sort()
-  // The smallest value whose cumulative weight reaches q × total (nearest rank).
-  return qs.map((q) => values[Math.min(size - 1, Math.max(0, Math.ceil(q * size) - 1))])
+  // The smallest value whose cumulative weight reaches q × total (nearest rank): the rank-th
+  // smallest, found by selection (linear) rather than a full sort. Ranks in ascending order, each
+  // selected among the values not below the previous one.
+  const ranks = qs.map((q) => Math.min(size - 1, Math.max(0, Math.ceil(q * size) - 1)))
+  const order = ranks.map((_, i) => i).sort((a, b) => ranks[a] - ranks[b])
+  let lo = 0
+  for (const i of order) {
+    select(values, ranks[i], lo, size - 1)
+    lo = ranks[i]
+  }
+  return ranks.map((r) => values[r])
+}
+
+/**
+ * Hoare's selection: rearranges `a[lo..hi]` so that `a[k]` is the value a sort would put there,
+ * with nothing larger before it and nothing smaller after. Equal values split evenly, so a log
+ * of identical gaps (a burst in one read) stays linear.
+ */
+function select(a: Float64Array, k: number, lo: number, hi: number): void {
+  while (hi > lo) {
+    const mid = (lo + hi) >>> 1
+    const x = a[lo]
+    const y = a[mid]
+    const z = a[hi]
+    const pivot = x < y ? (y < z ? y : x < z ? z : x) : x < z ? x : y < z ? z : y
+    let i = lo
+    let j = hi
+    while (i <= j) {
+      while (a[i] < pivot) i++
+      while (a[j] > pivot) j--
+      if (i <= j) {
+        const t = a[i]
+        a[i] = a[j]
+        a[j] = t
+        i++
+        j--
+      }
+    }
+    if (k <= j) hi = j
+    else if (k >= i) lo = i
+    else return
+  }
 }
 
 /**
