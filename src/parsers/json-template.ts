@@ -152,7 +152,7 @@ const STRING = '([^"\\\\\\x00-\\x1f]*(?:\\\\[^\\n\\r\\u2028\\u2029][^"\\\\\\x00-
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 /**
- * Compiled templates by pattern: a stream learns its template from its first chunks, and the
+ * Compiled templates by shape: a stream learns its template from its first chunks, and the
  * streams of one upstream and model share one pattern (ids, timestamps and paddings are holes),
  * so each is compiled once per process, not once per request.
  */
@@ -169,18 +169,19 @@ export class EventTemplate {
   readonly #holes: number
 
   constructor(shape: JsonShape) {
-    const parts = ['^', escapeRegExp(shape.lits[0])]
-    for (let h = 0; h < shape.vals.length; h++) {
-      const kind = shape.kinds[h]
-      parts.push(kind === Hole.number ? NUMBER : kind === Hole.string ? RAW : STRING, escapeRegExp(shape.lits[h + 1]))
-    }
-    parts.push('$')
-    const source = parts.join('')
-    let re = compiled.get(source)
+    // Keyed by the shape itself (literals and hole kinds); the pattern is only written on a miss.
+    const key = `${shape.kinds.join('')}\u0000${shape.lits.join('\u0000')}`
+    let re = compiled.get(key)
     if (re === undefined) {
+      const parts = ['^', escapeRegExp(shape.lits[0])]
+      for (let h = 0; h < shape.vals.length; h++) {
+        const kind = shape.kinds[h]
+        parts.push(kind === Hole.number ? NUMBER : kind === Hole.string ? RAW : STRING, escapeRegExp(shape.lits[h + 1]))
+      }
+      parts.push('$')
       if (compiled.size >= MAX_COMPILED) compiled.clear()
-      re = new RegExp(source)
-      compiled.set(source, re)
+      re = new RegExp(parts.join(''))
+      compiled.set(key, re)
     }
     this.#re = re
     this.#holes = shape.vals.length
