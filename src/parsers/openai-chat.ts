@@ -23,6 +23,8 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
 
 /** Where a plain chunk's text is: the template's content hole. */
 const CONTENT_PATH = ['choices', 0, 'delta', 'content'] as const
+/** The same for legacy Completions (`text_completion`). */
+const TEXT_PATH = ['choices', 0, 'text'] as const
 /** Members whose values onJson reads (or may one day): never a template hole, so they must match exactly. */
 const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|choices|delta|tool_calls|function_call|function|arguments)$/
 const fixed = (key: string): boolean => FIXED.test(key)
@@ -38,18 +40,21 @@ interface Piece {
 }
 
 /**
- * A chunk whose only effect in onJson is its `delta.content` string: one choice, no usage or
- * error object, no other content field. A template learned from it reads the next ones.
+ * Where the text of a plain chunk is, when `value` is one: a chunk whose only effect in onJson is
+ * one string, `delta.content` (chat) or `text` (legacy completions), with one choice, no usage or
+ * error object and no other content field. A template learned from it reads the next ones.
  */
-function isPlain(value: unknown): boolean {
-  if (!isObject(value) || isObject(value.error) || isObject(value.usage)) return false
+function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | undefined {
+  if (!isObject(value) || isObject(value.error) || isObject(value.usage)) return undefined
   const choices = value.choices
-  if (!Array.isArray(choices) || choices.length !== 1) return false
+  if (!Array.isArray(choices) || choices.length !== 1) return undefined
   const choice: unknown = choices[0]
-  if (!isObject(choice) || nonEmpty(choice.text)) return false
+  if (!isObject(choice)) return undefined
   const delta = choice.delta
-  if (!isObject(delta) || typeof delta.content !== 'string') return false
-  return !nonEmpty(delta.refusal) && !nonEmpty(delta.reasoning_content) && !nonEmpty(delta.reasoning) && !Array.isArray(delta.tool_calls) && !isObject(delta.function_call)
+  if (delta === undefined) return typeof choice.text === 'string' ? TEXT_PATH : undefined
+  if (nonEmpty(choice.text) || !isObject(delta) || typeof delta.content !== 'string') return undefined
+  const other = nonEmpty(delta.refusal) || nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning) || Array.isArray(delta.tool_calls) || isObject(delta.function_call)
+  return other ? undefined : CONTENT_PATH
 }
 
 export class OpenAIChatParser extends SseJsonParser {
@@ -87,9 +92,9 @@ export class OpenAIChatParser extends SseJsonParser {
   }
 
   /** A template from a plain chunk's text. */
-  #learn(data: string): void {
+  #learn(data: string, path: typeof CONTENT_PATH | typeof TEXT_PATH): void {
     // The template keeps pieces of the text: they must not keep the whole read alive.
-    const shape = shapeOf(ownCopy(data), CONTENT_PATH, fixed)
+    const shape = shapeOf(ownCopy(data), path, fixed)
     if (shape === undefined) return
     this.#template = new EventTemplate(shape)
   }
@@ -97,7 +102,10 @@ export class OpenAIChatParser extends SseJsonParser {
   protected onJson(event: string, value: unknown): void {
     const pending = this.#pending
     this.#pending = undefined
-    if (pending !== undefined && event === '' && isPlain(value)) this.#learn(pending)
+    if (pending !== undefined && event === '') {
+      const path = plainPath(value)
+      if (path !== undefined) this.#learn(pending, path)
+    }
     if (!isObject(value)) return
     if (event === 'error' || isObject(value.error)) {
       const error = isObject(value.error) ? value.error : value

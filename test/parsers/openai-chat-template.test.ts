@@ -136,6 +136,18 @@ t.test('an obfuscation padding with an escape or a quote is not read by the temp
   agree(t, datas, 'padding')
 })
 
+/** Legacy Completions: the text is `choices[0].text`. */
+const legacy = (text: string, tail = ''): string =>
+  `{"id":"cmpl-D8ZF","object":"text_completion","created":1770934485,"choices":[{"text":${text},"index":0,"logprobs":null,"finish_reason":null${tail}}],"model":"gpt-3.5-turbo-instruct","usage":null}`
+
+t.test('legacy Completions chunks are read by the template too, and agree with the full parse', async (t) => {
+  const p = agree(t, WORDS.map((w) => legacy(w)), 'legacy')
+  t.equal(p.matched, WORDS.length - 1, 'all but the first chunk')
+  const odd = [legacy('"a"', ',"delta":{"content":"b"}'), legacy('null'), legacy('["x"]'), legacy('"say \\"hi\\""'), legacy('"a\u0001"'), legacy('" x"').replace('"usage":null', '"usage":{"completion_tokens":9}')]
+  for (const [i, chunk] of odd.entries()) agree(t, [...WORDS.slice(0, 4).map((w) => legacy(w)), chunk, ...WORDS.slice(4).map((w) => legacy(w))], `legacy odd chunk ${i}`)
+  agree(t, [legacy('" a"'), sim('" b"', '1.5'), legacy('" c"'), sim('" d"', '2.5'), sim('" e"', '3.5')], 'legacy and chat chunks mixed')
+})
+
 t.test('a chunk in a named SSE event never takes the template', async (t) => {
   const datas = simStream(WORDS)
   const bytes = Buffer.from(datas.map((d, i) => `${i === 6 ? 'event: error\n' : ''}data: ${d}\n\n`).join(''))
