@@ -28,8 +28,8 @@ const TEXT_PATH = ['choices', 0, 'text'] as const
 /** Members whose values onJson reads (or may one day): never a template hole, so they must match exactly. */
 const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|choices|delta|tool_calls|function_call|function|arguments)$/
 const fixed = (key: string): boolean => FIXED.test(key)
-/** Learn from every full parse while templates keep missing this often, then only from every 64th. */
-const LEARN_MISSES = 8
+/** Templates that may go unused before a stream learns only from every 256th chunk that misses. */
+const MAX_WASTED = 3
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
 
 /** Running totals for one SSE event: every choice's new output is one content chunk. */
@@ -68,25 +68,32 @@ export class OpenAIChatParser extends SseJsonParser {
   #pending: string | undefined
   /** Events since the template last matched. */
   #misses = 0
+  /** Whether the current template has read an event. */
+  #matched = false
+  /** Templates replaced before they read any event (chunks whose text never repeats). */
+  #wasted = 0
 
   /**
    * The fast path (most events of a chat stream): an event that matches the stream's template
    * (the text of the last plain chunk that took the full parse, with only its text and other
    * scalars the parser does not read, such as ids, a timestamp or `obfuscation`, changed) is read
-   * without `JSON.parse`, with exactly the full parse's result. Anything else takes the full parse, and a plain chunk there teaches the
-   * template.
+   * without `JSON.parse`, with exactly the full parse's result. Anything else takes the full
+   * parse, and a plain chunk there teaches the template.
    */
   protected override scan(event: string, data: string): boolean {
     if (event !== '') return false
     const text = this.#template?.match(data)
     if (text !== undefined) {
       this.#misses = 0
+      this.#matched = true
       // What onJson does for a plain chunk: no usage on this chunk, one text piece if non-empty.
       this.#usageOnEveryChunk = false
       if (text.length > 0) this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
       return true
     }
-    if (this.#misses < LEARN_MISSES || (this.#misses & 63) === 0) this.#pending = data
+    // Learning costs a scan of the text and, for a new shape, compiling a pattern: a stream whose
+    // chunks never repeat (logprobs arrays, say) stops trying after a few, but for a rare retry.
+    if (this.#wasted < MAX_WASTED || (this.#misses & 255) === 0) this.#pending = data
     this.#misses++
     return false
   }
@@ -96,6 +103,8 @@ export class OpenAIChatParser extends SseJsonParser {
     // The template keeps pieces of the text: they must not keep the whole read alive.
     const shape = shapeOf(ownCopy(data), path, fixed)
     if (shape === undefined) return
+    if (this.#template !== undefined && !this.#matched) this.#wasted++
+    this.#matched = false
     this.#template = new EventTemplate(shape)
   }
 

@@ -148,6 +148,14 @@ t.test('legacy Completions chunks are read by the template too, and agree with t
   agree(t, [legacy('" a"'), sim('" b"', '1.5'), legacy('" c"'), sim('" d"', '2.5'), sim('" e"', '3.5')], 'legacy and chat chunks mixed')
 })
 
+t.test('chunks whose text never repeats (logprobs of varying length) agree with the full parse', async (t) => {
+  const withLogprobs = (w: string, i: number): string =>
+    `{"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":${w}},"logprobs":{"content":[${Array.from({ length: 1 + (i % 4) }, (_, j) => `{"token":"t${j}","logprob":-0.${j + 1},"bytes":[${Array.from({ length: 1 + ((i + j) % 3) }, () => 32).join(',')}]}`).join(',')}]},"finish_reason":null}]}`
+  const datas = Array.from({ length: 600 }, (_, i) => withLogprobs(WORDS[i % WORDS.length], i))
+  const p = agree(t, datas, 'logprobs')
+  t.ok(p.matched < datas.length, `the template read ${p.matched} of ${datas.length}`)
+})
+
 t.test('a chunk in a named SSE event never takes the template', async (t) => {
   const datas = simStream(WORDS)
   const bytes = Buffer.from(datas.map((d, i) => `${i === 6 ? 'event: error\n' : ''}data: ${d}\n\n`).join(''))
