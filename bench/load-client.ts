@@ -29,7 +29,19 @@ export type Job =
   | { kind: 'release' }
   | { kind: 'stop' }
   | { kind: 'stall'; url: string; body: string }
-  | { kind: 'get'; url: string; times: number; pauseMs: number }
+  | { kind: 'get'; url: string; times: number; pauseMs: number; inspect?: boolean; accept?: string }
+
+/** Timed scrapes; with `inspect`, one more (untimed) scrape is counted. */
+export interface ScrapeResult {
+  readonly ms: number[]
+  readonly bytes: number
+  /** llm_ histogram series (their `_count` lines). */
+  readonly histogramSeries: number
+  /** llm_ series: histogram series plus counter and gauge samples. */
+  readonly llmSeries: number
+  /** Sample lines of every metric. */
+  readonly samples: number
+}
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 4096 })
 const now = (): number => performance.timeOrigin + performance.now()
@@ -168,24 +180,47 @@ function stall(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
 }
 
 /** Timed GETs (the /metrics scrape as Prometheus sees it: request → whole body). */
-async function get(job: Extract<Job, { kind: 'get' }>): Promise<{ ms: number[]; bytes: number }> {
+async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   const ms: number[] = []
   let bytes = 0
-  for (let i = 0; i < job.times; i++) {
-    const t0 = performance.now()
-    bytes = await new Promise<number>((resolve, reject) => {
+  const fetchBody = (keep: boolean): Promise<{ n: number; text: string }> =>
+    new Promise((resolve, reject) => {
       http
-        .get(job.url, { agent }, (res) => {
+        .get(job.url, { agent, headers: job.accept === undefined ? {} : { accept: job.accept } }, (res) => {
           let n = 0
-          res.on('data', (b: Buffer) => (n += b.length))
-          res.on('end', () => resolve(n))
+          const parts: Buffer[] = []
+          res.on('data', (b: Buffer) => {
+            n += b.length
+            if (keep) parts.push(b)
+          })
+          res.on('end', () => resolve({ n, text: keep ? Buffer.concat(parts).toString('latin1') : '' }))
+          res.on('error', reject)
         })
         .on('error', reject)
     })
+  for (let i = 0; i < job.times; i++) {
+    const t0 = performance.now()
+    bytes = (await fetchBody(false)).n
     ms.push(performance.now() - t0)
     if (job.pauseMs > 0) await new Promise((r) => setTimeout(r, job.pauseMs))
   }
-  return { ms, bytes }
+  let histogramSeries = 0
+  let llmSeries = 0
+  let samples = 0
+  if (job.inspect === true) {
+    const { text } = await fetchBody(true)
+    for (const line of text.split('\n')) {
+      if (line === '' || line.startsWith('#')) continue
+      samples++
+      if (!line.startsWith('llm_')) continue
+      const name = line.slice(0, line.search(/[{ ]/))
+      if (name.endsWith('_count')) {
+        histogramSeries++
+        llmSeries++
+      } else if (!name.endsWith('_bucket') && !name.endsWith('_sum')) llmSeries++
+    }
+  }
+  return { ms, bytes, histogramSeries, llmSeries, samples }
 }
 
 async function run(job: Job): Promise<unknown> {

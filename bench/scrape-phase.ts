@@ -1,0 +1,121 @@
+import { performance } from 'node:perf_hooks'
+import type { Job, ScrapeResult, StreamResult } from './load-client.ts'
+import { round, summary } from './stats.ts'
+
+/**
+ * The benchmark's scrape phase, at one scale: load `models` models (one short stream each, so
+ * every llm_ series of a model exists), then measure the event-loop delay inside the proxy idle,
+ * under traffic alone, and under the same traffic with `/metrics` fetched back to back (streams
+ * for random models keep arriving, so series keep changing between scrapes). Used by run.ts
+ * and by scrape.ts (this phase alone, for A/B comparisons).
+ */
+
+export interface ScrapeDeps {
+  /** Runs a job in the load generator process. */
+  job<T>(j: Job): Promise<T>
+  /** Asks the proxy's el-probe (bench/el-probe.ts). */
+  ask(cmd: string, reply: string): Promise<Record<string, number>>
+  /** The proxy's chat completions URL. */
+  readonly streamUrl: string
+  readonly metricsUrl: string
+  /** The scraper's Accept header (Prometheus asks for OpenMetrics first). */
+  readonly accept?: string
+  body(plan: object, model: string): string
+}
+
+export interface ScrapeFigures {
+  readonly models: number
+  /** What one scrape held (counted by the load generator on the last scrape). */
+  readonly llm_histogram_series: number
+  readonly llm_series: number
+  readonly samples: number
+  readonly bytes: number
+  readonly scrapes: number
+  readonly streams_during: number
+  readonly ms: { p50: number; p90: number; p99: number; max: number; mean: number }
+  readonly event_loop_delay_ms: { p50: number; p99: number; max: number }
+  readonly event_loop_delay_traffic_only_ms: { p50: number; p99: number; max: number }
+  readonly event_loop_delay_idle_ms: { p99: number; max: number }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+export const modelName = (i: number): string => `bench-model-${String(i).padStart(4, '0')}`
+const plan = (chunks: number, gapMs: number): object => ({ ttft_ms: 0, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1]) })
+
+/** What Prometheus 2.x/3.x sends by default (scrape_protocols): OpenMetrics first. */
+export const PROMETHEUS_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'
+
+/** Models already loaded into the proxy (phases run at growing scales). */
+let loaded = 0
+
+export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number): Promise<ScrapeFigures> {
+  for (let i = loaded; i < models; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, models - i) }, (_, j) =>
+        d.job({ kind: 'streams', url: d.streamUrl, body: d.body(plan(4, 0), modelName(i + j)), count: 1, concurrency: 1, phaseMs: 0, idPrefix: `model-${i + j}`, detail: false }),
+      ),
+    )
+  }
+  loaded = Math.max(loaded, models)
+  await sleep(500)
+  await d.job({ kind: 'get', url: d.metricsUrl, times: 2, pauseMs: 0, accept: d.accept })
+  await d.ask('el-start', 'el-started')
+  await sleep(500)
+  const idle = await d.ask('el-stop', 'el')
+  // Streams for random models of this scale (so series keep changing between scrapes).
+  const traffic = d.job<StreamResult[]>({
+    kind: 'streams',
+    url: d.streamUrl,
+    body: '',
+    bodies: Array.from({ length: 97 }, (_, i) => d.body(plan(10, 5), modelName((i * 31) % models))),
+    count: 1_000_000,
+    concurrency: 10,
+    phaseMs: 0,
+    idPrefix: `scrape-traffic-${models}`,
+    detail: false,
+  })
+  await sleep(300)
+  // The same traffic without scrapes: what the scrapes add is the difference.
+  await d.ask('el-start', 'el-started')
+  await sleep(1500)
+  const trafficOnly = await d.ask('el-stop', 'el')
+  await d.ask('el-start', 'el-started')
+  const t0 = performance.now()
+  const scrape = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, pauseMs: 0, inspect: true, accept: d.accept })
+  const el = await d.ask('el-stop', 'el')
+  void t0
+  await d.job({ kind: 'stop' })
+  const during = await traffic
+  const s = summary(scrape.ms)
+  const ms3 = (h: Record<string, number>): { p50: number; p99: number; max: number } => ({ p50: round(h.p50), p99: round(h.p99), max: round(h.max) })
+  return {
+    models,
+    llm_histogram_series: scrape.histogramSeries,
+    llm_series: scrape.llmSeries,
+    samples: scrape.samples,
+    bytes: scrape.bytes,
+    scrapes,
+    streams_during: during.length,
+    ms: { p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) },
+    event_loop_delay_ms: ms3(el),
+    event_loop_delay_traffic_only_ms: ms3(trafficOnly),
+    event_loop_delay_idle_ms: { p99: round(idle.p99), max: round(idle.max) },
+  }
+}
+
+/**
+ * Models giving about `series` llm_ histogram series: each model has one series of every llm_
+ * histogram (request duration: one per outcome; the bench's streams all end ok).
+ */
+export function modelsForHistogramSeries(series: number, histogramsPerModel: number): number {
+  return Math.max(1, Math.round(series / histogramsPerModel))
+}
+
+/** One line for the report. */
+export function describeScrape(f: ScrapeFigures): string {
+  return (
+    `${f.models} models = ${f.llm_histogram_series.toLocaleString('en')} llm_ histogram series (${f.llm_series.toLocaleString('en')} llm_ series, ${f.samples.toLocaleString('en')} samples, ${(f.bytes / 2 ** 20).toFixed(2)} MiB): ` +
+    `p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms over ${f.scrapes} scrapes; event-loop delay p99 ${f.event_loop_delay_ms.p99} ms (max ${f.event_loop_delay_ms.max}), ` +
+    `same traffic without scrapes ${f.event_loop_delay_traffic_only_ms.p99} ms, idle ${f.event_loop_delay_idle_ms.p99} ms`
+  )
+}
