@@ -1,5 +1,6 @@
 import http from 'node:http'
 import { performance } from 'node:perf_hooks'
+import { createGunzip } from 'node:zlib'
 
 /**
  * The benchmark's load generator, in its own process (forked by bench/run.ts, driven over IPC).
@@ -29,12 +30,15 @@ export type Job =
   | { kind: 'release' }
   | { kind: 'stop' }
   | { kind: 'stall'; url: string; body: string }
-  | { kind: 'get'; url: string; times: number; pauseMs: number; inspect?: boolean; accept?: string }
+  | { kind: 'get'; url: string; times: number; pauseMs: number; inspect?: boolean; accept?: string; gzip?: boolean }
 
 /** Timed scrapes; with `inspect`, one more (untimed) scrape is counted. */
 export interface ScrapeResult {
   readonly ms: number[]
+  /** The exposition's size (decompressed). */
   readonly bytes: number
+  /** Bytes on the wire (compressed, when the server used gzip). */
+  readonly wireBytes: number
   /** llm_ histogram series (their `_count` lines). */
   readonly histogramSeries: number
   /** llm_ series: histogram series plus counter and gauge samples. */
@@ -183,17 +187,29 @@ function stall(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
 async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   const ms: number[] = []
   let bytes = 0
+  let wireBytes = 0
+  const headers: Record<string, string> = {}
+  if (job.accept !== undefined) headers.accept = job.accept
+  if (job.gzip === true) headers['accept-encoding'] = 'gzip'
+  // Time to the whole exposition, decompressed as a scraper must before parsing it.
   const fetchBody = (keep: boolean): Promise<{ n: number; text: string }> =>
     new Promise((resolve, reject) => {
       http
-        .get(job.url, { agent, headers: job.accept === undefined ? {} : { accept: job.accept } }, (res) => {
+        .get(job.url, { agent, headers }, (res) => {
           let n = 0
+          let wire = 0
           const parts: Buffer[] = []
-          res.on('data', (b: Buffer) => {
+          res.on('data', (b: Buffer) => (wire += b.length))
+          const body = res.headers['content-encoding'] === 'gzip' ? res.pipe(createGunzip()) : res
+          body.on('data', (b: Buffer) => {
             n += b.length
             if (keep) parts.push(b)
           })
-          res.on('end', () => resolve({ n, text: keep ? Buffer.concat(parts).toString('latin1') : '' }))
+          body.on('end', () => {
+            wireBytes = wire
+            resolve({ n, text: keep ? Buffer.concat(parts).toString('latin1') : '' })
+          })
+          body.on('error', reject)
           res.on('error', reject)
         })
         .on('error', reject)
@@ -220,7 +236,7 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
       } else if (!name.endsWith('_bucket') && !name.endsWith('_sum')) llmSeries++
     }
   }
-  return { ms, bytes, histogramSeries, llmSeries, samples }
+  return { ms, bytes, wireBytes, histogramSeries, llmSeries, samples }
 }
 
 async function run(job: Job): Promise<unknown> {

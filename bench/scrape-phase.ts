@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import type { Job, ScrapeResult, StreamResult } from './load-client.ts'
+import { cpuMicros } from './proc.ts'
 import { round, summary } from './stats.ts'
 
 /**
@@ -20,7 +21,11 @@ export interface ScrapeDeps {
   readonly metricsUrl: string
   /** The scraper's Accept header (Prometheus asks for OpenMetrics first). */
   readonly accept?: string
+  /** Ask for gzip (Prometheus does) and decompress. */
+  readonly gzip?: boolean
   body(plan: object, model: string): string
+  /** The proxy's pid, for its CPU time (/proc). */
+  readonly pid: number
 }
 
 export interface ScrapeFigures {
@@ -30,8 +35,11 @@ export interface ScrapeFigures {
   readonly llm_series: number
   readonly samples: number
   readonly bytes: number
+  readonly wire_bytes: number
   readonly scrapes: number
   readonly streams_during: number
+  /** Proxy CPU per scrape: CPU time during the scrapes minus the traffic's own rate, ms. */
+  readonly proxy_cpu_ms_per_scrape: number
   readonly ms: { p50: number; p90: number; p99: number; max: number; mean: number }
   readonly event_loop_delay_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_traffic_only_ms: { p50: number; p99: number; max: number }
@@ -58,7 +66,7 @@ export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number
   }
   loaded = Math.max(loaded, models)
   await sleep(500)
-  await d.job({ kind: 'get', url: d.metricsUrl, times: 2, pauseMs: 0, accept: d.accept })
+  await d.job({ kind: 'get', url: d.metricsUrl, times: 2, pauseMs: 0, accept: d.accept, gzip: d.gzip })
   await d.ask('el-start', 'el-started')
   await sleep(500)
   const idle = await d.ask('el-stop', 'el')
@@ -77,13 +85,18 @@ export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number
   await sleep(300)
   // The same traffic without scrapes: what the scrapes add is the difference.
   await d.ask('el-start', 'el-started')
-  await sleep(1500)
+  let cpu0 = cpuMicros([d.pid])
+  let t0 = performance.now()
+  await sleep(2000)
+  const trafficCpuRate = (cpuMicros([d.pid]) - cpu0) / (performance.now() - t0)
   const trafficOnly = await d.ask('el-stop', 'el')
   await d.ask('el-start', 'el-started')
-  const t0 = performance.now()
-  const scrape = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, pauseMs: 0, inspect: true, accept: d.accept })
+  cpu0 = cpuMicros([d.pid])
+  t0 = performance.now()
+  const scrape = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, pauseMs: 0, inspect: true, accept: d.accept, gzip: d.gzip })
   const el = await d.ask('el-stop', 'el')
-  void t0
+  // The inspecting scrape after the timed ones is included: scrapes + 1.
+  const cpuPerScrape = (cpuMicros([d.pid]) - cpu0 - trafficCpuRate * (performance.now() - t0)) / (scrapes + 1) / 1000
   await d.job({ kind: 'stop' })
   const during = await traffic
   const s = summary(scrape.ms)
@@ -94,8 +107,10 @@ export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number
     llm_series: scrape.llmSeries,
     samples: scrape.samples,
     bytes: scrape.bytes,
+    wire_bytes: scrape.wireBytes,
     scrapes,
     streams_during: during.length,
+    proxy_cpu_ms_per_scrape: round(cpuPerScrape, 1),
     ms: { p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) },
     event_loop_delay_ms: ms3(el),
     event_loop_delay_traffic_only_ms: ms3(trafficOnly),
@@ -114,8 +129,8 @@ export function modelsForHistogramSeries(series: number, histogramsPerModel: num
 /** One line for the report. */
 export function describeScrape(f: ScrapeFigures): string {
   return (
-    `${f.models} models = ${f.llm_histogram_series.toLocaleString('en')} llm_ histogram series (${f.llm_series.toLocaleString('en')} llm_ series, ${f.samples.toLocaleString('en')} samples, ${(f.bytes / 2 ** 20).toFixed(2)} MiB): ` +
-    `p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms over ${f.scrapes} scrapes; event-loop delay p99 ${f.event_loop_delay_ms.p99} ms (max ${f.event_loop_delay_ms.max}), ` +
+    `${f.models} models = ${f.llm_histogram_series.toLocaleString('en')} llm_ histogram series (${f.llm_series.toLocaleString('en')} llm_ series, ${f.samples.toLocaleString('en')} samples, ${(f.bytes / 2 ** 20).toFixed(2)} MiB, ${(f.wire_bytes / 2 ** 20).toFixed(2)} MiB on the wire): ` +
+    `p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms over ${f.scrapes} scrapes, proxy CPU ${f.proxy_cpu_ms_per_scrape} ms per scrape; event-loop delay p99 ${f.event_loop_delay_ms.p99} ms (max ${f.event_loop_delay_ms.max}), ` +
     `same traffic without scrapes ${f.event_loop_delay_traffic_only_ms.p99} ms, idle ${f.event_loop_delay_idle_ms.p99} ms`
   )
 }

@@ -12,8 +12,9 @@ import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.t
 
 /**
  * The benchmark's scrape phase alone, for A/B comparisons of the exposition:
- * `npm run build && node dist/bench/scrape.js [--models 91,1000] [--scrapes 100,10] [--text]`
- * (`--text`: ask for the Prometheus text format instead of Prometheus's default Accept).
+ * `npm run build && node dist/bench/scrape.js [--models 91,1000] [--scrapes 100,10] [--text] [--identity]`
+ * (`--text`: ask for the Prometheus text format instead of Prometheus's default Accept;
+ * `--identity`: without `Accept-Encoding: gzip`).
  * Same processes as `npm run bench` (simulator, proxy with the el-probe, load generator).
  */
 
@@ -80,11 +81,13 @@ async function main(): Promise<void> {
       tt.send({ cmd })
     })
   const deps = {
+    pid: tt.pid!,
     job,
     ask,
     streamUrl: `http://127.0.0.1:${port}/t/v1/chat/completions`,
     metricsUrl: `http://127.0.0.1:${adminPort}/metrics`,
     accept: process.argv.includes('--text') ? undefined : PROMETHEUS_ACCEPT,
+    gzip: !process.argv.includes('--identity'),
     body: (plan: object, model: string): string => JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'bench' }], tokentap_sim: plan }),
   }
   // Warm up (JIT, pools).

@@ -3,6 +3,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
 import type { Histogram } from './histogram.ts'
+import { GzipBlocks } from './gzip-blocks.ts'
 import { promClientToOpenMetrics } from './openmetrics.ts'
 import type { PromClientMetric } from './openmetrics.ts'
 
@@ -59,32 +60,47 @@ export class MetricsRegistry {
    */
   async render(openMetrics = false): Promise<string> {
     const parts: Buffer[] = []
-    for await (const batch of this.exposition(openMetrics)) parts.push(batch)
+    for await (const batch of this.exposition(openMetrics)) parts.push(...batch)
     return Buffer.concat(parts).toString('utf8')
   }
 
   /**
-   * The exposition in pieces of about `BATCH_BYTES`, for /metrics to write as they come: mostly
+   * The exposition in batches of about `BATCH_BYTES`, for /metrics to write as they come: mostly
    * each series' cached bytes, rendered anew only for series observed since the last scrape.
    * The work between two turns of the event loop stays under `SLICE_MS` (the caller's write of
    * a piece counts, as it runs before the next piece is asked for), so a scrape of any size
    * never holds up the streams being proxied. Every series is in it exactly once, each as it
    * was at one instant; series created meanwhile are included when their family comes later.
+   * `gzip`: the same bytes as one gzip stream, each histogram series deflated once and kept.
    */
-  async *exposition(openMetrics = false): AsyncGenerator<Buffer> {
+  async *exposition(openMetrics = false, gzip = false): AsyncGenerator<Buffer[]> {
     let batch: Buffer[] = []
     let bytes = 0
-    let slice = performance.now()
-    const take = (): Buffer => {
-      const out = batch.length === 1 ? batch[0] : Buffer.concat(batch, bytes)
+    const gz = gzip ? new GzipBlocks() : undefined
+    const add = (piece: Buffer, reused: boolean): void => {
+      if (gz === undefined) {
+        batch.push(piece)
+        bytes += piece.length
+        return
+      }
+      for (const b of gz.push(piece, reused)) {
+        batch.push(b)
+        bytes += b.length
+      }
+    }
+    // Handed over as they are (not concatenated): most are cached, and a copy would cost more than a writev.
+    const take = (): Buffer[] => {
+      const out = batch
       batch = []
       bytes = 0
       return out
     }
+    let slice = performance.now()
     for (const m of this.#own) {
+      // A histogram's pieces are its cached header and series bytes; the others are made per scrape.
+      const reused = m.type === 'histogram'
       for (const b of m.chunks(openMetrics)) {
-        batch.push(b)
-        bytes += b.length
+        add(b, reused)
         if (bytes >= BATCH_BYTES) yield take()
         if (performance.now() - slice > SLICE_MS) {
           if (bytes > 0) yield take()
@@ -93,10 +109,7 @@ export class MetricsRegistry {
         }
       }
       // OpenMetrics allows no blank lines between families.
-      if (!openMetrics) {
-        batch.push(NEWLINE)
-        bytes += 1
-      }
+      if (!openMetrics) add(NEWLINE, false)
     }
     // prom-client's process metrics, one at a time: some read /proc or walk a histogram.
     const process = this.#process
@@ -104,18 +117,19 @@ export class MetricsRegistry {
     for (const metric of process.getMetricsAsArray()) {
       const text = openMetrics ? promClientToOpenMetrics([(await (metric as unknown as { get(): Promise<PromClientMetric> }).get())]) : `${first ? '' : '\n'}${await process.getSingleMetricAsString(metric.name)}\n`
       first = false
-      const b = Buffer.from(text)
-      batch.push(b)
-      bytes += b.length
+      add(Buffer.from(text), false)
       if (performance.now() - slice > SLICE_MS) {
-        yield take()
+        if (bytes > 0) yield take()
         await yieldToLoop()
         slice = performance.now()
       }
     }
-    if (openMetrics) {
-      batch.push(EOF)
-      bytes += EOF.length
+    if (openMetrics) add(EOF, false)
+    if (gz !== undefined) {
+      for (const b of gz.end()) {
+        batch.push(b)
+        bytes += b.length
+      }
     }
     if (bytes > 0) yield take()
   }

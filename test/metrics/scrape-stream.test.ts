@@ -42,12 +42,13 @@ t.test('the streamed scrape is the same text as the rendered one, in pieces, wit
   const registry = new MetricsRegistry({ processMetrics: false })
   for (const x of m.all()) registry.register(x)
   for (let i = 0; i < 300; i++) record(m, `model-${i}`)
-  const parts: Buffer[] = []
-  for await (const piece of registry.exposition()) parts.push(piece)
-  const text = Buffer.concat(parts).toString('utf8')
+  const batches: Buffer[][] = []
+  for await (const batch of registry.exposition()) batches.push(batch)
+  const text = Buffer.concat(batches.flat()).toString('utf8')
   t.equal(text, await registry.render())
-  t.ok(parts.length > 1, `${parts.length} pieces`)
-  t.ok(parts.every((p) => p.length <= BATCH_BYTES + 64 * 1024), 'no piece holds the whole scrape')
+  t.ok(batches.length > 1, `${batches.length} batches`)
+  const sizes = batches.map((b) => b.reduce((n, x) => n + x.length, 0))
+  t.ok(sizes.every((n) => n <= BATCH_BYTES + 64 * 1024), 'no batch holds the whole scrape')
   const before = [...m.ttft.chunks()]
   const after = [...m.ttft.chunks()]
   t.ok(after.every((b, i) => b === before[i]), 'series not observed since are not rendered again')
@@ -119,14 +120,14 @@ t.test('a scrape streamed while series change and new ones appear is well-formed
   for (const openMetrics of [false, true]) {
     const parts: Buffer[] = []
     let changed = 0
-    for await (const piece of registry.exposition(openMetrics)) {
-      parts.push(piece)
+    for await (const batch of registry.exposition(openMetrics)) {
+      parts.push(...batch)
       // Between pieces, as requests end during a scrape: old series change, new ones appear.
       record(m, `model-${(changed * 37) % 150}`, 5)
       record(m, `late-${openMetrics}-${changed}`)
       changed++
     }
-    t.ok(changed > 3, `${changed} pieces, with changes between them`)
+    t.ok(changed > 3, `${changed} batches, with changes between them`)
     const text = Buffer.concat(parts).toString('utf8')
     const all = new Set(select(parseMetrics(text), 'llm_time_to_first_token_seconds_count').map((s) => s.labels.model))
     const late = [...all].filter((x) => x.startsWith('late-')).length
