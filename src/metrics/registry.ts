@@ -3,7 +3,6 @@ import { Registry, collectDefaultMetrics } from 'prom-client'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
 import type { Histogram } from './histogram.ts'
-import { GzipBlocks } from './gzip-blocks.ts'
 import { promClientToOpenMetrics } from './openmetrics.ts'
 import type { PromClientMetric } from './openmetrics.ts'
 
@@ -71,22 +70,13 @@ export class MetricsRegistry {
    * a piece counts, as it runs before the next piece is asked for), so a scrape of any size
    * never holds up the streams being proxied. Every series is in it exactly once, each as it
    * was at one instant; series created meanwhile are included when their family comes later.
-   * `gzip`: the same bytes as one gzip stream, each histogram series deflated once and kept.
    */
-  async *exposition(openMetrics = false, gzip = false): AsyncGenerator<Buffer[]> {
+  async *exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
     let batch: Buffer[] = []
     let bytes = 0
-    const gz = gzip ? new GzipBlocks() : undefined
-    const add = (piece: Buffer, reused: boolean): void => {
-      if (gz === undefined) {
-        batch.push(piece)
-        bytes += piece.length
-        return
-      }
-      for (const b of gz.push(piece, reused)) {
-        batch.push(b)
-        bytes += b.length
-      }
+    const add = (piece: Buffer): void => {
+      batch.push(piece)
+      bytes += piece.length
     }
     // Handed over as they are (not concatenated): most are cached, and a copy would cost more than a writev.
     const take = (): Buffer[] => {
@@ -97,10 +87,8 @@ export class MetricsRegistry {
     }
     let slice = performance.now()
     for (const m of this.#own) {
-      // A histogram's pieces are its cached header and series bytes; the others are made per scrape.
-      const reused = m.type === 'histogram'
       for (const b of m.chunks(openMetrics)) {
-        add(b, reused)
+        add(b)
         if (bytes >= BATCH_BYTES) yield take()
         if (performance.now() - slice > SLICE_MS) {
           if (bytes > 0) yield take()
@@ -109,7 +97,7 @@ export class MetricsRegistry {
         }
       }
       // OpenMetrics allows no blank lines between families.
-      if (!openMetrics) add(NEWLINE, false)
+      if (!openMetrics) add(NEWLINE)
     }
     // prom-client's process metrics, one at a time: some read /proc or walk a histogram.
     const process = this.#process
@@ -117,20 +105,14 @@ export class MetricsRegistry {
     for (const metric of process.getMetricsAsArray()) {
       const text = openMetrics ? promClientToOpenMetrics([(await (metric as unknown as { get(): Promise<PromClientMetric> }).get())]) : `${first ? '' : '\n'}${await process.getSingleMetricAsString(metric.name)}\n`
       first = false
-      add(Buffer.from(text), false)
+      add(Buffer.from(text))
       if (performance.now() - slice > SLICE_MS) {
         if (bytes > 0) yield take()
         await yieldToLoop()
         slice = performance.now()
       }
     }
-    if (openMetrics) add(EOF, false)
-    if (gz !== undefined) {
-      for (const b of gz.end()) {
-        batch.push(b)
-        bytes += b.length
-      }
-    }
+    if (openMetrics) add(EOF)
     if (bytes > 0) yield take()
   }
 
