@@ -15,6 +15,7 @@ export const ERRORS = {
   TOKENTAP_ERR_BODY_TOO_LARGE: { message: 'request body is larger than the limit of %s bytes', status: 413 },
   TOKENTAP_ERR_BAD_REQUEST: { message: 'bad request: %s', status: 400 },
   TOKENTAP_ERR_SHUTTING_DOWN: { message: 'tokentap is shutting down', status: 503 },
+  TOKENTAP_ERR_INTERNAL: { message: 'internal proxy error: %s', status: 500 },
 } as const
 
 export type ErrorCode = keyof typeof ERRORS

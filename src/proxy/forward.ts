@@ -5,8 +5,8 @@ import type { Dispatcher } from 'undici'
 import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
 import { clientResponseHeaders, rawHeader, upstreamRequestHeaders } from './headers.ts'
-import { declaredLength, hasBody, watchBody } from './request-body.ts'
-import { mayInject, prepareBody, readBody, UsageChunkFilter } from './inject-usage.ts'
+import { declaredLength, hasBody, readBody, sniffModel, watchBody } from './request-body.ts'
+import { mayInject, prepareBody, UsageChunkFilter } from './inject-usage.ts'
 import type { Exchange } from './exchange.ts'
 
 /**
@@ -41,6 +41,13 @@ export function createAgent(upstream: Config['upstream']): Agent {
     pipelining: 1,
   })
 }
+
+/**
+ * A body of at most this many declared bytes is read whole before the upstream request starts.
+ * Such a body comes with the headers or just after them, so nothing waits; undici then writes
+ * head and body in one syscall instead of pulling an async iterator chunk by chunk.
+ */
+const WHOLE_BODY_BYTES = 64 * 1024
 
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET_BEFORE_HEADERS'])
 
@@ -113,13 +120,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     return
   }
 
-  // Only requests that may get usage injected are buffered; all others stream through.
+  // Requests that may get usage injected, and small ones, are read whole; all others stream through.
   const injecting = opts.injectUsage === true && hasBody(req) && mayInject(req, ex.path)
+  const whole = !injecting && declared !== undefined && declared > 0 && declared <= WHOLE_BODY_BYTES
   /** Set when usage was injected and the response is an SSE stream to take the usage chunk out of. */
   let filter: UsageChunkFilter | undefined
   let injected = false
   let body: AsyncIterable<Buffer> | null = null
-  if (hasBody(req) && !injecting) {
+  if (hasBody(req) && !injecting && !whole) {
     const watched = watchBody(req, limit, () => new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
     body = watched.body
     ex.body = watched.watch
@@ -244,6 +252,19 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     }
   }
 
+  if (whole) {
+    readBody(req, limit).then(
+      (raw) => {
+        if (res.destroyed) return
+        ex.body = { model: sniffModel(raw), bytes: raw.length }
+        send(upstreamRequestHeaders(req.rawHeaders), raw)
+      },
+      (err: TokentapError) => {
+        if (!res.destroyed) fail(err)
+      },
+    )
+    return
+  }
   if (!injecting) {
     send(upstreamRequestHeaders(req.rawHeaders), body)
     return

@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http'
-import { TokentapError } from '../errors.ts'
 
 /**
  * Optional usage injection (`inject_usage: true` on a route), for OpenAI-compatible streaming
@@ -22,30 +21,6 @@ export function mayInject(req: IncomingMessage, path: string): boolean {
   if (type !== undefined && !/json/i.test(type)) return false
   const encoding = req.headers['content-encoding']
   return encoding === undefined || encoding === 'identity'
-}
-
-/** Reads a whole request body, up to `limit` bytes. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = []
-    let bytes = 0
-    const onData = (chunk: Buffer): void => {
-      bytes += chunk.length
-      if (bytes > limit) {
-        req.off('data', onData)
-        req.resume()
-        reject(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
-        return
-      }
-      parts.push(chunk)
-    }
-    req.on('data', onData)
-    req.once('end', () => resolve(Buffer.concat(parts, bytes)))
-    req.once('error', (err) => reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message)))
-    req.once('close', () => {
-      if (!req.complete) reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'))
-    })
-  })
 }
 
 export interface PreparedBody {

@@ -1,8 +1,10 @@
 import type { IncomingMessage } from 'node:http'
+import { TokentapError } from '../errors.ts'
 
 /**
- * Watches a request body as it streams to the upstream, without holding or delaying it: counts
- * bytes against the limit and reads the `model` from the first bytes of a JSON body.
+ * The request body on its way upstream: streamed through while its bytes are counted against the
+ * limit and the `model` is read from its first bytes, or (small bodies, usage injection) read
+ * whole first.
  */
 
 /** How far into a body the model name is looked for. SDKs write it first; images come later. */
@@ -61,6 +63,36 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
     }
   }
   return { watch, body: body() }
+}
+
+/** Reads a whole request body, up to `limit` bytes. */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = []
+    let bytes = 0
+    const onData = (chunk: Buffer): void => {
+      bytes += chunk.length
+      if (bytes > limit) {
+        req.off('data', onData)
+        req.resume()
+        reject(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
+        return
+      }
+      parts.push(chunk)
+    }
+    req.on('data', onData)
+    req.once('end', () => resolve(Buffer.concat(parts, bytes)))
+    req.once('error', (err) => reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message)))
+    req.once('close', () => {
+      if (!req.complete) reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'))
+    })
+  })
+}
+
+/** The `model` of a JSON body, from its first SNIFF_BYTES. */
+export function sniffModel(body: Buffer): string | undefined {
+  const m = MODEL_RE.exec(body.toString('utf8', 0, Math.min(body.length, SNIFF_BYTES)))
+  return m === null ? undefined : decodeJsonString(m[1])
 }
 
 function decodeJsonString(inner: string): string {
