@@ -1,14 +1,14 @@
-import { performance } from 'node:perf_hooks'
 import type { Job, ScrapeResult, StreamResult } from './load-client.ts'
 import { cpuMicros } from './proc.ts'
 import { round, summary } from './stats.ts'
 
 /**
  * The benchmark's scrape phase, at one scale: load `models` models (one short stream each, so
- * every llm_ series of a model exists), then measure the event-loop delay inside the proxy idle,
- * under traffic alone, and under the same traffic with `/metrics` fetched back to back (streams
- * for random models keep arriving, so series keep changing between scrapes). Used by run.ts
- * and by scrape.ts (this phase alone, for A/B comparisons).
+ * every llm_ series of a model exists), then fetch `/metrics` back to back, first alone (the
+ * proxy's CPU per scrape; the event-loop delay with nothing else to do), then while streams for
+ * random models keep arriving (series keep changing between scrapes), beside the event-loop
+ * delay of the same traffic without scrapes. Used by run.ts and by scrape.ts (this phase alone,
+ * for A/B comparisons).
  */
 
 export interface ScrapeDeps {
@@ -35,14 +35,18 @@ export interface ScrapeFigures {
   readonly llm_series: number
   readonly samples: number
   readonly bytes: number
+  /** Bytes on the wire (the same unless the body came compressed). */
   readonly wire_bytes: number
   readonly scrapes: number
   readonly streams_during: number
-  /** Proxy CPU per scrape: CPU time during the scrapes minus the traffic's own rate, ms. */
+  /** Proxy CPU per scrape (utime+stime), measured over the scrapes without traffic, ms. */
   readonly proxy_cpu_ms_per_scrape: number
+  /** Scrapes while streams keep arriving (what the target judges). */
   readonly ms: { p50: number; p90: number; p99: number; max: number; mean: number }
+  readonly ms_without_traffic: { p50: number; p99: number }
   readonly event_loop_delay_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_traffic_only_ms: { p50: number; p99: number; max: number }
+  readonly event_loop_delay_scrapes_only_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_idle_ms: { p99: number; max: number }
 }
 
@@ -70,6 +74,13 @@ export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number
   await d.ask('el-start', 'el-started')
   await sleep(500)
   const idle = await d.ask('el-stop', 'el')
+  // Scrapes alone (nothing changes between them): the proxy's CPU per scrape, without the
+  // traffic's own CPU to subtract, and the loop's delay with nothing else to do.
+  await d.ask('el-start', 'el-started')
+  const cpu0 = cpuMicros([d.pid])
+  const alone = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, pauseMs: 0, accept: d.accept, gzip: d.gzip })
+  const cpuPerScrape = (cpuMicros([d.pid]) - cpu0) / scrapes / 1000
+  const elAlone = await d.ask('el-stop', 'el')
   // Streams for random models of this scale (so series keep changing between scrapes).
   const traffic = d.job<StreamResult[]>({
     kind: 'streams',
@@ -85,21 +96,15 @@ export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number
   await sleep(300)
   // The same traffic without scrapes: what the scrapes add is the difference.
   await d.ask('el-start', 'el-started')
-  let cpu0 = cpuMicros([d.pid])
-  let t0 = performance.now()
   await sleep(2000)
-  const trafficCpuRate = (cpuMicros([d.pid]) - cpu0) / (performance.now() - t0)
   const trafficOnly = await d.ask('el-stop', 'el')
   await d.ask('el-start', 'el-started')
-  cpu0 = cpuMicros([d.pid])
-  t0 = performance.now()
   const scrape = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, pauseMs: 0, inspect: true, accept: d.accept, gzip: d.gzip })
   const el = await d.ask('el-stop', 'el')
-  // The inspecting scrape after the timed ones is included: scrapes + 1.
-  const cpuPerScrape = (cpuMicros([d.pid]) - cpu0 - trafficCpuRate * (performance.now() - t0)) / (scrapes + 1) / 1000
   await d.job({ kind: 'stop' })
   const during = await traffic
   const s = summary(scrape.ms)
+  const sa = summary(alone.ms)
   const ms3 = (h: Record<string, number>): { p50: number; p99: number; max: number } => ({ p50: round(h.p50), p99: round(h.p99), max: round(h.max) })
   return {
     models,
@@ -112,25 +117,19 @@ export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number
     streams_during: during.length,
     proxy_cpu_ms_per_scrape: round(cpuPerScrape, 1),
     ms: { p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) },
+    ms_without_traffic: { p50: round(sa.p50), p99: round(sa.p99) },
     event_loop_delay_ms: ms3(el),
+    event_loop_delay_scrapes_only_ms: ms3(elAlone),
     event_loop_delay_traffic_only_ms: ms3(trafficOnly),
     event_loop_delay_idle_ms: { p99: round(idle.p99), max: round(idle.max) },
   }
 }
 
-/**
- * Models giving about `series` llm_ histogram series: each model has one series of every llm_
- * histogram (request duration: one per outcome; the bench's streams all end ok).
- */
-export function modelsForHistogramSeries(series: number, histogramsPerModel: number): number {
-  return Math.max(1, Math.round(series / histogramsPerModel))
-}
-
 /** One line for the report. */
 export function describeScrape(f: ScrapeFigures): string {
   return (
-    `${f.models} models = ${f.llm_histogram_series.toLocaleString('en')} llm_ histogram series (${f.llm_series.toLocaleString('en')} llm_ series, ${f.samples.toLocaleString('en')} samples, ${(f.bytes / 2 ** 20).toFixed(2)} MiB, ${(f.wire_bytes / 2 ** 20).toFixed(2)} MiB on the wire): ` +
-    `p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms over ${f.scrapes} scrapes, proxy CPU ${f.proxy_cpu_ms_per_scrape} ms per scrape; event-loop delay p99 ${f.event_loop_delay_ms.p99} ms (max ${f.event_loop_delay_ms.max}), ` +
-    `same traffic without scrapes ${f.event_loop_delay_traffic_only_ms.p99} ms, idle ${f.event_loop_delay_idle_ms.p99} ms`
+    `${f.models} models = ${f.llm_histogram_series.toLocaleString('en')} llm_ histogram series (${f.llm_series.toLocaleString('en')} llm_ series, ${f.samples.toLocaleString('en')} samples, ${(f.bytes / 2 ** 20).toFixed(2)} MiB): ` +
+    `with traffic p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms over ${f.scrapes} scrapes, event-loop delay p99 ${f.event_loop_delay_ms.p99} ms (traffic alone ${f.event_loop_delay_traffic_only_ms.p99} ms); ` +
+    `without traffic p50 ${f.ms_without_traffic.p50} ms, event-loop delay p99 ${f.event_loop_delay_scrapes_only_ms.p99} ms (idle ${f.event_loop_delay_idle_ms.p99} ms), proxy CPU ${f.proxy_cpu_ms_per_scrape} ms per scrape`
   )
 }
