@@ -40,6 +40,7 @@ export interface AdminState {
 /** Resolves when the response can take more (or is gone: a scraper that left stops the scrape). */
 function drained(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
+    if (res.destroyed) return resolve()
     const done = (): void => {
       res.off('drain', done)
       res.off('close', done)
@@ -64,7 +65,7 @@ export function buildAdmin(state: AdminState): FastifyInstance {
     if (registry.exposition === undefined) return reply.header('content-type', contentType).header('vary', 'accept').send(await registry.render(openMetrics))
     // Streamed as it is rendered (chunked), in slices, at the pace the scraper reads. Not gzipped
     // although Prometheus asks: compressing the series that changed costs more CPU than the
-    // writes it saves (measured with bench/scrape.ts, git log of src/metrics/gzip-blocks.ts).
+    // writes it saves (measured with bench/scrape.ts; see the commit removing gzip-blocks.ts).
     reply.hijack()
     const res = reply.raw
     res.writeHead(200, { 'content-type': contentType, vary: 'accept' })
