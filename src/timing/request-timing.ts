@@ -77,6 +77,32 @@ export function forEachGap(log: ChunkLog, observe: (gap: number, tokens: number)
 }
 
 /**
+ * `forEachGap` with runs of equal chunks folded: `observe(gap, tokens, times)` for each run of
+ * consecutive chunks j ≥ 2 with the same g_j and k_j. Chunks that arrived in one read have
+ * g_j = 0 and mostly one token each, so a fast stream is a few runs, not thousands of calls.
+ */
+export function forEachGapRun(log: ChunkLog, observe: (gap: number, tokens: number, times: number) => void): void {
+  const n = log.count
+  if (n < 2) return
+  let gap = log.at(1) - log.at(0)
+  let tokens = log.tokens(1)
+  let times = 1
+  for (let i = 2; i < n; i++) {
+    const g = log.at(i) - log.at(i - 1)
+    const k = log.tokens(i)
+    if (g === gap && k === tokens) {
+      times++
+      continue
+    }
+    observe(gap * S, tokens, times)
+    gap = g
+    tokens = k
+    times = 1
+  }
+  observe(gap * S, tokens, times)
+}
+
+/**
  * Quantile of the token-weighted ITL of one request (for its log line): each gap g_j / k_j
  * weighted by k_j. Returns undefined with fewer than two chunks.
  */
@@ -210,6 +236,25 @@ export function requestItlP99(log: ChunkLog): number | undefined {
 /** Calls `observe(k_j)` for every content chunk, the first included. */
 export function forEachChunkTokens(log: ChunkLog, observe: (tokens: number) => void): void {
   for (let i = 0; i < log.count; i++) observe(log.tokens(i))
+}
+
+/** `forEachChunkTokens` with runs of equal k_j folded: `observe(k, times)`. */
+export function forEachChunkTokensRun(log: ChunkLog, observe: (tokens: number, times: number) => void): void {
+  const n = log.count
+  if (n === 0) return
+  let tokens = log.tokens(0)
+  let times = 1
+  for (let i = 1; i < n; i++) {
+    const k = log.tokens(i)
+    if (k === tokens) {
+      times++
+      continue
+    }
+    observe(tokens, times)
+    tokens = k
+    times = 1
+  }
+  observe(tokens, times)
 }
 
 /** Σ k_j as the log holds it now (before or after reconciling with usage). */
