@@ -1,5 +1,6 @@
 import http from 'node:http'
 import { performance } from 'node:perf_hooks'
+import { createGunzip } from 'node:zlib'
 
 /**
  * The benchmark's load generator, in its own process (forked by bench/run.ts, driven over IPC).
@@ -29,7 +30,22 @@ export type Job =
   | { kind: 'release' }
   | { kind: 'stop' }
   | { kind: 'stall'; url: string; body: string; count?: number }
-  | { kind: 'get'; url: string; times: number; pauseMs: number }
+  | { kind: 'get'; url: string; times: number; pauseMs: number; inspect?: boolean; accept?: string; gzip?: boolean }
+
+/** Timed scrapes; with `inspect`, one more (untimed) scrape is counted. */
+export interface ScrapeResult {
+  readonly ms: number[]
+  /** The exposition's size (decompressed). */
+  readonly bytes: number
+  /** Bytes on the wire (compressed, when the server used gzip). */
+  readonly wireBytes: number
+  /** llm_ histogram series (their `_count` lines). */
+  readonly histogramSeries: number
+  /** llm_ series: histogram series plus counter and gauge samples. */
+  readonly llmSeries: number
+  /** Sample lines of every metric. */
+  readonly samples: number
+}
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 4096 })
 const now = (): number => performance.timeOrigin + performance.now()
@@ -174,24 +190,59 @@ function stallOne(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
 }
 
 /** Timed GETs (the /metrics scrape as Prometheus sees it: request → whole body). */
-async function get(job: Extract<Job, { kind: 'get' }>): Promise<{ ms: number[]; bytes: number }> {
+async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   const ms: number[] = []
   let bytes = 0
-  for (let i = 0; i < job.times; i++) {
-    const t0 = performance.now()
-    bytes = await new Promise<number>((resolve, reject) => {
+  let wireBytes = 0
+  const headers: Record<string, string> = {}
+  if (job.accept !== undefined) headers.accept = job.accept
+  if (job.gzip === true) headers['accept-encoding'] = 'gzip'
+  // Time to the whole exposition, decompressed as a scraper must before parsing it.
+  const fetchBody = (keep: boolean): Promise<{ n: number; text: string }> =>
+    new Promise((resolve, reject) => {
       http
-        .get(job.url, { agent }, (res) => {
+        .get(job.url, { agent, headers }, (res) => {
           let n = 0
-          res.on('data', (b: Buffer) => (n += b.length))
-          res.on('end', () => resolve(n))
+          let wire = 0
+          const parts: Buffer[] = []
+          res.on('data', (b: Buffer) => (wire += b.length))
+          const body = res.headers['content-encoding'] === 'gzip' ? res.pipe(createGunzip()) : res
+          body.on('data', (b: Buffer) => {
+            n += b.length
+            if (keep) parts.push(b)
+          })
+          body.on('end', () => {
+            wireBytes = wire
+            resolve({ n, text: keep ? Buffer.concat(parts).toString('latin1') : '' })
+          })
+          body.on('error', reject)
+          res.on('error', reject)
         })
         .on('error', reject)
     })
+  for (let i = 0; i < job.times; i++) {
+    const t0 = performance.now()
+    bytes = (await fetchBody(false)).n
     ms.push(performance.now() - t0)
     if (job.pauseMs > 0) await new Promise((r) => setTimeout(r, job.pauseMs))
   }
-  return { ms, bytes }
+  let histogramSeries = 0
+  let llmSeries = 0
+  let samples = 0
+  if (job.inspect === true) {
+    const { text } = await fetchBody(true)
+    for (const line of text.split('\n')) {
+      if (line === '' || line.startsWith('#')) continue
+      samples++
+      if (!line.startsWith('llm_')) continue
+      const name = line.slice(0, line.search(/[{ ]/))
+      if (name.endsWith('_count')) {
+        histogramSeries++
+        llmSeries++
+      } else if (!name.endsWith('_bucket') && !name.endsWith('_sum')) llmSeries++
+    }
+  }
+  return { ms, bytes, wireBytes, histogramSeries, llmSeries, samples }
 }
 
 async function run(job: Job): Promise<unknown> {

@@ -1,4 +1,4 @@
-import { formatValue, header, renderLabels } from './format.ts'
+import { formatValue, header, lineChunks, renderLabels } from './format.ts'
 
 /** A Prometheus counter with label children bound once. Same roles as `Histogram`. */
 
@@ -11,11 +11,14 @@ export interface CounterOptions {
 export class CounterSeries {
   readonly labelValues: readonly string[]
   readonly rendered: string
+  /** `name{labels} `: the sample line up to its value. */
+  readonly line: string
   value = 0
 
-  constructor(labelValues: readonly string[], rendered: string) {
+  constructor(labelValues: readonly string[], rendered: string, line: string) {
     this.labelValues = labelValues
     this.rendered = rendered
+    this.line = line
   }
 
   inc(by = 1): void {
@@ -42,7 +45,8 @@ export class Counter {
     const key = values.join('\u0000')
     let series = this.#series.get(key)
     if (series === undefined) {
-      series = new CounterSeries(values, renderLabels(this.labelNames, values))
+      const rendered = renderLabels(this.labelNames, values)
+      series = new CounterSeries(values, rendered, `${this.name}${rendered.length > 0 ? `{${rendered}}` : ''} `)
       this.#series.set(key, series)
     }
     return series
@@ -57,12 +61,16 @@ export class Counter {
    * (https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#counter).
    */
   serialize(openMetrics = false): string {
-    const family = openMetrics ? this.name.slice(0, -'_total'.length) : this.name
-    let out = header(family, this.help, this.type, openMetrics)
-    for (const s of this.#series.values()) {
-      out += `${this.name}${s.rendered.length > 0 ? `{${s.rendered}}` : ''} ${formatValue(s.value)}\n`
-    }
+    let out = ''
+    for (const b of this.chunks(openMetrics)) out += b.toString('utf8')
     return out
+  }
+
+  /** The exposition as bytes: the header, then the series in groups of `LINES_PER_CHUNK`. */
+  *chunks(openMetrics = false): Generator<Buffer> {
+    const family = openMetrics ? this.name.slice(0, -'_total'.length) : this.name
+    yield Buffer.from(header(family, this.help, this.type, openMetrics))
+    yield* lineChunks(this.#series.values(), (s) => `${s.line}${formatValue(s.value)}\n`)
   }
 
   get(): { name: string; help: string; type: 'counter'; aggregator: 'sum'; values: { labels: Record<string, string>; value: number }[] } {

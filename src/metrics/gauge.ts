@@ -1,4 +1,4 @@
-import { formatValue, header, renderLabels } from './format.ts'
+import { formatValue, header, lineChunks, renderLabels } from './format.ts'
 
 /**
  * A gauge whose values are counted when scraped (e.g. requests in flight, grouped by labels
@@ -76,9 +76,18 @@ export class CollectedGauge {
   }
 
   serialize(openMetrics = false): string {
-    let out = header(this.name, this.help, this.type, openMetrics)
-    for (const e of this.#snapshot().values()) out += `${this.name}{${e.rendered}} ${formatValue(e.value)}\n`
+    let out = ''
+    for (const b of this.chunks(openMetrics)) out += b.toString('utf8')
     return out
+  }
+
+  /** The exposition as bytes: the header, then the label sets counted now, in groups of lines. */
+  *chunks(openMetrics = false): Generator<Buffer> {
+    // Counted in one go (in-flight requests only), so the values are one consistent snapshot.
+    // The values are copied: a scrape running meanwhile counts again into the same entries.
+    const counted = Array.from(this.#snapshot().values(), (e) => ({ rendered: e.rendered, value: e.value }))
+    yield Buffer.from(header(this.name, this.help, this.type, openMetrics))
+    yield* lineChunks(counted, (e) => `${this.name}{${e.rendered}} ${formatValue(e.value)}\n`)
   }
 
   get(): { name: string; help: string; type: 'gauge'; aggregator: 'sum'; values: { labels: Record<string, string>; value: number }[] } {

@@ -46,8 +46,13 @@ export class HistogramSeries {
   count = 0
   /** Latest exemplar per bucket (same slots as `counts`), allocated on the first one. */
   exemplars: (Exemplar | undefined)[] | undefined
-  /** This series' Prometheus-text exposition lines, kept between scrapes until its next observation. */
+  /**
+   * This series' exposition lines, kept between scrapes until its next observation: without
+   * exemplars the Prometheus text and OpenMetrics lines are the same bytes.
+   */
   exposition: Buffer | undefined
+  /** The OpenMetrics lines with exemplars (only when the series has any), cached like `exposition`. */
+  expositionWithExemplars: Buffer | undefined
   readonly #bounds: Float64Array
 
   constructor(bounds: Float64Array, labelValues: readonly string[], rendered: string) {
@@ -73,6 +78,7 @@ export class HistogramSeries {
     this.sum += value * weight
     this.count += weight
     this.exposition = undefined
+    this.expositionWithExemplars = undefined
     return lo
   }
 
@@ -96,6 +102,7 @@ export class Histogram {
   readonly #leStrings: readonly string[]
   #series = new Map<string, HistogramSeries>()
   #header: Buffer | undefined
+  #headerOpenMetrics: Buffer | undefined
 
   constructor(opts: HistogramOptions) {
     const buckets = [...new Set(opts.buckets)].filter((b) => Number.isFinite(b)).sort((a, b) => a - b)
@@ -138,19 +145,18 @@ export class Histogram {
   }
 
   /**
-   * The exposition as bytes: the header, then one buffer per series. In the Prometheus text
-   * format a series is rendered again only after it was observed, so a scrape of many quiet
-   * series is mostly a copy, and a big scrape is never one huge string (which V8 would have to
-   * flatten and encode in one go). OpenMetrics output (with exemplars) is rendered each time.
+   * The exposition as bytes: the header, then one buffer per series. A series is rendered
+   * again only after it was observed, so a scrape of many quiet series is mostly a copy, and a
+   * big scrape is never one huge string (which V8 would have to flatten and encode in one go).
+   * OpenMetrics shares the cached bytes of every series without exemplars.
    */
   *chunks(openMetrics = false): Generator<Buffer> {
-    if (openMetrics) {
-      yield Buffer.from(header(this.name, this.help, this.type, true))
-      for (const s of this.#series.values()) yield this.#render(s, true)
-      return
+    if (openMetrics) yield (this.#headerOpenMetrics ??= Buffer.from(header(this.name, this.help, this.type, true)))
+    else yield (this.#header ??= Buffer.from(header(this.name, this.help, this.type)))
+    for (const s of this.#series.values()) {
+      if (openMetrics && s.exemplars !== undefined) yield (s.expositionWithExemplars ??= this.#render(s, true))
+      else yield (s.exposition ??= this.#render(s, false))
     }
-    yield (this.#header ??= Buffer.from(header(this.name, this.help, this.type)))
-    for (const s of this.#series.values()) yield (s.exposition ??= this.#render(s, false))
   }
 
   #render(s: HistogramSeries, openMetrics: boolean): Buffer {

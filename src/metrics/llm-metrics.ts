@@ -5,7 +5,7 @@ import { Histogram, requestIdExemplar } from './histogram.ts'
 import type { HistogramSeries } from './histogram.ts'
 import { judgeSlo } from './slo.ts'
 import type { RouteSlo } from './slo.ts'
-import { countStalls, forEachChunkTokens, forEachGap, requestItlP99 } from '../timing/request-timing.ts'
+import { countStalls, forEachChunkTokensRun, forEachGapRun, requestItlP99 } from '../timing/request-timing.ts'
 import type { Timing } from '../timing/request-timing.ts'
 import type { ChunkLog } from '../timing/chunk-log.ts'
 import { DEFAULT_BUCKETS } from '../config/schema.ts'
@@ -264,16 +264,16 @@ export class LlmMetrics {
     if (r.headersSeconds !== undefined) b.headers.observe(r.headersSeconds)
     if (t.chunks >= 1) {
       const perChunk = b.tokensPerChunk
-      forEachChunkTokens(r.chunks, (k) => perChunk.observe(k))
+      forEachChunkTokensRun(r.chunks, (k, times) => perChunk.observe(k, times))
     }
     if (t.chunks >= 2) {
       const itl = b.itl
       const gaps = b.interChunk
-      forEachGap(r.chunks, (gap, k) => {
-        gaps.observe(gap)
+      forEachGapRun(r.chunks, (gap, k, times) => {
+        gaps.observe(gap, times)
         if (k > 0) {
-          if (exemplar === undefined) itl.observe(gap / k, k)
-          else itl.observeWithExemplar(gap / k, k, exemplar, now)
+          if (exemplar === undefined) itl.observe(gap / k, k * times)
+          else itl.observeWithExemplar(gap / k, k * times, exemplar, now)
         }
       })
       if (t.maxGap !== undefined) {

@@ -1,3 +1,5 @@
+import { ownCopy } from './bytes.ts'
+import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
 import type { ParserContext, StreamParser } from './types.ts'
@@ -19,25 +21,15 @@ type Json = Record<string, unknown>
 
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 
-/**
- * Keys that need the full parse when present: usage, errors, and every content field other than
- * `delta.content` (`:null`, as OpenAI sends `"usage":null` on every chunk, reads as absent).
- * Matched with their quotes: a quote inside a JSON string is escaped, so a match is a key or a
- * whole string value (a value only costs a full parse, never a wrong count).
- */
-const NEEDS_PARSE = /"(?:usage|error|text|refusal|tool_calls|function_call|reasoning[^"]*)"(?!:null)|"content"/g
-
-/** Whether `data` has a NEEDS_PARSE match other than the one ending at `allowedEnd` (the delta's own content key). */
-function needsParse(data: string, allowedEnd: number): boolean {
-  NEEDS_PARSE.lastIndex = 0
-  while (NEEDS_PARSE.test(data)) if (NEEDS_PARSE.lastIndex !== allowedEnd) return true
-  return false
-}
-const DELTA = '"delta":{'
-const CONTENT = '"content":'
-const ROLE = '"role":"assistant",'
-const QUOTE = 34
-const BACKSLASH = 92
+/** Where a plain chunk's text is: the template's content hole. */
+const CONTENT_PATH = ['choices', 0, 'delta', 'content'] as const
+/** The same for legacy Completions (`text_completion`). */
+const TEXT_PATH = ['choices', 0, 'text'] as const
+/** Members whose values onJson reads (or may one day): never a template hole, so they must match exactly. */
+const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|choices|delta|tool_calls|function_call|function|arguments)$/
+const fixed = (key: string): boolean => FIXED.test(key)
+/** Templates that may go unused before a stream learns only from every 256th chunk that misses. */
+const MAX_WASTED = 3
 const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
 
 /** Running totals for one SSE event: every choice's new output is one content chunk. */
@@ -48,38 +40,21 @@ interface Piece {
 }
 
 /**
- * Whether `{}` and `[]` balance in `data`, skipping the string that starts at `skipFrom`'s
- * content value (the generated text, which may hold any character). Other strings in a chunk
- * (ids, model names, padding) hold none in practice; when they do, the event simply takes the
- * full parse.
+ * Where the text of a plain chunk is, when `value` is one: a chunk whose only effect in onJson is
+ * one string, `delta.content` (chat) or `text` (legacy completions), with one choice, no usage or
+ * error object and no other content field. A template learned from it reads the next ones.
  */
-function balanced(data: string, skipFrom: number): boolean {
-  let depth = 0
-  let skipStart = -1
-  let skipEnd = -1
-  if (skipFrom >= 0) {
-    skipStart = data.indexOf('"', skipFrom + CONTENT.length - 1)
-    skipEnd = skipStart
-    for (;;) {
-      skipEnd = data.indexOf('"', skipEnd + 1)
-      if (skipEnd < 0) return false
-      let k = skipEnd - 1
-      while (data.charCodeAt(k) === BACKSLASH) k--
-      if ((skipEnd - 1 - k) % 2 === 0) break
-    }
-  }
-  for (let i = 0; i < data.length; i++) {
-    if (i === skipStart) {
-      i = skipEnd
-      continue
-    }
-    const ch = data.charCodeAt(i)
-    if (ch === 123 || ch === 91) depth++
-    else if (ch === 125 || ch === 93) {
-      if (--depth < 0) return false
-    }
-  }
-  return depth === 0
+function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | undefined {
+  if (!isObject(value) || isObject(value.error) || isObject(value.usage)) return undefined
+  const choices = value.choices
+  if (!Array.isArray(choices) || choices.length !== 1) return undefined
+  const choice: unknown = choices[0]
+  if (!isObject(choice)) return undefined
+  const delta = choice.delta
+  if (delta === undefined) return typeof choice.text === 'string' ? TEXT_PATH : undefined
+  if (nonEmpty(choice.text) || !isObject(delta) || typeof delta.content !== 'string') return undefined
+  const other = nonEmpty(delta.refusal) || nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning) || Array.isArray(delta.tool_calls) || isObject(delta.function_call)
+  return other ? undefined : CONTENT_PATH
 }
 
 export class OpenAIChatParser extends SseJsonParser {
@@ -87,59 +62,59 @@ export class OpenAIChatParser extends SseJsonParser {
   #cumulative = 0
   #usageOnEveryChunk = true
 
+  /** The stream's chunk text, learned from plain chunks that took the full parse. */
+  #template: EventTemplate | undefined
+  /** The text of the event now taking the full parse, when it may teach a template. */
+  #pending: string | undefined
+  /** Events since the template last matched. */
+  #misses = 0
+  /** Whether the current template has read an event. */
+  #matched = false
+  /** Templates replaced before they read any event (chunks whose text never repeats). */
+  #wasted = 0
+
   /**
-   * The fast path (most events of a chat stream): one choice whose delta is `{"content":"…"}`
-   * (after an optional `"role":"assistant",`) or empty, and no usage, error or other content
-   * field anywhere: the text is read without `JSON.parse`, with exactly the full parse's result.
-   * Anything else falls back to the full parse. The first event always takes the full parse
-   * (it names the model).
+   * The fast path (most events of a chat stream): an event that matches the stream's template
+   * (the text of the last plain chunk that took the full parse, with only its text and other
+   * scalars the parser does not read, such as ids, a timestamp or `obfuscation`, changed) is read
+   * without `JSON.parse`, with exactly the full parse's result. Anything else takes the full
+   * parse, and a plain chunk there teaches the template.
    */
   protected override scan(event: string, data: string): boolean {
-    if (event !== '' || this.summary.model === undefined) return false
-    const last = data.length - 1
-    if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(last) !== 125 /* } */) return false
-    const d = data.indexOf(DELTA)
-    if (d < 0 || data.indexOf('"delta"') !== d || data.indexOf('"delta"', d + DELTA.length) >= 0) return false
-    let c = d + DELTA.length
-    if (data.startsWith(ROLE, c)) c += ROLE.length
-    let text = ''
-    if (data.startsWith(CONTENT, c)) {
-      const v = c + CONTENT.length
-      if (data.charCodeAt(v) !== QUOTE) return false
-      // The closing quote: the first one not escaped (preceded by an even run of backslashes).
-      let end = v
-      for (;;) {
-        end = data.indexOf('"', end + 1)
-        if (end < 0) return false
-        let k = end - 1
-        while (data.charCodeAt(k) === BACKSLASH) k--
-        if ((end - 1 - k) % 2 === 0) break
-      }
-      // Nothing but this content key may need the full parse (a match inside the text itself
-      // only sends the event to the full parse).
-      if (needsParse(data, c + CONTENT.length - 1)) return false
-      text = data.slice(v + 1, end)
-      if (text.indexOf('\\') >= 0) {
-        // Escapes (\n, \", \uXXXX): JSON decodes the string alone.
-        try {
-          text = JSON.parse(data.slice(v, end + 1)) as string
-        } catch {
-          return false
-        }
-      }
-    } else if (c !== d + DELTA.length || needsParse(data, -1)) {
-      return false
+    if (event !== '') return false
+    const text = this.#template?.match(data)
+    if (text !== undefined) {
+      this.#misses = 0
+      this.#matched = true
+      // What onJson does for a plain chunk: no usage on this chunk, one text piece if non-empty.
+      this.#usageOnEveryChunk = false
+      if (text.length > 0) this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
+      return true
     }
-    // A truncated or spliced event must reach JSON.parse (and fail there): the braces and
-    // brackets outside the text must balance. Any imbalance sends the event to the full parse.
-    if (!balanced(data, text.length > 0 ? c : -1)) return false
-    // What onJson does for such an event: no usage on this chunk, one text piece if non-empty.
-    this.#usageOnEveryChunk = false
-    if (text.length > 0) this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
-    return true
+    // Learning costs a scan of the text and, for a new shape, compiling a pattern: a stream whose
+    // chunks never repeat (logprobs arrays, say) stops trying after a few, but for a rare retry.
+    if (this.#wasted < MAX_WASTED || (this.#misses & 255) === 0) this.#pending = data
+    this.#misses++
+    return false
+  }
+
+  /** A template from a plain chunk's text. */
+  #learn(data: string, path: typeof CONTENT_PATH | typeof TEXT_PATH): void {
+    // The template keeps pieces of the text: they must not keep the whole read alive.
+    const shape = shapeOf(ownCopy(data), path, fixed)
+    if (shape === undefined) return
+    if (this.#template !== undefined && !this.#matched) this.#wasted++
+    this.#matched = false
+    this.#template = new EventTemplate(shape)
   }
 
   protected onJson(event: string, value: unknown): void {
+    const pending = this.#pending
+    this.#pending = undefined
+    if (pending !== undefined && event === '') {
+      const path = plainPath(value)
+      if (path !== undefined) this.#learn(pending, path)
+    }
     if (!isObject(value)) return
     if (event === 'error' || isObject(value.error)) {
       const error = isObject(value.error) ? value.error : value

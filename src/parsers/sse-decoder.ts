@@ -1,3 +1,4 @@
+import { isAscii } from 'node:buffer'
 import { asBuffer } from './bytes.ts'
 /**
  * Byte-level Server-Sent Events decoder.
@@ -24,11 +25,10 @@ const EMPTY = Buffer.alloc(0)
 
 
 /** Does the line name `field` (followed by a colon or the end of the line)? */
-function isField(buf: Buffer, start: number, end: number, field: string): boolean {
+function isField(text: string, start: number, end: number, field: string): boolean {
   const n = field.length
-  if (end - start < n || (end - start > n && buf[start + n] !== COLON)) return false
-  for (let i = 0; i < n; i++) if (buf[start + i] !== field.charCodeAt(i)) return false
-  return true
+  if (end - start < n || (end - start > n && text.charCodeAt(start + n) !== COLON)) return false
+  return text.slice(start, start + n) === field
 }
 
 export class SseDecoder {
@@ -79,17 +79,15 @@ export class SseDecoder {
       pos = 0
       return this.push(buf, onEvent, onOversize)
     }
-    let nextCR = buf.indexOf(CR, pos)
-    while (pos < len) {
-      let nextLF = buf.indexOf(LF, pos)
-      if (nextCR !== -1 && nextCR < pos) nextCR = buf.indexOf(CR, pos)
-      let end: number
-      if (nextLF === -1 && nextCR === -1) {
+    if (this.#partial.length > 0 || this.#lineTooLong) {
+      // The line begun in an earlier read ends in this one (or not yet).
+      const lf = buf.indexOf(LF, pos)
+      const cr = buf.indexOf(CR, pos)
+      const end = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr)
+      if (end === -1) {
         this.#keepPartial(buf, pos, len)
         return
       }
-      if (nextCR === -1 || (nextLF !== -1 && nextLF < nextCR)) end = nextLF
-      else end = nextCR
       if (this.#lineTooLong) {
         // The start of this line was dropped to bound memory (its first byte was kept):
         // a comment stays harmless, anything else spoils the event it belongs to.
@@ -100,24 +98,56 @@ export class SseDecoder {
         }
         this.#droppedBytes = 0
         this.#partial = EMPTY
-      } else if (this.#partial.length > 0) {
+      } else {
         const line = Buffer.concat([this.#partial, buf.subarray(pos, end)])
         this.#partial = EMPTY
-        this.#line(line, 0, line.length, onEvent, onOversize)
-      } else {
-        this.#line(buf, pos, end, onEvent, onOversize)
+        this.#line(line.toString('latin1'), 0, line.length, line, 0, isAscii(line), onEvent, onOversize)
       }
-      if (buf[end] === CR) {
-        if (end + 1 < len) {
-          pos = buf[end + 1] === LF ? end + 2 : end + 1
-        } else {
-          this.#skipLF = true
-          pos = end + 1
-        }
-      } else {
-        pos = end + 1
-      }
+      pos = this.#afterLineEnd(buf[end] === CR, end + 1 < len ? buf[end + 1] : -1, end)
     }
+    if (pos < len) this.#lines(buf, pos, onEvent, onOversize)
+  }
+
+  /**
+   * The complete lines of `buf` from `from` (and the start of an unfinished last one). The read is
+   * taken as one latin1 string, one character per byte, so lines are found with the engine's own
+   * string search and text offsets are byte offsets; a field's value is that text itself when the
+   * read is ASCII, else its bytes decoded as UTF-8.
+   */
+  #lines(buf: Buffer, from: number, onEvent: SseEventSink, onOversize?: SseOversizeSink): void {
+    const len = buf.length
+    const text = buf.toString('latin1', from, len)
+    const ascii = isAscii(from === 0 ? buf : buf.subarray(from))
+    const n = text.length
+    let pos = 0
+    // CRs are rare (most servers end lines in LF): look for them in the bytes, natively, and
+    // again only once passed.
+    let nextCR = buf.indexOf(CR, from)
+    if (nextCR !== -1) nextCR -= from
+    while (pos < n) {
+      const nextLF = text.indexOf('\n', pos)
+      if (nextCR !== -1 && nextCR < pos) {
+        nextCR = buf.indexOf(CR, from + pos)
+        if (nextCR !== -1) nextCR -= from
+      }
+      if (nextLF === -1 && nextCR === -1) {
+        this.#keepPartial(buf, from + pos, len)
+        return
+      }
+      const end = nextCR === -1 || (nextLF !== -1 && nextLF < nextCR) ? nextLF : nextCR
+      this.#line(text, pos, end, buf, from, ascii, onEvent, onOversize)
+      pos = this.#afterLineEnd(text.charCodeAt(end) === CR, end + 1 < n ? text.charCodeAt(end + 1) : -1, end)
+    }
+  }
+
+  /** Where the next line starts after a line end at `end`: CRLF is one line end, even split across reads. */
+  #afterLineEnd(isCR: boolean, next: number, end: number): number {
+    if (!isCR) return end + 1
+    if (next === -1) {
+      this.#skipLF = true
+      return end + 1
+    }
+    return next === LF ? end + 2 : end + 1
   }
 
   /** End of stream: an incomplete event is discarded, as the spec says. */
@@ -146,12 +176,16 @@ export class SseDecoder {
     this.#partial = this.#partial.length === 0 ? buf.subarray(from, to) : Buffer.concat([this.#partial, buf.subarray(from, to)])
   }
 
-  #line(buf: Buffer, start: number, end: number, onEvent: SseEventSink, onOversize?: SseOversizeSink): void {
+  /**
+   * One line: `text` holds it (latin1, one character per byte) from `start` to `end`; `buf`
+   * holds its bytes from `base` on, decoded as UTF-8 for a value unless the whole read is ASCII.
+   */
+  #line(text: string, start: number, end: number, buf: Buffer, base: number, ascii: boolean, onEvent: SseEventSink, onOversize?: SseOversizeSink): void {
     if (start === end) {
       this.#dispatch(onEvent, onOversize)
       return
     }
-    const first = buf[start]
+    const first = text.charCodeAt(start)
     if (first === COLON) return // comment / keep-alive
     this.#eventBytes += end - start
     if (this.#oversized || this.#eventBytes > this.maxEventBytes) {
@@ -160,29 +194,29 @@ export class SseDecoder {
       return
     }
     // Field names we keep: "data" and "event"; anything else (id, retry, unknown) is ignored.
-    if (first === 100 /* d */ && end - start >= 4 && buf[start + 1] === 97 && buf[start + 2] === 116 && buf[start + 3] === 97) {
-      const value = this.#value(buf, start + 4, end)
+    if (first === 100 /* d */ && end - start >= 4 && text.charCodeAt(start + 1) === 97 && text.charCodeAt(start + 2) === 116 && text.charCodeAt(start + 3) === 97) {
+      const value = this.#value(text, start + 4, end, buf, base, ascii)
       if (value === undefined) {
         this.unknownLines++
         return
       }
       this.#data = this.#data === undefined ? value : this.#data + '\n' + value
-    } else if (first === 101 /* e */ && end - start >= 5 && buf.toString('latin1', start, start + 5) === 'event') {
-      const value = this.#value(buf, start + 5, end)
+    } else if (first === 101 /* e */ && end - start >= 5 && text.slice(start, start + 5) === 'event') {
+      const value = this.#value(text, start + 5, end, buf, base, ascii)
       if (value !== undefined) this.#event = value
       else this.unknownLines++
-    } else if (!isField(buf, start, end, 'id') && !isField(buf, start, end, 'retry')) {
+    } else if (!isField(text, start, end, 'id') && !isField(text, start, end, 'retry')) {
       this.unknownLines++
     }
   }
 
   /** Value after `field`: the field name must end the line or be followed by a colon. */
-  #value(buf: Buffer, at: number, end: number): string | undefined {
+  #value(text: string, at: number, end: number, buf: Buffer, base: number, ascii: boolean): string | undefined {
     if (at === end) return ''
-    if (buf[at] !== COLON) return undefined
+    if (text.charCodeAt(at) !== COLON) return undefined
     at++
-    if (buf[at] === SPACE) at++
-    return buf.toString('utf8', at, end)
+    if (at < end && text.charCodeAt(at) === SPACE) at++
+    return ascii ? text.slice(at, end) : buf.toString('utf8', base + at, base + end)
   }
 
   #dispatch(onEvent: SseEventSink, onOversize?: SseOversizeSink): void {

@@ -77,6 +77,32 @@ export function forEachGap(log: ChunkLog, observe: (gap: number, tokens: number)
 }
 
 /**
+ * `forEachGap` with runs of equal chunks folded: `observe(gap, tokens, times)` for each run of
+ * consecutive chunks j ≥ 2 with the same g_j and k_j. Chunks that arrived in one read have
+ * g_j = 0 and mostly one token each, so a fast stream is a few runs, not thousands of calls.
+ */
+export function forEachGapRun(log: ChunkLog, observe: (gap: number, tokens: number, times: number) => void): void {
+  const n = log.count
+  if (n < 2) return
+  let gap = log.at(1) - log.at(0)
+  let tokens = log.tokens(1)
+  let times = 1
+  for (let i = 2; i < n; i++) {
+    const g = log.at(i) - log.at(i - 1)
+    const k = log.tokens(i)
+    if (g === gap && k === tokens) {
+      times++
+      continue
+    }
+    observe(gap * S, tokens, times)
+    gap = g
+    tokens = k
+    times = 1
+  }
+  observe(gap * S, tokens, times)
+}
+
+/**
  * Quantile of the token-weighted ITL of one request (for its log line): each gap g_j / k_j
  * weighted by k_j. Returns undefined with fewer than two chunks.
  */
@@ -95,13 +121,57 @@ export function itlQuantiles(log: ChunkLog, qs: readonly number[]): (number | un
     const k = log.tokens(i)
     if (k === 0) continue
     const v = ((log.at(i) - log.at(i - 1)) * S) / k
+    if (k === 1) {
+      // Most chunks carry one token: a plain store, not a call to fill.
+      values[filled++] = v
+      continue
+    }
     const end = Math.min(size, filled + k)
     values.fill(v, filled, end)
     filled = end
   }
-  values.sort()
-  // The smallest value whose cumulative weight reaches q × total (nearest rank).
-  return qs.map((q) => values[Math.min(size - 1, Math.max(0, Math.ceil(q * size) - 1))])
+  // The smallest value whose cumulative weight reaches q × total (nearest rank): the rank-th
+  // smallest, found by selection (linear) rather than a full sort. Ranks in ascending order, each
+  // selected among the values not below the previous one.
+  const ranks = qs.map((q) => Math.min(size - 1, Math.max(0, Math.ceil(q * size) - 1)))
+  const order = ranks.map((_, i) => i).sort((a, b) => ranks[a] - ranks[b])
+  let lo = 0
+  for (const i of order) {
+    select(values, ranks[i], lo, size - 1)
+    lo = ranks[i]
+  }
+  return ranks.map((r) => values[r])
+}
+
+/**
+ * Hoare's selection: rearranges `a[lo..hi]` so that `a[k]` is the value a sort would put there,
+ * with nothing larger before it and nothing smaller after. Equal values split evenly, so a log
+ * of identical gaps (a burst in one read) stays linear.
+ */
+function select(a: Float64Array, k: number, lo: number, hi: number): void {
+  while (hi > lo) {
+    const mid = (lo + hi) >>> 1
+    const x = a[lo]
+    const y = a[mid]
+    const z = a[hi]
+    const pivot = x < y ? (y < z ? y : x < z ? z : x) : x < z ? x : y < z ? z : y
+    let i = lo
+    let j = hi
+    while (i <= j) {
+      while (a[i] < pivot) i++
+      while (a[j] > pivot) j--
+      if (i <= j) {
+        const t = a[i]
+        a[i] = a[j]
+        a[j] = t
+        i++
+        j--
+      }
+    }
+    if (k <= j) hi = j
+    else if (k >= i) lo = i
+    else return
+  }
 }
 
 /**
@@ -166,6 +236,25 @@ export function requestItlP99(log: ChunkLog): number | undefined {
 /** Calls `observe(k_j)` for every content chunk, the first included. */
 export function forEachChunkTokens(log: ChunkLog, observe: (tokens: number) => void): void {
   for (let i = 0; i < log.count; i++) observe(log.tokens(i))
+}
+
+/** `forEachChunkTokens` with runs of equal k_j folded: `observe(k, times)`. */
+export function forEachChunkTokensRun(log: ChunkLog, observe: (tokens: number, times: number) => void): void {
+  const n = log.count
+  if (n === 0) return
+  let tokens = log.tokens(0)
+  let times = 1
+  for (let i = 1; i < n; i++) {
+    const k = log.tokens(i)
+    if (k === tokens) {
+      times++
+      continue
+    }
+    observe(tokens, times)
+    tokens = k
+    times = 1
+  }
+  observe(tokens, times)
 }
 
 /** Σ k_j as the log holds it now (before or after reconciling with usage). */

@@ -1,5 +1,6 @@
 import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base'
 import { countTokens as countCl100k } from 'gpt-tokenizer/encoding/cl100k_base'
+import { ownCopy } from '../parsers/bytes.ts'
 
 /**
  * Token estimates for generated text, with a real BPE tokenizer per model family.
@@ -46,7 +47,8 @@ function memoised(count: (text: string) => number): TokenCount {
       if (hit !== undefined) return hit
       const n = count(text)
       if (memo.size >= MEMO_MAX_ENTRIES) memo = new Map()
-      memo.set(text, n)
+      // A delta is often a slice of the event's text: the key must not keep that alive.
+      memo.set(ownCopy(text), n)
       return n
     }
     if (length <= EXACT_MAX_CHARS) return count(text)

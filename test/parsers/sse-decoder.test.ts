@@ -116,6 +116,18 @@ t.test('a multi-byte character split across reads decodes intact', async (t) => 
   for (const at of splitPoints(b.length)) t.same(decode([b.subarray(0, at), b.subarray(at)]).events, [['', 'héllo 🌍 wörld']])
 })
 
+t.test('each value decodes as its own bytes would, in ASCII reads, mixed reads and with invalid UTF-8', async (t) => {
+  // The decoder reads a whole read as one latin1 string and slices ASCII values out of it; values
+  // of a read with any other byte are decoded from their bytes. Both must give Buffer's UTF-8.
+  const values = [Buffer.from('plain ascii'), Buffer.from('héllo 🌍'), Buffer.from([0x61, 0xff, 0x62]), Buffer.from([0xe2, 0x82]), Buffer.from([0xc3, 0x28, 0x7f, 0x80]), Buffer.from('{"a":1}')]
+  const stream = Buffer.concat(values.flatMap((v) => [Buffer.from('data: '), v, Buffer.from('\n\n')]))
+  const want = values.map((v) => ['', v.toString('utf8')])
+  t.same(decode([stream]).events, want, 'one read')
+  for (const at of splitPoints(stream.length)) t.same(decode([stream.subarray(0, at), stream.subarray(at)]).events, want, `split at ${at}`)
+  const ascii = Buffer.from('data: a\n\ndata: b\r\n\r\nevent: e\rdata: c\r\r')
+  t.same(decode([ascii]).events, [['', 'a'], ['', 'b'], ['e', 'c']], 'an ASCII read with every line end')
+})
+
 t.test('an event left incomplete at the end of the stream is not dispatched', async (t) => {
   t.same(decode([Buffer.from('data: a\n\ndata: [DONE]')]).events, [['', 'a']])
 })

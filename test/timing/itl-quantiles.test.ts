@@ -44,3 +44,20 @@ t.test('a log with no tokens after the first chunk has no ITL quantiles', async 
   log.add(10, 0, MarkKind.text, false)
   t.same(itlQuantiles(log, [0.5, 0.99]), [undefined, undefined])
 })
+
+t.test('quantiles asked in any order agree with the definition on long logs full of equal gaps', async (t) => {
+  // Selection instead of a sort: equal values (a burst of chunks in one read) and any order of qs.
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.constantFrom(0, 0, 0, 1, 2.5, 10), fc.integer({ min: 0, max: 4 })), { minLength: 0, maxLength: 3000 }),
+      fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 1, maxLength: 5 }),
+      (marks, qs) => {
+        const log = new ChunkLog()
+        let at = 0
+        for (const [gap, k] of marks) log.add((at += gap), k, MarkKind.text, false)
+        t.same(itlQuantiles(log, qs), reference(log, qs))
+      },
+    ),
+    { numRuns: 200 },
+  )
+})

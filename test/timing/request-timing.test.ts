@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { forEachGap, itlQuantiles, reconcileTokens, summarize } from '../../src/timing/request-timing.ts'
+import { forEachChunkTokens, forEachChunkTokensRun, forEachGap, forEachGapRun, itlQuantiles, reconcileTokens, summarize } from '../../src/timing/request-timing.ts'
 
 /** A log from [ms, tokens] marks (kind text, estimated counts unless said). */
 function log(marks: [number, number, MarkKind?][], exact = false): ChunkLog {
@@ -195,4 +195,38 @@ t.test('the chunk log grows past its first capacity without losing marks', async
   t.equal(l.tokens(998), (998 % 3) + 1)
   t.equal(l.kind(500), MarkKind.tool)
   t.ok(l.allExact)
+})
+
+t.test('folding runs of equal chunks gives the same gaps and token counts, in order', async (t) => {
+  // Bursts (several chunks in one read: gap 0), repeats, multi-token chunks, and a last run.
+  const cases: [number, number][][] = [
+    [[5, 1]],
+    [[5, 1], [5, 1], [5, 1], [9, 2], [9, 1], [9, 1], [12, 1], [15, 1], [18, 1], [18, 3]],
+    [[0, 1], [10, 1], [20, 1], [30, 1]],
+    [[1, 2], [1, 2], [1, 2], [1, 2]],
+  ]
+  let seed = 7
+  const rnd = (n: number): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n
+  for (let c = 0; c < 50; c++) {
+    const marks: [number, number][] = []
+    let at = 0
+    for (let i = 0; i < 1 + rnd(40); i++) marks.push([(at += rnd(3) * 5), 1 + rnd(2)])
+    cases.push(marks)
+  }
+  for (const marks of cases) {
+    const l = log(marks)
+    const each: [number, number][] = []
+    forEachGap(l, (g, k) => each.push([g, k]))
+    const folded: [number, number][] = []
+    forEachGapRun(l, (g, k, times) => {
+      t.ok(times >= 1)
+      for (let i = 0; i < times; i++) folded.push([g, k])
+    })
+    t.same(folded, each, `gaps of ${JSON.stringify(marks)}`)
+    const tokens: number[] = []
+    forEachChunkTokens(l, (k) => tokens.push(k))
+    const foldedTokens: number[] = []
+    forEachChunkTokensRun(l, (k, times) => foldedTokens.push(...Array.from({ length: times }, () => k)))
+    t.same(foldedTokens, tokens, `tokens of ${JSON.stringify(marks)}`)
+  }
 })

@@ -1,0 +1,135 @@
+import type { Job, ScrapeResult, StreamResult } from './load-client.ts'
+import { cpuMicros } from './proc.ts'
+import { round, summary } from './stats.ts'
+
+/**
+ * The benchmark's scrape phase, at one scale: load `models` models (one short stream each, so
+ * every llm_ series of a model exists), then fetch `/metrics` back to back, first alone (the
+ * proxy's CPU per scrape; the event-loop delay with nothing else to do), then while streams for
+ * random models keep arriving (series keep changing between scrapes), beside the event-loop
+ * delay of the same traffic without scrapes. Used by run.ts and by scrape.ts (this phase alone,
+ * for A/B comparisons).
+ */
+
+export interface ScrapeDeps {
+  /** Runs a job in the load generator process. */
+  job<T>(j: Job): Promise<T>
+  /** Asks the proxy's el-probe (bench/el-probe.ts). */
+  ask(cmd: string, reply: string): Promise<Record<string, number>>
+  /** The proxy's chat completions URL. */
+  readonly streamUrl: string
+  readonly metricsUrl: string
+  /** The scraper's Accept header (Prometheus asks for OpenMetrics first). */
+  readonly accept?: string
+  /** Ask for gzip (Prometheus does) and decompress. */
+  readonly gzip?: boolean
+  body(plan: object, model: string): string
+  /** The proxy's pid, for its CPU time (/proc). */
+  readonly pid: number
+}
+
+export interface ScrapeFigures {
+  readonly models: number
+  /** What one scrape held (counted by the load generator on the last scrape). */
+  readonly llm_histogram_series: number
+  readonly llm_series: number
+  readonly samples: number
+  readonly bytes: number
+  /** Bytes on the wire (the same unless the body came compressed). */
+  readonly wire_bytes: number
+  readonly scrapes: number
+  readonly streams_during: number
+  /** Proxy CPU per scrape (utime+stime), measured over the scrapes without traffic, ms. */
+  readonly proxy_cpu_ms_per_scrape: number
+  /** Scrapes while streams keep arriving (what the target judges). */
+  readonly ms: { p50: number; p90: number; p99: number; max: number; mean: number }
+  readonly ms_without_traffic: { p50: number; p99: number }
+  readonly event_loop_delay_ms: { p50: number; p99: number; max: number }
+  readonly event_loop_delay_traffic_only_ms: { p50: number; p99: number; max: number }
+  readonly event_loop_delay_scrapes_only_ms: { p50: number; p99: number; max: number }
+  readonly event_loop_delay_idle_ms: { p99: number; max: number }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+export const modelName = (i: number): string => `bench-model-${String(i).padStart(4, '0')}`
+const plan = (chunks: number, gapMs: number): object => ({ ttft_ms: 0, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1]) })
+
+/** What Prometheus 2.x/3.x sends by default (scrape_protocols): OpenMetrics first. */
+export const PROMETHEUS_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'
+
+/** Models already loaded into the proxy (phases run at growing scales). */
+let loaded = 0
+
+export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number): Promise<ScrapeFigures> {
+  for (let i = loaded; i < models; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, models - i) }, (_, j) =>
+        d.job({ kind: 'streams', url: d.streamUrl, body: d.body(plan(4, 0), modelName(i + j)), count: 1, concurrency: 1, phaseMs: 0, idPrefix: `model-${i + j}`, detail: false }),
+      ),
+    )
+  }
+  loaded = Math.max(loaded, models)
+  await sleep(500)
+  await d.job({ kind: 'get', url: d.metricsUrl, times: 2, pauseMs: 0, accept: d.accept, gzip: d.gzip })
+  await d.ask('el-start', 'el-started')
+  await sleep(500)
+  const idle = await d.ask('el-stop', 'el')
+  // Scrapes alone (nothing changes between them): the proxy's CPU per scrape, without the
+  // traffic's own CPU to subtract, and the loop's delay with nothing else to do.
+  await d.ask('el-start', 'el-started')
+  const cpu0 = cpuMicros([d.pid])
+  const alone = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, pauseMs: 0, accept: d.accept, gzip: d.gzip })
+  const cpuPerScrape = (cpuMicros([d.pid]) - cpu0) / scrapes / 1000
+  const elAlone = await d.ask('el-stop', 'el')
+  // Streams for random models of this scale (so series keep changing between scrapes).
+  const traffic = d.job<StreamResult[]>({
+    kind: 'streams',
+    url: d.streamUrl,
+    body: '',
+    bodies: Array.from({ length: 97 }, (_, i) => d.body(plan(10, 5), modelName((i * 31) % models))),
+    count: 1_000_000,
+    concurrency: 10,
+    phaseMs: 0,
+    idPrefix: `scrape-traffic-${models}`,
+    detail: false,
+  })
+  await sleep(300)
+  // The same traffic without scrapes: what the scrapes add is the difference.
+  await d.ask('el-start', 'el-started')
+  await sleep(2000)
+  const trafficOnly = await d.ask('el-stop', 'el')
+  await d.ask('el-start', 'el-started')
+  const scrape = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, pauseMs: 0, inspect: true, accept: d.accept, gzip: d.gzip })
+  const el = await d.ask('el-stop', 'el')
+  await d.job({ kind: 'stop' })
+  const during = await traffic
+  const s = summary(scrape.ms)
+  const sa = summary(alone.ms)
+  const ms3 = (h: Record<string, number>): { p50: number; p99: number; max: number } => ({ p50: round(h.p50), p99: round(h.p99), max: round(h.max) })
+  return {
+    models,
+    llm_histogram_series: scrape.histogramSeries,
+    llm_series: scrape.llmSeries,
+    samples: scrape.samples,
+    bytes: scrape.bytes,
+    wire_bytes: scrape.wireBytes,
+    scrapes,
+    streams_during: during.length,
+    proxy_cpu_ms_per_scrape: round(cpuPerScrape, 1),
+    ms: { p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) },
+    ms_without_traffic: { p50: round(sa.p50), p99: round(sa.p99) },
+    event_loop_delay_ms: ms3(el),
+    event_loop_delay_scrapes_only_ms: ms3(elAlone),
+    event_loop_delay_traffic_only_ms: ms3(trafficOnly),
+    event_loop_delay_idle_ms: { p99: round(idle.p99), max: round(idle.max) },
+  }
+}
+
+/** One line for the report. */
+export function describeScrape(f: ScrapeFigures): string {
+  return (
+    `${f.models} models = ${f.llm_histogram_series.toLocaleString('en')} llm_ histogram series (${f.llm_series.toLocaleString('en')} llm_ series, ${f.samples.toLocaleString('en')} samples, ${(f.bytes / 2 ** 20).toFixed(2)} MiB): ` +
+    `with traffic p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms over ${f.scrapes} scrapes, event-loop delay p99 ${f.event_loop_delay_ms.p99} ms (traffic alone ${f.event_loop_delay_traffic_only_ms.p99} ms); ` +
+    `without traffic p50 ${f.ms_without_traffic.p50} ms, event-loop delay p99 ${f.event_loop_delay_scrapes_only_ms.p99} ms (idle ${f.event_loop_delay_idle_ms.p99} ms), proxy CPU ${f.proxy_cpu_ms_per_scrape} ms per scrape`
+  )
+}
