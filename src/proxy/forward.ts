@@ -45,9 +45,10 @@ export function createAgent(upstream: Config['upstream']): Agent {
 /**
  * A body of at most this many declared bytes is read whole before the upstream request starts.
  * Such a body comes with the headers or just after them, so nothing waits; undici then writes
- * head and body in one syscall instead of pulling an async iterator chunk by chunk.
+ * head and body in one syscall instead of pulling an async iterator chunk by chunk. undici keeps
+ * that buffer until the response ends, so the bound is also what a long stream holds for it.
  */
-const WHOLE_BODY_BYTES = 64 * 1024
+const WHOLE_BODY_BYTES = 16 * 1024
 
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET_BEFORE_HEADERS'])
 
