@@ -84,8 +84,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const proxyRoutes: ProxyRoute[] = []
   let closing = false
   const app: FastifyInstance = Fastify({
-    // Proxied requests skip Fastify's router, request/reply objects and hooks (a third of the
-    // per-request CPU of a short stream): the listener hands them to the proxy at once, with
+    // Proxied requests skip Fastify's router, request/reply objects and hooks (per-request CPU
+    // that a short stream pays in full): the listener hands them to the proxy at once, with
     // t_req taken as the headers are parsed. Fastify keeps everything else: unmatched paths,
     // odd request targets, and the 503 answers while closing (its routes for the same prefixes
     // remain registered below).
