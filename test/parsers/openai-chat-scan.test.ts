@@ -1,40 +1,11 @@
 import t from 'tap'
 import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
-import type { ContentEvent, ParserContext, StreamSummary } from '../../src/parsers/types.ts'
-import { counterFor } from '../../src/tokens/tokenizer.ts'
+import { chatContext as ctx, Counting, FullParseOnly, run } from '../helpers/chat-fast-path.ts'
 import { fixture, sseFromDataLines, splitPoints } from '../helpers/fixtures.ts'
 
-// The pre-scan (OpenAIChatParser.scan) reads plain text deltas without JSON.parse. It must give
-// exactly what the full parse gives: same events from the same reads, same summary.
-
-/** The same parser with the pre-scan switched off: every event takes JSON.parse. */
-class FullParseOnly extends OpenAIChatParser {
-  protected override scan(): boolean {
-    return false
-  }
-}
-
-/** Counts how many events the pre-scan handled. */
-class Counting extends OpenAIChatParser {
-  scanned = 0
-  protected override scan(event: string, data: string): boolean {
-    const handled = super.scan(event, data)
-    if (handled) this.scanned++
-    return handled
-  }
-}
-
-const ctx = (): ParserContext => ({ countTokens: counterFor('o200k_base'), path: '/v1/chat/completions', contentType: 'text/event-stream', maxEventBytes: 1 << 20 })
-
-interface Run {
-  reads: ContentEvent[][]
-  summary: StreamSummary
-}
-
-function run(parser: OpenAIChatParser, parts: Uint8Array[]): Run {
-  const reads = parts.map((p) => [...parser.push(p)])
-  return { reads, summary: JSON.parse(JSON.stringify(parser.end())) as StreamSummary }
-}
+// The fast path (OpenAIChatParser.scan) reads plain text deltas without JSON.parse. On every
+// recorded fixture and split it must give exactly what the full parse gives: same events from
+// the same reads, same summary.
 
 const FIXTURES: [string, Buffer][] = [
   ['openai/chat-text-role-first-usage-chunk.sse', fixture('openai/chat-text-role-first-usage-chunk.sse')],
@@ -71,7 +42,7 @@ t.test('the pre-scan reads the plain text deltas of an OpenAI stream', async (t)
   const bytes = fixture('openai/chat-text-role-first-usage-chunk.sse')
   const events = [...p.push(bytes)]
   p.end()
-  t.ok(p.scanned > 0, `the pre-scan handled ${p.scanned} events`)
+  t.ok(p.matched > 0, `the pre-scan handled ${p.matched} events`)
   t.ok(events.length > 0)
 })
 

@@ -1,42 +1,14 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import fc from 'fast-check'
-import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
 import { EventTemplate, shapeOf } from '../../src/parsers/json-template.ts'
-import type { ContentEvent, ParserContext, StreamSummary } from '../../src/parsers/types.ts'
-import { counterFor } from '../../src/tokens/tokenizer.ts'
+import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
+import { chatContext as ctx, Counting, FullParseOnly, run } from '../helpers/chat-fast-path.ts'
 
 // The template fast path (OpenAIChatParser.scan + json-template.ts) reads chunks that repeat the
 // text of earlier plain chunks without JSON.parse. It must give exactly what the full parse gives:
 // the same content events from the same reads, the same summary, the same failure on bad JSON.
 
-class FullParseOnly extends OpenAIChatParser {
-  protected override scan(): boolean {
-    return false
-  }
-}
-
-/** Counts the events the template read. */
-class Counting extends OpenAIChatParser {
-  matched = 0
-  protected override scan(event: string, data: string): boolean {
-    const handled = super.scan(event, data)
-    if (handled) this.matched++
-    return handled
-  }
-}
-
-const ctx = (): ParserContext => ({ countTokens: counterFor('o200k_base'), path: '/v1/chat/completions', contentType: 'text/event-stream', maxEventBytes: 1 << 20 })
-
-interface Run {
-  reads: ContentEvent[][]
-  summary: StreamSummary
-}
-
-function run(parser: OpenAIChatParser, parts: Uint8Array[]): Run {
-  const reads = parts.map((p) => [...parser.push(p)])
-  return { reads, summary: JSON.parse(JSON.stringify(parser.end())) as StreamSummary }
-}
 
 const sse = (datas: readonly string[]): Buffer => Buffer.from(datas.map((d) => `data: ${d}\n\n`).join(''))
 /** One read per event, so a difference shows which event it came from. */

@@ -1,8 +1,6 @@
-import type { Socket } from 'node:net'
 import t from 'tap'
-import { Agent, buildConnector } from 'undici'
-import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
+import { proxyWithSockets } from '../helpers/watched-sockets.ts'
 import { chatBody, rawRequest, sleep, waitFor } from '../helpers/faults.ts'
 
 const PIECE = Buffer.from(`: ${'x'.repeat(64 * 1024 - 3)}\n`) // an SSE comment line of 64 KiB
@@ -28,24 +26,9 @@ t.test('a client that stops reading stops tokentap reading from the upstream, wi
   })
   t.teardown(() => upstream.close())
 
-  // The upstream agent, with its sockets in view.
-  const upstreamSockets: Socket[] = []
-  const connector = buildConnector({})
-  const dispatcher = new Agent({
-    // A short idle limit (as createAgent maps idle_timeout_ms, ~1 s resolution in undici): time
-    // the proxy itself holds the upstream back is not idleness.
-    bodyTimeout: 1000,
-    connect: (opts, cb) =>
-      connector(opts, (err, socket) => {
-        if (socket !== null) upstreamSockets.push(socket as Socket)
-        cb(err, socket as never)
-      }),
-  })
-  t.teardown(() => dispatcher.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] }, { dispatcher })
-  t.teardown(() => proxy.close())
-  const clientSockets: Socket[] = []
-  proxy.app.server.on('connection', (s: Socket) => clientSockets.push(s))
+  // A short idle limit (as createAgent maps idle_timeout_ms, ~1 s resolution in undici): time
+  // the proxy itself holds the upstream back is not idleness.
+  const { proxy, upstreamSockets, clientSockets } = await proxyWithSockets(t, upstream.url, { bodyTimeout: 1000 })
 
   const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   res.pause() // the client stops reading

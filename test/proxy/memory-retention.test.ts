@@ -1,12 +1,12 @@
 import type { IncomingMessage } from 'node:http'
-import type { Socket } from 'node:net'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import t from 'tap'
-import { Agent, buildConnector } from 'undici'
+import { Agent } from 'undici'
 import type { Dispatcher } from 'undici'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
+import { proxyWithSockets } from '../helpers/watched-sockets.ts'
 import { SSE_HEADERS, chatBody, chatEvent, rawRequest, sleep, waitFor } from '../helpers/faults.ts'
 
 v8.setFlagsFromString('--expose-gc')
@@ -78,20 +78,7 @@ t.test('a stalled reader costs the proxy its marks (8 bytes a chunk) and bounded
     res.end('data: [DONE]\n\n')
   })
   t.teardown(() => upstream.close())
-  const upstreamSockets: Socket[] = []
-  const connector = buildConnector({})
-  const dispatcher = new Agent({
-    connect: (opts, cb) =>
-      connector(opts, (err, socket) => {
-        if (socket !== null) upstreamSockets.push(socket as Socket)
-        cb(err, socket as never)
-      }),
-  })
-  t.teardown(() => dispatcher.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] }, { dispatcher })
-  t.teardown(() => proxy.close())
-  const clientSockets: Socket[] = []
-  proxy.app.server.on('connection', (s: Socket) => clientSockets.push(s))
+  const { proxy, upstreamSockets, clientSockets } = await proxyWithSockets(t, upstream.url)
 
   const { res, req } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   res.pause()
