@@ -12,14 +12,17 @@ function buckets(m: readonly Sample[], name: string, labels: Record<string, stri
   return out
 }
 
-// First chunk (1 token) at 50 ms, then [gap ms, tokens]: two stalls (600 and 400 ms, over
-// stall_seconds 0.25) and a burst (4 then 8 tokens, the 8 with no gap at all).
-const CHUNKS: [number, number][] = [[20, 1], [600, 1], [20, 4], [0, 8], [400, 2]]
+// First chunk (1 token) at 50 ms, then [gap ms, tokens]: two stalls (700 ms each, over
+// stall_seconds 0.35) and a burst (4 then 8 tokens, the 8 with no gap at all). Chunks are due
+// at offsets from the start, so a late chunk lengthens the gap before it and shortens the one
+// after it: with every gap at least 340 ms from the threshold, a chunk made late by a loaded
+// machine (a frozen process, CPU steal) by less than that neither adds a stall nor removes one.
+const CHUNKS: [number, number][] = [[10, 1], [700, 1], [10, 4], [0, 8], [700, 2]]
 const TOKENS = [1, ...CHUNKS.map(([, k]) => k)]
 const N = TOKENS.reduce((a, b) => a + b, 0)
 
 t.test('a schedule with two stalls and a burst gives exact stall, max-gap, tokens-per-chunk and phase figures', async (t) => {
-  const proxy = await startProxy({ routes: [simRoute()], metrics: { stall_seconds: 0.25 } })
+  const proxy = await startProxy({ routes: [simRoute()], metrics: { stall_seconds: 0.35 } })
   t.teardown(() => proxy.close())
   const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test' })
   for (const includeUsage of [true, false]) {
@@ -39,7 +42,7 @@ t.test('a schedule with two stalls and a burst gives exact stall, max-gap, token
   t.equal(sumOf(m, 'llm_stream_max_gap_seconds_count', labels), 2, 'one longest gap per request')
   const maxGapSum = sumOf(m, 'llm_stream_max_gap_seconds_sum', labels)
   // Chunks are due at absolute times, so a late chunk shortens the gap after it: wide tolerances.
-  t.ok(maxGapSum >= 0.8 && maxGapSum < 3, `max gap sum ${maxGapSum} ≈ 2 × 600 ms`)
+  t.ok(maxGapSum >= 0.8 && maxGapSum < 3, `max gap sum ${maxGapSum} ≈ 2 × 700 ms`)
   const gapBuckets = buckets(m, 'llm_stream_max_gap_seconds', labels)
   t.equal(gapBuckets['0.3'], 0, 'no request had its longest gap under 300 ms')
   t.equal(gapBuckets['+Inf'], 2)
@@ -68,6 +71,9 @@ t.test('reasoning before the answer separates the first output token from the fi
   const upstream = await startUpstream((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'x-request-id': 'req_upstream_1' })
     res.flushHeaders()
+    // Each piece after the previous one was written: with offsets from the start, a first reasoning
+    // chunk made late by a loaded machine would go out together with the answer, and the visible
+    // thinking time this test is about would shrink to nothing.
     void replay(res, [
       { afterMs: 0, bytes: chunk({ role: 'assistant', content: null, reasoning_content: '' }) },
       { afterMs: 300, bytes: chunk({ content: null, reasoning_content: ' the' }) },
@@ -77,7 +83,7 @@ t.test('reasoning before the answer separates the first output token from the fi
       // The provider counts 8 output tokens for the 4 the tokenizer saw (e.g. hidden reasoning it does not break out).
       { afterMs: 0, bytes: sse({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'deepseek-reasoner', choices: [], usage: { prompt_tokens: 5, completion_tokens: 8, total_tokens: 13 } }) },
       { afterMs: 0, bytes: 'data: [DONE]\n\n' },
-    ])
+    ], { relative: true })
   })
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/ds', upstream: upstream.url, provider: 'openai' }] })

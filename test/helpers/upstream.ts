@@ -69,16 +69,32 @@ export interface Piece {
   readonly bytes: Buffer | string
 }
 
-/** Writes the pieces with their timing (absolute offsets from the first write, so lateness does not add up). */
-export async function replay(res: ServerResponse, pieces: readonly Piece[]): Promise<void> {
-  const start = performance.now()
+export interface ReplayOptions {
+  /**
+   * Each piece `afterMs` after the previous one was written, instead of at an offset from the
+   * start: a late piece then delays the rest, so no gap is ever shorter than planned (for tests
+   * whose point is a gap, which a frozen or descheduled process would otherwise shrink to 0).
+   */
+  readonly relative?: boolean
+}
+
+/**
+ * Writes the pieces with their timing: by default at absolute offsets from the start, so
+ * lateness does not add up. A piece is never written before it is due (a timer can fire a
+ * fraction of a millisecond early by `performance.now()`), so lower bounds on gaps hold.
+ */
+export async function replay(res: ServerResponse, pieces: readonly Piece[], options: ReplayOptions = {}): Promise<void> {
+  let from = performance.now()
   let due = 0
   for (const p of pieces) {
     due += p.afterMs
-    const wait = due - (performance.now() - start)
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+    for (let wait = due - (performance.now() - from); wait > 0; wait = due - (performance.now() - from)) await new Promise((r) => setTimeout(r, wait))
     if (res.destroyed) return
     res.write(p.bytes)
+    if (options.relative === true) {
+      from = performance.now()
+      due = 0
+    }
   }
   res.end()
 }
