@@ -5,7 +5,10 @@ import { startUpstream } from '../helpers/upstream.ts'
 
 // The stall and burst metrics come from the chunk marks, whatever the API: the same schedule
 // through the simulator's Anthropic, Gemini and Responses formats gives the same figures.
-const PLAN = { ttft_ms: 20, first_tokens: 1, chunks: [[20, 1], [500, 2], [0, 8], [20, 1]] }
+// One stall of 700 ms against stall_seconds 0.35, every other gap 10 ms or 0: chunks are due at
+// offsets from the start, so a chunk a loaded machine makes late shortens the gap after it and
+// lengthens the one before; up to ~340 ms of lateness neither adds a stall nor removes one.
+const PLAN = { ttft_ms: 20, first_tokens: 1, chunks: [[10, 1], [700, 2], [0, 8], [10, 1]] }
 const TOKENS = [1, 1, 2, 8, 1]
 
 const APIS = [
@@ -21,7 +24,7 @@ t.test('Anthropic, Gemini and Responses streams give the same stall, gap and bur
     res.end('{}')
   })
   t.teardown(() => receiver.close())
-  const proxy = await startProxy({ routes: [simRoute()], metrics: { stall_seconds: 0.25 }, otel: { endpoint: receiver.url } })
+  const proxy = await startProxy({ routes: [simRoute()], metrics: { stall_seconds: 0.35 }, otel: { endpoint: receiver.url } })
   t.teardown(() => proxy.close())
   for (const api of APIS) {
     const res = await fetch(`${proxy.url}/sim${api.path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tokentap-sim': JSON.stringify(PLAN) }, body: JSON.stringify(api.body) })
