@@ -23,7 +23,8 @@ export const GAPS: [number, number][] = [
 ]
 export const N = FIRST_TOKENS + GAPS.reduce((n, [, k]) => n + k, 0)
 export const DECODE_S = GAPS.reduce((s, [g]) => s + g, 0) / 1000
-export const PLAN: SimPlanRequest = { ttft_ms: 40, first_tokens: FIRST_TOKENS, chunks: GAPS }
+const TTFT_MS = 40
+export const PLAN: SimPlanRequest = { ttft_ms: TTFT_MS, first_tokens: FIRST_TOKENS, chunks: GAPS }
 
 /** The same simulator a `simRoute()` gets, listening on its own port: what a client sees without the proxy. */
 export async function startDirectSim(): Promise<{ url: string; close(): Promise<void> }> {
@@ -56,8 +57,13 @@ export async function checkStreamMetrics(t: Check, proxy: RunningProxy, labels: 
   t.ok(ttft >= 0.035 * requests && ttft < 1 * requests, `TTFT sum ${ttft} about ${requests} × 40 ms`)
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), requests * (N - FIRST_TOKENS), 'ITL count = Σ (N − k1)')
   const itl = sumOf(m, 'llm_inter_token_latency_seconds_sum', labels)
-  // Chunks are due at offsets from the start, so a late first chunk shortens the decode time.
-  t.ok(itl > 0 && itl < requests * (DECODE_S + 0.5), `ITL sum ${itl} about ${requests} × ${DECODE_S} s`)
+  // Chunks are due at offsets from the simulator's start (after t_req) and never go out early, so
+  // a late first chunk shortens the decode time and a late last one lengthens it, by however much
+  // a loaded machine makes them late: per request t_last − t_first is at least the last chunk's
+  // due time − TTFT, and at most E2E − TTFT (the response ends after its last chunk).
+  const e2e = sumOf(m, 'llm_request_duration_seconds_sum', { ...labels, outcome: 'ok' })
+  const itlLow = requests * (TTFT_MS / 1000 + DECODE_S) - ttft
+  t.ok(itl > 0 && itl >= itlLow - 1e-6 && itl <= e2e - ttft + 1e-6, `ITL sum ${itl} about ${requests} × ${DECODE_S} s: within [${itlLow}, ${e2e - ttft}]`)
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), requests * GAPS.length, 'one gap per chunk after the first')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), requests * N, 'output tokens exact, from the provider usage')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'estimate' }), 0, 'nothing estimated')
