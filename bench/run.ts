@@ -18,8 +18,8 @@ import { round, sorted, summary } from './stats.ts'
 import type { Summary } from './stats.ts'
 
 /**
- * `npm run bench`: direct to the simulator, through nginx (when installed) and through tokentap,
- * interleaved round by round, each in its own process (simulator, proxies, load generator).
+ * `npm run bench`: direct to the simulator, through a bare Node relay (bench/node-relay.ts), through
+ * nginx (when installed) and through tokentap, interleaved round by round, each in its own process (simulator, proxies, load generator).
  * Prints a table, writes bench/results/latest.json and bench/results/gaps.svg.
  * `--quick` runs fewer rounds (a smoke test of the harness, not figures to quote).
  */
@@ -31,7 +31,9 @@ const QUICK = process.argv.includes('--quick')
 const LOAD_AT_START = loadavg()[0]
 const OUT_DIR = join(ROOT, 'bench', 'results')
 
-type Path = 'direct' | 'nginx' | 'tokentap'
+/** `node-relay`: bench/node-relay.ts, tokentap's stack with nothing measured (the floor for a Node proxy). */
+type Path = 'direct' | 'node-relay' | 'nginx' | 'tokentap'
+const PATH_ORDER: readonly Path[] = ['direct', 'node-relay', 'nginx', 'tokentap']
 
 const P = {
   unloadedRounds: QUICK ? 60 : 400,
@@ -78,6 +80,13 @@ process.on('SIGINT', () => process.exit(130))
 
 async function startSim(): Promise<{ proc: ChildProcess; port: number }> {
   const proc = spawn(process.execPath, [join(DIST, 'src', 'sim', 'cli.js'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  procs.push(proc)
+  const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
+  return { proc, port: (JSON.parse(line) as { port: number }).port }
+}
+
+async function startNodeRelay(simPort: number): Promise<{ proc: ChildProcess; port: number }> {
+  const proc = spawn(process.execPath, [join(DIST, 'bench', 'node-relay.js'), '--port', '0', '--upstream', `http://127.0.0.1:${simPort}`], { stdio: ['ignore', 'pipe', 'inherit'] })
   procs.push(proc)
   const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
   return { proc, port: (JSON.parse(line) as { port: number }).port }
@@ -173,10 +182,12 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
   const sim = await startSim()
   const tt = await startTokentap(dir, sim.port)
+  const relay = await startNodeRelay(sim.port)
   const nginxBin = findNginx()
   let nginxPids: number[] = []
   const url: Partial<Record<Path, string>> = {
     direct: `http://127.0.0.1:${sim.port}/v1/chat/completions`,
+    'node-relay': `http://127.0.0.1:${relay.port}/v1/chat/completions`,
     tokentap: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`,
   }
   if (nginxBin === undefined) {
@@ -193,8 +204,8 @@ async function main(): Promise<void> {
     }
   }
   startLoad()
-  const paths = (Object.keys(url) as Path[]).sort((a, b) => ['direct', 'nginx', 'tokentap'].indexOf(a) - ['direct', 'nginx', 'tokentap'].indexOf(b))
-  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [tt.proc.pid!], nginx: nginxPids }
+  const paths = (Object.keys(url) as Path[]).sort((a, b) => PATH_ORDER.indexOf(a) - PATH_ORDER.indexOf(b))
+  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [tt.proc.pid!], nginx: nginxPids, 'node-relay': [relay.proc.pid!] }
   const log = (s: string): void => void process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0)}s] ${s}\n`)
 
   // Warm up every path (JIT, connection pools).
@@ -335,6 +346,7 @@ async function main(): Promise<void> {
     machine: machine(nginxBin),
     parameters: P,
     method: {
+      paths: 'direct: client to simulator; node-relay: bench/node-relay.ts, node:http + undici writing each upstream chunk on, nothing measured (a plain Node proxy on the same stack); nginx: one worker, proxy_buffering off, keep-alive upstream (a C pass-through proxy); tokentap: the proxy with parsing, token counting, metrics and a log line per request',
       added_ttft: 'percentile of the path minus the same percentile of direct, client-side TTFT (request sent → first content event), one request at a time, paths interleaved',
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
       cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered',

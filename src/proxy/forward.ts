@@ -172,7 +172,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     // With usage injection the client gets the stream less the added usage chunk; the tap still
     // sees every upstream byte.
     const out = filter === undefined ? chunk : filter.push(chunk)
-    if (out.length > 0 && !res.write(out) && controller !== undefined) wait(controller)
+    if (out.length > 0) {
+      if (!res.write(out) && controller !== undefined) wait(controller)
+      // Node's res.write corks the socket and only writes on the next tick (connectionCorkNT in
+      // node:_http_outgoing), which would make the client's bytes wait for the parse below. The
+      // chunk is complete (size line, data, CRLF), so it goes to the kernel now; the later uncork
+      // finds nothing corked and does nothing.
+      res.socket?.uncork()
+    }
     ex.data(chunk, pendingAt)
   }
   const handler: Dispatcher.DispatchHandler = {

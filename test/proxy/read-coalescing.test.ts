@@ -5,6 +5,8 @@ import { sseEvents, startUpstream } from '../helpers/upstream.ts'
 import { rawRequest } from '../helpers/http.ts'
 import { fixture } from '../helpers/fixtures.ts'
 import { sumOf } from '../helpers/prometheus.ts'
+import { proxyWithSockets } from '../helpers/watched-sockets.ts'
+import { SseJsonParser } from '../../src/parsers/sse-json-parser.ts'
 
 const STREAM = fixture('openai/chat-text-role-first-usage-chunk.sse')
 const EVENTS = sseEvents(STREAM.toString('utf8'))
@@ -59,4 +61,39 @@ t.test('a client that stops reading pauses the upstream: the proxy does not buff
   }
   t.ok(written < TOTAL / 2, `the upstream was held back after ${(written / 2 ** 20).toFixed(1)} MiB of ${TOTAL / 2 ** 20} MiB`)
   res.destroy()
+})
+
+t.test('each read is handed to the client socket before the parser sees it', async (t) => {
+  // Node's res.write corks the socket until the next tick; tokentap uncorks at once, so parsing a
+  // read never delays its bytes. Checked from inside the parser: the proxy's client socket has
+  // nothing corked and nothing queued when push() runs.
+  const upstream = await startUpstream(async (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    for (const e of EVENTS) {
+      res.write(e)
+      await new Promise((r) => setTimeout(r, 5))
+    }
+    res.end()
+  })
+  t.teardown(() => upstream.close())
+  const { proxy, clientSockets } = await proxyWithSockets(t, upstream.url)
+  const seen: { corked: number; queued: number }[] = []
+  const push = SseJsonParser.prototype.push
+  SseJsonParser.prototype.push = function (this: SseJsonParser, chunk: Uint8Array) {
+    const socket = clientSockets[0]
+    seen.push({ corked: socket.writableCorked, queued: socket.writableLength })
+    return push.call(this, chunk)
+  }
+  t.teardown(() => {
+    SseJsonParser.prototype.push = push
+  })
+
+  const res = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"gpt-4o","stream":true}' })
+  t.ok(res.body.equals(STREAM), 'the body is byte for byte the upstream body')
+  t.ok(seen.length >= 2, `the parser saw ${seen.length} reads`)
+  t.same(
+    seen.filter((s) => s.corked !== 0 || s.queued !== 0),
+    [],
+    'every read was already with the kernel',
+  )
 })

@@ -1,0 +1,66 @@
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { parseArgs } from 'node:util'
+import { Agent } from 'undici'
+import type { Dispatcher } from 'undici'
+
+/**
+ * The benchmark's plain Node relay: tokentap's stack (node:http in, a keep-alive undici Agent
+ * out, with backpressure) and nothing else: no routing, parsing, metrics or logs. It writes each
+ * upstream HTTP chunk as it comes (tokentap gathers one socket read's chunks into one write).
+ * Beside nginx it shows what a Node proxy costs on this machine before measuring anything.
+ * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT`; prints `{"port":N}`.
+ */
+
+const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' } } })
+if (values.upstream === undefined) throw new Error('--upstream is required')
+const origin = new URL(values.upstream).origin
+const agent = new Agent({ pipelining: 1, bodyTimeout: 0 })
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host', 'te', 'trailer', 'upgrade', 'proxy-connection'])
+
+function endToEnd(raw: readonly (string | Buffer)[]): string[] {
+  const out: string[] = []
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = String(raw[i])
+    if (!HOP_BY_HOP.has(name.toLowerCase())) out.push(name, String(raw[i + 1]))
+  }
+  return out
+}
+
+const server = http.createServer((req, res) => {
+  const parts: Buffer[] = []
+  req.on('data', (b: Buffer) => parts.push(b))
+  req.on('end', () => {
+    let controller: Dispatcher.DispatchController | undefined
+    res.on('drain', () => controller?.resume())
+    res.on('close', () => {
+      if (!res.writableFinished) controller?.abort(new Error('client closed'))
+    })
+    agent.dispatch(
+      { origin, path: req.url ?? '/', method: req.method as Dispatcher.HttpMethod, headers: endToEnd(req.rawHeaders), body: Buffer.concat(parts) },
+      {
+        onRequestStart(c) {
+          controller = c
+        },
+        onResponseStart(c, statusCode) {
+          const raw = (c as unknown as { rawHeaders: Buffer[] }).rawHeaders
+          res.writeHead(statusCode, endToEnd(raw))
+        },
+        onResponseData(c, chunk) {
+          if (!res.write(chunk)) c.pause()
+        },
+        onResponseEnd() {
+          res.end()
+        },
+        onResponseError(_c, err) {
+          if (res.headersSent) res.destroy()
+          else res.writeHead(502).end(String(err))
+        },
+      },
+    )
+  })
+})
+server.keepAliveTimeout = 60_000
+server.listen(Number(values.port), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`)
+})
