@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { createInterface } from 'node:readline'
 import { readFileSync, readdirSync } from 'node:fs'
 
 /** CPU time and RSS of a process (and its children) from /proc: works for node and nginx alike. */
@@ -47,4 +50,27 @@ export function rssBytes(pids: readonly number[]): number {
     }
   }
   return kb * 1024
+}
+
+/**
+ * Sends `{cmd}` to a child over its IPC channel and resolves with the first message whose `cmd`
+ * is `reply` (the proxy's el-probe: `el-start` → `el-started`, `gc` → `gc-done`, …).
+ */
+export function askChild(child: ChildProcess, cmd: string, reply: string): Promise<Record<string, number>> {
+  return new Promise((resolve) => {
+    const on = (m: { cmd?: string }): void => {
+      if (m.cmd !== reply) return
+      child.off('message', on)
+      resolve(m as Record<string, number>)
+    }
+    child.on('message', on)
+    child.send({ cmd })
+  })
+}
+
+/** Starts a Node script of ours that prints `{"port":N}` once listening (the simulator, the Node relay) on a free port. */
+export async function startPortPrinter(script: string, args: readonly string[]): Promise<{ proc: ChildProcess; port: number }> {
+  const proc = spawn(process.execPath, [script, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
+  return { proc, port: (JSON.parse(line) as { port: number }).port }
 }

@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks'
 import { gapChart } from './chart.ts'
 import type { Job, StreamResult } from './load-client.ts'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
-import { children, cpuMicros, rssBytes } from './proc.ts'
+import { askChild, children, cpuMicros, rssBytes, startPortPrinter } from './proc.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
 import type { ScrapeDeps } from './scrape-phase.ts'
 import { round, sorted, summary } from './stats.ts'
@@ -78,18 +78,10 @@ const cleanup = (): void => {
 process.on('exit', cleanup)
 process.on('SIGINT', () => process.exit(130))
 
-async function startSim(): Promise<{ proc: ChildProcess; port: number }> {
-  const proc = spawn(process.execPath, [join(DIST, 'src', 'sim', 'cli.js'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] })
-  procs.push(proc)
-  const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
-  return { proc, port: (JSON.parse(line) as { port: number }).port }
-}
-
-async function startNodeRelay(simPort: number): Promise<{ proc: ChildProcess; port: number }> {
-  const proc = spawn(process.execPath, [join(DIST, 'bench', 'node-relay.js'), '--port', '0', '--upstream', `http://127.0.0.1:${simPort}`], { stdio: ['ignore', 'pipe', 'inherit'] })
-  procs.push(proc)
-  const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
-  return { proc, port: (JSON.parse(line) as { port: number }).port }
+async function startListener(script: string[], args: string[]): Promise<{ proc: ChildProcess; port: number }> {
+  const started = await startPortPrinter(join(DIST, ...script), args)
+  procs.push(started.proc)
+  return started
 }
 
 interface LogLine {
@@ -136,16 +128,7 @@ routes:
     lines.set(l.request_id, { request_id: l.request_id, ttft_ms: l.ttft_ms, itl_p50_ms: l.itl_p50_ms, chunks: l.chunks })
   })
   await ready
-  const ask = (cmd: string, reply: string): Promise<Record<string, number>> =>
-    new Promise((res) => {
-      const on = (m: { cmd?: string }): void => {
-        if (m.cmd !== reply) return
-        proc.off('message', on)
-        res(m as Record<string, number>)
-      }
-      proc.on('message', on)
-      proc.send({ cmd })
-    })
+  const ask = (cmd: string, reply: string): Promise<Record<string, number>> => askChild(proc, cmd, reply)
   return { proc, port, adminPort, lines, ask }
 }
 
@@ -180,9 +163,9 @@ const evenPlan = (chunks: number, gapMs: number, ttftMs = 0): object => ({ ttft_
 async function main(): Promise<void> {
   const t0 = performance.now()
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
-  const sim = await startSim()
+  const sim = await startListener(['src', 'sim', 'cli.js'], [])
   const tt = await startTokentap(dir, sim.port)
-  const relay = await startNodeRelay(sim.port)
+  const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`])
   const nginxBin = findNginx()
   let nginxPids: number[] = []
   const url: Partial<Record<Path, string>> = {

@@ -5,9 +5,9 @@ import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
-import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import type { Job } from './load-client.ts'
+import { askChild, startPortPrinter } from './proc.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
 
 /**
@@ -40,9 +40,8 @@ process.on('exit', () => {
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-scrape-'))
-  const sim = spawn(process.execPath, [join(DIST, 'src', 'sim', 'cli.js'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const { proc: sim, port: simPort } = await startPortPrinter(join(DIST, 'src', 'sim', 'cli.js'), [])
   procs.push(sim)
-  const simPort = (JSON.parse(await new Promise<string>((r) => createInterface({ input: sim.stdout! }).once('line', r))) as { port: number }).port
   const port = await freePort()
   const adminPort = await freePort()
   const config = join(dir, 'tokentap.yaml')
@@ -70,16 +69,7 @@ async function main(): Promise<void> {
       pending.set(id, res as (v: unknown) => void)
       load.send({ id, job: j })
     })
-  const ask = (cmd: string, reply: string): Promise<Record<string, number>> =>
-    new Promise((res) => {
-      const on = (m: { cmd?: string }): void => {
-        if (m.cmd !== reply) return
-        tt.off('message', on)
-        res(m as Record<string, number>)
-      }
-      tt.on('message', on)
-      tt.send({ cmd })
-    })
+  const ask = (cmd: string, reply: string): Promise<Record<string, number>> => askChild(tt, cmd, reply)
   const deps = {
     pid: tt.pid!,
     job,

@@ -34,7 +34,6 @@ export function matchRoute(routes: readonly ProxyRoute[], method: string | undef
   return undefined
 }
 
-
 /**
  * Where `base` ends in a raw request target whose path matched it once percent-decoded (as
  * Fastify's router matches): `/u%70/v1` ends the base `/up` at 5. The rest goes upstream as the
