@@ -18,7 +18,8 @@ import { round, sorted, summary } from './stats.ts'
 import type { Summary } from './stats.ts'
 
 /**
- * `npm run bench`: direct to the simulator, through a bare Node relay (bench/node-relay.ts), through
+ * `npm run bench`: direct to the simulator, through a Node TCP relay (bench/tcp-relay.ts), through a
+ * bare Node HTTP relay (bench/node-relay.ts), through
  * nginx (when installed) and through tokentap, interleaved round by round, each in its own process (simulator, proxies, load generator).
  * Prints a table, writes bench/results/latest.json and bench/results/gaps.svg.
  * `--quick` runs fewer rounds (a smoke test of the harness, not figures to quote).
@@ -31,9 +32,12 @@ const QUICK = process.argv.includes('--quick')
 const LOAD_AT_START = loadavg()[0]
 const OUT_DIR = join(ROOT, 'bench', 'results')
 
-/** `node-relay`: bench/node-relay.ts, tokentap's stack with nothing measured (the floor for a Node proxy). */
-type Path = 'direct' | 'node-relay' | 'nginx' | 'tokentap'
-const PATH_ORDER: readonly Path[] = ['direct', 'node-relay', 'nginx', 'tokentap']
+/**
+ * `tcp-relay`: bench/tcp-relay.ts, bytes copied between two sockets (the floor for a Node process in the path);
+ * `node-relay`: bench/node-relay.ts, tokentap's stack with nothing measured (the floor for a Node HTTP proxy).
+ */
+type Path = 'direct' | 'tcp-relay' | 'node-relay' | 'nginx' | 'tokentap'
+const PATH_ORDER: readonly Path[] = ['direct', 'tcp-relay', 'node-relay', 'nginx', 'tokentap']
 
 const P = {
   unloadedRounds: QUICK ? 60 : 400,
@@ -166,10 +170,12 @@ async function main(): Promise<void> {
   const sim = await startListener(['src', 'sim', 'cli.js'], [])
   const tt = await startTokentap(dir, sim.port)
   const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`])
+  const tcpRelay = await startListener(['bench', 'tcp-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`])
   const nginxBin = findNginx()
   let nginxPids: number[] = []
   const url: Partial<Record<Path, string>> = {
     direct: `http://127.0.0.1:${sim.port}/v1/chat/completions`,
+    'tcp-relay': `http://127.0.0.1:${tcpRelay.port}/v1/chat/completions`,
     'node-relay': `http://127.0.0.1:${relay.port}/v1/chat/completions`,
     tokentap: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`,
   }
@@ -188,7 +194,7 @@ async function main(): Promise<void> {
   }
   startLoad()
   const paths = (Object.keys(url) as Path[]).sort((a, b) => PATH_ORDER.indexOf(a) - PATH_ORDER.indexOf(b))
-  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [tt.proc.pid!], nginx: nginxPids, 'node-relay': [relay.proc.pid!] }
+  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [tt.proc.pid!], nginx: nginxPids, 'node-relay': [relay.proc.pid!], 'tcp-relay': [tcpRelay.proc.pid!] }
   const log = (s: string): void => void process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0)}s] ${s}\n`)
 
   // Warm up every path (JIT, connection pools).
@@ -329,7 +335,7 @@ async function main(): Promise<void> {
     machine: machine(nginxBin),
     parameters: P,
     method: {
-      paths: 'direct: client to simulator; node-relay: bench/node-relay.ts, node:http + undici writing each upstream chunk on, nothing measured (a plain Node proxy on the same stack); nginx: one worker, proxy_buffering off, keep-alive upstream (a C pass-through proxy); tokentap: the proxy with parsing, token counting, metrics and a log line per request',
+      paths: 'direct: client to simulator; tcp-relay: bench/tcp-relay.ts, node:net copying bytes between a client socket and its own upstream socket, no HTTP parsing (the least any Node process in the path costs); node-relay: bench/node-relay.ts, node:http + undici writing each upstream chunk on, nothing measured (a plain Node proxy on the same stack); nginx: one worker, proxy_buffering off, keep-alive upstream (a C pass-through proxy); tokentap: the proxy with parsing, token counting, metrics and a log line per request',
       added_ttft: 'percentile of the path minus the same percentile of direct, client-side TTFT (request sent → first content event), one request at a time, paths interleaved',
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
       cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered',
