@@ -1,13 +1,11 @@
-import { fork, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
-import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Job } from './load-client.ts'
-import { askChild, startPortPrinter } from './proc.ts'
+import { askChild, freePort, startLoadClient, startPortPrinter } from './proc.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
 
 /**
@@ -26,13 +24,6 @@ const arg = (name: string, dflt: string): number[] => {
 const MODELS = arg('--models', '91,1000')
 const SCRAPES = arg('--scrapes', '100,10')
 
-const freePort = (): Promise<number> =>
-  new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port
-      s.close(() => res(port))
-    })
-  })
 const procs: ChildProcess[] = []
 process.on('exit', () => {
   for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL')
@@ -54,21 +45,9 @@ async function main(): Promise<void> {
     if (up) break
     await new Promise((r) => setTimeout(r, 100))
   }
-  const load = fork(join(DIST, 'bench', 'load-client.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-  procs.push(load)
-  let seq = 0
-  const pending = new Map<number, (v: unknown) => void>()
-  load.on('message', (m: { id: number; result?: unknown; error?: string }) => {
-    if (m.error !== undefined) throw new Error(m.error)
-    pending.get(m.id)?.(m.result)
-    pending.delete(m.id)
-  })
-  const job = <T>(j: Job): Promise<T> =>
-    new Promise<T>((res) => {
-      const id = seq++
-      pending.set(id, res as (v: unknown) => void)
-      load.send({ id, job: j })
-    })
+  const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
+  procs.push(load.proc)
+  const job = <T>(j: Job): Promise<T> => load.job<T>(j)
   const ask = (cmd: string, reply: string): Promise<Record<string, number>> => askChild(tt, cmd, reply)
   const deps = {
     pid: tt.pid!,
