@@ -2,6 +2,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { children, freePort } from './proc.ts'
 
 /**
  * nginx as the reference pass-through proxy: one worker (Node is one thread too), no buffering,
@@ -50,9 +51,21 @@ http {
 `
 }
 
-export function startNginx(bin: string, dir: string, listen: number, upstreamPort: number): ChildProcess {
+/**
+ * Starts nginx on a free port in front of the simulator; resolves once its worker is up, with
+ * the master and worker pids (whose CPU and RSS are nginx's). Stop it with SIGTERM (its master
+ * takes the worker with it).
+ */
+export async function startNginx(bin: string, dir: string, upstreamPort: number): Promise<{ proc: ChildProcess; port: number; pids: number[] }> {
+  const port = await freePort()
   mkdirSync(dir, { recursive: true })
   const conf = join(dir, 'nginx.conf')
-  writeFileSync(conf, nginxConf(dir, listen, upstreamPort))
-  return spawn(bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'inherit', 'inherit'] })
+  writeFileSync(conf, nginxConf(dir, port, upstreamPort))
+  const proc = spawn(bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'inherit', 'inherit'] })
+  let pids: number[] = []
+  for (let i = 0; i < 100 && pids.length < 2; i++) {
+    await new Promise((r) => setTimeout(r, 50))
+    pids = proc.pid === undefined ? [] : [proc.pid, ...children(proc.pid)]
+  }
+  return { proc, port, pids }
 }

@@ -161,3 +161,18 @@ routes:
   await ready
   return { proc, port, adminPort, ask: (cmd, reply) => askChild(proc, cmd, reply) }
 }
+
+const owned: { proc: ChildProcess; signal: NodeJS.Signals }[] = []
+/**
+ * Stops `proc` when this process exits. Node children get SIGKILL: a graceful drain would wait
+ * for streams nobody reads any more. nginx gets SIGTERM (its fast shutdown), so its master takes
+ * the workers with it.
+ */
+export function stopOnExit(proc: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
+  if (owned.length === 0) {
+    process.on('exit', () => {
+      for (const o of owned) if (o.proc.exitCode === null && o.proc.signalCode === null) o.proc.kill(o.signal)
+    })
+  }
+  owned.push({ proc, signal })
+}

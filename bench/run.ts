@@ -7,9 +7,10 @@ import { performance } from 'node:perf_hooks'
 import { gapChart } from './chart.ts'
 import type { Job, StreamResult } from './load-client.ts'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
-import { children, freePort, rssBytes, startLoadClient, startPortPrinter, startTokentap as startTokentapProcess } from './proc.ts'
+import { rssBytes, startLoadClient, startPortPrinter, startTokentap as startTokentapProcess, stopOnExit } from './proc.ts'
 import type { LoadClient, TokentapProcess } from './proc.ts'
-import { saturationPhase } from './saturation-phase.ts'
+import { LOAD_CHUNKS, LOAD_GAP_MS, evenPlan, loadJob, requestBody, turns, warmUpJob } from './plans.ts'
+import { SAT_CHUNKS, SAT_CONCURRENCY, SAT_STREAMS, saturationPhase } from './saturation-phase.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
 import type { ScrapeDeps } from './scrape-phase.ts'
 import { round, sorted, summary } from './stats.ts'
@@ -41,11 +42,11 @@ const P = {
   unloadedRounds: QUICK ? 60 : 400,
   loadLevels: [50, 200],
   loadRounds: QUICK ? 1 : 3,
-  loadChunks: 100,
-  loadGapMs: 10,
-  satStreams: QUICK ? 8 : 32,
-  satConcurrency: 8,
-  satChunks: 2000,
+  loadChunks: LOAD_CHUNKS,
+  loadGapMs: LOAD_GAP_MS,
+  satStreams: QUICK ? 8 : SAT_STREAMS,
+  satConcurrency: SAT_CONCURRENCY,
+  satChunks: SAT_CHUNKS,
   satRounds: QUICK ? 1 : 3,
   openStreams: 1000,
   stallChunks: 50_000,
@@ -62,19 +63,11 @@ const P = {
 // ---------------------------------------------------------------- processes
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
-const procs: ChildProcess[] = []
-let nginxProc: ChildProcess | undefined
-const cleanup = (): void => {
-  // Node children get SIGKILL: a graceful drain would wait for streams nobody reads any more.
-  // nginx gets SIGTERM (its fast shutdown), so its master takes the workers with it.
-  for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill(p === nginxProc ? 'SIGTERM' : 'SIGKILL')
-}
-process.on('exit', cleanup)
 process.on('SIGINT', () => process.exit(130))
 
 async function startListener(script: string[], args: string[]): Promise<{ proc: ChildProcess; port: number }> {
   const started = await startPortPrinter(join(DIST, ...script), args)
-  procs.push(started.proc)
+  stopOnExit(started.proc)
   return started
 }
 
@@ -99,23 +92,18 @@ async function startTokentap(dir: string, simPort: number): Promise<Tokentap> {
       lines.set(l.request_id, { request_id: l.request_id, ttft_ms: l.ttft_ms, itl_p50_ms: l.itl_p50_ms, chunks: l.chunks })
     },
   })
-  procs.push(tt.proc)
+  stopOnExit(tt.proc)
   return { ...tt, lines }
 }
 
 let load: LoadClient
 function startLoad(): void {
   load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
-  procs.push(load.proc)
+  stopOnExit(load.proc)
 }
 function job<T>(j: Job): Promise<T> {
   return load.job<T>(j)
 }
-
-// ---------------------------------------------------------------- plans
-
-const body = (plan: object, model = 'bench-model'): string => JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'bench' }], tokentap_sim: plan })
-const evenPlan = (chunks: number, gapMs: number, ttftMs = 0): object => ({ ttft_ms: ttftMs, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1]) })
 
 // ---------------------------------------------------------------- phases
 
@@ -137,15 +125,10 @@ async function main(): Promise<void> {
   if (nginxBin === undefined) {
     process.stdout.write(`${NGINX_HINT}\n(skipping the nginx columns)\n`)
   } else {
-    const port = await freePort()
-    const ng = startNginx(nginxBin, join(dir, 'nginx'), port, sim.port)
-    procs.push(ng)
-    nginxProc = ng
-    url.nginx = `http://127.0.0.1:${port}/v1/chat/completions`
-    for (let i = 0; i < 100 && nginxPids.length < 2; i++) {
-      await sleep(50)
-      nginxPids = ng.pid === undefined ? [] : [ng.pid, ...children(ng.pid)]
-    }
+    const ng = await startNginx(nginxBin, join(dir, 'nginx'), sim.port)
+    stopOnExit(ng.proc, 'SIGTERM')
+    url.nginx = `http://127.0.0.1:${ng.port}/v1/chat/completions`
+    nginxPids = ng.pids
   }
   startLoad()
   const paths = (Object.keys(url) as Path[]).sort((a, b) => PATH_ORDER.indexOf(a) - PATH_ORDER.indexOf(b))
@@ -154,7 +137,7 @@ async function main(): Promise<void> {
 
   // Warm up every path (JIT, connection pools).
   log(`paths: ${paths.join(', ')}`)
-  for (const p of paths) await job({ kind: 'streams', url: url[p]!, body: body(evenPlan(20, 0)), count: 300, concurrency: 8, phaseMs: 0, idPrefix: `warm-${p}`, detail: false })
+  for (const p of paths) await job(warmUpJob(url[p]!, `warm-${p}`))
 
   // --- memory first, on a process that has not yet grown its heap for the heavier phases
   log(`memory: ${P.openStreams} open streams and ${P.stallReaders} stalled readers, ${P.memoryRepeats} times each`)
@@ -171,15 +154,12 @@ async function main(): Promise<void> {
   // --- unloaded TTFT, one request at a time, paths interleaved
   log('unloaded TTFT')
   const unloaded: Record<string, number[]> = Object.fromEntries(paths.map((p) => [p, []]))
-  const ttftBody = body(evenPlan(3, 1))
+  const ttftBody = requestBody(evenPlan(3, 1))
   const ttResults: StreamResult[] = []
-  for (let r = 0; r < P.unloadedRounds; r++) {
-    for (let k = 0; k < paths.length; k++) {
-      const p = paths[(r + k) % paths.length]
-      const [res] = await job<StreamResult[]>({ kind: 'streams', url: url[p]!, body: ttftBody, count: 1, concurrency: 1, phaseMs: 0, idPrefix: `ttft-${p}-${r}`, detail: true })
-      if (res.ok) unloaded[p].push(res.ttft)
-      if (p === 'tokentap') ttResults.push(res)
-    }
+  for (const { round: r, path: p } of turns(paths, P.unloadedRounds)) {
+    const [res] = await job<StreamResult[]>({ kind: 'streams', url: url[p]!, body: ttftBody, count: 1, concurrency: 1, phaseMs: 0, idPrefix: `ttft-${p}-${r}`, detail: true })
+    if (res.ok) unloaded[p].push(res.ttft)
+    if (p === 'tokentap') ttResults.push(res)
   }
   const accuracyUnloaded = await collectAccuracy(tt, ttResults)
 
@@ -188,19 +168,16 @@ async function main(): Promise<void> {
   for (const n of P.loadLevels) {
     log(`load: ${n} streams × ${P.loadChunks} chunks ${P.loadGapMs} ms apart`)
     const acc: (typeof loadResults)[number] = Object.fromEntries(paths.map((p) => [p, { ttft: [], distortions: [], delays: [], results: [] }]))
-    for (let r = 0; r < P.loadRounds; r++) {
-      for (let k = 0; k < paths.length; k++) {
-        const p = paths[(r + k) % paths.length]
-        const results = await job<StreamResult[]>({ kind: 'streams', url: url[p]!, body: body(evenPlan(P.loadChunks, P.loadGapMs)), count: n, concurrency: n, phaseMs: P.loadGapMs, idPrefix: `load${n}-${p}-${r}`, detail: true })
-        for (const res of results) {
-          if (!res.ok) continue
-          acc[p].ttft.push(res.ttft)
-          acc[p].distortions.push(...res.distortions)
-          acc[p].delays.push(...res.delays)
-          if (p === 'tokentap') acc[p].results.push(res)
-        }
-        await sleep(200)
+    for (const { round: r, path: p } of turns(paths, P.loadRounds)) {
+      const results = await job<StreamResult[]>(loadJob(url[p]!, n, `load${n}-${p}-${r}`))
+      for (const res of results) {
+        if (!res.ok) continue
+        acc[p].ttft.push(res.ttft)
+        acc[p].distortions.push(...res.distortions)
+        acc[p].delays.push(...res.delays)
+        if (p === 'tokentap') acc[p].results.push(res)
       }
+      await sleep(200)
     }
     loadResults[n] = acc
   }
@@ -213,7 +190,7 @@ async function main(): Promise<void> {
     job,
     urls: Object.fromEntries(paths.map((p) => [p, url[p]!])),
     pids: proxyPids,
-    body: body(evenPlan(P.satChunks, 0)),
+    body: requestBody(evenPlan(P.satChunks, 0)),
     streams: P.satStreams,
     concurrency: P.satConcurrency,
     rounds: P.satRounds,
@@ -228,7 +205,7 @@ async function main(): Promise<void> {
     metricsUrl: `http://127.0.0.1:${tt.adminPort}/metrics`,
     accept: PROMETHEUS_ACCEPT,
     gzip: true,
-    body: (plan, model) => body(plan, model),
+    body: requestBody,
   }
   log(`scrape: ${P.scrapeTargetModels} models (≈1,000 llm_ histogram series)`)
   const scrapeTarget = await scrapePhase(scrapeDeps, P.scrapeTargetModels, P.scrapesTarget)
@@ -319,8 +296,7 @@ async function main(): Promise<void> {
   process.stdout.write(table(result, paths))
   process.stdout.write(`\nwrote ${jsonFile}\nwrote ${svgFile}\n`)
   rmSync(dir, { recursive: true, force: true })
-  cleanup()
-  process.exit(0)
+  process.exit(0) // its 'exit' stops the children (stopOnExit)
 }
 
 // ---------------------------------------------------------------- memory
@@ -368,8 +344,8 @@ async function memoryPhase(p: 'tokentap' | 'nginx', target: string, pids: number
     if (p !== 'tokentap') return
     for (let i = 0; i < 100 && (await streamsInFlight()).n > 0; i++) await sleep(100)
   }
-  const holdBody = body(evenPlan(600, 100))
-  const stallBody = body(evenPlan(P.stallChunks, 0))
+  const holdBody = requestBody(evenPlan(600, 100))
+  const stallBody = requestBody(evenPlan(P.stallChunks, 0))
   let rssBefore = 0
   let rssOpen = 0
   for (let r = 0; r < P.memoryRepeats; r++) {
@@ -425,7 +401,7 @@ async function memoryPhase(p: 'tokentap' | 'nginx', target: string, pids: number
 
     // Control: as many streams, read normally up to the same number of chunks, then idle.
     const k = Math.max(2, Math.round(chunks))
-    const controlBody = body({ ttft_ms: 0, chunks: [...Array.from({ length: k - 1 }, () => [0, 1]), [600_000, 1]] })
+    const controlBody = requestBody({ ttft_ms: 0, chunks: [...Array.from({ length: k - 1 }, () => [0, 1]), [600_000, 1]] })
     await idle()
     const c0 = await sample()
     await job<number>({ kind: 'hold', url: target, body: controlBody, count: P.stallReaders })
@@ -536,6 +512,5 @@ function table(r: any, paths: Path[]): string {
 
 await main().catch((err: unknown) => {
   process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`)
-  cleanup()
   process.exit(1)
 })

@@ -1,11 +1,11 @@
-import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
-import { children, freePort, startLoadClient, startPortPrinter, startTokentap } from './proc.ts'
-import { saturationPhase } from './saturation-phase.ts'
+import { LOAD_CHUNKS, LOAD_GAP_MS, evenPlan, loadJob, requestBody, turns, warmUpJob } from './plans.ts'
+import { startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import { SAT_CHUNKS, SAT_CONCURRENCY, SAT_STREAMS, saturationPhase } from './saturation-phase.ts'
 
 /**
  * The benchmark's saturation phase alone, for A/B runs of the per-chunk cost:
@@ -25,14 +25,6 @@ const ROUNDS = Number(argOf('--rounds') ?? 3)
 const AFTER_LOAD = (argOf('--after-load') ?? '').split(',').filter(Boolean).map(Number)
 const TRACE_GC = process.argv.includes('--trace-gc')
 
-const procs: ChildProcess[] = []
-let nginxProc: ChildProcess | undefined
-process.on('exit', () => {
-  for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill(p === nginxProc ? 'SIGTERM' : 'SIGKILL')
-})
-
-const body = (plan: object): string => JSON.stringify({ model: 'bench-model', stream: true, messages: [{ role: 'user', content: 'bench' }], tokentap_sim: plan })
-const evenPlan = (chunks: number, gapMs: number): object => ({ ttft_ms: 0, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1]) })
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-saturation-'))
@@ -40,7 +32,7 @@ async function main(): Promise<void> {
   /** Starts one of our listeners; a relay's process is the one whose CPU its path counts. */
   const started = async (script: string[], args: string[], path?: string): Promise<number> => {
     const s = await startPortPrinter(join(DIST, ...script), args)
-    procs.push(s.proc)
+    stopOnExit(s.proc)
     if (path !== undefined) pids[path] = [s.proc.pid!]
     return s.port
   }
@@ -53,7 +45,7 @@ async function main(): Promise<void> {
       if (gc !== undefined && /: (Scavenge|Mark-Compact|Mark-Sweep|Minor Mark)/.test(line)) gc.push(line)
     },
   })
-  procs.push(tt.proc)
+  stopOnExit(tt.proc)
   const upstream = ['--upstream', `http://127.0.0.1:${simPort}`]
   const urls: Record<string, string> = {
     direct: `http://127.0.0.1:${simPort}/v1/chat/completions`,
@@ -64,35 +56,28 @@ async function main(): Promise<void> {
   const nginxBin = findNginx()
   if (nginxBin === undefined) process.stdout.write(`${NGINX_HINT}\n`)
   else {
-    const port = await freePort()
-    nginxProc = startNginx(nginxBin, join(dir, 'nginx'), port, simPort)
-    procs.push(nginxProc)
-    urls.nginx = `http://127.0.0.1:${port}/v1/chat/completions`
-    for (let i = 0; i < 100 && (pids.nginx?.length ?? 0) < 2; i++) {
-      await new Promise((r) => setTimeout(r, 50))
-      pids.nginx = [nginxProc.pid!, ...children(nginxProc.pid!)]
-    }
+    const ng = await startNginx(nginxBin, join(dir, 'nginx'), simPort)
+    stopOnExit(ng.proc, 'SIGTERM')
+    urls.nginx = `http://127.0.0.1:${ng.port}/v1/chat/completions`
+    pids.nginx = ng.pids
   }
   urls.tokentap = `http://127.0.0.1:${tt.port}/t/v1/chat/completions`
   const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
-  procs.push(load.proc)
+  stopOnExit(load.proc)
   const paths = Object.keys(urls)
 
-  for (const p of paths) await load.job({ kind: 'streams', url: urls[p], body: body(evenPlan(20, 0)), count: 300, concurrency: 8, phaseMs: 0, idPrefix: `warm-${p}`, detail: false })
+  for (const p of paths) await load.job(warmUpJob(urls[p], `warm-${p}`))
   for (const n of AFTER_LOAD) {
-    process.stderr.write(`load: ${n} streams × 100 chunks 10 ms apart, 3 rounds per path\n`)
-    for (let r = 0; r < 3; r++) {
-      for (let k = 0; k < paths.length; k++) {
-        const p = paths[(r + k) % paths.length]
-        await load.job({ kind: 'streams', url: urls[p], body: body(evenPlan(100, 10)), count: n, concurrency: n, phaseMs: 10, idPrefix: `load${n}-${p}-${r}`, detail: true })
-        await new Promise((res) => setTimeout(res, 200))
-      }
+    process.stderr.write(`load: ${n} streams × ${LOAD_CHUNKS} chunks ${LOAD_GAP_MS} ms apart, 3 rounds per path\n`)
+    for (const { round, path } of turns(paths, 3)) {
+      await load.job(loadJob(urls[path], n, `load${n}-${path}-${round}`))
+      await new Promise((res) => setTimeout(res, 200))
     }
   }
   await new Promise((res) => setTimeout(res, 500))
-  process.stderr.write(`saturation: 32 streams × 2000 chunks, no gaps, 8 at a time, ${ROUNDS} rounds per path\n`)
+  process.stderr.write(`saturation: ${SAT_STREAMS} streams × ${SAT_CHUNKS} chunks, no gaps, ${SAT_CONCURRENCY} at a time, ${ROUNDS} rounds per path\n`)
   gc = TRACE_GC ? [] : undefined
-  const sat = await saturationPhase({ job: load.job, urls, pids, body: body(evenPlan(2000, 0)), streams: 32, concurrency: 8, rounds: ROUNDS })
+  const sat = await saturationPhase({ job: load.job, urls, pids, body: requestBody(evenPlan(SAT_CHUNKS, 0)), streams: SAT_STREAMS, concurrency: SAT_CONCURRENCY, rounds: ROUNDS })
   const nginxRate = sat.nginx === undefined ? NaN : sat.nginx.chunks / sat.nginx.seconds
   for (const p of paths) {
     const f = sat[p]

@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Job } from './load-client.ts'
-import { askChild, freePort, startLoadClient, startPortPrinter } from './proc.ts'
+import { requestBody, warmUpJob } from './plans.ts'
+import { startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
 
 /**
@@ -24,43 +23,29 @@ const arg = (name: string, dflt: string): number[] => {
 const MODELS = arg('--models', '91,1000')
 const SCRAPES = arg('--scrapes', '100,10')
 
-const procs: ChildProcess[] = []
-process.on('exit', () => {
-  for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL')
-})
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-scrape-'))
   const { proc: sim, port: simPort } = await startPortPrinter(join(DIST, 'src', 'sim', 'cli.js'), [])
-  procs.push(sim)
-  const port = await freePort()
-  const adminPort = await freePort()
-  const config = join(dir, 'tokentap.yaml')
-  writeFileSync(config, `server: { host: 127.0.0.1, port: ${port} }\nadmin: { host: 127.0.0.1, port: ${adminPort} }\nlimits: { max_models_per_route: ${Math.max(...MODELS) + 100} }\nlog: { level: warn }\nroutes:\n  - prefix: /t\n    upstream: http://127.0.0.1:${simPort}\n    provider: openai\n`)
+  stopOnExit(sim)
   const prof = process.argv.includes('--prof') ? ['--cpu-prof', '--cpu-prof-dir', join(process.cwd(), 'prof')] : []
-  const tt = spawn(process.execPath, [...prof, '--import', join(DIST, 'bench', 'el-probe.js'), join(DIST, 'src', 'server.js'), '--config', config], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-  procs.push(tt)
-  for (;;) {
-    const up = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.ok, () => false)
-    if (up) break
-    await new Promise((r) => setTimeout(r, 100))
-  }
+  const tt = await startTokentap(DIST, dir, simPort, { maxModels: Math.max(...MODELS) + 100, flags: prof })
+  stopOnExit(tt.proc)
   const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
-  procs.push(load.proc)
+  stopOnExit(load.proc)
   const job = <T>(j: Job): Promise<T> => load.job<T>(j)
-  const ask = (cmd: string, reply: string): Promise<Record<string, number>> => askChild(tt, cmd, reply)
   const deps = {
-    pid: tt.pid!,
+    pid: tt.proc.pid!,
     job,
-    ask,
-    streamUrl: `http://127.0.0.1:${port}/t/v1/chat/completions`,
-    metricsUrl: `http://127.0.0.1:${adminPort}/metrics`,
+    ask: tt.ask,
+    streamUrl: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`,
+    metricsUrl: `http://127.0.0.1:${tt.adminPort}/metrics`,
     accept: process.argv.includes('--text') ? undefined : PROMETHEUS_ACCEPT,
     gzip: !process.argv.includes('--identity'),
-    body: (plan: object, model: string): string => JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'bench' }], tokentap_sim: plan }),
+    body: requestBody,
   }
   // Warm up (JIT, pools).
-  await job({ kind: 'streams', url: deps.streamUrl, body: deps.body({ ttft_ms: 0, chunks: [[0, 1]] }, 'warm'), count: 300, concurrency: 8, phaseMs: 0, idPrefix: 'warm', detail: false })
+  await job(warmUpJob(deps.streamUrl, 'warm'))
   for (let i = 0; i < MODELS.length; i++) {
     const f = await scrapePhase(deps, MODELS[i], SCRAPES[i] ?? SCRAPES[SCRAPES.length - 1])
     process.stdout.write(`${describeScrape(f)}\n${JSON.stringify(f)}\n`)
@@ -68,8 +53,8 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true })
   if (prof.length > 0) {
     // A profile is written on a normal exit only.
-    tt.kill('SIGTERM')
-    await new Promise((r) => tt.once('exit', r))
+    tt.proc.kill('SIGTERM')
+    await new Promise((r) => tt.proc.once('exit', r))
   }
   process.exit(0)
 }
