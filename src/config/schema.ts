@@ -95,6 +95,8 @@ export interface Config {
     readonly stall_seconds: number
     /** Attach request ids to TTFT, ITL and E2E buckets as OpenMetrics exemplars. */
     readonly exemplars: boolean
+    /** Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms. */
+    readonly length_band_label: boolean
   }
   readonly otel: OtelConfig
   readonly tokenizer: {
@@ -200,6 +202,7 @@ export const configSchema = {
         process_metrics: { type: 'boolean', default: true },
         stall_seconds: { type: 'number', exclusiveMinimum: 0, default: 1 },
         exemplars: { type: 'boolean', default: false },
+        length_band_label: { type: 'boolean', default: false },
       },
     },
     otel: {
