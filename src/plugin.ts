@@ -58,6 +58,11 @@ export interface TokentapState {
   readonly logger: Logger
   /** OpenTelemetry GenAI metrics, when `otel.endpoint` is set (the exporter is the app's). */
   readonly otelMetrics?: OtelMetrics
+  /** What a new Exchange needs (the @fastify/http-proxy helper makes its own exchanges). */
+  readonly exchangeDeps: ExchangeDeps
+  readonly ids: RequestIds
+  /** The monotonic clock (ms) every time of this instance comes from. */
+  readonly now: () => number
   /** Set by graceful shutdown: /readyz answers 503 from then on. */
   draining: boolean
 }
@@ -76,7 +81,11 @@ declare module 'fastify' {
 function validatedConfig(options: TokentapOptions): Config {
   if (options.config !== undefined) return options.config
   const { config: _c, dispatcher: _d, now: _n, logger: _l, ...parts } = options
-  return validateConfig(parts)
+  if (parts.routes !== undefined && parts.routes.length > 0) return validateConfig(parts)
+  // A config file must name a route; the plugin may have none (an app that only measures its
+  // @fastify/http-proxy routes, see http-proxy.ts).
+  const validated = validateConfig({ ...parts, routes: [{ prefix: '/', upstream: 'http://127.0.0.1' }] })
+  return Object.freeze({ ...validated, routes: Object.freeze([]) })
 }
 
 const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options) => {
@@ -100,12 +109,12 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     record: recorder.record,
     onRecordError: recorder.onRecordError,
   }
-  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, draining: false }
+  const ids = new RequestIds()
+  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, draining: false }
   app.decorate('tokentap', state)
 
   const dispatcher = options.dispatcher ?? createAgent(config.upstream)
   if (options.dispatcher === undefined) app.addHook('onClose', async () => dispatcher.close())
-  const ids = new RequestIds()
 
   // The proxy routes live in a context of their own, so the body parser they need (none: the
   // body streams upstream untouched) does not change how the caller's other routes parse.
