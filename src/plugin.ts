@@ -14,6 +14,7 @@ import { OtelMetrics } from './metrics/otel.ts'
 import { sendError } from './proxy/error-answer.ts'
 import { Exchange } from './proxy/exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './proxy/exchange.ts'
+import { FinishQueue } from './proxy/finish-queue.ts'
 import { forward } from './proxy/forward.ts'
 import { Recorder } from './proxy/recorder.ts'
 import { RequestIds } from './proxy/request-id.ts'
@@ -110,6 +111,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     onRecordError: recorder.onRecordError,
   }
   const ids = new RequestIds()
+  const finishing = new FinishQueue()
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, draining: false }
   app.decorate('tokentap', state)
 
@@ -151,7 +153,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         const target = upstreamPathAndQuery(req.url ?? '/', rawPrefixEnd(req.url ?? '/', base))
         const { id, generated } = ids.of(req.headers)
         const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', target.path, request.tokentapStart, generated)
-        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, now })
+        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, now, finishing })
       } catch (err) {
         // A bug must cost one request, never the process.
         logger.error({ err }, 'proxy handler failed')

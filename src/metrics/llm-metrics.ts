@@ -67,9 +67,10 @@ const BASE = ['provider', 'model', 'route'] as const
 /** One label set's bound children, so a request looks its series up once. */
 interface Bound {
   readonly ttft: HistogramSeries
-  readonly itl: HistogramSeries
+  /** Undefined with `length_band`: the band is part of the series, chosen per request. */
+  readonly itl: HistogramSeries | undefined
   readonly interChunk: HistogramSeries
-  readonly tpot: HistogramSeries
+  readonly tpot: HistogramSeries | undefined
   readonly tps: HistogramSeries
   readonly input: CounterSeries
   readonly maxGap: HistogramSeries
@@ -261,11 +262,12 @@ export class LlmMetrics {
     let b = this.#bound.get(key)
     if (b === undefined) {
       const v = [l.provider, l.model, l.route]
+      const banded = this.#options.lengthBand === true
       b = {
         ttft: this.ttft.labels(...v),
-        itl: this.itl.labels(...v),
+        itl: banded ? undefined : this.itl.labels(...v),
         interChunk: this.interChunk.labels(...v),
-        tpot: this.tpot.labels(...v),
+        tpot: banded ? undefined : this.tpot.labels(...v),
         tps: this.tps.labels(...v),
         input: this.inputTokens.labels(...v),
         maxGap: this.maxGap.labels(...v),
@@ -310,7 +312,7 @@ export class LlmMetrics {
       forEachChunkTokensRun(m.chunks, (k, times) => perChunk.observe(k, times))
     }
     if (t.chunks >= 2) {
-      const itl = band === undefined ? b.itl : this.itl.labels(l.provider, l.model, l.route, band)
+      const itl = b.itl ?? this.itl.labels(l.provider, l.model, l.route, band as string)
       const gaps = b.interChunk
       forEachGapRun(m.chunks, (gap, k, times) => {
         gaps.observe(gap, times)
@@ -331,7 +333,7 @@ export class LlmMetrics {
     }
     if (m.estimateRatio !== undefined) b.estimateRatio.observe(m.estimateRatio)
     if (m.outcome === Outcome.ok) {
-      if (t.tpot !== undefined) (band === undefined ? b.tpot : this.tpot.labels(l.provider, l.model, l.route, band)).observe(t.tpot)
+      if (t.tpot !== undefined) (b.tpot ?? this.tpot.labels(l.provider, l.model, l.route, band as string)).observe(t.tpot)
       if (t.tps !== undefined) b.tps.observe(t.tps)
     }
     if (m.outputTokens > 0 || m.outputSource === TokenSource.usage) {

@@ -7,6 +7,7 @@ import { sendError } from './error-answer.ts'
 import { sendRequestBody } from './request-body-strategy.ts'
 import type { OutgoingRequest } from './request-body-strategy.ts'
 import type { Exchange } from './exchange.ts'
+import type { FinishQueue } from './finish-queue.ts'
 import type { Upstream } from './upstream.ts'
 
 /**
@@ -26,6 +27,8 @@ export interface ForwardOptions {
   readonly injectUsage?: boolean
   /** The monotonic clock (ms). */
   readonly now: () => number
+  /** Where the exchange goes to be finished once the response closed (off the socket callback). */
+  readonly finishing: FinishQueue
 }
 
 /** Ends the request with a proxy error answer (or a cut connection once the response started). */
@@ -48,7 +51,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
     if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new Error('client closed the connection'))
-    ex.finish(now(), clientGone)
+    opts.finishing.add(ex, now(), clientGone)
   })
 
   if (config.upstream.total_timeout_ms > 0) {
