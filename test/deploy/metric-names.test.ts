@@ -95,6 +95,19 @@ t.test('the dashboard row Conditions shows prompt and output length, concurrency
   t.ok(exprs.some((e) => /sum by \(le, length_band\) \(rate\(llm_time_per_output_token_seconds_bucket/.test(e)), 'TPOT quantiles by length_band')
 })
 
+t.test('with metrics.length_band_label the ITL and TPOT series the Conditions row reads carry length_band', async (t) => {
+  const proxy = await startProxy({ routes: [simRoute()], metrics: { length_band_label: true } })
+  t.teardown(() => proxy.close())
+  const sent = await driveMixedTraffic(proxy.url)
+  await proxy.waitForRequests(sent)
+  const samples = await proxy.scrape()
+  // Every request of the mix has at most 7 output tokens (2 + 1 + 3 + 1): all short (< 64).
+  for (const name of ['llm_inter_token_latency_seconds_count', 'llm_time_per_output_token_seconds_count']) {
+    const bands = [...new Set(samples.filter((s) => s.name === name).map((s) => s.labels.length_band))]
+    t.same(bands, ['short'], `${name} is labelled length_band="short" only`)
+  }
+})
+
 t.test('every metric the dashboard and the rules use exists in a real scrape after traffic', async (t) => {
   // The route has an SLO so llm_slo_requests_total reports too.
   const proxy = await startProxy({ routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }], log: { level: 'warn' } })
