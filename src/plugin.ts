@@ -128,7 +128,15 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   })
 
   function registerRoute(proxy: FastifyInstance, route: RouteConfig): void {
-    const runtime: RouteRuntime = { label: route.name ?? route.prefix, prefix: route.prefix, provider: route.provider, slo: route.slo, inFlight: 0 }
+    const runtime: RouteRuntime = {
+      label: route.name ?? route.prefix,
+      prefix: route.prefix,
+      provider: route.provider,
+      slo: route.slo,
+      inFlight: 0,
+      echoRequestId: route.echo_request_id,
+      serverTiming: route.server_timing,
+    }
     let upstream: Upstream | undefined = route.upstream === undefined ? undefined : parseUpstream(route.upstream)
     if (route.simulator !== undefined) {
       // The simulated model is a real HTTP server on loopback, so its traffic takes the same path as any upstream's.

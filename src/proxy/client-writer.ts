@@ -4,6 +4,7 @@ import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
 import { clientResponseHeaders, rawHeader, withoutHeader } from './headers.ts'
 import { UsageChunkFilter } from './inject-usage.ts'
+import { serverTimingValue } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
 
 /**
@@ -37,6 +38,10 @@ export interface ClientWriterOptions {
   readonly injected: boolean
   /** Answers the client with a proxy error (before any byte of the response was written). */
   readonly fail: (err: TokentapError) => void
+  /** Add `x-tokentap-request-id` to the head (the route's `echo_request_id`). */
+  readonly echoRequestId: boolean
+  /** Send a `Server-Timing` trailer on a chunked answer (the route's `server_timing`, and the client sent `TE: trailers`). */
+  readonly trailers: boolean
 }
 
 export class ClientWriter implements Dispatcher.DispatchHandler {
@@ -48,6 +53,8 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   /** Set when usage was injected and the response is an SSE stream to take the usage chunk out of. */
   #filter: UsageChunkFilter | undefined
   #waiting = false
+  /** The head announced a `Server-Timing` trailer. */
+  #trailer = false
   readonly #resume = (): void => {
     this.#waiting = false
     this.#controller?.resume()
@@ -105,6 +112,12 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       this.#filter = new UsageChunkFilter()
       raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
     }
+    if (this.#o.echoRequestId) raw.push('x-tokentap-request-id', this.#ex.id)
+    // A trailer needs a chunked body: none with a length, none on bodiless answers.
+    if (this.#o.trailers && statusCode >= 200 && statusCode !== 204 && statusCode !== 304 && this.#ex.method !== 'HEAD' && rawHeader(raw, 'content-length') === undefined) {
+      raw.push('trailer', 'Server-Timing')
+      this.#trailer = true
+    }
     try {
       res.writeHead(statusCode, statusMessage || undefined, raw)
     } catch (err) {
@@ -136,6 +149,10 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     this.flush()
     this.#upstreamDone = true
+    if (this.#trailer && !this.#res.destroyed) {
+      const m = this.#ex.measureNow(this.#o.now())
+      if (m !== undefined) this.#res.addTrailers({ 'Server-Timing': serverTimingValue(m) })
+    }
     const filter = this.#filter
     if (filter !== undefined) this.#res.end(filter.end())
     else this.#res.end()

@@ -30,6 +30,9 @@ export interface RouteRuntime {
   readonly slo?: RouteSlo
   /** Requests of this route in flight now (kept by the exchanges themselves). */
   inFlight: number
+  /** The route's `echo_request_id` and `server_timing` settings. */
+  readonly echoRequestId?: boolean
+  readonly serverTiming?: boolean
 }
 
 /** What a finished exchange hands over, besides its Measurement: who it was. */
@@ -110,6 +113,9 @@ export class Exchange {
   #counter: TokenCount | undefined
   #finished = false
   #injected = false
+  /** The parser's summary, once the upstream's body ended (or the response closed). */
+  #summary: StreamSummary | Promise<StreamSummary> | undefined
+  #estimatedTokens: number | undefined
   #firstChunkOverhead: number | undefined
   #contentReadOverhead = 0
   #contentReads = 0
@@ -261,6 +267,22 @@ export class Exchange {
     this.#chunks.add(at, event.tokens, KIND[event.kind], event.exact)
   }
 
+  #endParse(): StreamSummary | Promise<StreamSummary> {
+    this.#summary ??= this.#tap?.end() ?? {}
+    return this.#summary
+  }
+
+  /**
+   * The figures as they stand when the upstream's body ended at `at` (for a `Server-Timing`
+   * trailer), or undefined while a compressed body is still being inflated. The final
+   * measurement, at the response's close, agrees with it on every figure but E2E.
+   */
+  measureNow(at: number): Measurement | undefined {
+    const summary = this.#endParse()
+    if (summary instanceof Promise) return undefined
+    return this.#measure(summary, at, false)
+  }
+
   /**
    * The response is over at `tEnd`: `clientGone` when the client closed before the last byte
    * was written. Measures and records once.
@@ -268,16 +290,19 @@ export class Exchange {
   finish(tEnd: number, clientGone: boolean): void {
     if (this.#finished) return
     this.#finished = true
-    const summary = this.#tap?.end() ?? {}
+    const summary = this.#endParse()
     if (summary instanceof Promise) void summary.then((s) => this.#done(s, tEnd, clientGone))
     else this.#done(summary, tEnd, clientGone)
   }
 
-  #done(summary: StreamSummary, tEnd: number, clientGone: boolean): void {
-    const deps = this.#deps
-    deps.active.delete(this)
-    this.#route.inFlight--
-    const m = measure({
+  #measure(summary: StreamSummary, tEnd: number, clientGone: boolean): Measurement {
+    let estimated = this.#estimatedTokens
+    if (estimated === undefined) {
+      estimated = 0
+      for (let i = 0; i < this.#chunks.count; i++) estimated += this.#chunks.tokens(i)
+      this.#estimatedTokens = estimated
+    }
+    return measure({
       tReq: this.#tReq,
       tEnd,
       tHeaders: this.#tHeaders,
@@ -288,8 +313,16 @@ export class Exchange {
       summary,
       unreadable: this.#unreadable,
       slo: this.#route.slo,
-      stallSeconds: deps.stallSeconds,
+      stallSeconds: this.#deps.stallSeconds,
+      estimatedTokens: estimated,
     })
+  }
+
+  #done(summary: StreamSummary, tEnd: number, clientGone: boolean): void {
+    const deps = this.#deps
+    deps.active.delete(this)
+    this.#route.inFlight--
+    const m = this.#measure(summary, tEnd, clientGone)
     const who = this.#identity(summary)
     try {
       deps.record(who, m)

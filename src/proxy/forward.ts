@@ -6,6 +6,7 @@ import { ClientWriter, errorBeforeHeaders } from './client-writer.ts'
 import { sendError } from './error-answer.ts'
 import { sendRequestBody } from './request-body-strategy.ts'
 import type { OutgoingRequest } from './request-body-strategy.ts'
+import { acceptsTrailers } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
 import type { FinishQueue } from './finish-queue.ts'
 import type { Upstream } from './upstream.ts'
@@ -66,7 +67,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   }
 
   const send = (r: OutgoingRequest): void => {
-    writer = new ClientWriter(ex, res, { upstream: config.upstream, now, injected: r.injected, fail })
+    writer = new ClientWriter(ex, res, {
+      upstream: config.upstream,
+      now,
+      injected: r.injected,
+      fail,
+      echoRequestId: ex.route.echoRequestId === true,
+      trailers: ex.route.serverTiming === true && req.httpVersion === '1.1' && acceptsTrailers(req.headers.te as string | undefined),
+    })
     try {
       opts.dispatcher.dispatch(
         {

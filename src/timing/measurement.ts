@@ -54,6 +54,12 @@ export interface ExchangeFacts {
   readonly slo?: RouteSlo
   /** Seconds: a longer gap between content chunks is a stall. */
   readonly stallSeconds: number
+  /**
+   * Σ k_j as the parser counted it, before any reconciling with the provider's usage (the
+   * estimate ratio's numerator); taken from `chunks` when absent. An exchange measured twice
+   * passes the first count, since reconciling rewrites the log.
+   */
+  readonly estimatedTokens?: number
 }
 
 export interface Measurement {
@@ -109,7 +115,7 @@ export function measure(facts: ExchangeFacts): Measurement {
       for (let i = 0; i < chunks.count && !streamedReasoning; i++) streamedReasoning = chunks.kind(i) === MarkKind.reasoning
       const visible = usage.output - (usage.reasoning !== undefined && !streamedReasoning ? usage.reasoning : 0)
       // The tokenizer's estimate, taken before reconciling replaces it with the provider's count.
-      if (outcome === Outcome.ok && chunks.count > 0 && visible > 0) estimateRatio = totalTokens(chunks) / visible
+      if (outcome === Outcome.ok && chunks.count > 0 && visible > 0) estimateRatio = (facts.estimatedTokens ?? totalTokens(chunks)) / visible
       reconcileTokens(chunks, visible)
     }
   } else if (chunks.count > 0 && chunks.allExact) {
