@@ -41,6 +41,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     loggerInstance: logger,
     // tokentap writes its own line per request (request-log.ts); Fastify's would double it.
     logController: new LogController({ disableRequestLogging: true }),
+    // No per-request child logger (a pino child per request is CPU a short stream pays in
+    // full): the proxy path never logs through request.log, and its lines carry request_id.
+    childLoggerFactory: (logger) => logger,
     // Never reject a long path the upstream would take.
     routerOptions: { maxParamLength: 65_536, ignoreDuplicateSlashes: false },
     bodyLimit: config.server.body_limit_bytes,
