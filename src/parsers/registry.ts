@@ -135,8 +135,8 @@ export const PROVIDERS = [gemini, anthropic, cohere, openai, ollama, tgi, bedroc
 /** A provider's name, as the `provider` label and the config's `routes[].provider` say it. */
 export type ProviderName = (typeof PROVIDERS)[number]['name']
 
-/** The names in detection order: the config's `provider` values besides `auto`. */
-export const PROVIDER_NAMES = PROVIDERS.map((p) => p.name) as readonly ProviderName[]
+/** The names, sorted (as error messages and docs list them): the config's `provider` values besides `auto`. */
+export const PROVIDER_NAMES: readonly ProviderName[] = PROVIDERS.map((p) => p.name).sort()
 
 const byName = new Map<string, ProviderSpec>(PROVIDERS.map((p) => [p.name, p]))
 
