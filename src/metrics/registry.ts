@@ -3,13 +3,14 @@ import { Registry, collectDefaultMetrics } from 'prom-client'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
 import type { Histogram } from './histogram.ts'
+import type { MetricJson } from './metric.ts'
 import { promClientToOpenMetrics } from './openmetrics.ts'
 import type { PromClientMetric } from './openmetrics.ts'
+import type { MetricsSource } from './source.ts'
 
 /**
- * What `/metrics` serves: tokentap's own metrics (fast serializers) and prom-client's default
- * process metrics. Both are also registered in one prom-client Registry (`promRegistry`),
- * whose `getMetricsAsJSON()` feeds prom-client's cluster AggregatorRegistry.
+ * What `/metrics` serves in one process: tokentap's own metric families (cached bytes per
+ * series) and prom-client's default process metrics (prom-client is used for nothing else).
  */
 
 export type OwnMetric = Histogram | Counter | CollectedGauge
@@ -27,15 +28,11 @@ export const BATCH_BYTES = 128 * 1024
 /** Lets the event loop run (I/O first) before the caller goes on. */
 export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE
-export const OPENMETRICS_CONTENT_TYPE = Registry.OPENMETRICS_CONTENT_TYPE
-
 const NON_COUNTERS_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const
 
-export class MetricsRegistry {
-  readonly promRegistry = new Registry()
-  /** `render(true)` writes OpenMetrics with exemplars. */
-  readonly supportsOpenMetrics = true
+export class MetricsRegistry implements MetricsSource {
+  /** `exposition(true)` writes OpenMetrics with exemplars. */
+  readonly openMetrics = true
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
 
@@ -50,7 +47,6 @@ export class MetricsRegistry {
 
   register(metric: OwnMetric): void {
     this.#own.push(metric)
-    this.promRegistry.registerMetric(metric as never)
   }
 
   /**
@@ -108,10 +104,10 @@ export class MetricsRegistry {
     if (bytes > 0) yield take()
   }
 
-  /** prom-client JSON of every metric, own and process (what cluster workers send to the primary). */
-  async json(): Promise<unknown[]> {
+  /** Every family in the JSON form, own and process (what cluster workers send to the primary). */
+  async json(): Promise<MetricJson[]> {
     const own = this.#own.map((m) => m.get())
-    const process = await this.#process.getMetricsAsJSON()
+    const process = (await this.#process.getMetricsAsJSON()) as unknown as MetricJson[]
     return [...own, ...process]
   }
 }
