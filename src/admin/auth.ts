@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 const OPEN_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz'])
 
 /** Compares in constant time, so the answer's timing does not give the token away byte by byte. */
-export function tokenMatches(header: string | undefined, token: string): boolean {
+function tokenMatches(header: string | undefined, token: string): boolean {
   if (header === undefined || !header.startsWith('Bearer ')) return false
   const given = Buffer.from(header.slice(7))
   const want = Buffer.from(token)

@@ -8,7 +8,7 @@ import type { Exchange } from '../proxy/exchange.ts'
  */
 
 /** At most this many streams are listed; the rest are counted in `omitted`. */
-export const MAX_STREAMS = 1000
+const MAX_STREAMS = 1000
 /** Model names are cut to this length (the same as the `model` label). */
 const MAX_MODEL = 128
 
@@ -40,7 +40,7 @@ export interface StreamsSnapshot {
 const round = (ms: number): number => Math.round(ms * 1000) / 1000
 
 /** One exchange's view at `now` (ms, the proxy's monotonic clock). */
-export function viewOf(ex: Exchange, now: number): StreamView {
+function viewOf(ex: Exchange, now: number): StreamView {
   const log = ex.chunks
   const n = log.count
   let tokens = 0

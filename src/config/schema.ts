@@ -210,4 +210,3 @@ export type Config = DeepReadonly<FromSchema<typeof configSchema>>
 export type RouteConfig = Config['routes'][number]
 export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
 export type OtelConfig = Config['otel']
-export type ProviderSetting = RouteConfig['provider']

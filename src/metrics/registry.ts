@@ -21,12 +21,12 @@ const EOF = Buffer.from('# EOF\n')
  * Longest run of scrape work (rendering, and the caller's writes of what was rendered) before
  * the event loop gets a turn: a scrape of any size never delays the proxied streams by more.
  */
-export const SLICE_MS = 1
+const SLICE_MS = 1
 /** Bytes handed to the caller at a time (one socket write). */
 export const BATCH_BYTES = 128 * 1024
 
 /** Lets the event loop run (I/O first) before the caller goes on. */
-export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 const NON_COUNTERS_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const
 

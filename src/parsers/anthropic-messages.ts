@@ -1,6 +1,6 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
-import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.ts'
+import type { StreamSummary, Usage } from './types.ts'
 import { isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
 
@@ -121,5 +121,3 @@ export function summarizeAnthropicBody(value: unknown): StreamSummary {
   }
   return summary
 }
-
-export const createAnthropicMessagesParser = (ctx: ParserContext): StreamParser => new AnthropicMessagesParser(ctx)

@@ -52,7 +52,7 @@ export function geminiModelFromPath(path: string): string | undefined {
 }
 
 /** The method a Gemini path calls (`streamGenerateContent`), else undefined. */
-export function geminiMethod(path: string): string | undefined {
+function geminiMethod(path: string): string | undefined {
   return MODEL_METHOD.exec(path)?.[2]
 }
 

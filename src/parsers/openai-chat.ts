@@ -2,7 +2,6 @@ import { ownCopy } from './bytes.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
-import type { ParserContext, StreamParser } from './types.ts'
 import { isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
 
@@ -202,5 +201,3 @@ export class OpenAIChatParser extends SseJsonParser {
     if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
   }
 }
-
-export const createOpenAIChatParser = (ctx: ParserContext): StreamParser => new OpenAIChatParser(ctx)

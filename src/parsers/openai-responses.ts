@@ -1,6 +1,6 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
-import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.ts'
+import type { StreamSummary, Usage } from './types.ts'
 import { isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
 
@@ -85,5 +85,3 @@ export function summarizeResponsesBody(value: unknown): StreamSummary {
   readResponse(value, summary)
   return summary
 }
-
-export const createOpenAIResponsesParser = (ctx: ParserContext): StreamParser => new OpenAIResponsesParser(ctx)

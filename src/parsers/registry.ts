@@ -29,7 +29,7 @@ export interface ProviderSpec<Name extends string = string> {
 }
 
 /** `text/event-stream; charset=utf-8` → `text/event-stream`. */
-export function mediaTypeOf(contentType: string): string {
+function mediaTypeOf(contentType: string): string {
   const semi = contentType.indexOf(';')
   return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase()
 }
@@ -37,7 +37,7 @@ export function mediaTypeOf(contentType: string): string {
 const isJson = (mediaType: string): boolean => mediaType === 'application/json' || mediaType.endsWith('+json')
 
 /** A whole JSON answer parsed at the end with a provider's usage reader. */
-export function jsonBody(ctx: ParserContext, summarize: (value: unknown) => StreamSummary): StreamParser {
+function jsonBody(ctx: ParserContext, summarize: (value: unknown) => StreamSummary): StreamParser {
   return new JsonBodyParser(ctx.maxEventBytes, summarize)
 }
 
