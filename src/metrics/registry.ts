@@ -50,17 +50,8 @@ export class MetricsRegistry implements MetricsSource {
   }
 
   /**
-   * Prometheus text format 0.0.4, or OpenMetrics 1.0 (exemplars included, no blank lines,
-   * ends with `# EOF`), as one string (tests, and callers that want it whole).
-   */
-  async render(openMetrics = false): Promise<string> {
-    const parts: Buffer[] = []
-    for await (const batch of this.exposition(openMetrics)) parts.push(...batch)
-    return Buffer.concat(parts).toString('utf8')
-  }
-
-  /**
-   * The exposition in batches of about `BATCH_BYTES`, for /metrics to write as they come: mostly
+   * Prometheus text format 0.0.4, or OpenMetrics 1.0 (exemplars included, no blank lines, ends
+   * with `# EOF`), in batches of about `BATCH_BYTES`, for /metrics to write as they come: mostly
    * each series' cached bytes, rendered anew only for series observed since the last scrape.
    * The work between two turns of the event loop stays under `SLICE_MS` (the caller's write of
    * a piece counts, as it runs before the next piece is asked for), so a scrape of any size
