@@ -60,7 +60,7 @@ const PEER: Path = 'portkey@50'
 const P = {
   unloadedRounds: QUICK ? 60 : 400,
   /** Rounds of the @50 paths' unloaded phase (each request takes 50 ms more). */
-  unloadedSlowRounds: QUICK ? 20 : 120,
+  unloadedSlowRounds: QUICK ? 20 : 80,
   /** Unloaded rounds per block: a block's p50 is one "round" of the added-TTFT targets. */
   unloadedBlock: QUICK ? 30 : 100,
   unloadedSlowBlock: QUICK ? 10 : 40,
@@ -72,7 +72,7 @@ const P = {
   satConcurrency: SAT_CONCURRENCY,
   satChunks: SAT_CHUNKS,
   satRounds: QUICK ? 1 : 3,
-  shortRequests: QUICK ? 200 : 800,
+  shortRequests: QUICK ? 200 : 600,
   shortChunks: SHORT_CHUNKS,
   shortConcurrency: SHORT_CONCURRENCY,
   shortRounds: QUICK ? 1 : 3,
@@ -84,7 +84,7 @@ const P = {
   /** Repeats for the paths other than tokentap (whose figures the targets judge). */
   memoryRepeatsOthers: QUICK ? 1 : 2,
   abortRounds: QUICK ? 1 : 3,
-  abortChunks: 400,
+  abortChunks: 200,
   abortGapMs: 5,
   abortAfter: 5,
   /** Models of the scrape phase's target scale: 11 llm_ histograms each, with the earlier phases' model ≈ 1,000 series. */
