@@ -49,8 +49,8 @@ const PROBE = join(DIST, 'bench', 'el-probe.js')
  * 50 ms, which hides Portkey's 25 ms wait before it forwards the first event (`direct@50` is its
  * reference for added TTFT).
  */
-type Path = 'direct' | 'tcp-relay' | 'node-relay' | 'nginx' | 'tokentap' | 'portkey' | 'direct@50' | 'portkey@50'
-const PATH_ORDER: readonly Path[] = ['direct', 'tcp-relay', 'node-relay', 'nginx', 'tokentap', 'portkey', 'direct@50', 'portkey@50']
+type Path = 'direct' | 'tcp-relay' | 'node-relay' | 'nginx' | 'tokentap' | 'http-proxy' | 'portkey' | 'direct@50' | 'portkey@50'
+const PATH_ORDER: readonly Path[] = ['direct', 'tcp-relay', 'node-relay', 'nginx', 'tokentap', 'http-proxy', 'portkey', 'direct@50', 'portkey@50']
 /** The paths with the simulator's TTFT raised by this much. */
 const SLOW_TTFT_MS = 50
 const isSlow = (p: Path): boolean => p.endsWith('@50')
@@ -164,6 +164,8 @@ async function main(): Promise<void> {
   const tt = await startTokentap(dir, sim.port, abortUpstream.port)
   const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--alt-upstream', abortOrigin], true)
   const tcpRelay = await startListener(['bench', 'tcp-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`], true)
+  // tokentap measuring an @fastify/http-proxy registration (tokentapReplyOptions), beside its own route.
+  const fhp = await startListener(['bench', 'http-proxy-app.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--log', join(dir, 'http-proxy.log')], true)
   const nginxBin = findNginx()
   const pkScript = ensurePortkey(PORTKEY_DIR, log)
   const target: Partial<Record<Path, Target>> = {
@@ -171,10 +173,11 @@ async function main(): Promise<void> {
     'tcp-relay': { url: `http://127.0.0.1:${tcpRelay.port}/v1/chat/completions` },
     'node-relay': { url: `http://127.0.0.1:${relay.port}/v1/chat/completions` },
     tokentap: { url: `http://127.0.0.1:${tt.port}/t/v1/chat/completions` },
+    'http-proxy': { url: `http://127.0.0.1:${fhp.port}/v1/chat/completions` },
     'direct@50': { url: `${simBase}/chat/completions`, ttftMs: SLOW_TTFT_MS },
   }
-  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [tt.proc.pid!], 'node-relay': [relay.proc.pid!], 'tcp-relay': [tcpRelay.proc.pid!] }
-  const asks: Partial<Record<Path, Ask>> = { tokentap: tt.ask, 'node-relay': relay.ask, 'tcp-relay': tcpRelay.ask }
+  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [tt.proc.pid!], 'node-relay': [relay.proc.pid!], 'tcp-relay': [tcpRelay.proc.pid!], 'http-proxy': [fhp.proc.pid!] }
+  const asks: Partial<Record<Path, Ask>> = { tokentap: tt.ask, 'node-relay': relay.ask, 'tcp-relay': tcpRelay.ask, 'http-proxy': fhp.ask }
   // Each path's way to the counting upstream of the abort phase (the TCP relay cannot route by path).
   const abortUrl: Partial<Record<Path, { url: string; headers?: Record<string, string> }>> = {
     tokentap: { url: `http://127.0.0.1:${tt.port}/a/v1/chat/completions` },
@@ -431,7 +434,7 @@ async function main(): Promise<void> {
     parameters: P,
     method: {
       paths:
-        'direct: client to simulator; tcp-relay: bench/tcp-relay.ts, node:net copying bytes between a client socket and its own upstream socket, no HTTP parsing (the least any Node process in the path costs); node-relay: bench/node-relay.ts, node:http + undici writing each upstream chunk on, nothing measured (a plain Node proxy on the same stack); nginx: one worker, proxy_buffering off, keep-alive upstream (a C pass-through proxy); tokentap: the proxy with parsing, token counting, metrics and a log line per request; ' +
+        'direct: client to simulator; tcp-relay: bench/tcp-relay.ts, node:net copying bytes between a client socket and its own upstream socket, no HTTP parsing (the least any Node process in the path costs); node-relay: bench/node-relay.ts, node:http + undici writing each upstream chunk on, nothing measured (a plain Node proxy on the same stack); nginx: one worker, proxy_buffering off, keep-alive upstream (a C pass-through proxy); tokentap: the proxy with parsing, token counting, metrics and a log line per request; http-proxy: bench/http-proxy-app.ts, an @fastify/http-proxy registration measured by tokentapReplyOptions (same measuring and log line, reply-from in the byte path); ' +
         `portkey: @portkey-ai/gateway (bench/portkey.ts, installed into bench/.cache/portkey), provider openai with x-portkey-custom-host = the simulator, the plan in the x-tokentap-sim header; @${SLOW_TTFT_MS}: the same path with the simulator's TTFT ${SLOW_TTFT_MS} ms higher (it hides Portkey's 25 ms wait before the first event); direct@${SLOW_TTFT_MS} is the reference for their added TTFT`,
       added_ttft: `percentile of the path minus the same percentile of direct (direct@${SLOW_TTFT_MS} for the @${SLOW_TTFT_MS} paths), client-side TTFT (request sent → first content event), one request at a time, paths interleaved; for the targets, per block of unloadedBlock rounds`,
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
