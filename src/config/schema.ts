@@ -108,6 +108,8 @@ export interface Config {
     readonly models: readonly { readonly pattern: string; readonly encoding: 'o200k_base' | 'cl100k_base' }[]
   }
   readonly log: { readonly level: string }
+  /** `recent_requests`: finished requests kept for `GET /debug/requests/{id}` (0 = none). */
+  readonly debug: { readonly recent_requests: number }
   readonly routes: readonly RouteConfig[]
 }
 
@@ -247,6 +249,7 @@ export const configSchema = {
       default: {},
       properties: { level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' } },
     },
+    debug: { type: 'object', additionalProperties: false, default: {}, properties: { recent_requests: { type: 'integer', minimum: 0, maximum: 1_000_000, default: 10_000 } } },
     routes: {
       type: 'array',
       minItems: 1,

@@ -8,6 +8,8 @@ import type { Exchange } from '../proxy/exchange.ts'
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from './registry.ts'
 import { wantsOpenMetrics } from './openmetrics.ts'
 import { snapshotStreams } from '../proxy/debug-streams.ts'
+import { registerLive } from '../admin/live/register-live.ts'
+import type { LiveStore } from '../admin/live/live-store.ts'
 
 /**
  * The admin listener, on its own port: `GET /metrics` (Prometheus text format, or OpenMetrics
@@ -35,6 +37,8 @@ export interface AdminState {
   readonly draining: boolean
   /** Requests in flight in this process (absent in the cluster primary, which proxies nothing). */
   readonly active?: ReadonlySet<Exchange>
+  /** Finished requests for the live page and /debug/requests (absent in the cluster primary). */
+  readonly live?: LiveStore
 }
 
 /** Resolves when the response can take more (or is gone: a scraper that left stops the scrape). */
@@ -95,6 +99,7 @@ export function buildAdmin(state: AdminState): FastifyInstance {
     }
     return reply.header('cache-control', 'no-store').send(snapshotStreams(state.active))
   })
+  registerLive(admin, state)
   admin.get('/healthz', async () => ({ status: 'ok' }))
   admin.get('/readyz', async (_request, reply) => {
     if (state.draining) return reply.code(503).send({ status: 'draining' })
