@@ -126,12 +126,12 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
   const ticks: number[] = []
   let k: number[] | undefined
   for (let i = firstTick; i < n; i++) {
-    ticks.push(Math.round((log.at(i) - ex.tReq) * 10) / 10)
     const tokens = log.tokens(i)
+    // Token counts go only when some chunk is not one token (a burst).
     if (tokens !== 1 && k === undefined) k = ticks.map(() => 1)
     k?.push(tokens)
+    ticks.push(Math.round((log.at(i) - ex.tReq) * 10) / 10)
   }
-  if (k !== undefined) k.length = ticks.length
   c.next = n
   const model = ex.requestModel
   return {
