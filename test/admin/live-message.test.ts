@@ -25,7 +25,7 @@ function finished(marks: [number, number][], tEnd: number, endedAt: number, over
 
 type Msg = {
   system: { inFlight: number; ok: number[]; error: number[]; cancelled: number[]; tokensPerSecond: number[]; total: Record<string, number> }
-  series: { route: string; model: string; ok: number[]; error: number[]; stalls: number[]; q: Record<string, (number | null)[]>; dist?: { x: number[]; y: number[] } }[]
+  series: { route: string; model: string; ok: number[]; error: number[]; stalls: number[]; q: Record<string, (number | null)[]>; dist?: { zero: number; x: number[]; y: number[] } }[]
   omittedSeries: number
   routes: { route: string; length: { band: string; itl: (number | null)[]; tpot: (number | null)[] }[]; concurrency: { band: string; itl: (number | null)[] }[] }[]
   streams: { id: string; chunks: number; tokens: number; stalls: number; maxGap: number; gap: number; ticks: number[]; k?: number[] }[]
@@ -75,7 +75,8 @@ t.test('the message holds counts by outcome, window quantiles and the bands', as
   t.ok(Math.abs((s.q.itl[0] as number) - 50) <= 0.5, `ITL p50 ${s.q.itl[0]}`)
   t.equal(s.q.tpot[3], 1, 'TPOT only for the ok request')
   t.equal(s.q.e2e[3], 3, 'E2E for every request')
-  t.ok(s.dist !== undefined && s.dist.y.reduce((a, b) => a + b, 0) > 0.999, 'the distribution sums to 1')
+  t.ok(s.dist !== undefined && Math.abs(s.dist.zero + s.dist.y.reduce((a, b) => a + b, 0) - 1) < 1e-3, 'the distribution sums to 1')
+  t.equal(s.dist?.zero, 0, 'no 0 ms gaps in this schedule')
   const bands = m.routes[0]
   t.equal(bands.route, '/sim')
   t.same(bands.length.map((b) => b.itl[2]), [5, 0, 0], 'all five tokens in the short band')

@@ -1,5 +1,5 @@
 import type { ChunkLog } from '../../timing/chunk-log.ts'
-import { valueOf } from './sliding-sketch.ts'
+import { valueOf, ZERO_BIN } from './sliding-sketch.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
 import { CONCURRENCY_BANDS, LENGTH_BANDS, LIVE_METRICS } from './live-stats.ts'
 import type { LiveStats, Series } from './live-stats.ts'
@@ -67,25 +67,33 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
   return values
 }
 
-/** The ITL distribution of the last 5 minutes as bars: lower edges (ms) and shares of tokens. */
-function distribution(sketch: SlidingSketch, now: number): { x: number[]; y: number[] } {
+/**
+ * The ITL distribution of the last 5 minutes as bars: lower edges (ms) and shares of tokens;
+ * `zero`: the share of 0 ms (tokens that came in the same read as the previous chunk), which a
+ * log axis cannot show.
+ */
+function distribution(sketch: SlidingSketch, now: number): { zero: number; x: number[]; y: number[] } {
   const x: number[] = []
   const y: number[] = []
+  let zero = 0
   const total = sketch.count(1, now)
-  if (total <= 0) return { x, y }
+  if (total <= 0) return { zero, x, y }
   let group = Number.NaN
   sketch.forEachBin(1, now, (bin, count) => {
+    if (bin === ZERO_BIN) {
+      zero = count / total
+      return
+    }
     const g = Math.floor(bin / DIST_GROUP)
     if (g !== group) {
       group = g
-      // The zero bin (bursts) stands at 0.
       x.push(r2(valueOf(g * DIST_GROUP) * 1000))
       y.push(0)
     }
     y[y.length - 1] += count / total
   })
   for (let i = 0; i < y.length; i++) y[i] = Math.round(y[i] * 10_000) / 10_000
-  return { x, y }
+  return { zero: Math.round(zero * 10_000) / 10_000, x, y }
 }
 
 function bandQuantiles(sketch: SlidingSketch, now: number, scratch: number[]): (number | null)[] {

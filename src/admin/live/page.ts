@@ -139,7 +139,11 @@ export const PAGE_SCRIPT = String.raw`'use strict'
       }
     })
     var now = performance.now()
-    rows.forEach(function (r, id) { if (!seen.has(id) && !r.ended) r.ended = now })
+    rows.forEach(function (r, id) {
+      if (seen.has(id) || r.ended) return
+      r.ended = now
+      if (r.live) { r.live.textContent = r.live.textContent.replace('stalling', 'stall'); r.live = null }
+    })
     $('#strip-cap').textContent = msg.omittedStreams > 0 ? '(oldest ' + msg.streams.length + ' of ' + msg.system.inFlight + ')' : ''
   }
 
@@ -223,19 +227,36 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     return c
   }
 
+  // 1, 2, 5 × 10^p inside the range: a readable log axis.
+  function logSplits(u, i, min, max) {
+    var out = []
+    for (var p = Math.floor(Math.log10(min)); p <= Math.ceil(Math.log10(max)); p++) {
+      [1, 2, 5].forEach(function (f) { var v = f * Math.pow(10, p); if (v >= min && v <= max) out.push(Number(v.toPrecision(3))) })
+    }
+    return out.length >= 2 ? out : [min, max]
+  }
+  function msLabel(v) { if (v === null || v === undefined) return ''; return v >= 1000 ? Number((v / 1000).toPrecision(3)) + ' s' : Number(v.toPrecision(3)) + ' ms' }
+
   function chart(m, s) {
     var p99 = s.q.itl[6]
     m.p99 = p99
-    if (!s.dist || s.dist.x.length === 0 || !window.uPlot) return
-    var xs = s.dist.x.map(function (v) { return v > 0 ? v : 0.001 }), ys = s.dist.y.slice()
-    xs.push(xs[xs.length - 1] * 1.17); ys.push(0)
+    if (!s.dist || !window.uPlot) return
+    m.el.querySelector('.zero').textContent = s.dist.zero > 0 ? '; ' + Math.round(s.dist.zero * 100) + ' % of tokens came 0 ms after the previous chunk (same read)' : ''
+    if (s.dist.x.length === 0) return
+    // Each bar is one group of bins (≈ 17 % wide); stepped paths hold a value until the next
+    // point, so a bar followed by a gap is closed with a 0 at its right edge.
+    var xs = [], ys = [], W = 1.1735
+    for (var i = 0; i < s.dist.x.length; i++) {
+      xs.push(s.dist.x[i]); ys.push(s.dist.y[i])
+      if (i === s.dist.x.length - 1 || s.dist.x[i + 1] > s.dist.x[i] * W * 1.01) { xs.push(s.dist.x[i] * W); ys.push(0) }
+    }
     var data = [xs, ys]
     if (m.plot) { m.plot.setData(data); return }
     m.plot = new uPlot({
       width: Math.max(300, m.el.clientWidth - 24), height: 130,
-      scales: { x: { time: false, distr: 3 }, y: { range: [0, null] } },
+      scales: { x: { time: false, distr: 3, log: 10 }, y: { range: [0, null] } },
       axes: [
-        { stroke: '#8a96a3', grid: { stroke: '#2a333d' }, values: function (u, v) { return v.map(function (x) { return x + ' ms' }) } },
+        { stroke: '#8a96a3', grid: { stroke: '#2a333d' }, splits: logSplits, values: function (u, v) { return v.map(msLabel) } },
         { stroke: '#8a96a3', grid: { stroke: '#2a333d' }, size: 44, values: function (u, v) { return v.map(function (x) { return Math.round(x * 100) + '%' }) } },
       ],
       series: [{}, { label: 'share of tokens', stroke: '#6cb6ff', fill: 'rgba(108,182,255,.25)', paths: uPlot.paths.stepped({ align: 1 }), points: { show: false } }],
@@ -263,7 +284,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         var el = document.createElement('div')
         el.className = 'model'
         el.dataset.model = s.model
-        el.innerHTML = '<h4></h4><div class="counts"></div><table class="q"></table><div class="dist"><div class="cap">ITL distribution, last 5 min, token-weighted; dashed: p99</div><div class="dist-plot"></div></div>'
+        el.innerHTML = '<h4></h4><div class="counts"></div><table class="q"></table><div class="dist"><div class="cap">ITL distribution, last 5 min, token-weighted; dashed: p99<span class="zero"></span></div><div class="dist-plot"></div></div>'
         c.models.appendChild(el)
         m = { el: el, plot: null, p99: null }
         models.set(k, m)

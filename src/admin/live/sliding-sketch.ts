@@ -30,6 +30,9 @@ const MAX_INDEX = Math.ceil(Math.log(MAX_VALUE) * INV_LOG_GAMMA)
 /** Bins a store starts with around its first index (it grows by half its size at a time). */
 const INITIAL_BINS = 32
 
+/** The bin of every value below MIN_VALUE (0 included). */
+export const ZERO_BIN = MIN_INDEX - 1
+
 /** The bin of a value; MIN_INDEX − 1 is the zero bin. */
 export function binOf(value: number): number {
   if (!(value >= MIN_VALUE)) return MIN_INDEX - 1
