@@ -1,4 +1,4 @@
-import { binOf, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
+import { BIN_COUNT, binOf, SlidingCounter, SlidingSketch, ZERO_BIN } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
 import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
 
@@ -78,6 +78,10 @@ export class RouteBands {
   lastAt = 0
 }
 
+/** One request's ITL weights by bin, and which bins it touched (reused: add() is synchronous). */
+const scratch = new Float64Array(BIN_COUNT)
+const bins = new Int32Array(BIN_COUNT)
+
 /** 15 minutes and a slot: past this a series with no request is dropped. */
 const FORGET_MS = 16 * 60_000
 
@@ -118,16 +122,26 @@ export class LiveStats {
       byLength.tpot.observeBin(bin, 1, now)
       byConcurrency.tpot.observeBin(bin, 1, now)
     }
-    // Token-weighted ITL: k_j observations of g_j / k_j for each chunk j ≥ 2.
+    // Token-weighted ITL: k_j observations of g_j / k_j for each chunk j ≥ 2, gathered by bin
+    // first, so the three sketches take one insert per distinct bin (bursts and steady decoding
+    // fall into few bins), not one per chunk.
     const gaps = r.gapSeconds
     const tokens = r.gapTokens
+    let touched = 0
     for (let j = 0; j < gaps.length; j++) {
       const k = tokens[j]
       if (k === 0) continue
-      const bin = binOf(gaps[j] / k)
-      sk.itl.observeBin(bin, k, now)
-      byLength.itl.observeBin(bin, k, now)
-      byConcurrency.itl.observeBin(bin, k, now)
+      const b = binOf(gaps[j] / k) - ZERO_BIN
+      if (scratch[b] === 0) bins[touched++] = b
+      scratch[b] += k
+    }
+    for (let i = 0; i < touched; i++) {
+      const b = bins[i]
+      const weight = scratch[b]
+      scratch[b] = 0
+      sk.itl.observeBin(b + ZERO_BIN, weight, now)
+      byLength.itl.observeBin(b + ZERO_BIN, weight, now)
+      byConcurrency.itl.observeBin(b + ZERO_BIN, weight, now)
     }
   }
 

@@ -27,11 +27,15 @@ export const MIN_VALUE = 1e-6
 export const MAX_VALUE = 1e5
 const MIN_INDEX = Math.ceil(Math.log(MIN_VALUE) * INV_LOG_GAMMA)
 const MAX_INDEX = Math.ceil(Math.log(MAX_VALUE) * INV_LOG_GAMMA)
+const EMPTY = new Float64Array(0)
 /** Bins a store starts with around its first index (it grows by half its size at a time). */
 const INITIAL_BINS = 32
 
 /** The bin of every value below MIN_VALUE (0 included). */
 export const ZERO_BIN = MIN_INDEX - 1
+
+/** Bins from the zero bin to the top one: `bin − ZERO_BIN` indexes a dense array of them all. */
+export const BIN_COUNT = MAX_INDEX - ZERO_BIN + 1
 
 /** The bin of a value; MIN_INDEX − 1 is the zero bin. */
 export function binOf(value: number): number {
@@ -46,34 +50,52 @@ export function valueOf(bin: number): number {
   return (2 * GAMMA ** bin) / (GAMMA + 1)
 }
 
-/** Counts by bin over a contiguous range of bins that grows as needed; bin MIN_INDEX − 1 is 0. */
+/**
+ * Counts by bin over a contiguous range of bins that grows as needed, and the zero bin's count
+ * apart (else a stream with bursts would span every bin from 1 µs to its gaps). Slots hold
+ * Float32 counts (exact to 2^24 a bin, far above a slot's traffic), window totals Float64.
+ */
 class Store {
   /** Bin of `counts[0]`. */
   lo = 0
-  counts: Float64Array | undefined
+  counts: Float64Array | Float32Array | undefined
+  zero = 0
   total = 0
+  readonly #wide: boolean
+
+  constructor(wide: boolean) {
+    this.#wide = wide
+  }
 
   add(bin: number, weight: number): void {
+    this.total += weight
+    if (bin === ZERO_BIN) {
+      this.zero += weight
+      return
+    }
     let counts = this.counts
     if (counts === undefined || bin < this.lo || bin >= this.lo + counts.length) counts = this.#cover(bin)
     counts[bin - this.lo] += weight
-    this.total += weight
   }
 
   /** Takes away another store's counts (which this store's range covers). */
   subtract(other: Store): void {
+    if (other.total === 0) return
+    this.zero -= other.zero
+    this.total -= other.total
     const from = other.counts
     const counts = this.counts
-    if (from === undefined || counts === undefined) return
-    const shift = other.lo - this.lo
-    for (let j = 0; j < from.length; j++) if (from[j] !== 0) counts[shift + j] -= from[j]
-    this.total -= other.total
+    if (from !== undefined && counts !== undefined) {
+      const shift = other.lo - this.lo
+      for (let j = 0; j < from.length; j++) if (from[j] !== 0) counts[shift + j] -= from[j]
+    }
     // Float sums drift by ulps; a window that is empty must read as empty.
     if (this.total < 1e-9) this.clear()
   }
 
   clear(): void {
     this.counts = undefined
+    this.zero = 0
     this.total = 0
   }
 
@@ -86,14 +108,18 @@ class Store {
    * ascending `qs`, into `out`. NaN for an empty store.
    */
   quantiles(qs: readonly number[], out: number[]): void {
-    const counts = this.counts
-    if (counts === undefined || this.total <= 0) {
+    if (this.total <= 0) {
       for (let i = 0; i < qs.length; i++) out[i] = Number.NaN
       return
     }
+    const counts = this.counts ?? EMPTY
     let q = 0
     let rank = Math.max(1e-9, qs[0] * this.total)
-    let seen = 0
+    let seen = this.zero
+    while (q < qs.length && seen >= rank - 1e-6) {
+      out[q++] = 0
+      if (q < qs.length) rank = Math.max(1e-9, qs[q] * this.total)
+    }
     for (let j = 0; j < counts.length && q < qs.length; j++) {
       seen += counts[j]
       // A tolerance of a millionth of a count: the totals are float sums.
@@ -107,23 +133,24 @@ class Store {
 
   /** Calls `visit(bin, count)` for every non-empty bin, ascending. */
   forEach(visit: (bin: number, count: number) => void): void {
+    if (this.zero > 0) visit(ZERO_BIN, this.zero)
     const counts = this.counts
     if (counts === undefined) return
     for (let j = 0; j < counts.length; j++) if (counts[j] > 0) visit(this.lo + j, counts[j])
   }
 
-  #cover(bin: number): Float64Array {
+  #cover(bin: number): Float64Array | Float32Array {
     const old = this.counts
     if (old === undefined) {
-      const lo = Math.max(MIN_INDEX - 1, Math.min(bin - INITIAL_BINS / 2, MAX_INDEX + 1 - INITIAL_BINS))
+      const lo = Math.max(MIN_INDEX, Math.min(bin - INITIAL_BINS / 2, MAX_INDEX + 1 - INITIAL_BINS))
       this.lo = lo
-      this.counts = new Float64Array(INITIAL_BINS)
+      this.counts = this.#wide ? new Float64Array(INITIAL_BINS) : new Float32Array(INITIAL_BINS)
       return this.counts
     }
     const grow = Math.max(INITIAL_BINS, old.length >> 1)
-    const lo = Math.max(MIN_INDEX - 1, Math.min(this.lo, bin - grow))
+    const lo = Math.max(MIN_INDEX, Math.min(this.lo, bin - grow))
     const hi = Math.min(MAX_INDEX + 1, Math.max(this.lo + old.length, bin + 1 + grow))
-    const counts = new Float64Array(hi - lo)
+    const counts = this.#wide ? new Float64Array(hi - lo) : new Float32Array(hi - lo)
     counts.set(old, this.lo - lo)
     this.lo = lo
     this.counts = counts
@@ -151,12 +178,16 @@ class Level {
   readonly totals: Store[]
   /** The current slot's number (time / slotMs); −∞ before the first observation. */
   epoch = Number.NEGATIVE_INFINITY
+  /** When the next slot starts (ms): the hot path compares, no division. */
+  nextAt = Number.NEGATIVE_INFINITY
+  current: Store
 
   constructor(spec: SketchLevel) {
     this.slotMs = spec.slotMs
     this.sizes = spec.windows
-    this.slots = Array.from({ length: Math.max(...spec.windows) + 1 }, () => new Store())
-    this.totals = spec.windows.map(() => new Store())
+    this.slots = Array.from({ length: Math.max(...spec.windows) + 1 }, () => new Store(false))
+    this.totals = spec.windows.map(() => new Store(true))
+    this.current = this.slots[0]
   }
 
   advance(now: number): void {
@@ -176,6 +207,8 @@ class Level {
       }
     }
     this.epoch = epoch
+    this.nextAt = (epoch + 1) * this.slotMs
+    this.current = this.slots[mod(epoch, ring)]
   }
 }
 
@@ -203,10 +236,13 @@ export class SlidingSketch {
 
   /** `observe` with the bin already computed (one logarithm for several sketches). */
   observeBin(bin: number, weight: number, now: number): void {
-    for (const level of this.#levels) {
-      level.advance(now)
-      level.slots[mod(level.epoch, level.slots.length)].add(bin, weight)
-      for (const t of level.totals) t.add(bin, weight)
+    const levels = this.#levels
+    for (let i = 0; i < levels.length; i++) {
+      const level = levels[i]
+      if (now >= level.nextAt) level.advance(now)
+      level.current.add(bin, weight)
+      const totals = level.totals
+      for (let w = 0; w < totals.length; w++) totals[w].add(bin, weight)
     }
     this.version++
   }
