@@ -4,7 +4,7 @@ import { summarize } from '../../src/timing/request-timing.ts'
 import { fromRecord } from '../../src/admin/live/finished-request.ts'
 import type { FinishedRequest } from '../../src/admin/live/finished-request.ts'
 import { LiveStats } from '../../src/admin/live/live-stats.ts'
-import { buildMessage, MAX_SERIES_SHOWN, MAX_STREAMS_SHOWN } from '../../src/admin/live/live-message.ts'
+import { buildMessage, LONG_REFRESH_SECONDS, MAX_SERIES_SHOWN, MAX_STREAMS_SHOWN } from '../../src/admin/live/live-message.ts'
 import type { Cursors, InFlight } from '../../src/admin/live/live-message.ts'
 import { RecentRequests, requestView } from '../../src/admin/live/recent-requests.ts'
 
@@ -183,4 +183,20 @@ t.test('the request view uses the log line’s names and rounding', async (t) =>
   t.equal(v.ended_at, '2026-01-01T00:00:00.000Z', 'ended a second before now')
   t.equal(v.input_tokens, null)
   t.equal(v.stalls, 0)
+})
+
+t.test('the longer windows are refreshed every LONG_REFRESH_SECONDS, the last minute every message', async (t) => {
+  const stats = new LiveStats()
+  stats.add(finished([[10, 1]], 20, 1000))
+  const first = build(stats, [], 1000)
+  t.equal(LONG_REFRESH_SECONDS, 5)
+  t.same([first.series[0].q.e2e[3], first.series[0].q.e2e[7]], [1, 1], 'a new series is computed in full')
+  stats.add(finished([[10, 1]], 20, 1500))
+  const stale = build(stats, [], 2000)
+  t.equal(stale.series[0].q.e2e[3], 2, 'the last minute is current')
+  t.equal(stale.series[0].q.e2e[7], 1, 'the last 5 minutes wait for their second')
+  t.equal(stale.series[0].ok[1], 2, 'counts are always current')
+  const fresh = build(stats, [], 5000)
+  t.equal(fresh.series[0].q.e2e[7], 2, 'series 0 refreshes at second 5')
+  t.equal(fresh.series[0].q.e2e[11], 2)
 })

@@ -23,7 +23,7 @@ export interface InFlight {
   readonly chunks: ChunkLog
 }
 
-export const MAX_SERIES_SHOWN = 60
+export const MAX_SERIES_SHOWN = 40
 export const MAX_STREAMS_SHOWN = 48
 /** Series whose ITL distribution is sent (the busiest). */
 export const MAX_DISTRIBUTIONS = 12
@@ -31,6 +31,12 @@ export const MAX_DISTRIBUTIONS = 12
 export const MAX_TICKS = 2000
 /** The strip's time span: a stream seen for the first time sends its chunks of this long. */
 export const STRIP_MS = 30_000
+/**
+ * The 5- and 15-minute quantiles and the bands move slowly: each series and route refreshes them
+ * once every this many seconds (staggered by creation order, so every message does a like share)
+ * and the last minute's every second.
+ */
+export const LONG_REFRESH_SECONDS = 5
 /** Quantiles of every window: p50, p95, p99. */
 const QS = [0.5, 0.95, 0.99] as const
 /** DDSketch bins merged into one bar of the distribution chart (8 × 2 %: bars ≈ 17 % wide). */
@@ -52,18 +58,24 @@ const r2 = (x: number): number => Math.round(x * 100) / 100
 const ms = (seconds: number): number | null => (Number.isNaN(seconds) ? null : Math.round(seconds * 1e5) / 100)
 
 /** Per window [p50, p95, p99, count], flattened (12 numbers), for one sketch. */
-function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: number, scratch: number[]): (number | null)[] {
+function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: number, scratch: number[], refreshLong: boolean): (number | null)[] {
   const sketch = s.sketches[metric]
   sketch.advance(now)
   const cached = s.cache.get(metric)
-  if (cached !== undefined && cached.version === sketch.version) return cached.values
+  const version = sketch.version
+  if (cached !== undefined && cached.version === version && (cached.longVersion === version || !refreshLong)) return cached.values
+  const long = refreshLong || cached === undefined
   const values: (number | null)[] = []
   const scale = metric === 'tps' ? (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10) : ms
   for (let w = 0; w < 3; w++) {
+    if (w > 0 && !long) {
+      for (let i = w * 4; i < w * 4 + 4; i++) values.push((cached as { values: (number | null)[] }).values[i])
+      continue
+    }
     sketch.quantiles(w, QS, now, scratch)
     values.push(scale(scratch[0]), scale(scratch[1]), scale(scratch[2]), Math.round(sketch.count(w, now)))
   }
-  s.cache.set(metric, { version: sketch.version, values })
+  s.cache.set(metric, { version, longVersion: long ? version : (cached as { longVersion: number }).longVersion, values })
   return values
 }
 
@@ -169,11 +181,13 @@ export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { re
   const scratch: number[] = [0, 0, 0]
   const ranked: { s: Series; n: number }[] = []
   for (const s of stats.series.values()) ranked.push({ s, n: requestsIn(s, 2, now) })
-  ranked.sort((a, b) => b.n - a.n || (a.s.route < b.s.route ? -1 : a.s.route > b.s.route ? 1 : a.s.model < b.s.model ? -1 : 1))
+  ranked.sort((a, b) => b.n - a.n || a.s.seq - b.s.seq)
   const shown = ranked.slice(0, MAX_SERIES_SHOWN)
+  const second = Math.floor(now / 1000)
   const series = shown.map(({ s }, i) => {
     const q: Record<string, (number | null)[]> = {}
-    for (const m of LIVE_METRICS) q[m] = windowQuantiles(s, m, now, scratch)
+    const refreshLong = (second + s.seq) % LONG_REFRESH_SECONDS === 0
+    for (const m of LIVE_METRICS) q[m] = windowQuantiles(s, m, now, scratch, refreshLong)
     const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
     return {
       route: s.route,
@@ -193,11 +207,15 @@ export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { re
   for (const route of new Set(shown.map(({ s }) => s.route))) {
     const b = stats.routes.get(route)
     if (b === undefined) continue
-    routes.push({
+    if (b.sent !== undefined && (second + b.seq) % LONG_REFRESH_SECONDS !== 0) {
+      routes.push(b.sent as Record<string, unknown>)
+      continue
+    }
+    routes.push((b.sent = {
       route,
       length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
       concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
-    })
+    }))
   }
   const streams: Record<string, unknown>[] = []
   const stallMs = stallSeconds * 1000

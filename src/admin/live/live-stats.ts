@@ -56,10 +56,13 @@ export class Series {
   readonly stalls = new SlidingCounter()
   /** When the last request ended (ms), to forget series idle for longer than the longest window. */
   lastAt = 0
+  /** Creation order: ties in the ranking, and which second refreshes its longer windows. */
+  readonly seq: number
   /** Per metric: the quantiles last computed and the sketch version they were computed at. */
-  readonly cache = new Map<LiveMetric, { version: number; values: (number | null)[] }>()
+  readonly cache = new Map<LiveMetric, { version: number; longVersion: number; values: (number | null)[] }>()
 
-  constructor(route: string, model: string, provider: string) {
+  constructor(route: string, model: string, provider: string, seq: number) {
+    this.seq = seq
     this.route = route
     this.model = model
     this.provider = provider
@@ -73,6 +76,13 @@ export class Series {
 }
 
 export class RouteBands {
+  readonly seq: number
+  /** The bands as last sent, refreshed every few seconds (see live-message.ts). */
+  sent: unknown
+  constructor(seq: number) {
+    this.seq = seq
+  }
+
   readonly length = LENGTH_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
   readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
   lastAt = 0
@@ -91,6 +101,7 @@ export class LiveStats {
   readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
   readonly tokens = new SlidingCounter()
   readonly #maxSeries: number
+  #seq = 0
 
   constructor(maxSeries = MAX_SERIES) {
     this.#maxSeries = maxSeries
@@ -112,7 +123,7 @@ export class LiveStats {
     if (r.tps !== undefined) sk.tps.observe(r.tps, 1, now)
 
     let bands = this.routes.get(r.route)
-    if (bands === undefined) this.routes.set(r.route, (bands = new RouteBands()))
+    if (bands === undefined) this.routes.set(r.route, (bands = new RouteBands(this.#seq++)))
     bands.lastAt = now
     const byLength = bands.length[bandOf(LENGTH_BANDS, r.outputTokens)]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
@@ -166,11 +177,11 @@ export class LiveStats {
       const other = `${r.route}\u0000other`
       s = this.series.get(other)
       if (s !== undefined) return s
-      s = new Series(r.route, 'other', r.provider)
+      s = new Series(r.route, 'other', r.provider, this.#seq++)
       this.series.set(other, s)
       return s
     }
-    s = new Series(r.route, r.model, r.provider)
+    s = new Series(r.route, r.model, r.provider, this.#seq++)
     this.series.set(key, s)
     return s
   }
