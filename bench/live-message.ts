@@ -89,6 +89,8 @@ for (let s = 0; s < SECONDS; s++) {
   for (const ex of active) for (let c = 0; c < CHUNKS_PER_SECOND; c++) ex.chunks.add(now - 1000 + (c * 1000) / CHUNKS_PER_SECOND, 1, MarkKind.text, false)
   // The message's own cost, not the collection of the second's garbage (with --expose-gc).
   ;(globalThis as { gc?: () => void }).gc?.()
+  // Let the collector's concurrent threads finish: process CPU time counts every thread.
+  await new Promise((resolve) => setTimeout(resolve, 100))
   const b0 = performance.now()
   const c0 = process.cpuUsage()
   const text = JSON.stringify(buildMessage(stats, active, now, cursors, 1))

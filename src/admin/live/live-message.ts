@@ -177,14 +177,20 @@ const WINDOW_SECONDS = [60, 300, 900] as const
 
 /** Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client). */
 export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { readonly size: number }, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
-  stats.forget(now)
   const scratch: number[] = [0, 0, 0]
-  const ranked: { s: Series; n: number }[] = []
-  for (const s of stats.series.values()) ranked.push({ s, n: requestsIn(s, 2, now) })
-  ranked.sort((a, b) => b.n - a.n || a.s.seq - b.s.seq)
-  const shown = ranked.slice(0, MAX_SERIES_SHOWN)
   const second = Math.floor(now / 1000)
-  const series = shown.map(({ s }, i) => {
+  // Which series are the busiest is re-ranked every few seconds (it touches every series), and
+  // at once when a series came or went.
+  let ranking = stats.ranking
+  if (ranking === undefined || ranking.size !== stats.series.size || (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)) {
+    stats.forget(now)
+    const ranked: { s: Series; n: number }[] = []
+    for (const s of stats.series.values()) ranked.push({ s, n: requestsIn(s, 2, now) })
+    ranked.sort((a, b) => b.n - a.n || a.s.seq - b.s.seq)
+    ranking = stats.ranking = { second, size: stats.series.size, shown: ranked.slice(0, MAX_SERIES_SHOWN).map((r) => r.s) }
+  }
+  const shown = ranking.shown
+  const series = shown.map((s, i) => {
     const q: Record<string, (number | null)[]> = {}
     const refreshLong = (second + s.seq) % LONG_REFRESH_SECONDS === 0
     for (const m of LIVE_METRICS) q[m] = windowQuantiles(s, m, now, scratch, refreshLong)
@@ -204,7 +210,7 @@ export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { re
     }
   })
   const routes: Record<string, unknown>[] = []
-  for (const route of new Set(shown.map(({ s }) => s.route))) {
+  for (const route of new Set(shown.map((s) => s.route))) {
     const b = stats.routes.get(route)
     if (b === undefined) continue
     if (b.sent !== undefined && (second + b.seq) % LONG_REFRESH_SECONDS !== 0) {
@@ -237,7 +243,7 @@ export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { re
       total: { ok: stats.requests.ok.total, error: stats.requests.error.total, cancelled: stats.requests.cancelled.total },
     },
     series,
-    omittedSeries: ranked.length - shown.length,
+    omittedSeries: ranking.size - shown.length,
     routes,
     streams,
     omittedStreams: active.size - streams.length,

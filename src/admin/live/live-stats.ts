@@ -102,6 +102,8 @@ export class LiveStats {
   readonly tokens = new SlidingCounter()
   readonly #maxSeries: number
   #seq = 0
+  /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
+  ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[] } | undefined
 
   constructor(maxSeries = MAX_SERIES) {
     this.#maxSeries = maxSeries
