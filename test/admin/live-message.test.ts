@@ -1,7 +1,7 @@
 import t from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { summarize } from '../../src/timing/request-timing.ts'
-import { fromRecord } from '../../src/admin/live/finished-request.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { fromMeasurement } from '../../src/admin/live/finished-request.ts'
 import type { FinishedRequest } from '../../src/admin/live/finished-request.ts'
 import { LiveStats } from '../../src/admin/live/live-stats.ts'
 import { buildMessage, LONG_REFRESH_SECONDS, MAX_SERIES_SHOWN, MAX_STREAMS_SHOWN } from '../../src/admin/live/live-message.ts'
@@ -17,9 +17,8 @@ function log(marks: [number, number][]): ChunkLog {
 
 /** A finished request from a hand-made schedule: t_req = 0 … t_end, chunks at `marks`. */
 function finished(marks: [number, number][], tEnd: number, endedAt: number, over: Partial<FinishedRequest> = {}): FinishedRequest {
-  const chunks = log(marks)
-  const timing = summarize(0, tEnd, chunks)
-  const r = fromRecord({ id: 'r', labels: { provider: 'openai', model: 'm', route: '/sim' }, outcome: 'ok', statusCode: 200, timing, chunks, headersSeconds: 0.01, outputTokens: timing.tokens, outputSource: 'estimate', concurrency: 1, tEnd }, 1)
+  const m = measure({ tReq: 0, tEnd, tHeaders: 10, statusCode: 200, failure: undefined, clientGone: false, chunks: log(marks), summary: {}, stallSeconds: 1 })
+  const r = fromMeasurement({ id: 'r', concurrency: 1, tReq: 0 }, { provider: 'openai', model: 'm', route: '/sim' }, m)
   return { ...r, endedAt, ...over }
 }
 
@@ -47,6 +46,8 @@ t.test('a finished request from a known schedule gives its exact figures', async
   // (1700 − 100) ms over N − k_1 = 4 tokens.
   t.equal(r.tpot, 0.4)
   t.equal(r.itlP99, 0.75, 'the stall split over its two tokens')
+  const m = measure({ tReq: 1000, tEnd: 2800, tHeaders: 1010, statusCode: 200, failure: undefined, clientGone: false, chunks: log([[1100, 1]]), summary: {}, stallSeconds: 1 })
+  t.equal(fromMeasurement({ id: 'x', concurrency: 3, tReq: 1000 }, { provider: 'p', model: 'm', route: '/r' }, m).endedAt, 2800, 'it ended at t_req + E2E')
 })
 
 t.test('the message holds counts by outcome, window quantiles and the bands', async (t) => {

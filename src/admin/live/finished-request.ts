@@ -1,11 +1,9 @@
-import type { ChunkLog } from '../../timing/chunk-log.ts'
-import type { Timing } from '../../timing/request-timing.ts'
-import { countStalls, itlQuantiles } from '../../timing/request-timing.ts'
+import type { Measurement } from '../../timing/measurement.ts'
 
 /**
  * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
  * never its text, headers or credentials. Seconds, as the timing code gives them. Filled from
- * the request's Measurement (for now from `Exchange#record`, see `fromRecord`).
+ * the request's Measurement (`fromMeasurement`, a Recorder listener).
  */
 
 export const LiveOutcome = { ok: 'ok', error: 'error', cancelled: 'cancelled' } as const
@@ -51,28 +49,20 @@ export interface FinishedRequest {
   readonly endedAt: number
 }
 
-/** What `Exchange#record` has at hand, for `fromRecord`. */
-export interface RecordFacts {
+/** Who a finished request was: the part of the exchange's identity the live views keep. */
+export interface FinishedWho {
   readonly id: string
-  readonly labels: { readonly provider: string; readonly model: string; readonly route: string }
-  readonly outcome: LiveOutcome
-  readonly statusCode: number
-  readonly timing: Timing
-  readonly chunks: ChunkLog
-  readonly headersSeconds?: number
-  readonly outputTokens: number
-  readonly outputSource: string
-  readonly inputTokens?: number
   readonly concurrency: number
-  readonly tEnd: number
+  /** t_req, ms on the monotonic clock. */
+  readonly tReq: number
 }
 
 /**
- * Builds a FinishedRequest from `Exchange#record`'s values (the bridge until the Measurement
- * carries all of it): the gaps are copied out of the chunk log, which is reused no further.
+ * A FinishedRequest from a request's Measurement (what the Recorder hands its listeners): the
+ * gaps are copied out of its chunk log, whose counts are final.
  */
-export function fromRecord(f: RecordFacts, stallSeconds: number): FinishedRequest {
-  const log = f.chunks
+export function fromMeasurement(who: FinishedWho, labels: { readonly provider: string; readonly model: string; readonly route: string }, m: Measurement): FinishedRequest {
+  const log = m.chunks
   const n = Math.max(0, log.count - 1)
   const gapSeconds = new Float64Array(n)
   const gapTokens = new Uint32Array(n)
@@ -80,32 +70,33 @@ export function fromRecord(f: RecordFacts, stallSeconds: number): FinishedReques
     gapSeconds[i - 1] = (log.at(i) - log.at(i - 1)) / 1000
     gapTokens[i - 1] = log.tokens(i)
   }
-  const [itlP50, itlP99] = itlQuantiles(log, [0.5, 0.99])
-  const t = f.timing
+  const t = m.timing
+  const ok = m.outcome === LiveOutcome.ok
   return {
-    id: f.id,
-    route: f.labels.route,
-    provider: f.labels.provider,
-    model: f.labels.model,
-    outcome: f.outcome,
-    statusCode: f.statusCode,
+    id: who.id,
+    route: labels.route,
+    provider: labels.provider,
+    model: labels.model,
+    outcome: m.outcome,
+    statusCode: m.statusCode,
     ttft: t.ttft,
     ttfot: t.ttfot,
-    headers: f.headersSeconds,
+    headers: m.headersSeconds,
     e2e: t.e2e,
-    tpot: f.outcome === LiveOutcome.ok ? t.tpot : undefined,
-    tps: f.outcome === LiveOutcome.ok && t.chunks > 0 ? t.tps : undefined,
-    itlP50,
-    itlP99,
+    // As the TPOT and per-user TPS histograms: only for ok requests.
+    tpot: ok ? t.tpot : undefined,
+    tps: ok && t.chunks > 0 ? t.tps : undefined,
+    itlP50: m.itlP50,
+    itlP99: m.itlP99,
     maxGap: t.maxGap,
-    stalls: countStalls(log, stallSeconds),
-    outputTokens: f.outputTokens,
-    outputSource: f.outputSource,
-    inputTokens: f.inputTokens,
+    stalls: m.stalls,
+    outputTokens: m.outputTokens,
+    outputSource: m.outputSource,
+    inputTokens: m.inputTokens,
     chunks: t.chunks,
     gapSeconds,
     gapTokens,
-    concurrency: f.concurrency,
-    endedAt: f.tEnd,
+    concurrency: who.concurrency,
+    endedAt: who.tReq + t.e2e * 1000,
   }
 }

@@ -1,4 +1,6 @@
-import type { FinishedRequest } from './finished-request.ts'
+import type { Measurement } from '../../timing/measurement.ts'
+import { fromMeasurement } from './finished-request.ts'
+import type { FinishedRequest, FinishedWho } from './finished-request.ts'
 import { LiveStats } from './live-stats.ts'
 import { RecentRequests } from './recent-requests.ts'
 
@@ -21,5 +23,10 @@ export class LiveStore {
   add(r: FinishedRequest): void {
     this.recent.add(r)
     this.stats.add(r)
+  }
+
+  /** For `Recorder#listen`: every finished request, from its Measurement. */
+  readonly listener = (who: FinishedWho, labels: { readonly provider: string; readonly model: string; readonly route: string }, m: Measurement): void => {
+    this.add(fromMeasurement(who, labels, m))
   }
 }
