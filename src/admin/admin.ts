@@ -8,10 +8,12 @@ import { requireToken } from './auth.ts'
 import { debugStreamsRoute } from './debug-streams.ts'
 import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics-route.ts'
+import { registerLive, SELF_AUTHENTICATED_ROUTES } from './live/register-live.ts'
+import type { LiveStore } from './live/live-store.ts'
 
 /**
  * The admin listener, on its own port and its own Fastify instance: `GET /metrics`, `/healthz`,
- * `/readyz`, `/debug/streams`. With `admin.token` set, every route but the health checks wants
+ * `/readyz`, `/debug/streams`, the live page (`/`, `/live/events`) and `/debug/requests/{id}`. With `admin.token` set, every route but the health checks wants
  * `Authorization: Bearer <token>`. Each route group is one file in src/admin/; a new group is
  * one more entry in ADMIN_ROUTES.
  */
@@ -26,6 +28,8 @@ export interface AdminState {
   readonly draining: boolean
   /** Requests in flight in this process (absent in the cluster primary, which proxies nothing). */
   readonly active?: ReadonlySet<Exchange>
+  /** Finished requests for the live page and /debug/requests (absent in the cluster primary). */
+  readonly live?: LiveStore
 }
 
 /** Registers one group of admin routes. */
@@ -35,13 +39,14 @@ export type AdminRoutes = (admin: FastifyInstance, state: AdminState) => void
 export const ADMIN_ROUTES: readonly AdminRoutes[] = [
   (admin, state) => metricsRoute(admin, state.registry),
   (admin, state) => debugStreamsRoute(admin, state.active),
+  registerLive,
   healthRoutes,
 ]
 
 export function buildAdmin(state: AdminState, routes: readonly AdminRoutes[] = ADMIN_ROUTES): FastifyInstance {
   const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance
   const token = state.config.admin.token
-  if (token !== undefined) requireToken(admin, token)
+  if (token !== undefined) requireToken(admin, token, SELF_AUTHENTICATED_ROUTES)
   for (const register of routes) register(admin, state)
   return admin
 }
