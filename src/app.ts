@@ -23,6 +23,8 @@ import { matchRoute, PROXY_METHODS, rawPrefixEnd } from './proxy/route-match.ts'
 import type { ProxyRoute } from './proxy/route-match.ts'
 import type { Upstream } from './proxy/forward.ts'
 import { buildSimulator } from './sim/sim-app.ts'
+import { originForm } from './proxy/request-target.ts'
+import { frameworkError, notFound } from './proxy/not-found.ts'
 import { EncodingSelector, DEFAULT_ENCODING_RULES } from './tokens/tokenizer.ts'
 
 /**
@@ -118,6 +120,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     routerOptions: { maxParamLength: 65_536, ignoreDuplicateSlashes: false },
     bodyLimit: config.server.body_limit_bytes,
     return503OnClosing: true,
+    frameworkErrors: frameworkError,
     // close() ends idle keep-alive connections and lets requests in flight finish (graceful drain).
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance
@@ -170,7 +173,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     }
     const base = route.prefix === '/' ? '' : route.prefix
     const handle = (req: IncomingMessage, res: ServerResponse, tReq: number, restAt = base.length): void => {
-      const url = req.url ?? '/'
+      const url = originForm(req.url)
+      if (url instanceof TokentapError) return sendError(res, url)
       const rest = url.slice(restAt)
       const pathAndQuery = rest.length === 0 || rest[0] === '?' ? `/${rest}` : rest
       const q = pathAndQuery.indexOf('?')
@@ -186,12 +190,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       const tReq = performance.now()
       reply.hijack()
       // Fastify matched the decoded path: find where the prefix ends in the raw one.
-      handle(request.raw, reply.raw, tReq, rawPrefixEnd(request.raw.url ?? '/', base))
+      const target = originForm(request.raw.url)
+      handle(request.raw, reply.raw, tReq, typeof target === 'string' ? rawPrefixEnd(target, base) : 0)
       done()
     }
     registerRoute(app, route, onRequest)
   }
 
+  app.setNotFoundHandler(notFound)
   // Longest prefix first, as Fastify's router prefers the more specific route.
   proxyRoutes.sort((a, b) => b.base.length - a.base.length)
   // From here on requests go through Fastify, which answers 503 to any that still arrive.
