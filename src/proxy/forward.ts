@@ -8,6 +8,8 @@ import { clientResponseHeaders, rawHeader, upstreamRequestHeaders } from './head
 import { declaredLength, hasBody, readBody, sniffModel, watchBody } from './request-body.ts'
 import { mayInject, prepareBody, UsageChunkFilter } from './inject-usage.ts'
 import type { Exchange } from './exchange.ts'
+import { relayInformational, writeResponseHead } from './response-head.ts'
+import { HeadersDeadline } from './headers-deadline.ts'
 
 /**
  * The byte path: one upstream request per client request through a pooled undici Agent,
@@ -97,7 +99,13 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   let upstreamDone = false
   let totalTimer: NodeJS.Timeout | undefined
 
+  const headersDeadline = new HeadersDeadline(config.upstream.headers_timeout_ms, () => {
+    const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)
+    controller?.abort(err)
+    if (!res.headersSent) fail(err)
+  })
   const close = (): void => {
+    headersDeadline.clear()
     if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
     if (clientGone && !upstreamDone) controller?.abort(new Error('client closed the connection'))
@@ -187,9 +195,12 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
       controller = c
       if (res.destroyed) c.abort(new Error('client closed the connection'))
     },
-    onResponseStart(c, statusCode, _headers, statusMessage) {
+    onResponseStart(c, statusCode, headers, statusMessage) {
       const at = performance.now()
       if (res.destroyed) return
+      // undici hands informational responses (102, 103) here too; the final one follows.
+      if (statusCode < 200) return relayInformational(req, res, statusCode, headers as Record<string, string | string[] | undefined>)
+      headersDeadline.clear()
       const unwrapped = c as unknown as { rawHeaders: Buffer[] | null }
       let raw = clientResponseHeaders(unwrapped.rawHeaders ?? [])
       // undici's header Buffers are views of the socket read they came in, often with the first
@@ -200,13 +211,13 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
         filter = new UsageChunkFilter()
         raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
       }
-      try {
-        res.writeHead(statusCode, statusMessage || undefined, raw)
-      } catch (err) {
-        // Headers Node will not send (invalid characters): the client gets a clear 502.
+      const refused = writeResponseHead(res, statusCode, statusMessage ?? '', raw)
+      if (refused !== undefined) {
+        // A head Node will not write (a control byte, an invalid header value): the client gets a clear 502 now.
         ex.statusCode = 0
-        c.abort(err as Error)
-        fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', `invalid response header: ${(err as Error).message}`))
+        const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE', refused.message)
+        fail(err)
+        c.abort(err)
         return
       }
       // Send headers within this tick: an SSE client should see the response start before the
@@ -235,7 +246,9 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     onResponseError(_c, err) {
       flush()
       upstreamDone = true
-      if (res.destroyed) return
+      headersDeadline.clear()
+      // res.writableEnded: the proxy already answered (a refused head, a timeout).
+      if (res.destroyed || res.writableEnded) return
       if (res.headersSent) {
         // Mid-stream failure: the client must see a broken stream, never a clean end.
         ex.failure ??= (err as { code?: string }).code ?? 'UPSTREAM_RESET'
@@ -247,6 +260,8 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   }
 
   const send = (headers: string[], sendBody: AsyncIterable<Buffer> | Buffer | null): void => {
+    if (sendBody === null || Buffer.isBuffer(sendBody)) headersDeadline.start()
+    else req.once('end', () => headersDeadline.start())
     try {
       opts.dispatcher.dispatch(
         {
