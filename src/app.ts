@@ -25,6 +25,7 @@ import type { Upstream } from './proxy/forward.ts'
 import { buildSimulator } from './sim/sim-app.ts'
 import { originForm } from './proxy/request-target.ts'
 import { frameworkError, notFound } from './proxy/not-found.ts'
+import { configureListener } from './proxy/listener.ts'
 import { EncodingSelector, DEFAULT_ENCODING_RULES } from './tokens/tokenizer.ts'
 
 /**
@@ -111,6 +112,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       server.keepAliveTimeout = opts.keepAliveTimeout as number
       server.requestTimeout = opts.requestTimeout as number
       server.setTimeout(opts.connectionTimeout as number)
+      configureListener(server)
       return server
     },
     loggerInstance: logger,
