@@ -5,7 +5,6 @@ import { performance } from 'node:perf_hooks'
 import type { AddressInfo } from 'node:net'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
-import pino from 'pino'
 import type { Logger } from 'pino'
 import type { Dispatcher } from 'undici'
 import type { Config, RouteConfig } from './config/schema.ts'
@@ -27,6 +26,7 @@ import { originForm } from './proxy/request-target.ts'
 import { frameworkError, notFound } from './proxy/not-found.ts'
 import { configureListener } from './proxy/listener.ts'
 import { EncodingSelector, DEFAULT_ENCODING_RULES } from './tokens/tokenizer.ts'
+import { createLogger } from './logger.ts'
 
 /**
  * buildApp(config): the proxy's Fastify instance with every route, plus (as `app.tokentap`) the
@@ -57,29 +57,6 @@ export interface BuildOptions {
   readonly logger?: Logger
   /** The upstream dispatcher (default: a pooled undici Agent with the configured timeouts). */
   readonly dispatcher?: Dispatcher
-}
-
-/**
- * The request log goes out in batches, off the request path: lines gather until 8 KiB or 50 ms,
- * then leave in one asynchronous write (a line per syscall cost as much as the rest of a short
- * request). Past 16 MiB waiting on a slow stdout, lines are dropped rather than grow memory.
- * pino writes out what is left when the process exits.
- */
-const LOG_BATCH_BYTES = 8192
-const LOG_FLUSH_MS = 50
-const LOG_BUFFER_BYTES = 16 * 1024 * 1024
-
-export function createLogger(config: Config): Logger {
-  return pino({
-    level: config.log.level,
-    base: undefined,
-    // Belt and braces: tokentap never logs request headers, but should anything carry them
-    // (an error with a request attached), credentials are cut out.
-    redact: {
-      paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers["api-key"]', 'req.headers["x-goog-api-key"]', 'req.headers["proxy-authorization"]', 'req.headers.cookie', 'res.headers["set-cookie"]', 'headers.authorization', 'headers["x-api-key"]', 'headers.cookie'],
-      censor: '[REDACTED]',
-    },
-  }, pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS, maxLength: LOG_BUFFER_BYTES }))
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<FastifyInstance> {
