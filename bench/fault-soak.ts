@@ -58,7 +58,7 @@ export interface FaultSoakReport {
 const KINDS = ['normal', 'normal', 'normal', 'normal', 'slow', 'abort', 'abort', 'reset', 'stall', 'info', 'badstatus', 'utf8status', 'oversize', 'bomb'] as const
 type Kind = (typeof KINDS)[number]
 
-const IDLE_TIMEOUT_MS = 800
+const IDLE_TIMEOUT_MS = 3000
 const DRAIN_SECONDS = 2
 
 /** A small seeded generator (mulberry32): the mix and every body are reproducible. */
