@@ -352,7 +352,11 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
         problems.push(`${kind}: a clean end (status ${status})`)
         return count(`${kind}: clean end (wrong)`)
       }
-      if (kind === 'sim') return count(status === 200 && got.toString().includes('[DONE]') ? 'sim: ok' : 'sim: wrong')
+      if (kind === 'sim') {
+        const ok = status === 200 && got.toString().includes('[DONE]')
+        if (!ok) problems.push(`sim: status ${status}, body ${got.toString().slice(0, 200)}`)
+        return count(ok ? 'sim: ok' : 'sim: wrong')
+      }
       const expected = kind === 'bomb' ? bomb : Buffer.from(normalWrites(seed, kind === 'oversize').map((w) => w.data).join(''))
       compared++
       if (status !== 200 || !got.equals(expected)) {
@@ -375,9 +379,19 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
     clearInterval(scrapeTimer)
     // Let keep-alive on both sides run out (the proxy's upstream pool: 1 s), then count.
     await sleep(2500)
-    const end = await (await fetch(`${listening.admin}/metrics`)).text()
-    const inFlightAtEnd = metric(end, 'llm_requests_in_flight')
-    const snap = (await (await fetch(`${listening.admin}/debug/streams`)).json()) as { in_flight: number }
+    // Requests whose bytes are done may still be measuring on a loaded machine: wait up to 15 s
+    // for them; what is left then is a leak.
+    const settleStart = Date.now()
+    let inFlightAtEnd = metric(await (await fetch(`${listening.admin}/metrics`)).text(), 'llm_requests_in_flight')
+    const inFlightAfterTraffic = inFlightAtEnd
+    while (inFlightAtEnd > 0 && Date.now() - settleStart < 15_000) {
+      await sleep(500)
+      inFlightAtEnd = metric(await (await fetch(`${listening.admin}/metrics`)).text(), 'llm_requests_in_flight')
+    }
+    log(`in flight 2.5 s after the traffic: ${inFlightAfterTraffic}; ${inFlightAtEnd} after ${Date.now() - settleStart} ms more`)
+    const snap = (await (await fetch(`${listening.admin}/debug/streams`)).json()) as { in_flight: number; streams: { model?: string }[] }
+    const stuck: Record<string, number> = {}
+    for (const st of snap.streams) stuck[st.model ?? '?'] = (stuck[st.model ?? '?'] ?? 0) + 1
     const socketsAfter = proxySockets(pid, proxyPort, upstream.port)
     const rssEndMb = rssMb(pid)
     const t0 = Date.now()
@@ -386,7 +400,7 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
     const exitMs = Date.now() - t0
 
     if (inFlightAtEnd !== 0) problems.push(`${inFlightAtEnd} requests still in flight`)
-    if (snap.in_flight !== 0) problems.push(`/debug/streams shows ${snap.in_flight} in flight`)
+    if (snap.in_flight !== 0) problems.push(`/debug/streams shows ${snap.in_flight} in flight: ${JSON.stringify(stuck)}`)
     if (socketsAfter.client > socketsBefore.client) problems.push(`${socketsAfter.client - socketsBefore.client} client-side sockets leaked`)
     if (socketsAfter.upstream > socketsBefore.upstream) problems.push(`${socketsAfter.upstream - socketsBefore.upstream} upstream-side sockets leaked`)
     if (upstream.open() > 0 && socketsAfter.upstream === 0) {

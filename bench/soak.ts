@@ -200,7 +200,7 @@ async function main(): Promise<void> {
 
 async function faultSoak(): Promise<void> {
   const report = await runFaultSoak({
-    seconds: (values.quick ? 2 : 10) * 60,
+    seconds: Number(process.env.FAULT_SOAK_SECONDS ?? (values.quick ? 2 : 10) * 60),
     concurrency: Number(values.concurrency),
     server: [process.execPath, SERVER],
     log: (line) => console.log(line),
