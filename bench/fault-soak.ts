@@ -248,7 +248,7 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
     [
       `server: { host: 127.0.0.1, port: 0, drain_seconds: ${DRAIN_SECONDS} }`,
       'admin: { host: 127.0.0.1, port: 0 }',
-      `upstream: { keep_alive_timeout_ms: 1000, idle_timeout_ms: ${IDLE_TIMEOUT_MS}, headers_timeout_ms: 5000 }`,
+      `upstream: { keep_alive_timeout_ms: 1000, idle_timeout_ms: ${IDLE_TIMEOUT_MS}, headers_timeout_ms: 30000 }`,
       'log: { level: info }',
       'routes:',
       `  - { prefix: /up, upstream: "http://127.0.0.1:${upstream.port}" }`,
