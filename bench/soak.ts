@@ -7,6 +7,8 @@
  *   SOAK_MINUTES=10 npm run soak
  *
  * Not part of `npm test`: it takes minutes and wants the machine to itself.
+ *
+ *   npm run soak -- --faults [--quick]   the fault soak instead (bench/fault-soak.ts): 10 min (2)
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
@@ -16,6 +18,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Agent, request } from 'undici'
+import { formatReport, runFaultSoak } from './fault-soak.ts'
 
 const { values } = parseArgs({
   options: {
@@ -24,6 +27,9 @@ const { values } = parseArgs({
     'sample-seconds': { type: 'string', default: '5' },
     'warmup-seconds': { type: 'string', default: '40' },
     'max-growth-mb': { type: 'string', default: '64' },
+    faults: { type: 'boolean', default: false },
+    quick: { type: 'boolean', default: false },
+    concurrency: { type: 'string', default: '48' },
   },
 })
 const MINUTES = Number(values.minutes)
@@ -192,7 +198,18 @@ async function main(): Promise<void> {
   console.log('SOAK OK')
 }
 
-void main().catch((err: unknown) => {
+async function faultSoak(): Promise<void> {
+  const report = await runFaultSoak({
+    seconds: Number(process.env.FAULT_SOAK_SECONDS ?? (values.quick ? 2 : 10) * 60),
+    concurrency: Number(values.concurrency),
+    server: [process.execPath, SERVER],
+    log: (line) => console.log(line),
+  })
+  console.log(formatReport(report))
+  process.exit(report.problems.length === 0 ? 0 : 1)
+}
+
+void (values.faults ? faultSoak() : main()).catch((err: unknown) => {
   console.error(err)
   process.exit(1)
 })

@@ -8,6 +8,8 @@ import { createLogger } from './logger.ts'
 import { buildAdmin } from './admin/admin.ts'
 import { LiveStore } from './admin/live/live-store.ts'
 import { OtelExporter } from './metrics/otel-export.ts'
+import { configureListener } from './proxy/listener.ts'
+import { frameworkError, notFound } from './proxy/not-found.ts'
 import { tokentap } from './plugin.ts'
 import type { TokentapState } from './plugin.ts'
 
@@ -51,10 +53,15 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     routerOptions: { maxParamLength: 65_536, ignoreDuplicateSlashes: false },
     bodyLimit: config.server.body_limit_bytes,
     return503OnClosing: true,
+    // Fastify's own errors (a bad URL) echo what the client sent: answer in the proxy's shape instead.
+    frameworkErrors: frameworkError,
     // close() ends idle keep-alive connections and lets requests in flight finish (graceful drain).
     forceCloseConnections: 'idle',
   }) as unknown as FastifyInstance
 
+  configureListener(app.server)
+  // Unmatched paths get the proxy's own JSON error, never Fastify's (which echoes the URL, query included).
+  app.setNotFoundHandler(notFound)
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
   const state = app.tokentap
   const otel = state.otelMetrics === undefined

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { AggregatorRegistry } from 'prom-client'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
-import { createLogger } from './logger.ts'
+import { closeLogger, createLogger } from './logger.ts'
 import { validateConfig } from './config/load-config.ts'
 import type { Config } from './config/schema.ts'
 import { buildAdmin } from './admin/admin.ts'
@@ -199,6 +199,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       clearTimeout(deadline)
       await admin.close()
       logger.info('stopped')
+      await closeLogger(logger, 1000)
       process.exit(0)
     }
     if (Object.keys(cluster.workers ?? {}).length === 0) void finish()

@@ -16,6 +16,10 @@ export const ERRORS = {
   TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT: { message: 'the upstream sent nothing for %s ms', status: 504 },
   TOKENTAP_ERR_BODY_TOO_LARGE: { message: 'request body is larger than the limit of %s bytes', status: 413 },
   TOKENTAP_ERR_BAD_REQUEST: { message: 'bad request: %s', status: 400 },
+  TOKENTAP_ERR_BAD_TARGET: { message: 'the request target is not a path the proxy can forward: %s', status: 400 },
+  TOKENTAP_ERR_TOO_MANY_HEADERS: { message: 'the request has %s header fields; the proxy forwards at most %s', status: 431 },
+  TOKENTAP_ERR_NOT_FOUND: { message: 'no route for this method and path', status: 404 },
+  TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE: { message: 'the upstream response head cannot be relayed: %s', status: 502 },
   TOKENTAP_ERR_SHUTTING_DOWN: { message: 'tokentap is shutting down', status: 503 },
   TOKENTAP_ERR_INTERNAL: { message: 'internal proxy error: %s', status: 500 },
 } as const

@@ -1,19 +1,161 @@
+import { write as fsWrite } from 'node:fs'
 import pino from 'pino'
 import type { Logger } from 'pino'
 import type { Config } from './config/schema.ts'
 
 /**
- * The request log goes out in batches, off the request path: lines gather until 8 KiB or 50 ms,
- * then leave in one asynchronous write (a line per syscall cost as much as the rest of a short
- * request). Past 16 MiB waiting on a slow stdout, lines are dropped rather than grow memory.
- * pino writes out what is left when the process exits.
+ * The process's log: pino lines batched into a destination that a dead reader can never stall.
+ *
+ * Lines leave in batches, off the request path: they gather until 8 KiB or 50 ms, then go out in
+ * one asynchronous write (a line per syscall cost as much as the rest of a short request). Past
+ * 16 MiB waiting on a slow reader, lines are dropped rather than grow memory.
+ *
+ * pino's own destination (sonic-boom) retried its final flush forever when stdout's reader was
+ * gone (`tokentap | head -1`: write(1) = EPIPE in a loop, the process never exited) and blocks
+ * the event loop on a full pipe whose reader never reads. Here every write is asynchronous (a
+ * blocked one waits in libuv's thread pool, not on the event loop); an error other than EAGAIN
+ * (EPIPE, EBADF, EIO…) marks the destination dead and every later line is dropped; EAGAIN (a full
+ * non-blocking pipe) is tried again on a timer, never in a loop; nothing is written at exit, so
+ * exit cannot hang: shutdown waits for the last batch a bounded time (`closeLogger`).
  */
+
 const LOG_BATCH_BYTES = 8192
 const LOG_FLUSH_MS = 50
 const LOG_BUFFER_BYTES = 16 * 1024 * 1024
+const EAGAIN_RETRY_MS = 20
 
-export function createLogger(config: Config): Logger {
-  return pino({
+export interface LogDestinationOptions {
+  /** Start a write once this many characters wait (default 8 KiB). */
+  readonly batchBytes?: number
+  /** Write what waits after this long at most (default 50 ms). */
+  readonly flushMs?: number
+  /** Drop lines past this many waiting characters (default 16 MiB). */
+  readonly maxBufferBytes?: number
+}
+
+/** A pino destination on a file descriptor: batched, bounded, asynchronous, and inert once the descriptor fails. */
+export class LogDestination {
+  readonly #fd: number
+  readonly #batch: number
+  readonly #flushMs: number
+  readonly #max: number
+  #parts: string[] = []
+  /** Characters waiting in #parts (lines are mostly ASCII; a bound, not an exact byte count). */
+  #length = 0
+  #writing = false
+  #timer: NodeJS.Timeout | undefined
+  #idle: (() => void)[] = []
+  /** The error that ended output, if one did. */
+  failed: NodeJS.ErrnoException | undefined
+  /** Lines dropped: the buffer was full, or the destination is dead. */
+  dropped = 0
+
+  constructor(fd: number, options: LogDestinationOptions = {}) {
+    this.#fd = fd
+    this.#batch = options.batchBytes ?? LOG_BATCH_BYTES
+    this.#flushMs = options.flushMs ?? LOG_FLUSH_MS
+    this.#max = options.maxBufferBytes ?? LOG_BUFFER_BYTES
+  }
+
+  /** pino's stream interface: one serialized line. Never throws, never blocks. */
+  write(line: string): boolean {
+    if (this.failed !== undefined || this.#length + line.length > this.#max) {
+      this.dropped++
+      return true
+    }
+    this.#parts.push(line)
+    this.#length += line.length
+    if (this.#length >= this.#batch) this.#flush()
+    else if (!this.#writing) this.#schedule()
+    return true
+  }
+
+  /** pino's `logger.flush(cb)`: writes what waits; `cb` once all of it is out (or output failed). */
+  flush(cb?: (err?: Error) => void): void {
+    this.#flush()
+    if (cb === undefined) return
+    if (!this.#writing && this.#length === 0) cb(this.failed)
+    else this.#idle.push(() => cb(this.failed))
+  }
+
+  /** Resolves once every waiting line is written, output failed, or `timeoutMs` passed. */
+  drain(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs)
+      timer.unref()
+      this.flush(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  }
+
+  #schedule(): void {
+    if (this.#timer !== undefined) return
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      this.#flush()
+    }, this.#flushMs)
+    this.#timer.unref()
+  }
+
+  #flush(): void {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer)
+      this.#timer = undefined
+    }
+    if (this.#writing || this.#length === 0 || this.failed !== undefined) return
+    const data = Buffer.from(this.#parts.length === 1 ? this.#parts[0] : this.#parts.join(''), 'utf8')
+    this.#parts = []
+    this.#length = 0
+    this.#writing = true
+    this.#out(data)
+  }
+
+  #out(data: Buffer): void {
+    fsWrite(this.#fd, data, 0, data.length, null, (err, written) => {
+      if (err !== null) {
+        if (err.code === 'EAGAIN') {
+          setTimeout(() => this.#out(data), EAGAIN_RETRY_MS).unref()
+          return
+        }
+        this.#fail(err)
+        return
+      }
+      if (written < data.length) {
+        this.#out(data.subarray(written))
+        return
+      }
+      this.#writing = false
+      if (this.#length >= this.#batch) this.#flush()
+      else if (this.#length > 0 && this.#idle.length > 0) this.#flush()
+      else if (this.#length > 0) this.#schedule()
+      else this.#settle()
+    })
+  }
+
+  #fail(err: NodeJS.ErrnoException): void {
+    this.failed = err
+    this.#writing = false
+    this.dropped += this.#parts.length
+    this.#parts = []
+    this.#length = 0
+    this.#settle()
+  }
+
+  #settle(): void {
+    const idle = this.#idle
+    this.#idle = []
+    for (const f of idle) f()
+  }
+}
+
+const destinations = new WeakMap<Logger, LogDestination>()
+
+/** The process logger on stdout (fd 1): JSON lines, credentials redacted. */
+export function createLogger(config: Config, fd = 1): Logger {
+  const destination = new LogDestination(fd)
+  const logger = pino({
     level: config.log.level,
     base: undefined,
     // Belt and braces: tokentap never logs request headers, but should anything carry them
@@ -22,5 +164,12 @@ export function createLogger(config: Config): Logger {
       paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers["api-key"]', 'req.headers["x-goog-api-key"]', 'req.headers["proxy-authorization"]', 'req.headers.cookie', 'res.headers["set-cookie"]', 'headers.authorization', 'headers["x-api-key"]', 'headers.cookie'],
       censor: '[REDACTED]',
     },
-  }, pino.destination({ dest: 1, sync: false, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS, maxLength: LOG_BUFFER_BYTES }))
+  }, destination)
+  destinations.set(logger, destination)
+  return logger
+}
+
+/** At shutdown: waits up to `timeoutMs` for the last lines to be written. A logger from elsewhere resolves at once. */
+export async function closeLogger(logger: Logger, timeoutMs = 1000): Promise<void> {
+  await destinations.get(logger)?.drain(timeoutMs)
 }

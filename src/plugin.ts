@@ -18,6 +18,7 @@ import { FinishQueue } from './proxy/finish-queue.ts'
 import { forward } from './proxy/forward.ts'
 import { Recorder } from './proxy/recorder.ts'
 import { RequestIds } from './proxy/request-id.ts'
+import { originForm } from './proxy/request-target.ts'
 import { PROXY_METHODS, rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
 import { createAgent, parseUpstream } from './proxy/upstream.ts'
 import type { Upstream } from './proxy/upstream.ts'
@@ -157,8 +158,15 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       const req = request.raw
       const res = reply.raw
       try {
+        // An absolute-form target is reduced to its path and a fragment is cut: client text
+        // never lands in the upstream path (request-target.ts).
+        const url = originForm(req.url)
+        if (url instanceof TokentapError) {
+          sendError(res, url)
+          return
+        }
         // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
-        const target = upstreamPathAndQuery(req.url ?? '/', rawPrefixEnd(req.url ?? '/', base))
+        const target = upstreamPathAndQuery(url, rawPrefixEnd(url, base))
         const { id, generated } = ids.of(req.headers)
         const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', target.path, request.tokentapStart, generated)
         forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, now, finishing })

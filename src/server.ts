@@ -1,12 +1,12 @@
 import type { AddressInfo } from 'node:net'
-import { parseArgs } from 'node:util'
 import { buildApp } from './app.ts'
+import { outcomeOf, parseCli } from './cli.ts'
 import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
-import { loadConfig } from './config/load-config.ts'
-import { TokentapError } from './errors.ts'
+import { closeLogger } from './logger.ts'
 
 /**
- * The process: load config (`--config FILE`, else TOKENTAP_CONFIG, else config/default.yaml),
+ * The process: the command line (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else
+ * config/default.yaml; or a one-route `--upstream URL`) gives the config;
  * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT:
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
  * `server.drain_seconds` to finish, then the process exits.
@@ -19,17 +19,15 @@ async function main(): Promise<void> {
   let config
   if (worker) config = workerConfig()
   else {
-    const { values } = parseArgs({ options: { config: { type: 'string', short: 'c' } }, allowPositionals: false })
-    const file = values.config ?? (process.env.TOKENTAP_CONFIG || undefined)
-    try {
-      config = loadConfig(file)
-    } catch (err) {
-      if (err instanceof TokentapError) {
-        process.stderr.write(`tokentap: ${err.message}\n`)
-        process.exit(1)
-      }
-      throw err
+    const cmd = parseCli(process.argv.slice(2), process.env)
+    if (cmd.kind !== 'run') {
+      // --help, a usage mistake or a bad config: a message and an exit code, never a stack trace.
+      const { stream, text, code } = outcomeOf(cmd)
+      process[stream].once('error', () => process.exit(code))
+      process[stream].write(text, () => process.exit(code))
+      return
     }
+    config = cmd.config
     if (config.server.workers > 1) return runPrimary(config)
   }
   const app = await buildApp(config)
@@ -67,6 +65,8 @@ async function main(): Promise<void> {
     await app.close()
     clearTimeout(deadline)
     logger.info('stopped')
+    // The last lines get a bounded wait: a log reader that is gone or stuck never holds the exit.
+    await closeLogger(logger, 1000)
     process.exit(0)
   }
   process.once('SIGTERM', () => void drain('SIGTERM'))

@@ -86,6 +86,8 @@ export function validateConfig(raw: unknown): Config {
   return deepFreeze(config)
 }
 
+const LOG_LEVELS: readonly string[] = configSchema.properties.log.properties.level.enum
+
 const ENV_NUMBERS = {
   TOKENTAP_PORT: ['server', 'port'],
   TOKENTAP_ADMIN_PORT: ['admin', 'port'],
@@ -101,7 +103,11 @@ export function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): 
     out[section] = { ...(out[section] as object), [key]: Number(v) }
   }
   const level = env.TOKENTAP_LOG_LEVEL
-  if (level !== undefined && level !== '') out.log = { ...(out.log as object), level }
+  if (level !== undefined && level !== '') {
+    // Checked here so the message names the variable, not the file key it overrides.
+    if (!LOG_LEVELS.includes(level)) throw new TokentapError('TOKENTAP_ERR_ENV_INVALID', 'TOKENTAP_LOG_LEVEL', level, `must be one of ${LOG_LEVELS.join(', ')}`)
+    out.log = { ...(out.log as object), level }
+  }
   return out
 }
 

@@ -1,9 +1,10 @@
-import type { ServerResponse } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
 import { clientResponseHeaders, rawHeader, withoutHeader } from './headers.ts'
 import { UsageChunkFilter } from './inject-usage.ts'
+import { relayInformational, writeResponseHead } from './response-head.ts'
 import { serverTimingValue } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
 
@@ -42,6 +43,10 @@ export interface ClientWriterOptions {
   readonly echoRequestId: boolean
   /** Send a `Server-Timing` trailer on a chunked answer (the route's `server_timing`, and the client sent `TE: trailers`). */
   readonly trailers: boolean
+  /** The client's request (an informational 103 goes only to an HTTP/1.1 client). */
+  readonly req: IncomingMessage
+  /** The response head came (or the exchange ended): the proxy's headers timeout stops. */
+  readonly headed: () => void
 }
 
 export class ClientWriter implements Dispatcher.DispatchHandler {
@@ -96,10 +101,16 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#ex.requestSent(this.#o.now())
   }
 
-  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, _headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
     const at = this.#o.now()
     const res = this.#res
     if (res.destroyed) return
+    // undici hands informational responses (102, 103) here too; the final one follows.
+    if (statusCode < 200) {
+      relayInformational(this.#o.req, res, statusCode, headers)
+      return
+    }
+    this.#o.headed()
     const unwrapped = c as unknown as { rawHeaders: Buffer[] | null }
     let raw = clientResponseHeaders(unwrapped.rawHeaders ?? [])
     // undici's header Buffers are views of the socket read they came in, often with the first
@@ -118,12 +129,12 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       raw.push('trailer', 'Server-Timing')
       this.#trailer = true
     }
-    try {
-      res.writeHead(statusCode, statusMessage || undefined, raw)
-    } catch (err) {
-      // Headers Node will not send (invalid characters): the client gets a clear 502.
-      c.abort(err as Error)
-      this.#o.fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', `invalid response header: ${(err as Error).message}`))
+    const refused = writeResponseHead(res, statusCode, statusMessage ?? '', raw)
+    if (refused !== undefined) {
+      // A head Node will not write (a control byte, an invalid header value): the client gets a clear 502 now.
+      const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE', refused.message)
+      this.#o.fail(err)
+      c.abort(err)
       return
     }
     // Send headers within this tick: an SSE client should see the response start before the
@@ -161,8 +172,10 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
     this.flush()
     this.#upstreamDone = true
+    this.#o.headed()
     const res = this.#res
-    if (res.destroyed) return
+    // res.writableEnded: the proxy already answered (a refused head, a timeout).
+    if (res.destroyed || res.writableEnded) return
     if (res.headersSent) {
       // Mid-stream failure: the client must see a broken stream, never a clean end.
       const code = codeOf(err)

@@ -9,6 +9,7 @@ import type { OutgoingRequest } from './request-body-strategy.ts'
 import { acceptsTrailers } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
 import type { FinishQueue } from './finish-queue.ts'
+import { HeadersDeadline } from './headers-deadline.ts'
 import type { Upstream } from './upstream.ts'
 
 /**
@@ -47,8 +48,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   const fail = (err: TokentapError): void => failRequest(ex, res, err)
   let writer: ClientWriter | undefined
   let totalTimer: NodeJS.Timeout | undefined
+  const headersDeadline = new HeadersDeadline(config.upstream.headers_timeout_ms, () => {
+    const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)
+    writer?.abort(err)
+    if (!res.headersSent) fail(err)
+  })
 
   res.once('close', () => {
+    headersDeadline.clear()
     if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
     if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new Error('client closed the connection'))
@@ -74,7 +81,13 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
       fail,
       echoRequestId: ex.route.echoRequestId === true,
       trailers: ex.route.serverTiming === true && req.httpVersion === '1.1' && acceptsTrailers(req.headers.te as string | undefined),
+      req,
+      headed: () => headersDeadline.clear(),
     })
+    // The headers timeout runs from when the request is out whole (undici's own, coarser timer
+    // stays the backstop while a streamed body is still being written).
+    if (r.body === null || Buffer.isBuffer(r.body)) headersDeadline.start()
+    else req.once('end', () => headersDeadline.start())
     try {
       opts.dispatcher.dispatch(
         {

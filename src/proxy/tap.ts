@@ -17,6 +17,14 @@ export type ContentSink = (event: ContentEvent, at: number) => void
 /** Inflated bytes kept at most while zlib lags behind (a decompression bomb cannot grow memory). */
 const MAX_INFLATED_BYTES = 256 * 1024 * 1024
 
+/**
+ * A compressed body that inflates past this ratio (after the first MiB) is a decompression bomb,
+ * not an LLM stream: measuring stops and the inflater is dropped, so it costs no more CPU. Real
+ * SSE JSON compresses 5–30×; gzip's limit is about 1,000× (a run of one byte).
+ */
+const BOMB_RATIO = 200
+const BOMB_MIN_BYTES = 1024 * 1024
+
 function inflaterFor(encoding: string | undefined): Transform | undefined | null {
   if (encoding === undefined) return undefined
   const e = encoding.trim().toLowerCase()
@@ -35,6 +43,7 @@ export class Tap {
   readonly #arrivals: number[] = []
   #failed: string | undefined
   #bytes = 0
+  #compressed = 0
 
   constructor(parser: StreamParser, contentEncoding: string | undefined, sink: ContentSink) {
     this.#parser = parser
@@ -42,7 +51,13 @@ export class Tap {
     const inflater = inflaterFor(contentEncoding)
     if (inflater === null) this.#failed = `unsupported content-encoding '${contentEncoding}'`
     else if (inflater !== undefined) {
-      inflater.on('data', (data: Buffer) => this.#feed(data, this.#arrivals[0] ?? 0))
+      inflater.on('data', (data: Buffer) => {
+        this.#feed(data, this.#arrivals[0] ?? 0)
+        if (this.#bytes > BOMB_MIN_BYTES && this.#bytes > BOMB_RATIO * this.#compressed) {
+          this.#fail(`${contentEncoding} body inflates more than ${BOMB_RATIO}×: not measured`)
+          inflater.destroy()
+        }
+      })
       inflater.on('error', (err: Error) => this.#fail(`cannot decode ${contentEncoding}: ${err.message}`))
     }
     this.#inflater = inflater ?? undefined
@@ -65,6 +80,7 @@ export class Tap {
       return
     }
     this.#arrivals.push(at)
+    this.#compressed += chunk.length
     inflater.write(chunk, () => this.#arrivals.shift())
   }
 
@@ -82,6 +98,8 @@ export class Tap {
       }
       inflater.once('end', done)
       inflater.once('error', done)
+      // Destroyed while draining (a bomb found late): no 'end' will come.
+      inflater.once('close', done)
       inflater.end()
       inflater.resume()
     })

@@ -73,8 +73,20 @@ export function sendWhole(res: ServerResponse, plan: SimPlan, answer: () => unkn
 /** Streams the plan: each chunk at its planned offset from the start, an error or a reset where the plan asks. */
 export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFormat): void {
   res.writeHead(200, { 'content-type': format.contentType, 'cache-control': 'no-cache', connection: 'keep-alive' })
+  // A reset must come after the bytes already written reach the kernel: Node's res.write corks
+  // the socket until the next tick, so a destroy in the same tick would drop the last chunk.
+  let unflushed = 0
+  let resetWhenFlushed = false
+  const flushed = (): void => {
+    unflushed--
+    if (resetWhenFlushed && unflushed === 0) res.socket?.destroy()
+  }
+  const write = (text: string): void => {
+    unflushed++
+    res.write(text, flushed)
+  }
   const head = format.head()
-  if (head.length > 0) res.write(head)
+  if (head.length > 0) write(head)
   else res.flushHeaders()
 
   const start = performance.now()
@@ -86,7 +98,8 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
     for (;;) {
       if (res.destroyed) return
       if (plan.resetAfter !== undefined && i >= plan.resetAfter) {
-        res.socket?.destroy()
+        if (unflushed === 0) res.socket?.destroy()
+        else resetWhenFlushed = true
         return
       }
       if (plan.errorAfter !== undefined && i >= plan.errorAfter) {
@@ -106,7 +119,7 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
         return
       }
       due += chunk.afterMs
-      res.write(format.content(i, chunkText(i, chunk.tokens), i === plan.chunks.length - 1))
+      write(format.content(i, chunkText(i, chunk.tokens), i === plan.chunks.length - 1))
       i++
     }
   }

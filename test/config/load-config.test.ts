@@ -56,7 +56,7 @@ t.test('environment overrides: TOKENTAP_PORT, TOKENTAP_ADMIN_PORT, TOKENTAP_LOG_
   t.equal(c.admin.port, 19464)
   t.equal(c.log.level, 'warn')
   failsWith(t, () => loadConfig(DEFAULT_CONFIG_FILE, { TOKENTAP_PORT: 'eighty' }), /TOKENTAP_PORT='eighty'/, 'a bad port names the variable')
-  failsWith(t, () => loadConfig(DEFAULT_CONFIG_FILE, { TOKENTAP_LOG_LEVEL: 'loud' }), /'log.level' must be one of/, 'a bad level names the key')
+  failsWith(t, () => loadConfig(DEFAULT_CONFIG_FILE, { TOKENTAP_LOG_LEVEL: 'loud' }), /TOKENTAP_LOG_LEVEL='loud' is not valid: must be one of fatal, error/, 'a bad level names the variable')
 })
 
 t.test('a bad file stops start-up with a message naming the key and the problem', async (t) => {

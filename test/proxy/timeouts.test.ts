@@ -98,3 +98,20 @@ t.test('the total timeout cuts a stream that has started and answers 504 to one 
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '504' }), 1)
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '200' }), 1)
 })
+
+t.test('the headers timeout answers 504 with its code on the proxy\'s own timer, also after a streamed request body', async (t) => {
+  const upstream = await startUpstream(() => {}, { raw: true })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { headers_timeout_ms: 300 } })
+  t.teardown(() => proxy.close())
+  for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }]) {
+    const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers, body: chatBody() })
+    t.equal(res.statusCode, 504)
+    const body = JSON.parse((await readAll(res)).toString()) as { error: { code: string } }
+    t.equal(body.error.code, 'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT')
+  }
+  const lines = await proxy.waitForRequests(2)
+  t.same(lines.map((l) => [l.outcome, l.status]), [['error', 504], ['error', 504]])
+  const m = await proxy.scrape()
+  t.equal(sumOf(m, 'llm_requests_total', { status_code: '504' }), 2)
+})

@@ -1,0 +1,18 @@
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { formatReport, runFaultSoak } from '../../bench/fault-soak.ts'
+
+const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
+
+t.test('a short fault soak ends with every normal stream byte-identical, nothing in flight, no leaked socket and a clean SIGTERM', async (t) => {
+  const report = await runFaultSoak({ seconds: 8, concurrency: 6, seed: 7, bombBytes: 8 * 1024 * 1024, server: [process.execPath, ...process.execArgv, SERVER] })
+  t.comment(formatReport(report))
+  t.same(report.problems, [], 'no problem found')
+  t.ok(report.compared > 0, 'normal streams were compared')
+  t.equal(report.mismatched, 0)
+  t.equal(report.inFlightAtEnd, 0)
+  t.equal(report.debugStreamsAtEnd, 0)
+  t.ok(report.socketsAfter.client <= report.socketsBefore.client, 'no client-side socket left')
+  t.ok(report.socketsAfter.upstream <= report.socketsBefore.upstream, 'no upstream-side socket left')
+  t.equal(report.exitCode, 0)
+})

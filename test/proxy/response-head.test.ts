@@ -1,0 +1,100 @@
+import t from 'tap'
+import type { Test } from 'tap'
+import { select, sumOf } from '../helpers/prometheus.ts'
+import { startProxy } from '../helpers/proxy.ts'
+import type { RunningProxy } from '../helpers/proxy.ts'
+import { chatEvent } from '../helpers/faults.ts'
+import { portOf, rawExchange, startRawUpstream } from '../helpers/raw-socket.ts'
+import type { RawUpstream } from '../helpers/raw-socket.ts'
+
+/** A raw upstream that answers every request with `head` (status line and headers, bytes as given) and `body`. */
+async function answering(head: Buffer | string, body = ''): Promise<RawUpstream> {
+  return startRawUpstream((socket) => {
+    socket.write(Buffer.concat([Buffer.isBuffer(head) ? head : Buffer.from(head, 'latin1'), Buffer.from(body)]))
+  })
+}
+
+const get = (proxy: RunningProxy, path = '/up/v1/chat/completions'): Promise<Buffer> =>
+  rawExchange(portOf(proxy.url), `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`)
+
+const statusLine = (b: Buffer): Buffer => b.subarray(0, b.indexOf('\r\n'))
+
+async function nothingInFlight(t: Test, proxy: RunningProxy): Promise<void> {
+  const m = await proxy.scrape()
+  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0], 'nothing left in flight')
+  const snap = (await (await fetch(`${proxy.adminUrl}/debug/streams`)).json()) as { in_flight: number; streams: unknown[] }
+  t.same([snap.in_flight, snap.streams.length], [0, 0], '/debug/streams is empty')
+}
+
+t.test('a status line Node cannot write gets a 502 JSON error at once and leaves nothing in flight', async (t) => {
+  const cases: [string, Buffer][] = [
+    ['a control byte', Buffer.from('HTTP/1.1 200 O\x01K\r\n', 'latin1')],
+    ['a lone 0x80', Buffer.from('HTTP/1.1 200 OK\x80\r\n', 'latin1')],
+    ['a lone 0xff', Buffer.from('HTTP/1.1 200 \xffOK\r\n', 'latin1')],
+    ['a broken UTF-8 sequence', Buffer.from('HTTP/1.1 200 R\xc3ussi\r\n', 'latin1')],
+  ]
+  for (const [what, line] of cases) {
+    const upstream = await answering(Buffer.concat([line, Buffer.from('content-type: text/event-stream\r\ncontent-length: 0\r\n\r\n')]))
+    const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+    const res = await get(proxy)
+    const text = res.toString('latin1')
+    t.match(text, /^HTTP\/1\.1 502 Bad Gateway\r\n/, `${what}: 502`)
+    t.match(text, /\r\n\r\n\{"error":\{"message":"[^"]+","type":"proxy_error","code":"TOKENTAP_ERR_UPSTREAM_(BAD_RESPONSE|FAILED)"\}\}$/, `${what}: the proxy's JSON error`)
+    const [logLine] = await proxy.waitForRequests(1)
+    t.equal(logLine.outcome, 'error')
+    await nothingInFlight(t, proxy)
+    const m = await proxy.scrape()
+    t.equal(sumOf(m, 'llm_requests_total', { status_code: '502' }), 1, `${what}: counted once, as a 502`)
+    await proxy.close()
+    await upstream.close()
+  }
+})
+
+t.test('the reason phrase reaches the client byte for byte, UTF-8 included', async (t) => {
+  for (const reason of ['Réussi', 'OK ✓', 'Sehr gut', 'ÖK with Ünïcödé — fine']) {
+    const line = Buffer.from(`HTTP/1.1 200 ${reason}`, 'utf8')
+    const upstream = await answering(Buffer.concat([line, Buffer.from('\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok')]))
+    const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+    const res = await get(proxy)
+    t.equal(statusLine(res).toString('hex'), line.toString('hex'), `"${reason}": the same bytes`)
+    t.ok(res.subarray(res.length - 2).equals(Buffer.from('ok')), 'and the body')
+    await proxy.close()
+    await upstream.close()
+  }
+})
+
+t.test('103 Early Hints is relayed and 102 dropped before an intact, measured final response', async (t) => {
+  const body = chatEvent(' the') + chatEvent(' end') + 'data: [DONE]\n\n'
+  const upstream = await answering(
+    'HTTP/1.1 102 Processing\r\n\r\n' +
+      'HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n' +
+      `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`,
+    body,
+  )
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+  const text = (await get(proxy)).toString('utf8')
+  const heads = text.split('\r\n\r\n')
+  t.match(heads[0], /^HTTP\/1\.1 103 Early Hints\r\n[Ll]ink: <\/style\.css>; rel=preload; as=style$/, 'the hints came first')
+  t.match(heads[1], /^HTTP\/1\.1 200 OK\r\n/, 'then the final response; no 102')
+  t.notOk(text.includes('102'), '102 was dropped')
+  t.ok(text.endsWith(`\r\n\r\n${body}`), 'the final body is intact')
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.outcome, 'ok')
+  t.equal(line.status, 200)
+  const m = await proxy.scrape()
+  t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count'), 1, 'measured: TTFT recorded')
+  t.equal(sumOf(m, 'llm_output_tokens_total'), 2)
+  await nothingInFlight(t, proxy)
+})
+
+t.test('an HTTP/1.0 client gets no 103, only the final response', async (t) => {
+  const upstream = await answering('HTTP/1.1 103 Early Hints\r\nLink: </a.js>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n', 'ok')
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+  const text = (await rawExchange(portOf(proxy.url), 'GET /up/x HTTP/1.0\r\nHost: x\r\n\r\n')).toString('latin1')
+  t.match(text, /^HTTP\/1\.1 200 OK\r\n/)
+  t.ok(text.endsWith('\r\n\r\nok'))
+})
