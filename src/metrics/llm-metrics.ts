@@ -20,7 +20,8 @@ import type { Config } from '../config/schema.ts'
 export const Outcome = { ok: 'ok', error: 'error', cancelled: 'cancelled' } as const
 export type Outcome = (typeof Outcome)[keyof typeof Outcome]
 
-export const TokenSource = { usage: 'usage', estimate: 'estimate' } as const
+/** `usage`: the provider reported the total; `stream`: counted exactly from per-token events (TGI native); `estimate`: tokenizer. */
+export const TokenSource = { usage: 'usage', stream: 'stream', estimate: 'estimate' } as const
 export type TokenSource = (typeof TokenSource)[keyof typeof TokenSource]
 
 export interface Labels {
@@ -144,7 +145,7 @@ export class LlmMetrics {
     })
     this.outputTokens = new Counter({
       name: 'llm_output_tokens_total',
-      help: 'Output tokens: the provider-reported count (source="usage") when given, else the streamed tokens counted by the tokenizer (source="estimate").',
+      help: 'Output tokens: the provider-reported count (source="usage") when given, else the streamed tokens counted exactly from per-token events (source="stream") or by the tokenizer (source="estimate").',
       labelNames: [...BASE, 'source'],
     })
     this.inputTokens = new Counter({

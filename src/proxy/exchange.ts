@@ -192,7 +192,7 @@ export class Exchange {
         reconcileTokens(chunks, visible)
       }
     } else if (chunks.count > 0 && chunks.allExact) {
-      source = TokenSource.usage
+      source = TokenSource.stream
     }
     const timing = summarize(this.tReq, tEnd, chunks)
     const outputTokens = usage?.output ?? timing.tokens
