@@ -1,4 +1,3 @@
-import { createServer } from 'node:http'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { hostname } from 'node:os'
 import { performance } from 'node:perf_hooks'
@@ -17,7 +16,9 @@ import { OtelMetrics } from './metrics/otel.ts'
 import { OtelExporter } from './metrics/otel-export.ts'
 import { Exchange } from './proxy/exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './proxy/exchange.ts'
-import { createAgent, forward, parseUpstream, sendError } from './proxy/forward.ts'
+import { forward, parseUpstream, sendError } from './proxy/forward.ts'
+import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
+import { createListener } from './listener-tls.ts'
 import { TokentapError } from './errors.ts'
 import { matchRoute, PROXY_METHODS, rawPrefixEnd } from './proxy/route-match.ts'
 import type { ProxyRoute } from './proxy/route-match.ts'
@@ -90,7 +91,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     // odd request targets, and the 503 answers while closing (its routes for the same prefixes
     // remain registered below).
     serverFactory: (handler, opts: FastifyServerOptions) => {
-      const server = createServer((req, res) => {
+      const server = createListener(config.server.tls, 'server.tls', (req, res) => {
         const tReq = performance.now()
         const route = closing ? undefined : matchRoute(proxyRoutes, req.method, req.url)
         if (route === undefined) {
@@ -138,7 +139,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       ], '')
   otel?.start()
 
-  const dispatcher = options.dispatcher ?? createAgent(config.upstream)
+  const upstreams = options.dispatcher === undefined ? new UpstreamDispatchers(config.upstream) : undefined
   const deps: ExchangeDeps = {
     metrics,
     models,
@@ -156,7 +157,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const sims: FastifyInstance[] = []
   let nextId = 0
-  for (const route of config.routes) {
+  for (const [index, route] of config.routes.entries()) {
+    const dispatcher = options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index)
     const runtime: RouteRuntime = { label: route.name ?? route.prefix, prefix: route.prefix, provider: route.provider, slo: route.slo }
     let upstream: Upstream | undefined = route.upstream === undefined ? undefined : parseUpstream(route.upstream)
     if (route.simulator !== undefined) {
@@ -203,7 +205,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await Promise.all(sims.map((s) => s.close()))
     await admin.close()
     await otel?.shutdown()
-    if (options.dispatcher === undefined) await dispatcher.close()
+    await upstreams?.close()
   })
   return app
 }

@@ -39,10 +39,27 @@ export interface SimulatorConfig {
   readonly model: string
 }
 
+/** A listener's certificate and private key (PEM file paths). */
+export interface ListenerTls {
+  readonly cert: string
+  readonly key: string
+}
+
+/** TLS toward one route's upstream (PEM file paths): extra trusted CAs, a client certificate for mTLS, the SNI name. */
+export interface UpstreamTls {
+  readonly ca?: string
+  readonly cert?: string
+  readonly key?: string
+  readonly servername?: string
+}
+
 export interface RouteConfig {
   readonly prefix: string
   readonly name?: string
   readonly upstream?: string
+  /** A forward proxy for this route's upstream (`http://user:pass@proxy:3128`), in place of HTTP(S)_PROXY. */
+  readonly proxy?: string
+  readonly tls?: UpstreamTls
   readonly provider: ProviderSetting
   readonly simulator?: SimulatorConfig
   /** Adds `stream_options.include_usage` upstream when the client did not ask (OpenAI-compatible). */
@@ -67,8 +84,10 @@ export interface Config {
     readonly workers: number
     readonly drain_seconds: number
     readonly body_limit_bytes: number
+    /** Serve the proxy listener over TLS. */
+    readonly tls?: ListenerTls
   }
-  readonly admin: { readonly host: string; readonly port: number; readonly token?: string }
+  readonly admin: { readonly host: string; readonly port: number; readonly token?: string; readonly tls?: ListenerTls }
   readonly upstream: {
     readonly connect_timeout_ms: number
     /** No response headers within this → 504. */
@@ -112,6 +131,27 @@ const buckets = (defaults: readonly number[]) => ({
   default: [...defaults],
 })
 
+/** File paths of a listener's certificate and key. */
+const listenerTls = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['cert', 'key'],
+  properties: { cert: { type: 'string', minLength: 1 }, key: { type: 'string', minLength: 1 } },
+} as const
+
+const upstreamTls = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  dependencies: { cert: ['key'], key: ['cert'] },
+  properties: {
+    ca: { type: 'string', minLength: 1 },
+    cert: { type: 'string', minLength: 1 },
+    key: { type: 'string', minLength: 1 },
+    servername: { type: 'string', minLength: 1 },
+  },
+} as const
+
 const simulator = {
   type: 'object',
   additionalProperties: false,
@@ -145,6 +185,7 @@ export const configSchema = {
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
+        tls: listenerTls,
       },
     },
     admin: {
@@ -155,6 +196,7 @@ export const configSchema = {
         host: { type: 'string', minLength: 1, default: '0.0.0.0' },
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 9464 },
         token: { type: 'string', minLength: 1 },
+        tls: listenerTls,
       },
     },
     upstream: {
@@ -251,6 +293,8 @@ export const configSchema = {
           prefix: { type: 'string', pattern: '^/[^?#\\s]*$' },
           name: { type: 'string', minLength: 1, maxLength: 128 },
           upstream: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
+          proxy: { type: 'string', pattern: '^https?://[^\\s/?#]+/?$' },
+          tls: upstreamTls,
           provider: { enum: [...PROVIDERS], default: 'auto' },
           simulator,
           inject_usage: { type: 'boolean', default: false },

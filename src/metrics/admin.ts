@@ -8,6 +8,7 @@ import type { Exchange } from '../proxy/exchange.ts'
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from './registry.ts'
 import { wantsOpenMetrics } from './openmetrics.ts'
 import { snapshotStreams } from '../proxy/debug-streams.ts'
+import { listenerTlsOptions } from '../listener-tls.ts'
 
 /**
  * The admin listener, on its own port: `GET /metrics` (Prometheus text format, or OpenMetrics
@@ -52,7 +53,8 @@ function drained(res: ServerResponse): Promise<void> {
 }
 
 export function buildAdmin(state: AdminState): FastifyInstance {
-  const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance
+  const https = listenerTlsOptions(state.config.admin.tls, 'admin.tls')
+  const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }), ...(https === undefined ? {} : { https }) }) as unknown as FastifyInstance
   const token = state.config.admin.token
 
   admin.get('/metrics', async (request, reply) => {
