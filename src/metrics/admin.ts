@@ -79,7 +79,8 @@ export function buildAdmin(state: AdminState): FastifyInstance {
         let more = true
         for (const b of batch) more = res.write(b)
         res.uncork()
-        if (!more) await drained(res)
+        // Node 26 can flush and emit 'drain' inside uncork(): only wait for a drain still to come.
+        if (!more && res.writableNeedDrain) await drained(res)
       }
       if (!res.destroyed) res.end()
     } catch (err) {
