@@ -12,6 +12,8 @@ export const ERRORS = {
   TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT: { message: 'the upstream sent no response headers within %s ms', status: 504 },
   TOKENTAP_ERR_UPSTREAM_TIMEOUT: { message: 'the upstream request took longer than %s ms', status: 504 },
   TOKENTAP_ERR_UPSTREAM_FAILED: { message: 'the upstream request failed: %s', status: 502 },
+  TOKENTAP_ERR_UPSTREAM_RESET: { message: 'the upstream broke off the response: %s', status: 502 },
+  TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT: { message: 'the upstream sent nothing for %s ms', status: 504 },
   TOKENTAP_ERR_BODY_TOO_LARGE: { message: 'request body is larger than the limit of %s bytes', status: 413 },
   TOKENTAP_ERR_BAD_REQUEST: { message: 'bad request: %s', status: 400 },
   TOKENTAP_ERR_SHUTTING_DOWN: { message: 'tokentap is shutting down', status: 503 },
@@ -19,6 +21,12 @@ export const ERRORS = {
 } as const
 
 export type ErrorCode = keyof typeof ERRORS
+
+/**
+ * Why a request failed, as exchanges record it (the log line's `error`, OpenTelemetry's
+ * `error.type`): always one of the table's codes, never a bare string from a library.
+ */
+export type FailureCode = ErrorCode
 
 export class TokentapError extends Error {
   readonly code: ErrorCode

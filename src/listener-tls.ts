@@ -1,7 +1,4 @@
 import { readFileSync } from 'node:fs'
-import { createServer as createHttpServer } from 'node:http'
-import type { RequestListener, Server } from 'node:http'
-import { createServer as createHttpsServer } from 'node:https'
 import type { ListenerTls } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 
@@ -21,10 +18,4 @@ export function listenerTlsOptions(tls: ListenerTls | undefined, key: string): {
     }
   }
   return { cert: read('cert'), key: read('key') }
-}
-
-/** An HTTP server, or an HTTPS one with the listener's certificate (an https.Server is an http.Server to its callers). */
-export function createListener(tls: ListenerTls | undefined, key: string, listener: RequestListener): Server {
-  const options = listenerTlsOptions(tls, key)
-  return options === undefined ? createHttpServer(listener) : (createHttpsServer(options, listener) as unknown as Server)
 }

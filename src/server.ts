@@ -54,7 +54,7 @@ async function main(): Promise<void> {
     const deadline = setTimeout(() => {
       logger.warn({ in_flight: app.tokentap.active.size }, 'drain deadline reached: ending open streams')
       // Streams cut here are errors (the client did not go away), recorded as each connection closes.
-      for (const ex of app.tokentap.active) ex.failure ??= 'TOKENTAP_ERR_SHUTTING_DOWN'
+      for (const ex of app.tokentap.active) ex.fail('TOKENTAP_ERR_SHUTTING_DOWN')
       app.server.closeAllConnections()
       // Should anything still hold the close (a hung upstream close), do not hang forever.
       setTimeout(() => {

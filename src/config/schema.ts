@@ -64,6 +64,10 @@ export interface RouteConfig {
   readonly simulator?: SimulatorConfig
   /** Adds `stream_options.include_usage` upstream when the client did not ask (OpenAI-compatible). */
   readonly inject_usage: boolean
+  /** Adds `x-tokentap-request-id` to the response head (off: the head stays the upstream's). */
+  readonly echo_request_id: boolean
+  /** Adds a `Server-Timing` trailer (TTFT, own ITL P99, tokens) when the client sends `TE: trailers` on a chunked answer. */
+  readonly server_timing: boolean
   /** Latency SLO of this route (`llm_slo_requests_total`); absent = not judged. */
   readonly slo?: { readonly ttft_seconds?: number; readonly itl_p99_seconds?: number }
 }
@@ -114,6 +118,8 @@ export interface Config {
     readonly stall_seconds: number
     /** Attach request ids to TTFT, ITL and E2E buckets as OpenMetrics exemplars. */
     readonly exemplars: boolean
+    /** Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms. */
+    readonly length_band_label: boolean
   }
   readonly otel: OtelConfig
   readonly tokenizer: {
@@ -242,6 +248,7 @@ export const configSchema = {
         process_metrics: { type: 'boolean', default: true },
         stall_seconds: { type: 'number', exclusiveMinimum: 0, default: 1 },
         exemplars: { type: 'boolean', default: false },
+        length_band_label: { type: 'boolean', default: false },
       },
     },
     otel: {
@@ -298,6 +305,8 @@ export const configSchema = {
           provider: { enum: [...PROVIDERS], default: 'auto' },
           simulator,
           inject_usage: { type: 'boolean', default: false },
+          echo_request_id: { type: 'boolean', default: false },
+          server_timing: { type: 'boolean', default: false },
           slo: {
             type: 'object',
             additionalProperties: false,

@@ -3,26 +3,17 @@ import type { CounterSeries } from './counter.ts'
 import { CollectedGauge } from './gauge.ts'
 import { Histogram, requestIdExemplar } from './histogram.ts'
 import type { HistogramSeries } from './histogram.ts'
-import { judgeSlo } from './slo.ts'
-import type { RouteSlo } from './slo.ts'
-import { countStalls, forEachChunkTokensRun, forEachGapRun, requestItlP99 } from '../timing/request-timing.ts'
-import type { Timing } from '../timing/request-timing.ts'
-import type { ChunkLog } from '../timing/chunk-log.ts'
+import { forEachChunkTokensRun, forEachGapRun } from '../timing/request-timing.ts'
+import { Outcome, TokenSource } from '../timing/measurement.ts'
+import type { Measurement } from '../timing/measurement.ts'
 import { DEFAULT_BUCKETS } from '../config/schema.ts'
 import type { Config } from '../config/schema.ts'
 
 /**
- * The llm_ metrics: definitions, and `record()` of one finished request. Knows nothing of HTTP:
- * it gets labels, an outcome, a status, the chunk log and its timing.
- * Definitions: ../../README.md#metrics.
+ * The llm_ metrics: definitions, and `record()` of one finished request, which only maps its
+ * `Measurement` (timing/measurement.ts decides outcome, tokens and verdicts). Knows nothing of
+ * HTTP. Definitions: ../../README.md#metrics.
  */
-
-export const Outcome = { ok: 'ok', error: 'error', cancelled: 'cancelled' } as const
-export type Outcome = (typeof Outcome)[keyof typeof Outcome]
-
-/** `usage`: the provider reported the total; `stream`: counted exactly from per-token events (TGI native); `estimate`: tokenizer. */
-export const TokenSource = { usage: 'usage', stream: 'stream', estimate: 'estimate' } as const
-export type TokenSource = (typeof TokenSource)[keyof typeof TokenSource]
 
 export interface Labels {
   readonly provider: string
@@ -30,23 +21,16 @@ export interface Labels {
   readonly route: string
 }
 
-export interface RequestRecord {
-  readonly labels: Labels
-  readonly outcome: Outcome
-  readonly statusCode: number
-  readonly timing: Timing
-  readonly chunks: ChunkLog
-  readonly outputTokens: number
-  readonly outputSource: TokenSource
-  readonly inputTokens: number | undefined
-  /** t(response headers) − t_req, seconds, when the upstream answered. */
-  readonly headersSeconds?: number
-  /** The request's id (client's or upstream's x-request-id, else generated), for exemplars. */
-  readonly requestId?: string
-  /** The route's SLO, when it has one. */
-  readonly slo?: RouteSlo
-  /** Tokenizer estimate ÷ provider usage of the streamed output, when both exist. */
-  readonly estimateRatio?: number
+/** What a request adds to its Measurement for the metrics: who it was, and what the proxy cost. */
+export interface RequestContext {
+  /** The request's id, for exemplars. */
+  readonly id: string
+  /** The route's requests in flight when it started, itself included. */
+  readonly concurrency: number
+  readonly overhead: { readonly request: number | undefined; readonly firstChunk: number | undefined; readonly chunk: number | undefined }
+  readonly usageInjected: boolean
+  /** The route has an SLO: its met/missed series exist from its first request on, so rate() sees the 0. */
+  readonly hasSlo: boolean
 }
 
 export interface LlmMetricsOptions {
@@ -54,7 +38,24 @@ export interface LlmMetricsOptions {
   readonly stallSeconds: number
   /** Attach request ids as exemplars to TTFT, ITL, E2E (and max-gap) buckets. */
   readonly exemplars: boolean
+  /** Add `length_band` (short, medium, long output) to the ITL and TPOT histograms. */
+  readonly lengthBand?: boolean
 }
+
+/** Per-request token counts: 1 … 1M, ×4. */
+export const TOKEN_COUNT_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576] as const
+/** A route's requests in flight: 1 … 4096, ×2. */
+export const CONCURRENCY_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096] as const
+/** The proxy's own cost: 10 µs … 100 ms. */
+export const OVERHEAD_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1] as const
+
+/** The `length_band` of a request with this many output tokens. */
+export function lengthBand(outputTokens: number): 'short' | 'medium' | 'long' {
+  return outputTokens < 64 ? 'short' : outputTokens < 512 ? 'medium' : 'long'
+}
+
+/** The `phase` values of llm_proxy_overhead_seconds. */
+export const OverheadPhase = { request: 'request', firstChunk: 'first_chunk', chunk: 'chunk' } as const
 
 /** Burstiness: how many tokens one content chunk carries. */
 export const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
@@ -66,9 +67,10 @@ const BASE = ['provider', 'model', 'route'] as const
 /** One label set's bound children, so a request looks its series up once. */
 interface Bound {
   readonly ttft: HistogramSeries
-  readonly itl: HistogramSeries
+  /** Undefined with `length_band`: the band is part of the series, chosen per request. */
+  readonly itl: HistogramSeries | undefined
   readonly interChunk: HistogramSeries
-  readonly tpot: HistogramSeries
+  readonly tpot: HistogramSeries | undefined
   readonly tps: HistogramSeries
   readonly input: CounterSeries
   readonly maxGap: HistogramSeries
@@ -77,6 +79,11 @@ interface Bound {
   readonly headers: HistogramSeries
   readonly ttfot: HistogramSeries
   readonly estimateRatio: HistogramSeries
+  readonly inputPerRequest: HistogramSeries
+  readonly concurrency: HistogramSeries
+  readonly overheadRequest: HistogramSeries
+  readonly overheadFirstChunk: HistogramSeries
+  readonly overheadChunk: HistogramSeries
   /** Only for label sets of routes with an SLO: both made at the first such request, so rate() sees the 0. */
   slo?: { readonly met: CounterSeries; readonly missed: CounterSeries }
 }
@@ -101,6 +108,10 @@ export class LlmMetrics {
   readonly ttfot: Histogram
   readonly slo: Counter
   readonly estimateRatio: Histogram
+  readonly inputPerRequest: Histogram
+  readonly outputPerRequest: Histogram
+  readonly concurrency: Histogram
+  readonly overhead: Histogram
   readonly #bound = new Map<string, Bound>()
   readonly #options: LlmMetricsOptions
 
@@ -113,10 +124,11 @@ export class LlmMetrics {
       labelNames,
       buckets: buckets.ttft,
     })
+    const banded = options.lengthBand === true ? [...BASE, 'length_band'] : labelNames
     this.itl = new Histogram({
       name: 'llm_inter_token_latency_seconds',
       help: 'Inter-token latency, token-weighted: each content chunk j>=2 adds k_j observations of gap_j/k_j (sum = t_last - t_first, count = N - k_1).',
-      labelNames,
+      labelNames: banded,
       buckets: buckets.itl,
     })
     this.interChunk = new Histogram({
@@ -128,7 +140,7 @@ export class LlmMetrics {
     this.tpot = new Histogram({
       name: 'llm_time_per_output_token_seconds',
       help: 'Time per output token, request-weighted: (t_last - t_first)/(N - k_1), once per ok request with N - k_1 >= 1.',
-      labelNames,
+      labelNames: banded,
       buckets: buckets.tpot,
     })
     this.e2e = new Histogram({
@@ -214,11 +226,35 @@ export class LlmMetrics {
       labelNames,
       buckets: ESTIMATE_RATIO_BUCKETS,
     })
+    this.inputPerRequest = new Histogram({
+      name: 'llm_request_input_tokens',
+      help: 'Input tokens of one request, once per request whose provider reported them: the prompt-length condition behind the latency figures.',
+      labelNames,
+      buckets: TOKEN_COUNT_BUCKETS,
+    })
+    this.outputPerRequest = new Histogram({
+      name: 'llm_request_output_tokens',
+      help: 'Output tokens of one request (as llm_output_tokens_total counts them, by source), once per request with output.',
+      labelNames: [...BASE, 'source'],
+      buckets: TOKEN_COUNT_BUCKETS,
+    })
+    this.concurrency = new Histogram({
+      name: 'llm_concurrent_requests',
+      help: "The route's requests in flight when a request started, itself included, once per request.",
+      labelNames,
+      buckets: CONCURRENCY_BUCKETS,
+    })
+    this.overhead = new Histogram({
+      name: 'llm_proxy_overhead_seconds',
+      help: 'The proxy\'s own cost, by phase: request = request headers received to the request head written upstream; first_chunk = the upstream read completing the first content chunk to that read written to the client; chunk = per request, the mean of read to written over its content reads.',
+      labelNames: [...BASE, 'phase'],
+      buckets: OVERHEAD_BUCKETS,
+    })
   }
 
   /** Every metric, in scrape order. */
   all(): readonly (Histogram | Counter | CollectedGauge)[] {
-    return [this.ttft, this.itl, this.interChunk, this.tpot, this.e2e, this.tps, this.outputTokens, this.inputTokens, this.requests, this.parseErrors, this.usageInjections, this.inFlight, this.maxGap, this.stalls, this.tokensPerChunk, this.headers, this.ttfot, this.slo, this.estimateRatio]
+    return [this.ttft, this.itl, this.interChunk, this.tpot, this.e2e, this.tps, this.outputTokens, this.inputTokens, this.requests, this.parseErrors, this.usageInjections, this.inFlight, this.maxGap, this.stalls, this.tokensPerChunk, this.headers, this.ttfot, this.slo, this.estimateRatio, this.inputPerRequest, this.outputPerRequest, this.concurrency, this.overhead]
   }
 
   #boundFor(l: Labels): Bound {
@@ -226,11 +262,12 @@ export class LlmMetrics {
     let b = this.#bound.get(key)
     if (b === undefined) {
       const v = [l.provider, l.model, l.route]
+      const banded = this.#options.lengthBand === true
       b = {
         ttft: this.ttft.labels(...v),
-        itl: this.itl.labels(...v),
+        itl: banded ? undefined : this.itl.labels(...v),
         interChunk: this.interChunk.labels(...v),
-        tpot: this.tpot.labels(...v),
+        tpot: banded ? undefined : this.tpot.labels(...v),
         tps: this.tps.labels(...v),
         input: this.inputTokens.labels(...v),
         maxGap: this.maxGap.labels(...v),
@@ -239,6 +276,11 @@ export class LlmMetrics {
         headers: this.headers.labels(...v),
         ttfot: this.ttfot.labels(...v),
         estimateRatio: this.estimateRatio.labels(...v),
+        inputPerRequest: this.inputPerRequest.labels(...v),
+        concurrency: this.concurrency.labels(...v),
+        overheadRequest: this.overhead.labels(...v, OverheadPhase.request),
+        overheadFirstChunk: this.overhead.labels(...v, OverheadPhase.firstChunk),
+        overheadChunk: this.overhead.labels(...v, OverheadPhase.chunk),
       }
       this.#bound.set(key, b)
     }
@@ -246,15 +288,15 @@ export class LlmMetrics {
   }
 
   /** Records one finished request. TTFT and gaps whatever the outcome; TPOT and TPS only when ok. */
-  record(r: RequestRecord): void {
-    const { labels: l, timing: t } = r
+  record(l: Labels, m: Measurement, r: RequestContext): void {
+    const t = m.timing
     const b = this.#boundFor(l)
     this.inFlight.touch([l.provider, l.model, l.route])
-    this.requests.labels(l.provider, l.model, l.route, r.outcome, String(r.statusCode)).inc()
+    this.requests.labels(l.provider, l.model, l.route, m.outcome, String(m.statusCode)).inc()
     // Exemplars carry wall-clock time (OpenMetrics), read once per request and only when asked for.
-    const exemplar = this.#options.exemplars && r.requestId !== undefined ? requestIdExemplar(r.requestId) : undefined
+    const exemplar = this.#options.exemplars ? requestIdExemplar(r.id) : undefined
     const now = exemplar === undefined ? 0 : Date.now() / 1000
-    const e2e = this.e2e.labels(l.provider, l.model, l.route, r.outcome)
+    const e2e = this.e2e.labels(l.provider, l.model, l.route, m.outcome)
     if (exemplar === undefined) e2e.observe(t.e2e)
     else e2e.observeWithExemplar(t.e2e, 1, exemplar, now)
     if (t.ttft !== undefined) {
@@ -262,15 +304,17 @@ export class LlmMetrics {
       else b.ttft.observeWithExemplar(t.ttft, 1, exemplar, now)
     }
     if (t.ttfot !== undefined) b.ttfot.observe(t.ttfot)
-    if (r.headersSeconds !== undefined) b.headers.observe(r.headersSeconds)
+    if (m.headersSeconds !== undefined) b.headers.observe(m.headersSeconds)
+    b.concurrency.observe(r.concurrency)
+    const band = this.#options.lengthBand === true ? lengthBand(m.outputTokens) : undefined
     if (t.chunks >= 1) {
       const perChunk = b.tokensPerChunk
-      forEachChunkTokensRun(r.chunks, (k, times) => perChunk.observe(k, times))
+      forEachChunkTokensRun(m.chunks, (k, times) => perChunk.observe(k, times))
     }
     if (t.chunks >= 2) {
-      const itl = b.itl
+      const itl = b.itl ?? this.itl.labels(l.provider, l.model, l.route, band as string)
       const gaps = b.interChunk
-      forEachGapRun(r.chunks, (gap, k, times) => {
+      forEachGapRun(m.chunks, (gap, k, times) => {
         gaps.observe(gap, times)
         if (k > 0) {
           if (exemplar === undefined) itl.observe(gap / k, k * times)
@@ -281,30 +325,30 @@ export class LlmMetrics {
         if (exemplar === undefined) b.maxGap.observe(t.maxGap)
         else b.maxGap.observeWithExemplar(t.maxGap, 1, exemplar, now)
       }
-      b.stalls.inc(countStalls(r.chunks, this.#options.stallSeconds))
+      b.stalls.inc(m.stalls)
     }
-    if (r.slo !== undefined) {
-      const itlP99 = r.slo.itl_p99_seconds === undefined ? undefined : requestItlP99(r.chunks)
-      const verdict = judgeSlo(r.slo, { outcome: r.outcome, statusCode: r.statusCode, timing: t, itlP99 })
+    if (r.hasSlo) {
       b.slo ??= { met: this.slo.labels(l.provider, l.model, l.route, 'met'), missed: this.slo.labels(l.provider, l.model, l.route, 'missed') }
-      if (verdict !== undefined) b.slo[verdict].inc()
+      if (m.slo !== undefined) b.slo[m.slo].inc()
     }
-    if (r.estimateRatio !== undefined && Number.isFinite(r.estimateRatio)) b.estimateRatio.observe(r.estimateRatio)
-    if (r.outcome === Outcome.ok) {
-      if (t.tpot !== undefined) b.tpot.observe(t.tpot)
+    if (m.estimateRatio !== undefined) b.estimateRatio.observe(m.estimateRatio)
+    if (m.outcome === Outcome.ok) {
+      if (t.tpot !== undefined) (b.tpot ?? this.tpot.labels(l.provider, l.model, l.route, band as string)).observe(t.tpot)
       if (t.tps !== undefined) b.tps.observe(t.tps)
     }
-    if (r.outputTokens > 0 || r.outputSource === TokenSource.usage) {
-      this.outputTokens.labels(l.provider, l.model, l.route, r.outputSource).inc(r.outputTokens)
+    if (m.outputTokens > 0 || m.outputSource === TokenSource.usage) {
+      this.outputTokens.labels(l.provider, l.model, l.route, m.outputSource).inc(m.outputTokens)
+      this.outputPerRequest.labels(l.provider, l.model, l.route, m.outputSource).observe(m.outputTokens)
     }
-    if (r.inputTokens !== undefined && r.inputTokens > 0) b.input.inc(r.inputTokens)
-  }
-
-  parseError(l: Labels): void {
-    this.parseErrors.labels(l.provider, l.model, l.route).inc()
-  }
-
-  usageInjected(l: Labels): void {
-    this.usageInjections.labels(l.provider, l.model, l.route).inc()
+    if (m.inputTokens !== undefined) {
+      if (m.inputTokens > 0) b.input.inc(m.inputTokens)
+      b.inputPerRequest.observe(m.inputTokens)
+    }
+    const o = r.overhead
+    if (o.request !== undefined) b.overheadRequest.observe(o.request)
+    if (o.firstChunk !== undefined) b.overheadFirstChunk.observe(o.firstChunk)
+    if (o.chunk !== undefined) b.overheadChunk.observe(o.chunk)
+    if (r.usageInjected) this.usageInjections.labels(l.provider, l.model, l.route).inc()
+    if (m.parseError !== undefined) this.parseErrors.labels(l.provider, l.model, l.route).inc()
   }
 }

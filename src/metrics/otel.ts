@@ -1,7 +1,7 @@
-import type { ChunkLog } from '../timing/chunk-log.ts'
 import { forEachGap } from '../timing/request-timing.ts'
-import type { Timing } from '../timing/request-timing.ts'
-import type { Labels, Outcome } from './llm-metrics.ts'
+import { errorType, Outcome, TokenSource } from '../timing/measurement.ts'
+import type { Measurement } from '../timing/measurement.ts'
+import type { Labels } from './llm-metrics.ts'
 
 /**
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/),
@@ -77,20 +77,13 @@ export class OtelHistogram {
   }
 }
 
-/** What one finished request contributes. */
-export interface OtelRecord {
-  readonly labels: Labels
+/** Who a finished request was, besides its Measurement. */
+export interface OtelRequest {
   readonly method: string
   /** Path after the route prefix, without the query. */
   readonly path: string
+  /** The response's model (already bounded like the model label). */
   readonly responseModel: string | undefined
-  /** Set when the operation did not end ok. */
-  readonly errorType: string | undefined
-  readonly outcome: Outcome
-  readonly timing: Timing
-  readonly chunks: ChunkLog
-  readonly outputTokens: number | undefined
-  readonly inputTokens: number | undefined
 }
 
 /**
@@ -128,24 +121,27 @@ export class OtelMetrics {
     return [this.duration, this.tokenUsage, this.timeToFirstChunk, this.timePerOutputChunk, this.timeToFirstToken, this.timePerOutputToken]
   }
 
-  record(r: OtelRecord): void {
+  /** Maps one finished request's Measurement onto the GenAI histograms. */
+  record(labels: Labels, m: Measurement, r: OtelRequest): void {
     const operation = operationFor(r.method, r.path)
     if (operation === undefined) return
-    const provider = PROVIDER_NAMES[r.labels.provider] ?? r.labels.provider
-    const base = [kv('gen_ai.operation.name', operation), kv('gen_ai.provider.name', provider), kv('gen_ai.request.model', r.labels.model)]
+    const provider = PROVIDER_NAMES[labels.provider] ?? labels.provider
+    const base = [kv('gen_ai.operation.name', operation), kv('gen_ai.provider.name', provider), kv('gen_ai.request.model', labels.model)]
     if (r.responseModel !== undefined) base.push(kv('gen_ai.response.model', r.responseModel))
-    const baseKey = `${operation}\u0000${provider}\u0000${r.labels.model}\u0000${r.responseModel ?? ''}`
-    const withError = r.errorType === undefined ? base : [...base, kv('error.type', r.errorType)]
-    const t = r.timing
-    this.duration.record(`${baseKey}\u0000${r.errorType ?? ''}`, withError, t.e2e)
-    if (r.inputTokens !== undefined) this.tokenUsage.record(`${baseKey}\u0000input`, [...base, kv('gen_ai.token.type', 'input')], r.inputTokens)
-    if (r.outputTokens !== undefined) this.tokenUsage.record(`${baseKey}\u0000output`, [...base, kv('gen_ai.token.type', 'output')], r.outputTokens)
+    const baseKey = `${operation}\u0000${provider}\u0000${labels.model}\u0000${r.responseModel ?? ''}`
+    const error = errorType(m)
+    const withError = error === undefined ? base : [...base, kv('error.type', error)]
+    const t = m.timing
+    this.duration.record(`${baseKey}\u0000${error ?? ''}`, withError, t.e2e)
+    if (m.inputTokens !== undefined) this.tokenUsage.record(`${baseKey}\u0000input`, [...base, kv('gen_ai.token.type', 'input')], m.inputTokens)
+    // A request with no reported total and no streamed content has no output count to report.
+    if (m.outputSource === TokenSource.usage || t.chunks > 0) this.tokenUsage.record(`${baseKey}\u0000output`, [...base, kv('gen_ai.token.type', 'output')], m.outputTokens)
     if (t.ttft !== undefined) {
-      const key = `${baseKey}\u0000${r.errorType ?? ''}`
+      const key = `${baseKey}\u0000${error ?? ''}`
       this.timeToFirstChunk.record(key, withError, t.ttft)
       const perChunk = this.timePerOutputChunk
-      forEachGap(r.chunks, (gap) => perChunk.record(key, withError, gap))
-      if (r.outcome === 'ok') {
+      forEachGap(m.chunks, (gap) => perChunk.record(key, withError, gap))
+      if (m.outcome === Outcome.ok) {
         this.timeToFirstToken.record(baseKey, base, t.ttft)
         if (t.tpot !== undefined) this.timePerOutputToken.record(baseKey, base, t.tpot)
       }

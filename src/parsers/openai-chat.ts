@@ -225,7 +225,8 @@ export class OpenAIChatParser extends SseJsonParser {
     }
     const timings = value.timings
     if (!isObject(timings) || this.#topLevelUsage) return
-    const u = (this.summary.usage ??= {})
+    this.summary.usage ??= {}
+    const u = this.summary.usage
     if (typeof timings.predicted_n === 'number') u.output = timings.predicted_n
     // prompt_n counts the prompt tokens evaluated; those reused from the KV cache are cache_n (-1: none).
     const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? timings.cache_n : 0

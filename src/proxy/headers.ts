@@ -73,3 +73,10 @@ export function redactQuery(pathWithQuery: string): string {
   if (q < 0) return pathWithQuery
   return pathWithQuery.slice(0, q) + pathWithQuery.slice(q).replace(/([?&](?:key|api[-_]?key|access_token)=)[^&#]*/gi, '$1[REDACTED]')
 }
+
+/** A flat raw header list without the (lower-case) name. */
+export function withoutHeader(raw: readonly string[], lowerName: string): string[] {
+  const out: string[] = []
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() !== lowerName) out.push(raw[i], raw[i + 1])
+  return out
+}

@@ -101,7 +101,10 @@ export class UpstreamDispatchers {
     if (route.simulator !== undefined) {
       if (this.#env.httpProxy === '' && this.#env.httpsProxy === '') return this.shared
       // The simulator listens on loopback in this process: never through a corporate proxy.
-      if (this.#direct === undefined) this.#own.push((this.#direct = createAgent(this.#upstream)))
+      if (this.#direct === undefined) {
+        this.#direct = createAgent(this.#upstream)
+        this.#own.push(this.#direct)
+      }
       return this.#direct
     }
     if (route.tls === undefined && route.proxy === undefined) return this.shared

@@ -37,6 +37,7 @@ interface RuleFile {
   groups: { name: string; rules: { record?: string; alert?: string; expr: string }[] }[]
 }
 interface Panel {
+  type?: string
   title?: string
   targets?: { expr?: string }[]
   panels?: Panel[]
@@ -77,6 +78,34 @@ t.test('the PromQL name extractor finds metrics and skips functions, labels, key
   )
   t.same(metricNames('sum(rate(a_total[5m])) / ignoring (source) group_left sum(rate(b_total[1m] offset 5m)) and on (x) c:d:e'), ['a_total', 'b_total', 'c:d:e'])
   t.same(metricNames('absent(up{job="tokentap"}) or vector(1e-9)'), ['up'])
+})
+
+t.test('the dashboard row Conditions shows prompt and output length, concurrency and the length bands', async (t) => {
+  const d = JSON.parse(readFileSync(join(DASHBOARDS_DIR, 'tokentap.json'), 'utf8')) as Dashboard
+  const start = d.panels.findIndex((p) => p.type === 'row' && p.title === 'Conditions')
+  t.ok(start >= 0, 'the dashboard has a row Conditions')
+  const next = d.panels.findIndex((p, i) => i > start && p.type === 'row')
+  const row = d.panels.slice(start + 1, next === -1 ? undefined : next)
+  const exprs = row.flatMap((p) => (p.targets ?? []).map((target) => target.expr ?? ''))
+  t.ok(row.length >= 4, `${row.length} panels in the row`)
+  for (const family of ['llm_request_input_tokens_bucket', 'llm_request_output_tokens_bucket', 'llm_concurrent_requests_bucket', 'llm_inter_token_latency_seconds_bucket', 'llm_time_per_output_token_seconds_bucket']) {
+    t.ok(exprs.some((e) => metricNames(e).includes(family)), `the row queries ${family}`)
+  }
+  t.ok(exprs.some((e) => /sum by \(le, length_band\) \(rate\(llm_inter_token_latency_seconds_bucket/.test(e)), 'ITL quantiles by length_band')
+  t.ok(exprs.some((e) => /sum by \(le, length_band\) \(rate\(llm_time_per_output_token_seconds_bucket/.test(e)), 'TPOT quantiles by length_band')
+})
+
+t.test('with metrics.length_band_label the ITL and TPOT series the Conditions row reads carry length_band', async (t) => {
+  const proxy = await startProxy({ routes: [simRoute()], metrics: { length_band_label: true } })
+  t.teardown(() => proxy.close())
+  const sent = await driveMixedTraffic(proxy.url)
+  await proxy.waitForRequests(sent)
+  const samples = await proxy.scrape()
+  // Every request of the mix has at most 7 output tokens (2 + 1 + 3 + 1): all short (< 64).
+  for (const name of ['llm_inter_token_latency_seconds_count', 'llm_time_per_output_token_seconds_count']) {
+    const bands = [...new Set(samples.filter((s) => s.name === name).map((s) => s.labels.length_band))]
+    t.same(bands, ['short'], `${name} is labelled length_band="short" only`)
+  }
 })
 
 t.test('every metric the dashboard and the rules use exists in a real scrape after traffic', async (t) => {

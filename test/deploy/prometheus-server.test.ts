@@ -124,7 +124,7 @@ t.test('a real Prometheus scraping tokentap reads back P99 ITL in the bucket of 
 
   const rules = (await (await fetch(`${api}/rules`)).json()) as { data: { groups: { name: string; rules: { name: string; health: string; lastError?: string }[] }[] } }
   const loaded = rules.data.groups.flatMap((g) => g.rules)
-  t.same(rules.data.groups.map((g) => g.name).sort(), ['tokentap-alerts', 'tokentap-recording', 'tokentap-slo', 'tokentap-slo-alerts'], 'every rule group is loaded')
+  t.same(rules.data.groups.map((g) => g.name).sort(), ['tokentap-alerts', 'tokentap-other-tools', 'tokentap-recording', 'tokentap-slo', 'tokentap-slo-alerts'], 'every rule group is loaded')
   t.ok(loaded.length >= 20, `${loaded.length} rules are loaded`)
   t.same(loaded.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`), [], 'every rule evaluates with health ok')
 })

@@ -22,11 +22,15 @@ const WORDS = ['Hello', ' there', ',', ' how', ' can', ' I', ' help', '?']
 /** Groq (before it also wrote a top-level `usage`): usage only in `x_groq.usage` of the finish chunk. */
 function groqStream(completion: number, prompt: number): string {
   const base = { id: 'chatcmpl-0d3c7b4e', object: 'chat.completion.chunk', created: 1718000000, model: 'llama3-8b-8192', system_fingerprint: 'fp_af05557ca2' }
-  const chunk = (delta: object, finish: string | null, xGroq?: object): string => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(xGroq === undefined ? {} : { x_groq: xGroq }) })}\n\n`
+  const chunk = (delta: object, finish: string | null, xGroq?: object): string =>
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(xGroq === undefined ? {} : { x_groq: xGroq }) })}\n\n`
   return [
     chunk({ role: 'assistant', content: '' }, null, { id: 'req_01j0abc' }),
     ...WORDS.map((w) => chunk({ content: w }, null)),
-    chunk({}, 'stop', { id: 'req_01j0abc', usage: { queue_time: 0.012, prompt_tokens: prompt, prompt_time: 0.002, completion_tokens: completion, completion_time: 0.008, total_tokens: prompt + completion, total_time: 0.01 } }),
+    chunk({}, 'stop', {
+      id: 'req_01j0abc',
+      usage: { queue_time: 0.012, prompt_tokens: prompt, prompt_time: 0.002, completion_tokens: completion, completion_time: 0.008, total_tokens: prompt + completion, total_time: 0.01 },
+    }),
     'data: [DONE]\n\n',
   ].join('')
 }
@@ -35,7 +39,17 @@ function groqStream(completion: number, prompt: number): string {
 function llamaCppStream(timings: { predicted_n: number; prompt_n: number; cache_n: number }, usage?: { completion_tokens: number; prompt_tokens: number }): string {
   const base = { created: 1756000000, id: 'chatcmpl-xK2', model: 'gpt-3.5-turbo', system_fingerprint: 'b6280-0cc4c87e', object: 'chat.completion.chunk' }
   const chunk = (delta: object, finish: string | null, extra: object = {}): string => `data: ${JSON.stringify({ choices: [{ finish_reason: finish, index: 0, delta }], ...base, ...extra })}\n\n`
-  const t = { cache_n: timings.cache_n, prompt_n: timings.prompt_n, prompt_ms: 12.3, prompt_per_token_ms: 0.88, prompt_per_second: 1138.2, predicted_n: timings.predicted_n, predicted_ms: 80.1, predicted_per_token_ms: 8.9, predicted_per_second: 112.3 }
+  const t = {
+    cache_n: timings.cache_n,
+    prompt_n: timings.prompt_n,
+    prompt_ms: 12.3,
+    prompt_per_token_ms: 0.88,
+    prompt_per_second: 1138.2,
+    predicted_n: timings.predicted_n,
+    predicted_ms: 80.1,
+    predicted_per_token_ms: 8.9,
+    predicted_per_second: 112.3,
+  }
   return [
     chunk({ role: 'assistant', content: null }, null),
     ...WORDS.map((w) => chunk({ content: w }, null)),
@@ -131,7 +145,10 @@ t.test('llama.cpp: with usage next to timings on the last chunk, usage gives the
 
 t.test('a server report never replaces a top-level usage seen earlier, and split reads give the same summary', async (t) => {
   // timings after the usage chunk (timings_per_token) must not override the provider's usage.
-  const body = llamaCppStream({ predicted_n: 10, prompt_n: 14, cache_n: 0 }, { completion_tokens: 10, prompt_tokens: 14 }).replace('data: [DONE]', `data: ${JSON.stringify({ choices: [], object: 'chat.completion.chunk', timings: { predicted_n: 99, prompt_n: 99 } })}\n\ndata: [DONE]`)
+  const body = llamaCppStream({ predicted_n: 10, prompt_n: 14, cache_n: 0 }, { completion_tokens: 10, prompt_tokens: 14 }).replace(
+    'data: [DONE]',
+    `data: ${JSON.stringify({ choices: [], object: 'chat.completion.chunk', timings: { predicted_n: 99, prompt_n: 99 } })}\n\ndata: [DONE]`,
+  )
   const whole = feed(new OpenAIChatParser(parserContext()), [Buffer.from(body)])
   t.same(whole.summary.usage, { output: 10, input: 14 })
   for (const at of [1, 50, 333, body.length - 7]) {
@@ -145,10 +162,19 @@ t.test('a chunk learned as a template never hides a later chunk that carries tim
   // Every chunk carries timings (llama.cpp `timings_per_token`): the last one's counts are the totals.
   const base = { id: 'c', object: 'chat.completion.chunk', model: 'm' }
   const events = WORDS.map((w, i) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: w } }], ...base, timings: { prompt_n: 3, predicted_n: i + 1 } })}\n\n`)
-  const parsed = feed(new OpenAIChatParser(parserContext()), events.map((e) => Buffer.from(e)))
+  const parsed = feed(
+    new OpenAIChatParser(parserContext()),
+    events.map((e) => Buffer.from(e)),
+  )
   t.same(parsed.summary.usage, { output: WORDS.length, input: 3 })
   const groq = groqStream(12, 31)
-  t.same(feed(new OpenAIChatParser(parserContext()), sseEvents(groq).map((e) => Buffer.from(e))).summary.usage, { output: 12, input: 31 })
+  t.same(
+    feed(
+      new OpenAIChatParser(parserContext()),
+      sseEvents(groq).map((e) => Buffer.from(e)),
+    ).summary.usage,
+    { output: 12, input: 31 },
+  )
 })
 
 t.test('TGI native without details: the token events counted exactly, as source="stream"', async (t) => {
@@ -159,7 +185,11 @@ t.test('TGI native without details: the token events counted exactly, as source=
   t.not(body, recorded)
   const up = await sseUpstream(t, body)
   const proxy = await proxyTo(t, up.url, 'tgi')
-  const res = await fetch(`${proxy.url}/p/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: 'Write about data science', parameters: { max_new_tokens: 150 } }) })
+  const res = await fetch(`${proxy.url}/p/generate_stream`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ inputs: 'Write about data science', parameters: { max_new_tokens: 150 } }),
+  })
   t.equal(Buffer.from(await res.arrayBuffer()).toString('utf8'), body, 'the same bytes')
   const [line] = await proxy.waitForRequests(1)
   const m = await proxy.scrape()

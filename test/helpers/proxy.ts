@@ -1,9 +1,8 @@
 import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import pino from 'pino'
-import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.ts'
-import type { BuildOptions } from '../../src/app.ts'
+import type { BuildOptions, TokentapApp } from '../../src/app.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
 import type { Config } from '../../src/config/schema.ts'
 import type { SimPlanRequest } from '../../src/sim/schedule.ts'
@@ -12,7 +11,7 @@ import type { Sample } from './prometheus.ts'
 
 /** A running tokentap on port 0 (proxy and admin), with captured log lines. */
 export interface RunningProxy {
-  readonly app: FastifyInstance
+  readonly app: TokentapApp
   readonly config: Config
   /** `http://127.0.0.1:PORT` of the proxy listener. */
   readonly url: string

@@ -50,7 +50,10 @@ export async function startTinyproxy(t: Test): Promise<Tinyproxy | undefined> {
   // No ConnectPort line: CONNECT to any port is allowed (the test upstreams listen on port 0).
   // As root, tinyproxy wants a user to drop to. Logs go to stderr with -d.
   const root = process.getuid?.() === 0
-  writeFileSync(join(dir, 'tinyproxy.conf'), [`Port ${port}`, 'Listen 127.0.0.1', 'Timeout 60', 'LogLevel Connect', 'MaxClients 100', 'Allow 127.0.0.1', ...(root ? ['User nobody', 'Group nogroup'] : []), ''].join('\n'))
+  writeFileSync(
+    join(dir, 'tinyproxy.conf'),
+    [`Port ${port}`, 'Listen 127.0.0.1', 'Timeout 60', 'LogLevel Connect', 'MaxClients 100', 'Allow 127.0.0.1', ...(root ? ['User nobody', 'Group nogroup'] : []), ''].join('\n'),
+  )
   const child = spawn(bin, ['-d', '-c', join(dir, 'tinyproxy.conf')], { stdio: ['ignore', 'pipe', 'pipe'] })
   let log = ''
   child.stdout.on('data', (c: Buffer) => (log += c.toString('utf8')))

@@ -6,7 +6,7 @@ import { LlmMetrics } from '../../src/metrics/llm-metrics.ts'
 import { BATCH_BYTES, MetricsRegistry } from '../../src/metrics/registry.ts'
 import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { summarize } from '../../src/timing/request-timing.ts'
+import { measure } from '../../src/timing/measurement.ts'
 import { parseMetrics, select, sumOf } from '../helpers/prometheus.ts'
 import type { Sample } from '../helpers/prometheus.ts'
 import { parseOpenMetrics } from '../helpers/openmetrics.ts'
@@ -19,7 +19,8 @@ const buckets = { ttft: B.ttft, itl: B.itl, inter_chunk: B.itl, tpot: B.itl, e2e
 function record(m: LlmMetrics, model: string, chunks = 4): void {
   const log = new ChunkLog()
   for (let j = 0; j < chunks; j++) log.add(j * 3, 1, MarkKind.text, false)
-  m.record({ labels: { provider: 'openai', model, route: '/r' }, outcome: 'ok', statusCode: 200, timing: summarize(-5, 20, log), chunks: log, outputTokens: chunks, outputSource: 'usage', inputTokens: 5 })
+  const measurement = measure({ tReq: -5, tEnd: 20, tHeaders: undefined, statusCode: 200, failure: undefined, clientGone: false, chunks: log, summary: { usage: { output: chunks, input: 5 } }, stallSeconds: 1 })
+  m.record({ provider: 'openai', model, route: '/r' }, measurement, { id: 'r', concurrency: 1, overhead: { request: undefined, firstChunk: undefined, chunk: undefined }, usageInjected: false, hasSlo: false })
 }
 
 t.test('a series observed after a scrape shows its new counts in the next scrape', async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { judgeSlo } from '../../src/metrics/slo.ts'
-import type { SloInput } from '../../src/metrics/slo.ts'
+import { judgeSlo } from '../../src/timing/slo.ts'
+import type { SloInput } from '../../src/timing/slo.ts'
 import type { Timing } from '../../src/timing/request-timing.ts'
 
 const timing = (ttft: number | undefined, e2e = 2): Timing => ({ e2e, ttft, ttfot: ttft, chunks: ttft === undefined ? 0 : 5, tokens: 5, firstTokens: 1, decode: 1, tpot: 0.25, tps: 2.5, maxGap: 0.3 })

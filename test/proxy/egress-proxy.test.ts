@@ -27,7 +27,11 @@ const post = { method: 'POST', headers: { 'content-type': 'application/json', au
 async function chatUpstream(t: Test): Promise<TestUpstream> {
   const up = await startUpstream((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' })
-    void replay(res, EVENTS.map((e) => ({ afterMs: GAP_MS, bytes: e })), { relative: true })
+    void replay(
+      res,
+      EVENTS.map((e) => ({ afterMs: GAP_MS, bytes: e })),
+      { relative: true },
+    )
   })
   t.teardown(() => up.close())
   return up
@@ -64,9 +68,20 @@ t.test('a route with proxy: reaches its upstream through the forward proxy with 
   t.same(endToEndHeaders(proxied.rawHeaders), endToEndHeaders(direct.rawHeaders), 'response headers as sent')
   t.same(tiny.connects(), [`127.0.0.1:${port(up.url)}`], 'one CONNECT tunnel to the upstream')
   const seen = endToEndHeaders(up.requests[1].rawHeaders)
-  t.same(seen.filter(([n]) => n === 'x-custom').map(([, v]) => v), ['a', 'b'], 'repeated request headers arrive, each value unchanged')
-  t.same(seen.filter(([n]) => n === 'authorization').map(([, v]) => v), ['Bearer sk-x'])
-  t.same(seen.filter(([n]) => n === 'proxy-authorization'), [], "the client's Proxy-Authorization is not sent to the upstream")
+  t.same(
+    seen.filter(([n]) => n === 'x-custom').map(([, v]) => v),
+    ['a', 'b'],
+    'repeated request headers arrive, each value unchanged',
+  )
+  t.same(
+    seen.filter(([n]) => n === 'authorization').map(([, v]) => v),
+    ['Bearer sk-x'],
+  )
+  t.same(
+    seen.filter(([n]) => n === 'proxy-authorization'),
+    [],
+    "the client's Proxy-Authorization is not sent to the upstream",
+  )
   t.equal(up.requests[1].body.toString('utf8'), BODY)
   await checkStream(t, proxy, 'oai')
 })
@@ -84,14 +99,19 @@ t.test('HTTP_PROXY from the environment applies to every route, NO_PROXY exempts
       t.teardown(() => proxy.close())
       return proxy
     } finally {
-      for (const k of Object.keys(env)) if (saved[k] === undefined) delete process.env[k]
+      for (const k of Object.keys(env))
+        if (saved[k] === undefined) delete process.env[k]
         else process.env[k] = saved[k]
     }
   }
   const proxied = await start({ HTTP_PROXY: tiny.url, HTTPS_PROXY: tiny.url })
   const r = await rawRequest(`${proxied.url}/openai/v1/chat/completions`, post)
   t.ok(r.body.equals(STREAM), 'the recorded bytes through the proxy')
-  const sim = await rawRequest(`${proxied.url}/sim/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","messages":[{"role":"user","content":"hi"}]}' })
+  const sim = await rawRequest(`${proxied.url}/sim/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"model":"m","messages":[{"role":"user","content":"hi"}]}',
+  })
   t.equal(sim.status, 200, 'the simulator answers')
   t.same(tiny.connects(), [`127.0.0.1:${port(up.url)}`], 'the upstream through a CONNECT tunnel, the simulator directly')
   await checkStream(t, proxied, 'oai')
@@ -112,15 +132,24 @@ t.test('mTLS to an https upstream through the forward proxy: TLS inside the tunn
     clients.push((req.socket as TLSSocket).getPeerCertificate().subject?.CN)
     req.resume()
     res.writeHead(200, { 'content-type': 'text/event-stream' })
-    void replay(res, EVENTS.map((e) => ({ afterMs: GAP_MS, bytes: e })), { relative: true })
+    void replay(
+      res,
+      EVENTS.map((e) => ({ afterMs: GAP_MS, bytes: e })),
+      { relative: true },
+    )
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  )
   const upstream = `https://127.0.0.1:${(server.address() as AddressInfo).port}`
-  const proxy = await startProxy({ routes: [{ prefix: '/llm', name: 'llm', upstream, provider: 'openai', proxy: tiny.url, tls: { ca: ca.caCert, cert: ca.clientCert, key: ca.clientKey, servername: 'upstream.test' } }] })
+  const proxy = await startProxy({
+    routes: [{ prefix: '/llm', name: 'llm', upstream, provider: 'openai', proxy: tiny.url, tls: { ca: ca.caCert, cert: ca.clientCert, key: ca.clientKey, servername: 'upstream.test' } }],
+  })
   t.teardown(() => proxy.close())
   const r = await rawRequest(`${proxy.url}/llm/v1/chat/completions`, post)
   t.equal(r.status, 200)

@@ -67,7 +67,9 @@ async function runtimeFreesReads(): Promise<boolean> {
         first = new WeakRef((unwrapped.rawHeaders as Buffer[])[0].buffer)
         unwrapped.rawHeaders = null
       },
-      onResponseData: (_c, chunk) => void (got += chunk.length),
+      onResponseData: (_c, chunk) => {
+        got += chunk.length
+      },
       onResponseEnd: () => resolve(),
       onResponseError: () => resolve(),
     })

@@ -59,7 +59,8 @@ t.test('a gap between reads longer than the idle timeout breaks the stream and i
   await t.rejects(body, 'the client sees a broken stream')
   const [line] = await proxy.waitForRequests(1)
   t.equal(line.outcome, 'error')
-  t.equal(line.error, 'UND_ERR_BODY_TIMEOUT')
+  t.equal(line.error, 'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT')
+  t.equal(line.error_detail, 'UND_ERR_BODY_TIMEOUT')
   t.equal(line.chunks, 2)
   await t.resolves(async () => {
     while (upstream.aborted !== 1) await sleep(5)

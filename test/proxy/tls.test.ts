@@ -38,14 +38,20 @@ async function mtlsUpstream(t: Test): Promise<{ url: string; seen: SeenTls[]; se
     req.resume()
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
-      void replay(res, EVENTS.map((e) => ({ afterMs: 5, bytes: e })))
+      void replay(
+        res,
+        EVENTS.map((e) => ({ afterMs: 5, bytes: e })),
+      )
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  )
   return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server }
 }
 
@@ -53,7 +59,9 @@ const post = { method: 'POST', headers: { 'content-type': 'application/json', au
 
 t.test('mTLS to a self-hosted model server: its CA, a client certificate and the SNI name; bytes and metrics as on plain HTTP', async (t) => {
   const up = await mtlsUpstream(t)
-  const proxy = await startProxy({ routes: [{ prefix: '/llm', name: 'llm', upstream: up.url, provider: 'openai', tls: { ca: ca.caCert, cert: ca.clientCert, key: ca.clientKey, servername: 'upstream.test' } }] })
+  const proxy = await startProxy({
+    routes: [{ prefix: '/llm', name: 'llm', upstream: up.url, provider: 'openai', tls: { ca: ca.caCert, cert: ca.clientCert, key: ca.clientKey, servername: 'upstream.test' } }],
+  })
   t.teardown(() => proxy.close())
   const r = await rawRequest(`${proxy.url}/llm/v1/chat/completions`, post)
   t.equal(r.status, 200)
@@ -106,7 +114,10 @@ function tlsRequest(url: string, opts: { method?: string; headers?: Record<strin
 t.test('server.tls and admin.tls: the proxy and admin listeners speak TLS with the given certificate', async (t) => {
   const up = await startUpstream((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' })
-    void replay(res, EVENTS.map((e) => ({ afterMs: 5, bytes: e })))
+    void replay(
+      res,
+      EVENTS.map((e) => ({ afterMs: 5, bytes: e })),
+    )
   })
   t.teardown(() => up.close())
   const listenerTls = { cert: ca.serverCert, key: ca.serverKey }

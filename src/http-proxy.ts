@@ -1,0 +1,130 @@
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+import { Transform } from 'node:stream'
+import type { Readable } from 'node:stream'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { ProviderSetting } from './config/schema.ts'
+import type { FailureCode } from './errors.ts'
+import { Exchange } from './proxy/exchange.ts'
+import type { RouteRuntime } from './proxy/exchange.ts'
+import { rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
+import type { RouteSlo } from './timing/slo.ts'
+
+/**
+ * tokentap's tap for `@fastify/http-proxy` (and `@fastify/reply-from`): the result goes into
+ * http-proxy's `replyOptions`, and that registration's requests are measured like tokentap's
+ * own routes (same metrics, labels, log line):
+ *
+ *   await app.register(tokentap, { routes: [] })
+ *   await app.register(httpProxy, { prefix: '/openai', upstream: 'https://api.openai.com',
+ *     replyOptions: tokentapReplyOptions(app, { prefix: '/openai', provider: 'openai' }) })
+ *
+ * reply-from hands the answer over as a stream; it reaches the client through one Transform
+ * that passes each read on first and measures it after. The helper adds one `onRequest` hook to
+ * `app` that notes t_req for requests under `prefix`.
+ */
+
+export interface HttpProxyTapOptions {
+  /** The http-proxy registration's `prefix` (stripped before provider detection, as tokentap's routes do). */
+  readonly prefix: string
+  /** The provider (default `auto`: detected from path and response). */
+  readonly provider?: ProviderSetting
+  /** The `route` label (default: the prefix). */
+  readonly name?: string
+  readonly slo?: RouteSlo
+}
+
+/** What reply-from passes as `res` to `onResponse`. */
+interface UpstreamResponse {
+  readonly statusCode: number
+  readonly headers: IncomingHttpHeaders
+  readonly stream: Readable
+}
+
+/** Any server's request and reply (reply-from types them for HTTP/1 and HTTP/2 alike; this tap serves HTTP/1). */
+// biome-ignore lint/suspicious/noExplicitAny: reply-from's hook types are generic over every server type.
+type AnyRequest = FastifyRequest<any, any, any>
+// biome-ignore lint/suspicious/noExplicitAny: as above.
+type AnyReply = FastifyReply<any, any, any>
+
+/** reply-from's `replyOptions` subset this helper fills in. */
+export interface TokentapReplyOptions {
+  readonly rewriteRequestHeaders: (request: AnyRequest, headers: IncomingHttpHeaders) => IncomingHttpHeaders
+  // biome-ignore lint/suspicious/noExplicitAny: reply-from passes its own response type.
+  readonly onResponse: (request: AnyRequest, reply: AnyReply, res: any) => void
+  readonly onError: (reply: AnyReply, error: { error: Error & { statusCode?: number; code?: string } }) => void
+}
+
+const header = (h: IncomingHttpHeaders, name: string): string | undefined => {
+  const v = h[name]
+  return Array.isArray(v) ? v[0] : v
+}
+
+/** reply-from's error (by its status) as tokentap's failure code. */
+function failureOf(err: Error & { statusCode?: number }): FailureCode {
+  if (err.statusCode === 503) return 'TOKENTAP_ERR_UPSTREAM_CONNECT'
+  if (err.statusCode === 504) return 'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT'
+  return 'TOKENTAP_ERR_UPSTREAM_FAILED'
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: any Fastify instance the plugin was registered on (its logger type varies).
+export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, any>, options: HttpProxyTapOptions): TokentapReplyOptions {
+  const state = app.tokentap
+  if (state === undefined) throw new Error('tokentapReplyOptions: register the tokentap plugin on this instance first')
+  const { now, exchangeDeps, ids } = state
+  const base = options.prefix === '/' ? '' : options.prefix.replace(/\/+$/, '')
+  const route: RouteRuntime = { label: options.name ?? options.prefix, prefix: options.prefix, provider: options.provider ?? 'auto', slo: options.slo, inFlight: 0 }
+  const started = new WeakMap<IncomingMessage, { tReq: number; reply: AnyReply }>()
+  const exchanges = new WeakMap<IncomingMessage, Exchange>()
+
+  app.addHook('onRequest', (request: AnyRequest, reply: AnyReply, done: () => void) => {
+    const url = request.raw.url ?? '/'
+    if (base === '' || url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)) started.set(request.raw, { tReq: now(), reply })
+    done()
+  })
+
+  return {
+    rewriteRequestHeaders(request, headers) {
+      const req = request.raw as IncomingMessage
+      const start = started.get(req)
+      if (start === undefined) return headers
+      const url = req.url ?? '/'
+      const target = upstreamPathAndQuery(url, rawPrefixEnd(url, base))
+      const { id, generated } = ids.of(req.headers)
+      const ex = new Exchange(exchangeDeps, route, id, req.method ?? 'GET', target.path, start.tReq, generated)
+      exchanges.set(req, ex)
+      const res = start.reply.raw
+      res.once('close', () => ex.finish(now(), !res.writableFinished))
+      // reply-from sends the request as soon as this returns.
+      ex.requestSent(now())
+      return headers
+    },
+    onResponse(request, reply, upstream) {
+      const res = upstream as UpstreamResponse
+      const ex = exchanges.get(request.raw as IncomingMessage)
+      if (ex === undefined) {
+        void reply.send(res.stream)
+        return
+      }
+      ex.responseStarted(res.statusCode, header(res.headers, 'content-type'), header(res.headers, 'content-encoding'), now(), header(res.headers, 'x-request-id'))
+      res.stream.once('error', (err: Error & { code?: string }) => ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', err.code ?? err.message))
+      const tap = new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          const at = now()
+          // The read goes on to the client first; measuring comes after, on the same bytes.
+          callback(null, chunk)
+          ex.data(chunk, at, now())
+        },
+      })
+      res.stream.once('error', (err) => tap.destroy(err))
+      void reply.send(res.stream.pipe(tap))
+    },
+    onError(reply, { error }) {
+      const ex = exchanges.get(reply.request.raw as IncomingMessage)
+      if (ex !== undefined) {
+        ex.fail(failureOf(error), error.code)
+        ex.answered(error.statusCode ?? 502, 0)
+      }
+      void reply.send(error)
+    },
+  }
+}

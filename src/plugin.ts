@@ -1,0 +1,181 @@
+import { performance } from 'node:perf_hooks'
+import type { AddressInfo } from 'node:net'
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Logger } from 'pino'
+import type { Dispatcher } from 'undici'
+import { validateConfig } from './config/load-config.ts'
+import type { Config, RouteConfig } from './config/schema.ts'
+import { TokentapError } from './errors.ts'
+import { LabelLimiter } from './metrics/label-limiter.ts'
+import { LlmMetrics } from './metrics/llm-metrics.ts'
+import { MetricsRegistry } from './metrics/registry.ts'
+import { OtelMetrics } from './metrics/otel.ts'
+import { sendError } from './proxy/error-answer.ts'
+import { Exchange } from './proxy/exchange.ts'
+import type { ExchangeDeps, RouteRuntime } from './proxy/exchange.ts'
+import { FinishQueue } from './proxy/finish-queue.ts'
+import { forward } from './proxy/forward.ts'
+import { Recorder } from './proxy/recorder.ts'
+import { RequestIds } from './proxy/request-id.ts'
+import { PROXY_METHODS, rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
+import { parseUpstream } from './proxy/upstream.ts'
+import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
+import type { Upstream } from './proxy/upstream.ts'
+import { buildSimulator } from './sim/sim-app.ts'
+import { DEFAULT_ENCODING_RULES, EncodingSelector } from './tokens/tokenizer.ts'
+
+/**
+ * The Fastify plugin: `app.register(tokentap, options)` registers the proxy routes (`PREFIX`
+ * and `PREFIX/*` per configured route) on the caller's instance, through Fastify's router and
+ * with the caller's hooks (API-key checks, rate limits, CORS) in front of them. Each handler
+ * hijacks the reply and forwards with undici; Fastify never reads the body. The measuring
+ * state is decorated as `app.tokentap` (metrics registry, requests in flight, the recorder).
+ */
+
+/** The config parts the plugin takes, validated by the same schema as the config file. */
+export type TokentapConfigOptions = Partial<Pick<Config, 'metrics' | 'limits' | 'upstream' | 'tokenizer' | 'otel' | 'server'>> & {
+  /** The proxy routes (required unless `config` is given). */
+  readonly routes?: readonly Partial<RouteConfig>[]
+}
+
+export interface TokentapOptions extends TokentapConfigOptions {
+  /** A config already validated (what src/app.ts passes); the other config keys are then ignored. */
+  readonly config?: Config
+  /** The upstream dispatcher (default: a pooled undici Agent with the configured timeouts). */
+  readonly dispatcher?: Dispatcher
+  /** The monotonic clock in ms (default `performance.now`); tests replay streams on virtual time. */
+  readonly now?: () => number
+  /** The logger for the request lines (default: the Fastify instance's). */
+  readonly logger?: Logger
+}
+
+/** What the plugin decorates the instance with (`app.tokentap`). */
+export interface TokentapState {
+  readonly config: Config
+  readonly metrics: LlmMetrics
+  readonly registry: MetricsRegistry
+  readonly active: ReadonlySet<Exchange>
+  readonly recorder: Recorder
+  readonly logger: Logger
+  /** OpenTelemetry GenAI metrics, when `otel.endpoint` is set (the exporter is the app's). */
+  readonly otelMetrics?: OtelMetrics
+  /** What a new Exchange needs (the @fastify/http-proxy helper makes its own exchanges). */
+  readonly exchangeDeps: ExchangeDeps
+  readonly ids: RequestIds
+  /** The monotonic clock (ms) every time of this instance comes from. */
+  readonly now: () => number
+  /** Set by graceful shutdown: /readyz answers 503 from then on. */
+  draining: boolean
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** tokentap's measuring state, once the plugin is registered. */
+    tokentap: TokentapState
+  }
+  interface FastifyRequest {
+    /** t_req (ms, monotonic): when tokentap's route first saw the request. */
+    tokentapStart: number
+  }
+}
+
+function validatedConfig(options: TokentapOptions): Config {
+  if (options.config !== undefined) return options.config
+  const { config: _c, dispatcher: _d, now: _n, logger: _l, ...parts } = options
+  if (parts.routes !== undefined && parts.routes.length > 0) return validateConfig(parts)
+  // A config file must name a route; the plugin may have none (an app that only measures its
+  // @fastify/http-proxy routes, see http-proxy.ts).
+  const validated = validateConfig({ ...parts, routes: [{ prefix: '/', upstream: 'http://127.0.0.1' }] })
+  return Object.freeze({ ...validated, routes: Object.freeze([]) })
+}
+
+const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options) => {
+  const config = validatedConfig(options)
+  const logger = options.logger ?? (app.log as unknown as Logger)
+  const now = options.now ?? (() => performance.now())
+  const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
+  const active = new Set<Exchange>()
+  const models = new LabelLimiter(config.limits.max_models_per_route)
+  const metrics = new LlmMetrics(config.metrics.buckets, (add) => {
+    for (const ex of active) add([ex.provider, models.value(ex.route.label, ex.requestModel), ex.route.label], 1)
+  }, { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, lengthBand: config.metrics.length_band_label })
+  for (const m of metrics.all()) registry.register(m)
+  const otelMetrics = config.otel.endpoint === undefined ? undefined : new OtelMetrics()
+  const recorder = new Recorder({ metrics, models, logger, otel: otelMetrics })
+  const deps: ExchangeDeps = {
+    encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
+    maxEventBytes: config.limits.max_event_bytes,
+    stallSeconds: config.metrics.stall_seconds,
+    active,
+    record: recorder.record,
+    onRecordError: recorder.onRecordError,
+  }
+  const ids = new RequestIds()
+  const finishing = new FinishQueue()
+  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, draining: false }
+  app.decorate('tokentap', state)
+
+  // One shared pool, plus one per route with its own `tls:` or `proxy:` (upstream-dispatcher.ts).
+  const upstreams = options.dispatcher === undefined ? new UpstreamDispatchers(config.upstream) : undefined
+  if (upstreams !== undefined) app.addHook('onClose', async () => upstreams.close())
+
+  // The proxy routes live in a context of their own, so the body parser they need (none: the
+  // body streams upstream untouched) does not change how the caller's other routes parse.
+  await app.register(async (proxy) => {
+    proxy.removeAllContentTypeParsers()
+    proxy.addContentTypeParser('*', (_request, _payload, done) => done(null))
+    proxy.decorateRequest('tokentapStart', 0)
+    for (const [index, route] of config.routes.entries()) registerRoute(proxy, route, options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index))
+  })
+
+  function registerRoute(proxy: FastifyInstance, route: RouteConfig, dispatcher: Dispatcher): void {
+    const runtime: RouteRuntime = {
+      label: route.name ?? route.prefix,
+      prefix: route.prefix,
+      provider: route.provider,
+      slo: route.slo,
+      inFlight: 0,
+      echoRequestId: route.echo_request_id,
+      serverTiming: route.server_timing,
+    }
+    let upstream: Upstream | undefined = route.upstream === undefined ? undefined : parseUpstream(route.upstream)
+    if (route.simulator !== undefined) {
+      // The simulated model is a real HTTP server on loopback, so its traffic takes the same path as any upstream's.
+      const sim = buildSimulator(route.simulator)
+      app.addHook('onReady', async () => {
+        await sim.listen({ host: '127.0.0.1', port: 0 })
+        upstream = parseUpstream(`http://127.0.0.1:${(sim.server.address() as AddressInfo).port}`)
+      })
+      app.addHook('onClose', async () => sim.close())
+    }
+    const base = route.prefix === '/' ? '' : route.prefix
+    const onRequest = (request: FastifyRequest, _reply: FastifyReply, done: () => void): void => {
+      request.tokentapStart = now()
+      done()
+    }
+    const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+      reply.hijack()
+      const req = request.raw
+      const res = reply.raw
+      try {
+        // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
+        const target = upstreamPathAndQuery(req.url ?? '/', rawPrefixEnd(req.url ?? '/', base))
+        const { id, generated } = ids.of(req.headers)
+        const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', target.path, request.tokentapStart, generated)
+        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, now, finishing })
+      } catch (err) {
+        // A bug must cost one request, never the process.
+        logger.error({ err }, 'proxy handler failed')
+        sendError(res, new TokentapError('TOKENTAP_ERR_INTERNAL', (err as Error).message))
+      }
+    }
+    for (const url of base === '' ? ['/', '/*'] : [base, `${base}/*`]) {
+      proxy.route({ method: [...PROXY_METHODS], url, onRequest, handler, exposeHeadRoute: false })
+    }
+  }
+}
+
+/** The tokentap Fastify plugin (wrapped with fastify-plugin, so `app.tokentap` is visible to the caller). */
+export const tokentap = fp(tokentapPlugin, { fastify: '5.x', name: 'tokentap' })
+export default tokentap

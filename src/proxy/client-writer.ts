@@ -1,0 +1,207 @@
+import type { ServerResponse } from 'node:http'
+import type { Dispatcher } from 'undici'
+import { TokentapError } from '../errors.ts'
+import type { Config } from '../config/schema.ts'
+import { clientResponseHeaders, rawHeader, withoutHeader } from './headers.ts'
+import { UsageChunkFilter } from './inject-usage.ts'
+import { serverTimingValue } from './server-timing.ts'
+import type { Exchange } from './exchange.ts'
+
+/**
+ * The upstream response's dispatch handler (undici's handler API, one object per request):
+ * writes the head in the tick it arrives, each read to the client as it comes, pauses the
+ * upstream while the client's socket is full, and only then hands the exchange a copy of what
+ * was written. The client's bytes never wait for measuring.
+ */
+
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET_BEFORE_HEADERS'])
+
+const codeOf = (err: Error): string => {
+  const e = err as Error & { code?: string; cause?: { code?: string } }
+  return e.code ?? e.cause?.code ?? ''
+}
+
+/** Maps an upstream failure before response headers to the error the client gets. */
+export function errorBeforeHeaders(err: Error, upstream: Config['upstream']): TokentapError {
+  if (err instanceof TokentapError) return err
+  const code = codeOf(err)
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', upstream.headers_timeout_ms)
+  if (CONNECT_CODES.has(code)) return new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code)
+  return new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+}
+
+export interface ClientWriterOptions {
+  readonly upstream: Config['upstream']
+  /** The monotonic clock (ms). */
+  readonly now: () => number
+  /** `include_usage` was added upstream: take the added usage chunk out of an SSE answer. */
+  readonly injected: boolean
+  /** Answers the client with a proxy error (before any byte of the response was written). */
+  readonly fail: (err: TokentapError) => void
+  /** Add `x-tokentap-request-id` to the head (the route's `echo_request_id`). */
+  readonly echoRequestId: boolean
+  /** Send a `Server-Timing` trailer on a chunked answer (the route's `server_timing`, and the client sent `TE: trailers`). */
+  readonly trailers: boolean
+}
+
+export class ClientWriter implements Dispatcher.DispatchHandler {
+  readonly #ex: Exchange
+  readonly #res: ServerResponse
+  readonly #o: ClientWriterOptions
+  #controller: Dispatcher.DispatchController | undefined
+  #upstreamDone = false
+  /** Set when usage was injected and the response is an SSE stream to take the usage chunk out of. */
+  #filter: UsageChunkFilter | undefined
+  #waiting = false
+  /** The head announced a `Server-Timing` trailer. */
+  #trailer = false
+  readonly #resume = (): void => {
+    this.#waiting = false
+    this.#controller?.resume()
+  }
+
+  /**
+   * One socket read reaches onResponseData as many calls, one per HTTP chunk of a chunked body
+   * (one per SSE event for most servers). They are gathered and written once at the end of the
+   * same tick (a microtask: no added wait), so the client gets one write and the tap one push
+   * per read, which is also when their bytes arrived.
+   */
+  #pending: Buffer[] = []
+  #pendingAt = 0
+  readonly #flush = (): void => this.flush()
+
+  constructor(ex: Exchange, res: ServerResponse, options: ClientWriterOptions) {
+    this.#ex = ex
+    this.#res = res
+    this.#o = options
+  }
+
+  /** The upstream response ended or failed (nothing is left to abort). */
+  get upstreamDone(): boolean {
+    return this.#upstreamDone
+  }
+
+  /** Stops the upstream request (the client left, or a proxy timeout fired). */
+  abort(reason: Error): void {
+    this.#controller?.abort(reason)
+  }
+
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.#controller = c
+    if (this.#res.destroyed) {
+      c.abort(new Error('client closed the connection'))
+      return
+    }
+    // undici calls this as it writes the request head to the socket, in the same tick.
+    this.#ex.requestSent(this.#o.now())
+  }
+
+  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, _headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    const at = this.#o.now()
+    const res = this.#res
+    if (res.destroyed) return
+    const unwrapped = c as unknown as { rawHeaders: Buffer[] | null }
+    let raw = clientResponseHeaders(unwrapped.rawHeaders ?? [])
+    // undici's header Buffers are views of the socket read they came in, often with the first
+    // body bytes (up to 64 KiB): the controller would keep that read alive for the whole stream.
+    unwrapped.rawHeaders = null
+    const contentType = rawHeader(raw, 'content-type')
+    const contentEncoding = rawHeader(raw, 'content-encoding')
+    this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'))
+    if (this.#o.injected && statusCode >= 200 && statusCode < 300 && /^text\/event-stream/i.test(contentType ?? '') && contentEncoding === undefined) {
+      this.#filter = new UsageChunkFilter()
+      raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
+    }
+    if (this.#o.echoRequestId) raw.push('x-tokentap-request-id', this.#ex.id)
+    // A trailer needs a chunked body: none with a length, none on bodiless answers.
+    if (this.#o.trailers && statusCode >= 200 && statusCode !== 204 && statusCode !== 304 && this.#ex.method !== 'HEAD' && rawHeader(raw, 'content-length') === undefined) {
+      raw.push('trailer', 'Server-Timing')
+      this.#trailer = true
+    }
+    try {
+      res.writeHead(statusCode, statusMessage || undefined, raw)
+    } catch (err) {
+      // Headers Node will not send (invalid characters): the client gets a clear 502.
+      c.abort(err as Error)
+      this.#o.fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', `invalid response header: ${(err as Error).message}`))
+      return
+    }
+    // Send headers within this tick: an SSE client should see the response start before the
+    // first event. When body bytes came in the same read, they go out with the headers in one
+    // write instead (the data flush is queued after this one).
+    queueMicrotask(() => {
+      if (this.#pending.length === 0 && !res.headersSent && !res.destroyed) res.flushHeaders()
+    })
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    const res = this.#res
+    if (res.destroyed) return
+    if (this.#pending.length === 0) {
+      this.#pendingAt = this.#o.now()
+      queueMicrotask(this.#flush)
+    }
+    this.#pending.push(chunk)
+    // The client is already behind: stop reading now, not only after this read is written.
+    if (res.writableNeedDrain) this.#wait(c)
+  }
+
+  onResponseEnd(): void {
+    this.flush()
+    this.#upstreamDone = true
+    if (this.#trailer && !this.#res.destroyed) {
+      const m = this.#ex.measureNow(this.#o.now())
+      if (m !== undefined) this.#res.addTrailers({ 'Server-Timing': serverTimingValue(m) })
+    }
+    const filter = this.#filter
+    if (filter !== undefined) this.#res.end(filter.end())
+    else this.#res.end()
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.flush()
+    this.#upstreamDone = true
+    const res = this.#res
+    if (res.destroyed) return
+    if (res.headersSent) {
+      // Mid-stream failure: the client must see a broken stream, never a clean end.
+      const code = codeOf(err)
+      if (code === 'UND_ERR_BODY_TIMEOUT') this.#ex.fail('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', code)
+      else if (err instanceof TokentapError) this.#ex.fail(err.code)
+      else this.#ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', code || err.message)
+      res.destroy()
+      return
+    }
+    this.#o.fail(errorBeforeHeaders(err, this.#o.upstream))
+  }
+
+  /** Writes what the current read gathered, then lets the exchange measure it. */
+  flush(): void {
+    const pending = this.#pending
+    const n = pending.length
+    if (n === 0) return
+    const chunk = n === 1 ? pending[0] : Buffer.concat(pending)
+    this.#pending = []
+    const res = this.#res
+    if (res.destroyed) return
+    // With usage injection the client gets the stream less the added usage chunk; the tap still
+    // sees every upstream byte.
+    const out = this.#filter === undefined ? chunk : this.#filter.push(chunk)
+    if (out.length > 0) {
+      if (!res.write(out) && this.#controller !== undefined) this.#wait(this.#controller)
+      // Node's res.write corks the socket and only writes on the next tick (connectionCorkNT in
+      // node:_http_outgoing), which would make the client's bytes wait for the parse below. The
+      // chunk is complete (size line, data, CRLF), so it goes to the kernel now; the later uncork
+      // finds nothing corked and does nothing.
+      res.socket?.uncork()
+    }
+    this.#ex.data(chunk, this.#pendingAt, this.#o.now())
+  }
+
+  #wait(c: Dispatcher.DispatchController): void {
+    c.pause()
+    if (this.#waiting) return
+    this.#waiting = true
+    this.#res.once('drain', this.#resume)
+  }
+}

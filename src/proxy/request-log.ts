@@ -1,0 +1,50 @@
+import type { Labels } from '../metrics/llm-metrics.ts'
+import type { Measurement } from '../timing/measurement.ts'
+import type { ExchangeIdentity } from './exchange.ts'
+
+/**
+ * The one log line per request (`msg: "request"`): a map of its Measurement and identity, in
+ * milliseconds. Carries the request's own model (length-bounded), not the folded label, so a
+ * request counted under `model="other"` can still be found. No headers, no text, no query.
+ */
+
+/** Paths and model names are cut to this many characters in the log line. */
+const MAX_PATH = 256
+const MAX_MODEL = 256
+
+const ms = (seconds: number | undefined): number | undefined => (seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3)
+const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n)}…` : s)
+
+export function requestLogLine(who: ExchangeIdentity, labels: Labels, m: Measurement): Record<string, unknown> {
+  const t = m.timing
+  return {
+    request_id: who.id,
+    route: labels.route,
+    provider: labels.provider,
+    model: who.model === undefined ? labels.model : cut(who.model, MAX_MODEL),
+    model_label: who.model !== undefined && labels.model !== who.model ? labels.model : undefined,
+    method: who.method,
+    path: cut(who.path, MAX_PATH),
+    status: m.statusCode,
+    outcome: m.outcome,
+    error: m.failure ?? m.providerError,
+    error_detail: who.failureDetail,
+    ttft_ms: ms(t.ttft),
+    headers_ms: ms(m.headersSeconds),
+    e2e_ms: ms(t.e2e),
+    output_tokens: m.outputTokens,
+    output_source: m.outputSource,
+    input_tokens: m.inputTokens,
+    chunks: t.chunks,
+    streamed_tokens: t.tokens,
+    tpot_ms: ms(t.tpot),
+    itl_p50_ms: ms(m.itlP50),
+    itl_p99_ms: ms(m.itlP99),
+    max_gap_ms: ms(t.maxGap),
+    stalls: m.stalls,
+    tps: t.tps === undefined ? undefined : Math.round(t.tps * 100) / 100,
+    bytes_in: who.bytesIn,
+    bytes_out: who.bytesOut,
+    ...who.extra,
+  }
+}
