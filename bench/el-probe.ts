@@ -1,42 +1,98 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks'
-import type { IntervalHistogram } from 'node:perf_hooks'
+import { PerformanceObserver, constants, monitorEventLoopDelay } from 'node:perf_hooks'
+import type { IntervalHistogram, PerformanceEntry } from 'node:perf_hooks'
 
 /**
- * Preloaded into the proxy process by the benchmark only (`node --import …/el-probe.js`):
- * measures the event loop's delay (perf_hooks, 1 ms resolution) between an `el-start` and an
- * `el-stop` message on the IPC channel, so the scrape's effect on the loop is measured inside the
- * process that serves traffic. Off unless asked, so it costs nothing in the other phases.
- * A `gc` message runs a full collection (the benchmark starts the proxy with --expose-gc), so
- * the memory figures count what the proxy holds rather than garbage not yet collected.
+ * Preloaded into a proxy process by the benchmark only (`node --import …/el-probe.js`; tokentap,
+ * the Node relays and the Portkey gateway alike): between an `el-start` and an `el-stop` message
+ * on the IPC channel it measures the event loop's delay (perf_hooks, 1 ms resolution) and every
+ * GC pause (count, total and longest, by kind), so a stall seen in the gap distortion has a
+ * visible cause inside the process that serves traffic. Off unless asked, so it costs nothing in
+ * the other phases.
+ * A `gc` message runs a full collection (the benchmark starts the process with --expose-gc), so
+ * the memory figures count what the process holds rather than garbage not yet collected.
  */
 
+/** GC kinds as perf_hooks reports them (`entry.detail.kind`). */
+const KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'mark_compact',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak_callbacks',
+}
+
+interface GcTally {
+  count: number
+  ms: number
+  max_ms: number
+}
+
 let h: IntervalHistogram | undefined
+let gcObserver: PerformanceObserver | undefined
+let gc: Record<string, GcTally> = {}
+
+function tally(entries: readonly PerformanceEntry[]): void {
+  for (const e of entries) {
+    const kind = KINDS[(e as unknown as { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other'
+    const t = (gc[kind] ??= { count: 0, ms: 0, max_ms: 0 })
+    t.count++
+    t.ms += e.duration
+    if (e.duration > t.max_ms) t.max_ms = e.duration
+  }
+}
+
+function startGc(): void {
+  gcObserver?.disconnect()
+  gc = {}
+  gcObserver = new PerformanceObserver((list) => tally(list.getEntries()))
+  gcObserver.observe({ entryTypes: ['gc'] })
+}
+
 if (typeof process.send === 'function') {
   process.on('message', (msg: { cmd?: string }) => {
     if (msg.cmd === 'el-start') {
       h?.disable()
       h = monitorEventLoopDelay({ resolution: 1 })
       h.enable()
+      startGc()
       process.send?.({ cmd: 'el-started' })
     } else if (msg.cmd === 'gc') {
       // Only with --expose-gc: memory figures count what is held, not garbage not yet collected.
-      const gc = (globalThis as { gc?: () => void }).gc
-      gc?.()
+      const collect = (globalThis as { gc?: () => void }).gc
+      collect?.()
       // ArrayBuffers found dead are freed by a sweeper that runs after the collection, and
       // `external` drops only then: collect again a little later before reading the figures.
       setTimeout(() => {
-        gc?.()
+        collect?.()
         setTimeout(() => {
-          gc?.()
+          collect?.()
           // After the collection: what the heap and the buffers outside it really hold.
           const m = process.memoryUsage()
-          process.send?.({ cmd: 'gc-done', collected: gc === undefined ? 0 : 1, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })
+          process.send?.({ cmd: 'gc-done', collected: collect === undefined ? 0 : 1, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })
         }, 100)
       }, 100)
     } else if (msg.cmd === 'el-stop' && h !== undefined) {
       h.disable()
+      // Entries still queued in the observer would be lost on disconnect.
+      tally(gcObserver?.takeRecords() ?? [])
+      gcObserver?.disconnect()
+      gcObserver = undefined
       const ms = (ns: number): number => ns / 1e6
-      process.send?.({ cmd: 'el', p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count })
+      let count = 0
+      let total = 0
+      let max = 0
+      for (const t of Object.values(gc)) {
+        count += t.count
+        total += t.ms
+        max = Math.max(max, t.max_ms)
+      }
+      // Flat numbers (askChild's replies are records of numbers): gc_<kind>_count, _ms, _max_ms.
+      const byKind: Record<string, number> = {}
+      for (const [kind, t] of Object.entries(gc)) {
+        byKind[`gc_${kind}_count`] = t.count
+        byKind[`gc_${kind}_ms`] = t.ms
+        byKind[`gc_${kind}_max_ms`] = t.max_ms
+      }
+      process.send?.({ cmd: 'el', p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count, gc_count: count, gc_ms: total, gc_max_ms: max, ...byKind })
       h = undefined
     }
   })

@@ -26,8 +26,10 @@ export interface StreamResult {
 
 export type Job =
   | { kind: 'streams'; url: string; body: string; bodies?: string[]; count: number; concurrency: number; phaseMs: number; idPrefix: string; detail: boolean; headers?: Record<string, string> }
-  | { kind: 'hold'; url: string; body: string; count: number; until?: number }
+  | { kind: 'hold'; url: string; body: string; count: number; until?: number; headers?: Record<string, string> }
   | { kind: 'release' }
+  | { kind: 'drain'; timeoutMs: number }
+  | { kind: 'abort'; url: string; body: string; after: number; headers?: Record<string, string> }
   | { kind: 'stop' }
   | { kind: 'stall'; url: string; body: string; count?: number }
   | { kind: 'get'; url: string; times: number; pauseMs: number; inspect?: boolean; accept?: string; gzip?: boolean }
@@ -57,6 +59,8 @@ interface Open {
   res?: http.IncomingMessage
 }
 let held: Open[] = []
+/** The held streams' ends (for `drain`). */
+let heldEnds: Promise<StreamResult>[] = []
 
 /** One streamed request; resolves when the response ends (or fails). */
 function stream(url: string, body: string, id: string, detail: boolean, headers: Record<string, string> = {}, onFirst?: () => void, keep?: Open[], firstAt = 1): Promise<StreamResult> {
@@ -148,9 +152,9 @@ async function hold(job: Extract<Job, { kind: 'hold' }>): Promise<number> {
   let first = 0
   return new Promise((resolve) => {
     for (let i = 0; i < job.count; i++) {
-      void stream(job.url, job.body, `hold-${i}`, false, {}, () => {
+      heldEnds.push(stream(job.url, job.body, `hold-${i}`, false, job.headers, () => {
         if (++first === job.count) resolve(first)
-      }, held, job.until ?? 1)
+      }, held, job.until ?? 1))
     }
     setTimeout(() => resolve(first), 30_000)
   })
@@ -163,7 +167,45 @@ function release(): number {
     o.req.destroy()
   }
   held = []
+  heldEnds = []
   return n
+}
+
+/** Waits for the held streams to end on their own (at most `timeoutMs`), then releases what is left; resolves with how many ended. */
+async function drain(job: Extract<Job, { kind: 'drain' }>): Promise<number> {
+  let ended = 0
+  const all = Promise.all(heldEnds.map((p) => p.then(() => void ended++)))
+  await Promise.race([all, new Promise((r) => setTimeout(r, job.timeoutMs))])
+  release()
+  return ended
+}
+
+/**
+ * One stream read until `after` content events arrived, then the client goes away (socket
+ * destroyed): resolves with when (performance.timeOrigin + now, the simulator's clock base) and
+ * how many content events it had.
+ */
+function abort(job: Extract<Job, { kind: 'abort' }>): Promise<{ at: number; chunks: number }> {
+  return new Promise((resolve) => {
+    const keep: Open[] = []
+    let chunks = 0
+    const gone = (): void => {
+      const at = now()
+      for (const o of keep) {
+        o.res?.destroy()
+        o.req.destroy()
+      }
+      resolve({ at, chunks })
+    }
+    void stream(job.url, job.body, `abort-${Math.random().toString(36).slice(2)}`, false, job.headers, () => {
+      chunks = job.after
+      gone()
+    }, keep, job.after).then((r) => {
+      // Ended (or failed) before `after` events: report what it had.
+      chunks = r.chunks
+      gone()
+    })
+  })
 }
 
 /** `count` (default 1) readers that never read: each response is paused as soon as it starts. Resolves with how many started. */
@@ -253,6 +295,10 @@ async function run(job: Job): Promise<unknown> {
       return hold(job)
     case 'release':
       return release()
+    case 'drain':
+      return drain(job)
+    case 'abort':
+      return abort(job)
     case 'stop':
       stopped = true
       return true

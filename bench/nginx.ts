@@ -18,7 +18,7 @@ export function findNginx(): string | undefined {
   return found === '' ? undefined : found
 }
 
-export function nginxConf(dir: string, listen: number, upstreamPort: number): string {
+export function nginxConf(dir: string, listen: number, upstreamPort: number, altPort?: number): string {
   return `daemon off;
 master_process on;
 worker_processes 1;
@@ -46,21 +46,27 @@ http {
       proxy_request_buffering off;
       proxy_read_timeout 300s;
     }
-  }
+${altPort === undefined ? '' : `    location /a/ {
+      proxy_pass http://127.0.0.1:${altPort}/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+`}  }
 }
 `
 }
 
 /**
- * Starts nginx on a free port in front of the simulator; resolves once its worker is up, with
+ * Starts nginx on a free port in front of the simulator (and, with `altPort`, that upstream under /a/); resolves once its worker is up, with
  * the master and worker pids (whose CPU and RSS are nginx's). Stop it with SIGTERM (its master
  * takes the worker with it).
  */
-export async function startNginx(bin: string, dir: string, upstreamPort: number): Promise<{ proc: ChildProcess; port: number; pids: number[] }> {
+export async function startNginx(bin: string, dir: string, upstreamPort: number, altPort?: number): Promise<{ proc: ChildProcess; port: number; pids: number[] }> {
   const port = await freePort()
   mkdirSync(dir, { recursive: true })
   const conf = join(dir, 'nginx.conf')
-  writeFileSync(conf, nginxConf(dir, port, upstreamPort))
+  writeFileSync(conf, nginxConf(dir, port, upstreamPort, altPort))
   const proc = spawn(bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log')], { stdio: ['ignore', 'inherit', 'inherit'] })
   let pids: number[] = []
   for (let i = 0; i < 100 && pids.length < 2; i++) {

@@ -9,12 +9,14 @@ import type { Dispatcher } from 'undici'
  * out, with backpressure) and nothing else: no routing, parsing, metrics or logs. It writes each
  * upstream HTTP chunk as it comes (tokentap gathers one socket read's chunks into one write).
  * Beside nginx it shows what a Node proxy costs on this machine before measuring anything.
- * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT`; prints `{"port":N}`.
+ * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT [--alt-upstream URL]`; prints `{"port":N}`.
  */
 
-const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' } } })
+const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, 'alt-upstream': { type: 'string' } } })
 if (values.upstream === undefined) throw new Error('--upstream is required')
 const origin = new URL(values.upstream).origin
+// `--alt-upstream`: requests under /a/ go there, prefix stripped (the bench's client-abort phase).
+const alt = values['alt-upstream'] === undefined ? undefined : new URL(values['alt-upstream']).origin
 const agent = new Agent({ pipelining: 1, bodyTimeout: 0 })
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host', 'te', 'trailer', 'upgrade', 'proxy-connection'])
 
@@ -27,6 +29,10 @@ function endToEnd(raw: readonly (string | Buffer)[]): string[] {
   return out
 }
 
+function target(url: string): { origin: string; path: string } {
+  return alt !== undefined && url.startsWith('/a/') ? { origin: alt, path: url.slice(2) } : { origin, path: url }
+}
+
 const server = http.createServer((req, res) => {
   const parts: Buffer[] = []
   req.on('data', (b: Buffer) => parts.push(b))
@@ -37,7 +43,7 @@ const server = http.createServer((req, res) => {
       if (!res.writableFinished) controller?.abort(new Error('client closed'))
     })
     agent.dispatch(
-      { origin, path: req.url ?? '/', method: req.method as Dispatcher.HttpMethod, headers: endToEnd(req.rawHeaders), body: Buffer.concat(parts) },
+      { ...target(req.url ?? '/'), method: req.method as Dispatcher.HttpMethod, headers: endToEnd(req.rawHeaders), body: Buffer.concat(parts) },
       {
         onRequestStart(c) {
           controller = c

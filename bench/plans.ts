@@ -2,11 +2,35 @@ import type { Job } from './load-client.ts'
 
 /** What the benchmark asks the simulator for, and the order in which the paths take turns. */
 
+/**
+ * Where a path's requests go and how the simulator's plan reaches it: most paths pass the body
+ * through (`tokentap_sim`); a gateway that drops unknown body fields gets the plan in a header
+ * (`headers(plan)`); `ttftMs` is added to every plan's TTFT (to hide a gateway's first-event wait).
+ */
+export interface Target {
+  readonly url: string
+  readonly headers?: (plan: SimPlan) => Record<string, string>
+  readonly ttftMs?: number
+}
+
+/** The part of a simulator plan the bench writes (see src/sim/schedule.ts). */
+export interface SimPlan {
+  readonly ttft_ms: number
+  readonly chunks: readonly (readonly [number, number])[]
+}
+
+/** The URL, body and headers of a request for `plan` through `target` (a bare URL: body only). */
+export function request(target: Target | string, plan: SimPlan): { url: string; body: string; headers?: Record<string, string> } {
+  const t = typeof target === 'string' ? { url: target } : target
+  const p = t.ttftMs === undefined ? plan : { ...plan, ttft_ms: plan.ttft_ms + t.ttftMs }
+  return { url: t.url, body: requestBody(p), headers: t.headers?.(p) }
+}
+
 /** A streamed chat request whose answer the simulator plays as `plan` (tokentap_sim). */
 export const requestBody = (plan: object, model = 'bench-model'): string => JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'bench' }], tokentap_sim: plan })
 
 /** `chunks` one-token chunks, `gapMs` apart, the first after `ttftMs`. */
-export const evenPlan = (chunks: number, gapMs: number, ttftMs = 0): object => ({ ttft_ms: ttftMs, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1]) })
+export const evenPlan = (chunks: number, gapMs: number, ttftMs = 0): SimPlan => ({ ttft_ms: ttftMs, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1] as const) })
 
 /**
  * Every path once per round, each round starting one path later, so no path always follows the
@@ -21,11 +45,15 @@ export const LOAD_CHUNKS = 100
 export const LOAD_GAP_MS = 10
 
 /** `streams` concurrent load streams through `url`, each chunk's timing kept (`detail`). */
-export function loadJob(url: string, streams: number, idPrefix: string): Job {
-  return { kind: 'streams', url, body: requestBody(evenPlan(LOAD_CHUNKS, LOAD_GAP_MS)), count: streams, concurrency: streams, phaseMs: LOAD_GAP_MS, idPrefix, detail: true }
+export function loadJob(target: Target | string, streams: number, idPrefix: string): Job {
+  return { kind: 'streams', ...request(target, evenPlan(LOAD_CHUNKS, LOAD_GAP_MS)), count: streams, concurrency: streams, phaseMs: LOAD_GAP_MS, idPrefix, detail: true }
 }
 
 /** Warm-up before any phase (JIT, connection pools): 300 short streams, 8 at a time. */
-export function warmUpJob(url: string, idPrefix: string): Job {
-  return { kind: 'streams', url, body: requestBody(evenPlan(20, 0)), count: 300, concurrency: 8, phaseMs: 0, idPrefix, detail: false }
+export function warmUpJob(target: Target | string, idPrefix: string): Job {
+  return { kind: 'streams', ...request(target, evenPlan(20, 0)), count: 300, concurrency: 8, phaseMs: 0, idPrefix, detail: false }
 }
+
+/** The short requests whose CPU is measured: 3 content chunks, no gaps. */
+export const SHORT_CHUNKS = 3
+export const SHORT_CONCURRENCY = 8

@@ -75,11 +75,16 @@ export function askChild(child: ChildProcess, cmd: string, reply: string): Promi
   })
 }
 
-/** Starts a Node script of ours that prints `{"port":N}` once listening (the simulator, the Node relay) on a free port. */
-export async function startPortPrinter(script: string, args: readonly string[]): Promise<{ proc: ChildProcess; port: number }> {
-  const proc = spawn(process.execPath, [script, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+/**
+ * Starts a Node script of ours that prints `{"port":N}` once listening (the simulator, the Node
+ * relay) on a free port. With `probe` (the path to bench/el-probe.js) it runs under --expose-gc with
+ * the probe preloaded and an IPC channel, like tokentap: `ask` then reaches the probe.
+ */
+export async function startPortPrinter(script: string, args: readonly string[], probe?: string): Promise<{ proc: ChildProcess; port: number; ask: (cmd: string, reply: string) => Promise<Record<string, number>> }> {
+  const pre = probe === undefined ? [] : ['--expose-gc', '--import', probe]
+  const proc = spawn(process.execPath, [...pre, script, '--port', '0', ...args], { stdio: probe === undefined ? ['ignore', 'pipe', 'inherit'] : ['ignore', 'pipe', 'inherit', 'ipc'] })
   const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
-  return { proc, port: (JSON.parse(line) as { port: number }).port }
+  return { proc, port: (JSON.parse(line) as { port: number }).port, ask: (cmd, reply) => askChild(proc, cmd, reply) }
 }
 
 /** A free TCP port on 127.0.0.1 (for the proxies' configs). */
@@ -133,7 +138,7 @@ export interface TokentapProcess {
  * info), `--expose-gc` and bench/el-probe.js preloaded, plus `flags`; each stdout line goes to
  * `onLine`. Resolves once it listens.
  */
-export async function startTokentap(dist: string, dir: string, simPort: number, opts: { maxModels: number; flags?: readonly string[]; onLine?: (line: string) => void }): Promise<TokentapProcess> {
+export async function startTokentap(dist: string, dir: string, simPort: number, opts: { maxModels: number; flags?: readonly string[]; onLine?: (line: string) => void; extraRoutes?: readonly { prefix: string; upstream: string }[] }): Promise<TokentapProcess> {
   const port = await freePort()
   const adminPort = await freePort()
   const config = join(dir, 'tokentap.yaml')
@@ -148,7 +153,7 @@ routes:
   - prefix: /t
     upstream: http://127.0.0.1:${simPort}
     provider: openai
-`,
+${(opts.extraRoutes ?? []).map((r) => `  - prefix: ${r.prefix}\n    upstream: ${r.upstream}\n    provider: openai\n`).join('')}`,
   )
   const args = [...(opts.flags ?? []), '--expose-gc', '--import', join(dist, 'bench', 'el-probe.js'), join(dist, 'src', 'server.js'), '--config', config]
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })

@@ -1,5 +1,6 @@
 import type { Job, StreamResult } from './load-client.ts'
-import { turns } from './plans.ts'
+import { request, turns } from './plans.ts'
+import type { SimPlan, Target } from './plans.ts'
 import { cpuMicros } from './proc.ts'
 
 /** The full run's saturation: 32 streams of 2,000 chunks with no gaps, 8 at a time. */
@@ -7,45 +8,63 @@ export const SAT_STREAMS = 32
 export const SAT_CONCURRENCY = 8
 export const SAT_CHUNKS = 2000
 
-/** What the saturation phase needs: the load generator, each path's URL and proxy processes. */
+/** What a CPU phase needs: the load generator, each path's target and proxy processes. */
 export interface SaturationDeps {
   job<T>(job: Job): Promise<T>
-  /** Stream URL per path, in the order the paths take turns. */
-  readonly urls: Readonly<Record<string, string>>
+  /** Each path's target (or URL), in the order the paths take turns. */
+  readonly urls: Readonly<Record<string, Target | string>>
   /** The proxy process(es) of each path whose CPU is counted (none for direct). */
   readonly pids: Readonly<Record<string, readonly number[] | undefined>>
-  /** A request whose simulated answer has no gaps. */
-  readonly body: string
+  /** What the simulator plays for each request (the saturation phase: no gaps). */
+  readonly plan: SimPlan
   readonly streams: number
   readonly concurrency: number
   readonly rounds: number
+  /** Prefix of the request ids (default `sat`). */
+  readonly idPrefix?: string
 }
 
-export interface SaturationFigures {
+export interface SaturationRound {
+  /** Content chunks the client counted. */
   chunks: number
+  /** Requests that completed. */
+  requests: number
   seconds: number
-  /** utime + stime of the path's proxy processes over its rounds, µs. */
+  /** utime + stime of the path's proxy processes, µs. */
   cpuUs: number
 }
 
+export interface SaturationFigures extends SaturationRound {
+  /** The same, round by round (in the order they ran). */
+  rounds: SaturationRound[]
+}
+
 /**
- * Streams with no gaps through each path in turn, round by round (each round starts one path
- * later): content chunks the client counted, wall time, and the proxy's CPU from /proc. The
- * CPU window ends 100 ms after the last byte, as the proxy finishes recording after it.
+ * Streams through each path in turn, round by round (each round starts one path later): content
+ * chunks and completed requests the client counted, wall time, and the proxy's CPU from /proc.
+ * The CPU window ends 100 ms after the last byte, as the proxy finishes recording after it.
+ * Used for saturation (long streams, no gaps) and for CPU per short request (3 chunks).
  */
 export async function saturationPhase(deps: SaturationDeps): Promise<Record<string, SaturationFigures>> {
   const paths = Object.keys(deps.urls)
-  const sat: Record<string, SaturationFigures> = Object.fromEntries(paths.map((p) => [p, { chunks: 0, seconds: 0, cpuUs: 0 }]))
+  const sat: Record<string, SaturationFigures> = Object.fromEntries(paths.map((p) => [p, { chunks: 0, requests: 0, seconds: 0, cpuUs: 0, rounds: [] }]))
   for (const { round: r, path: p } of turns(paths, deps.rounds)) {
     const pids = deps.pids[p] ?? []
     const cpu0 = cpuMicros(pids)
     const w0 = performance.now()
-    const results = await deps.job<StreamResult[]>({ kind: 'streams', url: deps.urls[p], body: deps.body, count: deps.streams, concurrency: deps.concurrency, phaseMs: 0, idPrefix: `sat-${p}-${r}`, detail: false })
+    const results = await deps.job<StreamResult[]>({ kind: 'streams', ...request(deps.urls[p], deps.plan), count: deps.streams, concurrency: deps.concurrency, phaseMs: 0, idPrefix: `${deps.idPrefix ?? 'sat'}-${p}-${r}`, detail: false })
     const seconds = (performance.now() - w0) / 1000
     await new Promise((res) => setTimeout(res, 100))
-    sat[p].cpuUs += cpuMicros(pids) - cpu0
+    const one: SaturationRound = { chunks: 0, requests: 0, seconds, cpuUs: cpuMicros(pids) - cpu0 }
+    for (const res of results) {
+      one.chunks += res.chunks
+      if (res.ok) one.requests++
+    }
+    sat[p].rounds.push(one)
+    sat[p].cpuUs += one.cpuUs
     sat[p].seconds += seconds
-    for (const res of results) sat[p].chunks += res.chunks
+    sat[p].chunks += one.chunks
+    sat[p].requests += one.requests
   }
   return sat
 }

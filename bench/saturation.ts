@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
-import { LOAD_CHUNKS, LOAD_GAP_MS, evenPlan, loadJob, requestBody, turns, warmUpJob } from './plans.ts'
+import { LOAD_CHUNKS, LOAD_GAP_MS, evenPlan, loadJob, turns, warmUpJob } from './plans.ts'
 import { startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
 import { SAT_CHUNKS, SAT_CONCURRENCY, SAT_STREAMS, saturationPhase } from './saturation-phase.ts'
 
@@ -77,7 +77,7 @@ async function main(): Promise<void> {
   await new Promise((res) => setTimeout(res, 500))
   process.stderr.write(`saturation: ${SAT_STREAMS} streams × ${SAT_CHUNKS} chunks, no gaps, ${SAT_CONCURRENCY} at a time, ${ROUNDS} rounds per path\n`)
   gc = TRACE_GC ? [] : undefined
-  const sat = await saturationPhase({ job: load.job, urls, pids, body: requestBody(evenPlan(SAT_CHUNKS, 0)), streams: SAT_STREAMS, concurrency: SAT_CONCURRENCY, rounds: ROUNDS })
+  const sat = await saturationPhase({ job: load.job, urls, pids, plan: evenPlan(SAT_CHUNKS, 0), streams: SAT_STREAMS, concurrency: SAT_CONCURRENCY, rounds: ROUNDS })
   const nginxRate = sat.nginx === undefined ? NaN : sat.nginx.chunks / sat.nginx.seconds
   for (const p of paths) {
     const f = sat[p]

@@ -7,14 +7,17 @@ import type { Logger } from 'pino'
 import { createLogger } from './logger.ts'
 import { validateConfig } from './config/load-config.ts'
 import type { Config } from './config/schema.ts'
-import { buildAdmin } from './metrics/admin.ts'
-import type { AdminState } from './metrics/admin.ts'
+import { buildAdmin } from './admin/admin.ts'
+import type { AdminState } from './admin/admin.ts'
+import type { MetricJson } from './metrics/metric.ts'
+import { wholeTextSource } from './metrics/source.ts'
 
 /**
  * Several cores, one pod (`server.workers: N` > 1): the primary forks N workers that share the
  * proxy listener (node:cluster hands connections out round-robin), serves the admin listener
- * itself and answers /metrics by asking every worker for its metrics (prom-client JSON, over the
- * cluster IPC channel) and summing them with prom-client's AggregatorRegistry: counters and
+ * itself and answers /metrics by asking every worker for its metrics (each family's `get()` JSON,
+ * prom-client's shape, over the cluster IPC channel) and summing them with prom-client's
+ * AggregatorRegistry (which also knows how to combine the process metrics): counters and
  * in-flight gauges add up, histograms add bucket by bucket, so one scrape is one consistent set.
  * A worker that dies is replaced; the counts it had reported at the last scrape are kept, so the
  * sums never go down (a drop would read as a counter reset to Prometheus).
@@ -36,15 +39,6 @@ const METRICS_TIMEOUT_MS = 5000
 /** Replacement back-off: a worker that dies within this of its start counts as a crash loop. */
 const CRASH_WINDOW_MS = 5000
 const MAX_RESTART_DELAY_MS = 10_000
-
-/** One metric in prom-client's JSON form (`Registry.getMetricsAsJSON()`, `MetricsRegistry.json()`). */
-interface MetricJson {
-  readonly name: string
-  readonly help: string
-  readonly type: string
-  readonly aggregator: string
-  readonly values: readonly { labels: Record<string, string | number>; value: number; metricName?: string }[]
-}
 
 interface MetricsResponse {
   readonly type: typeof ClusterMessage.metricsResponse
@@ -104,7 +98,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   const state: AdminState = {
     config,
     logger,
-    registry: { render: () => collect() },
+    // Summed as text: Prometheus format only (no exemplars to merge across workers).
+    registry: wholeTextSource(() => collect()),
     // Not ready until every worker listens, nor while draining.
     get draining() {
       return stopping || listening.size < wanted

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { Transform } from 'node:stream'
 import type { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { ProviderSetting } from './config/schema.ts'
+import type { RouteConfig } from './config/schema.ts'
 import type { FailureCode } from './errors.ts'
 import { Exchange } from './proxy/exchange.ts'
 import type { RouteRuntime } from './proxy/exchange.ts'
@@ -27,7 +27,7 @@ export interface HttpProxyTapOptions {
   /** The http-proxy registration's `prefix` (stripped before provider detection, as tokentap's routes do). */
   readonly prefix: string
   /** The provider (default `auto`: detected from path and response). */
-  readonly provider?: ProviderSetting
+  readonly provider?: RouteConfig['provider']
   /** The `route` label (default: the prefix). */
   readonly name?: string
   readonly slo?: RouteSlo

@@ -50,7 +50,7 @@ t.test('an @fastify/http-proxy registration with tokentapReplyOptions is measure
   t.equal(text.split(' ').length - 1, N, 'every token reached the SDK')
   t.equal(usage, N)
   await settled()
-  const m = parseMetrics(await app.tokentap.registry.render())
+  const m = parseMetrics(await app.tokentap.registry.text())
   const labels = { provider: 'openai', model: 'gpt-4o-mini', route: '/openai' }
   t.equal(sumOf(m, 'llm_requests_total', { ...labels, outcome: 'ok', status_code: '200' }), 1)
   t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', labels), 1)
@@ -92,7 +92,7 @@ t.test('a client that leaves an @fastify/http-proxy stream is recorded as cancel
   ac.abort()
   await reader.cancel().catch(() => {})
   await settled()
-  const m = parseMetrics(await app.tokentap.registry.render())
+  const m = parseMetrics(await app.tokentap.registry.text())
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'cancelled', status_code: '200' }), 1)
   t.equal(sumOf(m, 'llm_requests_in_flight'), 0)
 })

@@ -62,7 +62,7 @@ t.test("the user's onRequest API-key check and @fastify/rate-limit apply to prox
 
   // Requests are recorded as their response closes, just after the client read the end.
   while (app.tokentap.active.size > 0) await new Promise((r) => setImmediate(r))
-  const samples = parseMetrics(await app.tokentap.registry.render())
+  const samples = parseMetrics(await app.tokentap.registry.text())
   const labels = { provider: 'openai', model: 'gpt-4o-mini', route: '/llm' }
   t.equal(sumOf(samples, 'llm_requests_total', { ...labels, outcome: 'ok', status_code: '200' }), 1, 'only the forwarded request is counted')
   t.equal(sumOf(samples, 'llm_requests_total'), 1, 'refused requests are not proxied requests')

@@ -1,10 +1,14 @@
+import type { FromSchema } from 'json-schema-to-ts'
+import { PROVIDER_NAMES } from '../parsers/registry.ts'
+
 /**
- * The configuration: JSON schema (validated once at start-up, defaults filled in) and its type.
+ * The configuration: one JSON schema (validated once at start-up, defaults filled in), and the
+ * type derived from it (`Config`), so no key is declared twice.
  * The contract's YAML shape: ../../README.md#configuration.
  */
 
-export const PROVIDERS = ['auto', 'openai', 'anthropic', 'gemini', 'ollama', 'tgi', 'bedrock'] as const
-export type ProviderSetting = (typeof PROVIDERS)[number]
+/** A route's `provider`: `auto` (detect from path and response) or a name from the parser registry. */
+export const PROVIDERS = ['auto', ...PROVIDER_NAMES] as const
 
 export const DEFAULT_BUCKETS = {
   /** 0.5 ms … 10 s, dense between 5 and 100 ms where healthy decoding lives. */
@@ -19,123 +23,12 @@ export const DEFAULT_BUCKETS = {
   max_gap: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 30, 60, 120],
 } as const
 
-export interface SimulatorConfig {
-  /** Time to first token, ms. */
-  readonly ttft_ms: number
-  /** Time between chunks, ms. */
-  readonly itl_ms: number
-  /** Uniform jitter added to each gap, ± ms. */
-  readonly jitter_ms: number
-  /** Output tokens when the request sets no max_tokens. */
-  readonly tokens: number
-  /** Tokens per chunk (≥ 1); a burst makes one chunk carry `burst_size`. */
-  readonly tokens_per_chunk: number
-  readonly burst_every: number
-  readonly burst_size: number
-  /** Probability that a gap is a stall of `stall_ms`. */
-  readonly stall_probability: number
-  readonly stall_ms: number
-  readonly seed: number
-  readonly model: string
-}
-
-/** A listener's certificate and private key (PEM file paths). */
-export interface ListenerTls {
-  readonly cert: string
-  readonly key: string
-}
-
-/** TLS toward one route's upstream (PEM file paths): extra trusted CAs, a client certificate for mTLS, the SNI name. */
-export interface UpstreamTls {
-  readonly ca?: string
-  readonly cert?: string
-  readonly key?: string
-  readonly servername?: string
-}
-
-export interface RouteConfig {
-  readonly prefix: string
-  readonly name?: string
-  readonly upstream?: string
-  /** A forward proxy for this route's upstream (`http://user:pass@proxy:3128`), in place of HTTP(S)_PROXY. */
-  readonly proxy?: string
-  readonly tls?: UpstreamTls
-  readonly provider: ProviderSetting
-  readonly simulator?: SimulatorConfig
-  /** Adds `stream_options.include_usage` upstream when the client did not ask (OpenAI-compatible). */
-  readonly inject_usage: boolean
-  /** Adds `x-tokentap-request-id` to the response head (off: the head stays the upstream's). */
-  readonly echo_request_id: boolean
-  /** Adds a `Server-Timing` trailer (TTFT, own ITL P99, tokens) when the client sends `TE: trailers` on a chunked answer. */
-  readonly server_timing: boolean
-  /** Latency SLO of this route (`llm_slo_requests_total`); absent = not judged. */
-  readonly slo?: { readonly ttft_seconds?: number; readonly itl_p99_seconds?: number }
-}
-
-export interface OtelConfig {
-  /** OTLP/HTTP base URL (`/v1/metrics` is appended); absent = no export. */
-  readonly endpoint?: string
-  readonly interval_ms: number
-  readonly timeout_ms: number
-  /** Extra request headers (e.g. an API key of the collector's vendor). */
-  readonly headers: Readonly<Record<string, string>>
-}
-
-export interface Config {
-  readonly server: {
-    readonly host: string
-    readonly port: number
-    readonly workers: number
-    readonly drain_seconds: number
-    readonly body_limit_bytes: number
-    /** Serve the proxy listener over TLS. */
-    readonly tls?: ListenerTls
-  }
-  readonly admin: { readonly host: string; readonly port: number; readonly token?: string; readonly tls?: ListenerTls }
-  readonly upstream: {
-    readonly connect_timeout_ms: number
-    /** No response headers within this → 504. */
-    readonly headers_timeout_ms: number
-    /** Longest silence between two reads of a response body; 0 = none. */
-    readonly idle_timeout_ms: number
-    /** Whole request; 0 = none. */
-    readonly total_timeout_ms: number
-    readonly keep_alive_timeout_ms: number
-  }
-  readonly limits: { readonly max_models_per_route: number; readonly max_event_bytes: number }
-  readonly metrics: {
-    readonly buckets: {
-      readonly ttft: readonly number[]
-      readonly itl: readonly number[]
-      readonly inter_chunk: readonly number[]
-      readonly tpot: readonly number[]
-      readonly e2e: readonly number[]
-      readonly tps: readonly number[]
-      readonly max_gap: readonly number[]
-    }
-    readonly process_metrics: boolean
-    /** A gap between content chunks longer than this is a stall (`llm_stream_stalls_total`). */
-    readonly stall_seconds: number
-    /** Attach request ids to TTFT, ITL and E2E buckets as OpenMetrics exemplars. */
-    readonly exemplars: boolean
-    /** Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms. */
-    readonly length_band_label: boolean
-  }
-  readonly otel: OtelConfig
-  readonly tokenizer: {
-    readonly default: 'o200k_base' | 'cl100k_base'
-    readonly models: readonly { readonly pattern: string; readonly encoding: 'o200k_base' | 'cl100k_base' }[]
-  }
-  readonly log: { readonly level: string }
-  readonly routes: readonly RouteConfig[]
-}
-
 const buckets = (defaults: readonly number[]) => ({
   type: 'array',
   items: { type: 'number', exclusiveMinimum: 0 },
   minItems: 1,
   default: [...defaults],
-})
+}) as const
 
 /** File paths of a listener's certificate and key. */
 const listenerTls = {
@@ -162,13 +55,19 @@ const simulator = {
   type: 'object',
   additionalProperties: false,
   properties: {
+    // Time to first token, ms.
     ttft_ms: { type: 'number', minimum: 0, default: 250 },
+    // Time between chunks, ms.
     itl_ms: { type: 'number', minimum: 0, default: 25 },
+    // Uniform jitter added to each gap, ± ms.
     jitter_ms: { type: 'number', minimum: 0, default: 5 },
+    // Output tokens when the request sets no max_tokens.
     tokens: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 64 },
+    // Tokens per chunk (≥ 1); a burst makes one chunk carry `burst_size`.
     tokens_per_chunk: { type: 'integer', minimum: 1, maximum: 1000, default: 1 },
     burst_every: { type: 'integer', minimum: 0, default: 16 },
     burst_size: { type: 'integer', minimum: 1, maximum: 1000, default: 4 },
+    // Probability that a gap is a stall of `stall_ms`.
     stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.01 },
     stall_ms: { type: 'number', minimum: 0, default: 600 },
     seed: { type: 'integer', default: 42 },
@@ -211,8 +110,11 @@ export const configSchema = {
       default: {},
       properties: {
         connect_timeout_ms: { type: 'integer', minimum: 1, default: 10_000 },
+        // No response headers within this → 504.
         headers_timeout_ms: { type: 'integer', minimum: 1, default: 300_000 },
+        // Longest silence between two reads of a response body; 0 = none.
         idle_timeout_ms: { type: 'integer', minimum: 0, default: 300_000 },
+        // Whole request; 0 = none.
         total_timeout_ms: { type: 'integer', minimum: 0, default: 0 },
         keep_alive_timeout_ms: { type: 'integer', minimum: 1, default: 30_000 },
       },
@@ -246,8 +148,11 @@ export const configSchema = {
           },
         },
         process_metrics: { type: 'boolean', default: true },
+        // A gap between content chunks longer than this is a stall (`llm_stream_stalls_total`).
         stall_seconds: { type: 'number', exclusiveMinimum: 0, default: 1 },
+        // Attach request ids to TTFT, ITL and E2E buckets as OpenMetrics exemplars.
         exemplars: { type: 'boolean', default: false },
+        // Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms.
         length_band_label: { type: 'boolean', default: false },
       },
     },
@@ -256,9 +161,11 @@ export const configSchema = {
       additionalProperties: false,
       default: {},
       properties: {
+        // OTLP/HTTP base URL (`/v1/metrics` is appended); absent = no export.
         endpoint: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
         interval_ms: { type: 'integer', minimum: 100, default: 60_000 },
         timeout_ms: { type: 'integer', minimum: 100, default: 10_000 },
+        // Extra request headers (e.g. an API key of the collector's vendor).
         headers: { type: 'object', default: {}, additionalProperties: { type: 'string' } },
       },
     },
@@ -304,9 +211,13 @@ export const configSchema = {
           tls: upstreamTls,
           provider: { enum: [...PROVIDERS], default: 'auto' },
           simulator,
+          // Adds `stream_options.include_usage` upstream when the client did not ask (OpenAI-compatible).
           inject_usage: { type: 'boolean', default: false },
+          // Adds `x-tokentap-request-id` to the response head (off: the head stays the upstream's).
           echo_request_id: { type: 'boolean', default: false },
+          // Adds a `Server-Timing` trailer (TTFT, own ITL P99, tokens) when the client sends `TE: trailers` on a chunked answer.
           server_timing: { type: 'boolean', default: false },
+          // Latency SLO of this route (`llm_slo_requests_total`); absent = not judged.
           slo: {
             type: 'object',
             additionalProperties: false,
@@ -321,3 +232,16 @@ export const configSchema = {
     },
   },
 } as const
+
+/** Every level of `T` read-only: the validated config is frozen. */
+type DeepReadonly<T> = T extends readonly (infer U)[] ? readonly DeepReadonly<U>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T
+
+/** The validated config: keys with a default are always present (ajv fills them in). */
+export type Config = DeepReadonly<FromSchema<typeof configSchema>>
+export type RouteConfig = Config['routes'][number]
+export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
+export type OtelConfig = Config['otel']
+/** A listener's certificate and private key (PEM file paths): `server.tls`, `admin.tls`. */
+export type ListenerTls = NonNullable<Config['server']['tls']>
+/** TLS toward one route's upstream (PEM file paths): its CA, a client certificate for mTLS, the SNI name. */
+export type UpstreamTls = NonNullable<RouteConfig['tls']>

@@ -1,12 +1,10 @@
 import { formatValue, header, lineChunks, renderLabels } from './format.ts'
+import { Metric } from './metric.ts'
+import type { MetricOptions, SampleJson } from './metric.ts'
 
-/** A Prometheus counter with label children bound once. Same roles as `Histogram`. */
+/** A Prometheus counter with label children bound once. */
 
-export interface CounterOptions {
-  readonly name: string
-  readonly help: string
-  readonly labelNames: readonly string[]
-}
+export type CounterOptions = MetricOptions
 
 export class CounterSeries {
   readonly labelValues: readonly string[]
@@ -26,59 +24,33 @@ export class CounterSeries {
   }
 }
 
-export class Counter {
-  readonly name: string
-  readonly help: string
+export class Counter extends Metric<CounterSeries> {
   readonly type = 'counter'
-  readonly aggregator = 'sum'
-  readonly labelNames: readonly string[]
-  #series = new Map<string, CounterSeries>()
 
   constructor(opts: CounterOptions) {
     if (!opts.name.endsWith('_total')) throw new TypeError(`counter ${opts.name} must end in _total`)
-    this.name = opts.name
-    this.help = opts.help
-    this.labelNames = opts.labelNames
+    super(opts)
   }
 
   labels(...values: string[]): CounterSeries {
-    const key = values.join('\u0000')
-    let series = this.#series.get(key)
-    if (series === undefined) {
+    return this.seriesFor(values, () => {
       const rendered = renderLabels(this.labelNames, values)
-      series = new CounterSeries(values, rendered, `${this.name}${rendered.length > 0 ? `{${rendered}}` : ''} `)
-      this.#series.set(key, series)
-    }
-    return series
-  }
-
-  reset(): void {
-    this.#series = new Map()
+      return new CounterSeries(values, rendered, `${this.name}${rendered.length > 0 ? `{${rendered}}` : ''} `)
+    })
   }
 
   /**
-   * Text exposition. OpenMetrics names the counter family without `_total`
+   * The exposition as bytes: the header, then the series in groups of `LINES_PER_CHUNK`.
+   * OpenMetrics names the counter family without `_total`
    * (https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#counter).
    */
-  serialize(openMetrics = false): string {
-    let out = ''
-    for (const b of this.chunks(openMetrics)) out += b.toString('utf8')
-    return out
-  }
-
-  /** The exposition as bytes: the header, then the series in groups of `LINES_PER_CHUNK`. */
   *chunks(openMetrics = false): Generator<Buffer> {
     const family = openMetrics ? this.name.slice(0, -'_total'.length) : this.name
     yield Buffer.from(header(family, this.help, this.type, openMetrics))
-    yield* lineChunks(this.#series.values(), (s) => `${s.line}${formatValue(s.value)}\n`)
+    yield* lineChunks(this.series.values(), (s) => `${s.line}${formatValue(s.value)}\n`)
   }
 
-  get(): { name: string; help: string; type: 'counter'; aggregator: 'sum'; values: { labels: Record<string, string>; value: number }[] } {
-    const values = [...this.#series.values()].map((s) => {
-      const labels: Record<string, string> = {}
-      this.labelNames.forEach((n, i) => (labels[n] = s.labelValues[i]))
-      return { labels, value: s.value }
-    })
-    return { name: this.name, help: this.help, type: 'counter', aggregator: 'sum', values }
+  protected samples(): SampleJson[] {
+    return Array.from(this.series.values(), (s) => ({ labels: this.labelRecord(s.labelValues), value: s.value }))
   }
 }

@@ -13,7 +13,7 @@ export function escapeLabelValue(value: string): string {
  * Escapes HELP text: backslash and line feed; OpenMetrics also escapes the double quote
  * (its `escaped-string`, https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#abnf).
  */
-export function escapeHelp(text: string, openMetrics = false): string {
+function escapeHelp(text: string, openMetrics = false): string {
   const out = text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')
   return openMetrics ? out.replace(/"/g, '\\"') : out
 }

@@ -1,4 +1,6 @@
 import { formatValue, header, lineChunks, renderLabels } from './format.ts'
+import { Metric, seriesKey } from './metric.ts'
+import type { MetricOptions, SampleJson } from './metric.ts'
 
 /**
  * A gauge whose values are counted when scraped (e.g. requests in flight, grouped by labels
@@ -6,10 +8,7 @@ import { formatValue, header, lineChunks, renderLabels } from './format.ts'
  * 0 when nothing is counted for it, so the series falls back to 0 instead of vanishing.
  */
 
-export interface CollectedGaugeOptions {
-  readonly name: string
-  readonly help: string
-  readonly labelNames: readonly string[]
+export interface CollectedGaugeOptions extends MetricOptions {
   /** Calls `add(labelValues, value)` for every current contribution. */
   readonly collect: (add: (labelValues: readonly string[], value: number) => void) => void
 }
@@ -23,19 +22,12 @@ interface Entry {
 /** At most this many label sets are remembered at 0; older ones are dropped first. */
 const MAX_REMEMBERED = 10_000
 
-export class CollectedGauge {
-  readonly name: string
-  readonly help: string
+export class CollectedGauge extends Metric<Entry> {
   readonly type = 'gauge'
-  readonly aggregator = 'sum'
-  readonly labelNames: readonly string[]
   readonly #collect: CollectedGaugeOptions['collect']
-  #entries = new Map<string, Entry>()
 
   constructor(opts: CollectedGaugeOptions) {
-    this.name = opts.name
-    this.help = opts.help
-    this.labelNames = opts.labelNames
+    super(opts)
     this.#collect = opts.collect
   }
 
@@ -45,8 +37,8 @@ export class CollectedGauge {
   }
 
   #entry(labelValues: readonly string[]): Entry {
-    const entries = this.#entries
-    const key = labelValues.join('\u0000')
+    const entries = this.series
+    const key = seriesKey(labelValues)
     let e = entries.get(key)
     if (e === undefined) {
       if (entries.size >= MAX_REMEMBERED) {
@@ -64,21 +56,11 @@ export class CollectedGauge {
   }
 
   #snapshot(): Map<string, Entry> {
-    for (const e of this.#entries.values()) e.value = 0
+    for (const e of this.series.values()) e.value = 0
     this.#collect((labelValues, value) => {
       this.#entry(labelValues).value += value
     })
-    return this.#entries
-  }
-
-  reset(): void {
-    this.#entries = new Map()
-  }
-
-  serialize(openMetrics = false): string {
-    let out = ''
-    for (const b of this.chunks(openMetrics)) out += b.toString('utf8')
-    return out
+    return this.series
   }
 
   /** The exposition as bytes: the header, then the label sets counted now, in groups of lines. */
@@ -90,12 +72,7 @@ export class CollectedGauge {
     yield* lineChunks(counted, (e) => `${this.name}{${e.rendered}} ${formatValue(e.value)}\n`)
   }
 
-  get(): { name: string; help: string; type: 'gauge'; aggregator: 'sum'; values: { labels: Record<string, string>; value: number }[] } {
-    const values = [...this.#snapshot().values()].map((e) => {
-      const labels: Record<string, string> = {}
-      this.labelNames.forEach((n, i) => (labels[n] = e.labelValues[i]))
-      return { labels, value: e.value }
-    })
-    return { name: this.name, help: this.help, type: 'gauge', aggregator: 'sum', values }
+  protected samples(): SampleJson[] {
+    return Array.from(this.#snapshot().values(), (e) => ({ labels: this.labelRecord(e.labelValues), value: e.value }))
   }
 }

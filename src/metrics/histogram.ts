@@ -1,16 +1,13 @@
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
+import { Metric } from './metric.ts'
+import type { MetricOptions, SampleJson } from './metric.ts'
 
 /**
  * A classic Prometheus histogram with label children bound once and weighted observations:
  * `observe(v, k)` counts k observations of v in one step (token-weighted ITL observes g/k k times).
- * Plays the prom-client metric role (`get()`, `reset()`), so prom-client's registries, the
- * cluster AggregatorRegistry included, can read it; `serialize()` is the fast scrape path.
  */
 
-export interface HistogramOptions {
-  readonly name: string
-  readonly help: string
-  readonly labelNames: readonly string[]
+export interface HistogramOptions extends MetricOptions {
   readonly buckets: readonly number[]
 }
 
@@ -91,25 +88,18 @@ export class HistogramSeries {
   }
 }
 
-export class Histogram {
-  readonly name: string
-  readonly help: string
+export class Histogram extends Metric<HistogramSeries> {
   readonly type = 'histogram'
-  readonly aggregator = 'sum'
-  readonly labelNames: readonly string[]
   readonly buckets: readonly number[]
   readonly #bounds: Float64Array
   readonly #leStrings: readonly string[]
-  #series = new Map<string, HistogramSeries>()
   #header: Buffer | undefined
   #headerOpenMetrics: Buffer | undefined
 
   constructor(opts: HistogramOptions) {
     const buckets = [...new Set(opts.buckets)].filter((b) => Number.isFinite(b)).sort((a, b) => a - b)
     if (buckets.length === 0) throw new TypeError(`${opts.name}: at least one finite bucket is needed`)
-    this.name = opts.name
-    this.help = opts.help
-    this.labelNames = opts.labelNames
+    super(opts)
     this.buckets = buckets
     this.#bounds = Float64Array.from(buckets)
     this.#leStrings = [...buckets.map(formatValue), '+Inf']
@@ -117,35 +107,13 @@ export class Histogram {
 
   /** The child for these label values (in `labelNames` order), created on first use. */
   labels(...values: string[]): HistogramSeries {
-    const key = values.join('\u0000')
-    let series = this.#series.get(key)
-    if (series === undefined) {
-      series = new HistogramSeries(this.#bounds, values, renderLabels(this.labelNames, values))
-      this.#series.set(key, series)
-    }
-    return series
-  }
-
-  get seriesCount(): number {
-    return this.#series.size
-  }
-
-  reset(): void {
-    this.#series = new Map()
+    return this.seriesFor(values, () => new HistogramSeries(this.#bounds, values, renderLabels(this.labelNames, values)))
   }
 
   /**
-   * Text exposition of every series (Prometheus 0.0.4 and OpenMetrics share this shape);
-   * OpenMetrics adds each bucket's exemplar: `… count # {request_id="x"} value timestamp`.
-   */
-  serialize(openMetrics = false): string {
-    let out = ''
-    for (const b of this.chunks(openMetrics)) out += b.toString('utf8')
-    return out
-  }
-
-  /**
-   * The exposition as bytes: the header, then one buffer per series. A series is rendered
+   * The exposition as bytes (Prometheus 0.0.4 and OpenMetrics share this shape; OpenMetrics adds
+   * each bucket's exemplar: `… count # {request_id="x"} value timestamp`): the header, then one
+   * buffer per series. A series is rendered
    * again only after it was observed, so a scrape of many quiet series is mostly a copy, and a
    * big scrape is never one huge string (which V8 would have to flatten and encode in one go).
    * OpenMetrics shares the cached bytes of every series without exemplars.
@@ -153,7 +121,7 @@ export class Histogram {
   *chunks(openMetrics = false): Generator<Buffer> {
     if (openMetrics) yield (this.#headerOpenMetrics ??= Buffer.from(header(this.name, this.help, this.type, true)))
     else yield (this.#header ??= Buffer.from(header(this.name, this.help, this.type)))
-    for (const s of this.#series.values()) {
+    for (const s of this.series.values()) {
       if (openMetrics && s.exemplars !== undefined) yield (s.expositionWithExemplars ??= this.#render(s, true))
       else yield (s.exposition ??= this.#render(s, false))
     }
@@ -176,12 +144,10 @@ export class Histogram {
     return Buffer.from(out)
   }
 
-  /** prom-client's metric shape, for its registries and the cluster aggregator. */
-  get(): { name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: { labels: Record<string, string | number>; value: number; metricName: string }[] } {
-    const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = []
-    for (const s of this.#series.values()) {
-      const labels: Record<string, string> = {}
-      this.labelNames.forEach((n, i) => (labels[n] = s.labelValues[i]))
+  protected samples(): SampleJson[] {
+    const values: SampleJson[] = []
+    for (const s of this.series.values()) {
+      const labels = this.labelRecord(s.labelValues)
       let cumulative = 0
       for (let i = 0; i <= this.buckets.length; i++) {
         cumulative += s.counts[i]
@@ -190,6 +156,6 @@ export class Histogram {
       values.push({ labels, value: s.sum, metricName: `${this.name}_sum` })
       values.push({ labels, value: s.count, metricName: `${this.name}_count` })
     }
-    return { name: this.name, help: this.help, type: 'histogram', aggregator: 'sum', values }
+    return values
   }
 }

@@ -3,13 +3,14 @@ import { Registry, collectDefaultMetrics } from 'prom-client'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
 import type { Histogram } from './histogram.ts'
+import type { MetricJson } from './metric.ts'
 import { promClientToOpenMetrics } from './openmetrics.ts'
 import type { PromClientMetric } from './openmetrics.ts'
+import type { MetricsSource } from './source.ts'
 
 /**
- * What `/metrics` serves: tokentap's own metrics (fast serializers) and prom-client's default
- * process metrics. Both are also registered in one prom-client Registry (`promRegistry`),
- * whose `getMetricsAsJSON()` feeds prom-client's cluster AggregatorRegistry.
+ * What `/metrics` serves in one process: tokentap's own metric families (cached bytes per
+ * series) and prom-client's default process metrics (prom-client is used for nothing else).
  */
 
 export type OwnMetric = Histogram | Counter | CollectedGauge
@@ -20,22 +21,18 @@ const EOF = Buffer.from('# EOF\n')
  * Longest run of scrape work (rendering, and the caller's writes of what was rendered) before
  * the event loop gets a turn: a scrape of any size never delays the proxied streams by more.
  */
-export const SLICE_MS = 1
+const SLICE_MS = 1
 /** Bytes handed to the caller at a time (one socket write). */
 export const BATCH_BYTES = 128 * 1024
 
 /** Lets the event loop run (I/O first) before the caller goes on. */
-export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
-
-export const PROMETHEUS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE
-export const OPENMETRICS_CONTENT_TYPE = Registry.OPENMETRICS_CONTENT_TYPE
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 const NON_COUNTERS_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const
 
-export class MetricsRegistry {
-  readonly promRegistry = new Registry()
-  /** `render(true)` writes OpenMetrics with exemplars. */
-  readonly supportsOpenMetrics = true
+export class MetricsRegistry implements MetricsSource {
+  /** `exposition(true)` writes OpenMetrics with exemplars. */
+  readonly openMetrics = true
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
 
@@ -50,21 +47,21 @@ export class MetricsRegistry {
 
   register(metric: OwnMetric): void {
     this.#own.push(metric)
-    this.promRegistry.registerMetric(metric as never)
   }
 
   /**
-   * Prometheus text format 0.0.4, or OpenMetrics 1.0 (exemplars included, no blank lines,
-   * ends with `# EOF`), as one string (tests, and callers that want it whole).
+   * The whole exposition as one string: what an app that embeds the plugin serves on a route of
+   * its own (`reply.type(PROMETHEUS_CONTENT_TYPE).send(await app.tokentap.registry.text())`).
    */
-  async render(openMetrics = false): Promise<string> {
+  async text(openMetrics = false): Promise<string> {
     const parts: Buffer[] = []
     for await (const batch of this.exposition(openMetrics)) parts.push(...batch)
     return Buffer.concat(parts).toString('utf8')
   }
 
   /**
-   * The exposition in batches of about `BATCH_BYTES`, for /metrics to write as they come: mostly
+   * Prometheus text format 0.0.4, or OpenMetrics 1.0 (exemplars included, no blank lines, ends
+   * with `# EOF`), in batches of about `BATCH_BYTES`, for /metrics to write as they come: mostly
    * each series' cached bytes, rendered anew only for series observed since the last scrape.
    * The work between two turns of the event loop stays under `SLICE_MS` (the caller's write of
    * a piece counts, as it runs before the next piece is asked for), so a scrape of any size
@@ -108,10 +105,10 @@ export class MetricsRegistry {
     if (bytes > 0) yield take()
   }
 
-  /** prom-client JSON of every metric, own and process (what cluster workers send to the primary). */
-  async json(): Promise<unknown[]> {
+  /** Every family in the JSON form, own and process (what cluster workers send to the primary). */
+  async json(): Promise<MetricJson[]> {
     const own = this.#own.map((m) => m.get())
-    const process = await this.#process.getMetricsAsJSON()
+    const process = (await this.#process.getMetricsAsJSON()) as unknown as MetricJson[]
     return [...own, ...process]
   }
 }

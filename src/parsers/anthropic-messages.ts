@@ -1,6 +1,8 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
-import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.ts'
+import type { StreamSummary, Usage } from './types.ts'
+import { isObject, nonEmpty } from './json.ts'
+import type { Json } from './json.ts'
 
 /**
  * Anthropic Messages (`POST /v1/messages`), also as Vertex AI's `:streamRawPredict` serves it.
@@ -16,10 +18,6 @@ import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.
  * https://docs.anthropic.com/en/docs/build-with-claude/streaming
  */
 
-type Json = Record<string, unknown>
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
-const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
 
 /** The three input-side counts Anthropic reports separately; the last value of each wins. */
 interface InputParts {
@@ -92,7 +90,7 @@ export class AnthropicMessagesParser extends SseJsonParser {
       default:
         return // signature_delta, citations_delta: no generated output of their own
     }
-    if (nonEmpty(text)) this.emit({ kind, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
+    if (nonEmpty(text)) this.emitText(kind, text)
   }
 
   #usage(usage: Json, final: boolean): void {
@@ -123,5 +121,3 @@ export function summarizeAnthropicBody(value: unknown): StreamSummary {
   }
   return summary
 }
-
-export const createAnthropicMessagesParser = (ctx: ParserContext): StreamParser => new AnthropicMessagesParser(ctx)

@@ -1,7 +1,10 @@
 import { EventStreamDecoder } from './eventstream-decoder.ts'
 import type { EventFrame } from './eventstream-decoder.ts'
-import { ContentKind, NO_EVENTS } from './types.ts'
-import type { ContentEvent, ContentKind as Kind, ParserContext, StreamParser, StreamSummary } from './types.ts'
+import { DecodedParser } from './decoded-parser.ts'
+import { ContentKind } from './types.ts'
+import type { ParserContext, StreamSummary } from './types.ts'
+import { isObject, nonEmpty, isCount } from './json.ts'
+import type { Json } from './json.ts'
 
 /**
  * AWS Bedrock Runtime streams (`application/vnd.amazon.eventstream` frames):
@@ -20,11 +23,6 @@ import type { ContentEvent, ContentKind as Kind, ParserContext, StreamParser, St
  * provider errors. The bytes are never altered; a corrupt frame stops measuring only.
  */
 
-type Json = Record<string, unknown>
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
-const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
-const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0
 
 /** The model id in a Bedrock Runtime path, URL-decoded (`us.amazon.nova-micro-v1%3A0` → `…:0`). */
 export function bedrockModelFromPath(path: string): string | undefined {
@@ -56,64 +54,44 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
 }
 
 /** One Bedrock eventstream response (ConverseStream or InvokeModelWithResponseStream). */
-export class BedrockParser implements StreamParser {
-  readonly #ctx: ParserContext
+export class BedrockParser extends DecodedParser {
   readonly #decoder: EventStreamDecoder
-  readonly #summary: StreamSummary = {}
-  #out: ContentEvent[] | undefined
-  #failed = false
   readonly #onFrame = (frame: EventFrame): void => this.#frame(frame)
-  readonly #onError = (reason: string): void => this.#fail(reason)
+  readonly #onError = (reason: string): void => this.fail(reason)
 
   constructor(ctx: ParserContext) {
-    this.#ctx = ctx
+    super(ctx)
     this.#decoder = new EventStreamDecoder(ctx.maxEventBytes)
   }
 
-  push(chunk: Uint8Array): readonly ContentEvent[] {
-    if (this.#failed) return NO_EVENTS
-    this.#out = undefined
+  protected decode(chunk: Uint8Array): void {
     this.#decoder.push(chunk, this.#onFrame, this.#onError)
-    return this.#out ?? NO_EVENTS
   }
 
-  end(): StreamSummary {
+  protected flush(): void {
     this.#decoder.end(this.#onError)
-    return this.#summary
-  }
-
-  #fail(reason: string): void {
-    if (this.#failed) return
-    this.#failed = true
-    this.#summary.parseError = reason
-  }
-
-  #emit(kind: Kind, text: string): void {
-    const event: ContentEvent = { kind, tokens: Math.max(1, this.#ctx.countTokens(text)), exact: false }
-    if (this.#out === undefined) this.#out = [event]
-    else this.#out.push(event)
   }
 
   #frame(frame: EventFrame): void {
-    if (this.#failed) return
+    if (this.failed) return
     const h = frame.headers
     const type = h[':message-type']
     if (type === 'exception' || type === 'error') {
-      this.#summary.error = h[':exception-type'] ?? h[':error-code'] ?? type
+      this.summary.error = h[':exception-type'] ?? h[':error-code'] ?? type
       return
     }
     let value: unknown
     try {
       value = JSON.parse(frame.payload.toString('utf8'))
     } catch {
-      this.#fail(`invalid JSON in frame '${h[':event-type'] ?? ''}'`)
+      this.fail(`invalid JSON in frame '${h[':event-type'] ?? ''}'`)
       return
     }
     if (!isObject(value)) return
     try {
       this.#event(h[':event-type'] ?? '', value)
     } catch (err) {
-      this.#fail(`unexpected frame shape: ${(err as Error).message}`)
+      this.fail(`unexpected frame shape: ${(err as Error).message}`)
     }
   }
 
@@ -133,15 +111,15 @@ export class BedrockParser implements StreamParser {
 
   #converseDelta(delta: unknown): void {
     if (!isObject(delta)) return
-    if (nonEmpty(delta.text)) this.#emit(ContentKind.text, delta.text)
-    else if (isObject(delta.toolUse) && nonEmpty(delta.toolUse.input)) this.#emit(ContentKind.tool, delta.toolUse.input)
-    else if (isObject(delta.reasoningContent) && nonEmpty(delta.reasoningContent.text)) this.#emit(ContentKind.reasoning, delta.reasoningContent.text)
+    if (nonEmpty(delta.text)) this.emitText(ContentKind.text, delta.text)
+    else if (isObject(delta.toolUse) && nonEmpty(delta.toolUse.input)) this.emitText(ContentKind.tool, delta.toolUse.input)
+    else if (isObject(delta.reasoningContent) && nonEmpty(delta.reasoningContent.text)) this.emitText(ContentKind.reasoning, delta.reasoningContent.text)
   }
 
   #converseUsage(usage: unknown): void {
     if (!isObject(usage)) return
-    if (isCount(usage.outputTokens)) (this.#summary.usage ??= {}).output = usage.outputTokens
-    if (isCount(usage.inputTokens)) (this.#summary.usage ??= {}).input = usage.inputTokens
+    if (isCount(usage.outputTokens)) (this.summary.usage ??= {}).output = usage.outputTokens
+    if (isCount(usage.inputTokens)) (this.summary.usage ??= {}).input = usage.inputTokens
   }
 
   /** InvokeModelWithResponseStream: the model's own chunk, base64 in `bytes`. */
@@ -151,11 +129,11 @@ export class BedrockParser implements StreamParser {
     try {
       inner = JSON.parse(Buffer.from(value.bytes, 'base64').toString('utf8'))
     } catch {
-      this.#fail('invalid JSON in a chunk')
+      this.fail('invalid JSON in a chunk')
       return
     }
     if (!isObject(inner)) return
-    const summary = this.#summary
+    const summary = this.summary
     const metrics = inner['amazon-bedrock-invocationMetrics']
     if (isObject(metrics)) {
       if (isCount(metrics.outputTokenCount)) (summary.usage ??= {}).output = metrics.outputTokenCount
@@ -173,9 +151,9 @@ export class BedrockParser implements StreamParser {
       case 'content_block_delta': {
         const d = inner.delta
         if (!isObject(d)) return
-        if (d.type === 'text_delta' && nonEmpty(d.text)) this.#emit(ContentKind.text, d.text)
-        else if (d.type === 'thinking_delta' && nonEmpty(d.thinking)) this.#emit(ContentKind.reasoning, d.thinking)
-        else if (d.type === 'input_json_delta' && nonEmpty(d.partial_json)) this.#emit(ContentKind.tool, d.partial_json)
+        if (d.type === 'text_delta' && nonEmpty(d.text)) this.emitText(ContentKind.text, d.text)
+        else if (d.type === 'thinking_delta' && nonEmpty(d.thinking)) this.emitText(ContentKind.reasoning, d.thinking)
+        else if (d.type === 'input_json_delta' && nonEmpty(d.partial_json)) this.emitText(ContentKind.tool, d.partial_json)
         return
       }
       case 'message_delta': {
@@ -191,7 +169,7 @@ export class BedrockParser implements StreamParser {
     // Converse-shaped chunks (Nova via InvokeModel), Llama (`generation`), Titan (`outputText`).
     if (isObject(inner.contentBlockDelta)) this.#converseDelta(inner.contentBlockDelta.delta)
     if (isObject(inner.metadata)) this.#converseUsage(inner.metadata.usage)
-    if (nonEmpty(inner.generation)) this.#emit(ContentKind.text, inner.generation)
-    if (nonEmpty(inner.outputText)) this.#emit(ContentKind.text, inner.outputText)
+    if (nonEmpty(inner.generation)) this.emitText(ContentKind.text, inner.generation)
+    if (nonEmpty(inner.outputText)) this.emitText(ContentKind.text, inner.outputText)
   }
 }

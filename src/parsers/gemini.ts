@@ -2,8 +2,11 @@ import { JsonArrayDecoder } from './json-array-decoder.ts'
 import { JsonBodyParser } from './json-body-parser.ts'
 import type { JsonArraySink } from './json-array-decoder.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
-import { ContentKind, NO_EVENTS } from './types.ts'
+import { DecodedParser } from './decoded-parser.ts'
+import { ContentKind } from './types.ts'
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
+import { isObject, nonEmpty, isCount } from './json.ts'
+import type { Json } from './json.ts'
 
 /**
  * Google Gemini (Developer API `/v1beta/models/{model}:streamGenerateContent`, `/v1/models/…`)
@@ -26,11 +29,6 @@ import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '.
  * https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent
  */
 
-type Json = Record<string, unknown>
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
-const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
-const count = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
 
 /** `…/models/{model}:{method}`: model and method, for Gemini and Vertex publisher paths. */
 const MODEL_METHOD = /\/(?:models|tunedModels)\/([^/:]+):([A-Za-z]+)$/
@@ -54,7 +52,7 @@ export function geminiModelFromPath(path: string): string | undefined {
 }
 
 /** The method a Gemini path calls (`streamGenerateContent`), else undefined. */
-export function geminiMethod(path: string): string | undefined {
+function geminiMethod(path: string): string | undefined {
   return MODEL_METHOD.exec(path)?.[2]
 }
 
@@ -131,9 +129,9 @@ class GeminiReader {
   #usage(meta: Json): { candidates?: number; thoughts?: number } {
     const summary = this.#summary
     const usage = (summary.usage ??= {})
-    if (count(meta.promptTokenCount)) usage.input = meta.promptTokenCount
-    const candidates = count(meta.candidatesTokenCount) ? meta.candidatesTokenCount : undefined
-    const thoughts = count(meta.thoughtsTokenCount) ? meta.thoughtsTokenCount : undefined
+    if (isCount(meta.promptTokenCount)) usage.input = meta.promptTokenCount
+    const candidates = isCount(meta.candidatesTokenCount) ? meta.candidatesTokenCount : undefined
+    const thoughts = isCount(meta.thoughtsTokenCount) ? meta.thoughtsTokenCount : undefined
     if (candidates !== undefined || thoughts !== undefined) usage.output = (candidates ?? 0) + (thoughts ?? 0)
     if (thoughts !== undefined) usage.reasoning = thoughts
     return { candidates, thoughts }
@@ -208,32 +206,26 @@ function rawObjectStart(chunk: Uint8Array): number {
 }
 
 /** Default `alt=json`: one JSON array, each element a GenerateContentResponse as it is generated. */
-export class GeminiArrayParser implements StreamParser, JsonArraySink {
-  readonly #summary: StreamSummary = {}
+export class GeminiArrayParser extends DecodedParser implements JsonArraySink {
   readonly #reader: GeminiReader
   readonly #decoder: JsonArrayDecoder
-  #out: ContentEvent[] | undefined
-  #failed = false
 
   constructor(ctx: ParserContext) {
-    this.#reader = new GeminiReader(ctx, this.#summary)
+    super(ctx)
+    this.#reader = new GeminiReader(ctx, this.summary)
     this.#decoder = new JsonArrayDecoder(ctx.maxEventBytes)
   }
 
-  push(chunk: Uint8Array): readonly ContentEvent[] {
-    if (this.#failed) return NO_EVENTS
-    this.#out = undefined
+  protected decode(chunk: Uint8Array): void {
     this.#decoder.push(chunk, this)
-    return this.#out ?? NO_EVENTS
   }
 
-  end(): StreamSummary {
+  protected flush(): void {
     this.#decoder.end()
-    return this.#summary
   }
 
   element(text: string): void {
-    if (this.#failed) return
+    if (this.failed) return
     let value: unknown
     try {
       value = JSON.parse(text)
@@ -248,9 +240,7 @@ export class GeminiArrayParser implements StreamParser, JsonArraySink {
       this.invalid(`unexpected element shape: ${(err as Error).message}`)
       return
     }
-    if (event === undefined) return
-    if (this.#out === undefined) this.#out = [event]
-    else this.#out.push(event)
+    if (event !== undefined) this.emit(event)
   }
 
   oversize(bytes: number): void {
@@ -258,9 +248,7 @@ export class GeminiArrayParser implements StreamParser, JsonArraySink {
   }
 
   invalid(reason: string): void {
-    if (this.#failed) return
-    this.#failed = true
-    this.#summary.parseError = reason
+    this.fail(reason)
   }
 }
 

@@ -1,6 +1,9 @@
 import { NdjsonDecoder } from './ndjson-decoder.ts'
-import { ContentKind, NO_EVENTS } from './types.ts'
-import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
+import { DecodedParser } from './decoded-parser.ts'
+import { ContentKind } from './types.ts'
+import type { ParserContext, StreamSummary } from './types.ts'
+import { isObject, nonEmpty, isCount } from './json.ts'
+import type { Json } from './json.ts'
 
 /**
  * Ollama's native API: `/api/chat` and `/api/generate`, streamed as NDJSON
@@ -14,11 +17,6 @@ import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '.
  * line, to compare with what the proxy measured. An `{"error": "…"}` line is a provider error.
  */
 
-type Json = Record<string, unknown>
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
-const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
-const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0
 
 /** Usage, model, error and Ollama's decode rate from one line or whole answer. */
 function readFinal(value: Json, summary: StreamSummary): void {
@@ -44,52 +42,38 @@ export function summarizeOllamaBody(value: unknown): StreamSummary {
 }
 
 /** One Ollama NDJSON response: a content chunk per line with new output, usage from the `done` line. */
-export class OllamaParser implements StreamParser {
-  readonly #ctx: ParserContext
+export class OllamaParser extends DecodedParser {
   readonly #decoder: NdjsonDecoder
-  readonly #summary: StreamSummary = {}
-  #out: ContentEvent[] | undefined
-  #failed = false
   readonly #onLine = (line: string): void => this.#line(line)
-  readonly #onOversize = (bytes: number): void => this.#fail(`line of ${bytes} bytes is over the limit`)
+  readonly #onOversize = (bytes: number): void => this.fail(`line of ${bytes} bytes is over the limit`)
 
   constructor(ctx: ParserContext) {
-    this.#ctx = ctx
+    super(ctx)
     this.#decoder = new NdjsonDecoder(ctx.maxEventBytes)
   }
 
-  push(chunk: Uint8Array): readonly ContentEvent[] {
-    if (this.#failed) return NO_EVENTS
-    this.#out = undefined
+  protected decode(chunk: Uint8Array): void {
     this.#decoder.push(chunk, this.#onLine, this.#onOversize)
-    return this.#out ?? NO_EVENTS
   }
 
-  end(): StreamSummary {
+  protected flush(): void {
     // A last line without its newline is still read: it has no arrival time left to give, so
     // only its usage and error count.
-    if (!this.#failed) this.#decoder.end(this.#onLine, this.#onOversize)
-    return this.#summary
-  }
-
-  #fail(reason: string): void {
-    if (this.#failed) return
-    this.#failed = true
-    this.#summary.parseError = reason
+    if (!this.failed) this.#decoder.end(this.#onLine, this.#onOversize)
   }
 
   #line(line: string): void {
-    if (this.#failed) return
+    if (this.failed) return
     let value: unknown
     try {
       value = JSON.parse(line)
     } catch {
-      this.#fail('invalid JSON line')
+      this.fail('invalid JSON line')
       return
     }
     if (!isObject(value)) return
-    readFinal(value, this.#summary)
-    const count = this.#ctx.countTokens // the request's tokenizer
+    readFinal(value, this.summary)
+    const count = this.ctx.countTokens // the request's tokenizer
     let text = 0
     let reasoning = 0
     let tool = 0
@@ -109,8 +93,6 @@ export class OllamaParser implements StreamParser {
     if (nonEmpty(value.thinking)) reasoning += count(value.thinking)
     if (text + reasoning + tool === 0) return
     const kind = text > 0 ? ContentKind.text : tool > 0 ? ContentKind.tool : ContentKind.reasoning
-    const event: ContentEvent = { kind, tokens: Math.max(1, text + reasoning + tool), exact: false }
-    if (this.#out === undefined) this.#out = [event]
-    else this.#out.push(event)
+    this.emit({ kind, tokens: Math.max(1, text + reasoning + tool), exact: false })
   }
 }

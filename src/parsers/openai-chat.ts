@@ -2,7 +2,8 @@ import { ownCopy } from './bytes.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
-import type { ParserContext, StreamParser } from './types.ts'
+import { isObject, nonEmpty } from './json.ts'
+import type { Json } from './json.ts'
 
 /**
  * OpenAI Chat Completions (`chat.completion.chunk`) and legacy Completions (`text_completion`)
@@ -21,10 +22,6 @@ import type { ParserContext, StreamParser } from './types.ts'
  * `prompt_n` on its last chunk (tools/server/server.cpp, with or without `usage`).
  */
 
-type Json = Record<string, unknown>
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
-
 /** Where a plain chunk's text is: the template's content hole. */
 const CONTENT_PATH = ['choices', 0, 'delta', 'content'] as const
 /** The same for legacy Completions (`text_completion`). */
@@ -34,7 +31,6 @@ const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|timings|x_
 const fixed = (key: string): boolean => FIXED.test(key)
 /** Templates that may go unused before a stream learns only from every 256th chunk that misses. */
 const MAX_WASTED = 3
-const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
 
 /** Running totals for one SSE event: every choice's new output is one content chunk. */
 interface Piece {
@@ -233,5 +229,3 @@ export class OpenAIChatParser extends SseJsonParser {
     if (typeof timings.prompt_n === 'number') u.input = timings.prompt_n + cached
   }
 }
-
-export const createOpenAIChatParser = (ctx: ParserContext): StreamParser => new OpenAIChatParser(ctx)

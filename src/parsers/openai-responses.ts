@@ -1,6 +1,8 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
-import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.ts'
+import type { StreamSummary, Usage } from './types.ts'
+import { isObject, nonEmpty } from './json.ts'
+import type { Json } from './json.ts'
 
 /**
  * OpenAI Responses API (`POST /v1/responses`), as OpenAI, Azure (`/openai/v1/responses`),
@@ -18,10 +20,6 @@ import type { ParserContext, StreamParser, StreamSummary, Usage } from './types.
  * https://platform.openai.com/docs/api-reference/responses-streaming
  */
 
-type Json = Record<string, unknown>
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
-const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
 
 /** Event type → kind of the content its `delta` carries. */
 const CONTENT: ReadonlyMap<string, ContentKind> = new Map([
@@ -87,5 +85,3 @@ export function summarizeResponsesBody(value: unknown): StreamSummary {
   readResponse(value, summary)
   return summary
 }
-
-export const createOpenAIResponsesParser = (ctx: ParserContext): StreamParser => new OpenAIResponsesParser(ctx)

@@ -1,54 +1,33 @@
+import { DecodedParser } from './decoded-parser.ts'
 import { SseDecoder } from './sse-decoder.ts'
-import { NO_EVENTS } from './types.ts'
-import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
+import type { ParserContext } from './types.ts'
 
 /**
  * Base for provider parsers whose stream is SSE events carrying JSON: decodes events,
  * parses JSON, hands each object to `onJson`, and gives up quietly on the first bad event
  * (the bytes already passed through; only measuring stops for that response).
  */
-export abstract class SseJsonParser implements StreamParser {
-  protected readonly ctx: ParserContext
-  protected readonly summary: StreamSummary = {}
+export abstract class SseJsonParser extends DecodedParser {
   readonly #decoder: SseDecoder
-  #out: ContentEvent[] | undefined
-  #failed = false
   /** Events dispatched (sentinels included): none at all in a stream of junk lines means it was not SSE. */
   #events = 0
   readonly #onEvent = (event: string, data: string): void => this.#event(event, data)
   readonly #onOversize = (bytes: number): void => this.fail(`event of ${bytes} bytes is over the limit`)
 
   constructor(ctx: ParserContext) {
-    this.ctx = ctx
+    super(ctx)
     this.#decoder = new SseDecoder(ctx.maxEventBytes)
   }
 
-  push(chunk: Uint8Array): readonly ContentEvent[] {
-    if (this.#failed) return NO_EVENTS
-    this.#out = undefined
+  protected decode(chunk: Uint8Array): void {
     this.#decoder.push(chunk, this.#onEvent, this.#onOversize)
-    return this.#out ?? NO_EVENTS
   }
 
-  end(): StreamSummary {
+  protected flush(): void {
     this.#decoder.end()
     const junk = this.#decoder.unknownLines
     // A subclass may read some non-SSE lines itself (Gemini's raw error object): then they were no junk.
     if (this.#events === 0 && junk > 0 && this.summary.error === undefined) this.fail(`not an event stream: ${junk} lines that are no SSE field and no event`)
-    return this.summary
-  }
-
-  /** Record a content chunk completed by the current read. */
-  protected emit(event: ContentEvent): void {
-    if (this.#out === undefined) this.#out = [event]
-    else this.#out.push(event)
-  }
-
-  /** Stop measuring this response; the reason goes to the log and `llm_parse_errors_total`. */
-  protected fail(reason: string): void {
-    if (this.#failed) return
-    this.#failed = true
-    this.summary.parseError = reason
   }
 
   /** `data` that is not JSON but is expected (e.g. `[DONE]`) returns true from here. */
@@ -69,7 +48,7 @@ export abstract class SseJsonParser implements StreamParser {
 
   #event(event: string, data: string): void {
     this.#events++
-    if (this.#failed) return
+    if (this.failed) return
     if (this.isSentinel(data)) return
     if (this.scan(event, data)) return
     let value: unknown

@@ -1,6 +1,8 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
 import type { ContentEvent, StreamSummary } from './types.ts'
+import { isObject } from './json.ts'
+import type { Json } from './json.ts'
 
 /**
  * Hugging Face Text Generation Inference, native API: `/generate_stream` (SSE written as
@@ -13,10 +15,6 @@ import type { ContentEvent, StreamSummary } from './types.ts'
  * `{"error": "…", "error_type": "…"}` is a provider error
  * (router/src/server.rs, `impl From<InferError> for Event`).
  */
-
-type Json = Record<string, unknown>
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 
 const ONE_TOKEN: ContentEvent = Object.freeze({ kind: ContentKind.text, tokens: 1, exact: true })
 

@@ -65,7 +65,5 @@ export interface ParserContext {
   readonly maxEventBytes: number
 }
 
-export type ParserFactory = (ctx: ParserContext) => StreamParser
-
 /** Shared empty result: most reads complete no content event, so allocate nothing for them. */
 export const NO_EVENTS: readonly ContentEvent[] = Object.freeze([])

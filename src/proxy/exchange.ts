@@ -1,4 +1,4 @@
-import { providerForPath, selectParser } from '../parsers/select-parser.ts'
+import { providerForPath, selectParser } from '../parsers/registry.ts'
 import { ContentKind } from '../parsers/types.ts'
 import type { ContentEvent, StreamSummary } from '../parsers/types.ts'
 import { ChunkLog, MarkKind } from '../timing/chunk-log.ts'

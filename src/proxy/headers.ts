@@ -10,17 +10,6 @@ const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'te'
 /** Request headers the proxy sets itself: Host comes from the upstream's origin; undici does not take Expect. */
 const REQUEST_OWN = new Set(['host', 'expect'])
 
-/** Header names that carry credentials: never logged, never echoed. */
-export const SECRET_HEADERS: ReadonlySet<string> = new Set([
-  'authorization',
-  'proxy-authorization',
-  'x-api-key',
-  'api-key',
-  'x-goog-api-key',
-  'cookie',
-  'set-cookie',
-])
-
 /** Names listed in Connection header values (`Connection: close, X-Secret`). */
 function connectionTokens(raw: readonly string[]): Set<string> | undefined {
   let tokens: Set<string> | undefined
@@ -65,13 +54,6 @@ export function rawHeader(raw: readonly string[], lowerName: string): string | u
     if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) return raw[i + 1]
   }
   return undefined
-}
-
-/** Redacts the `key` query parameter (Gemini's API key) from a path for logs. */
-export function redactQuery(pathWithQuery: string): string {
-  const q = pathWithQuery.indexOf('?')
-  if (q < 0) return pathWithQuery
-  return pathWithQuery.slice(0, q) + pathWithQuery.slice(q).replace(/([?&](?:key|api[-_]?key|access_token)=)[^&#]*/gi, '$1[REDACTED]')
 }
 
 /** A flat raw header list without the (lower-case) name. */

@@ -7,6 +7,7 @@ import { ollamaMaxTokens, serveOllama } from './ollama-format.ts'
 import { planFor } from './schedule.ts'
 import type { SimPlan, SimPlanRequest } from './schedule.ts'
 import { anthropicMaxTokens, serveAnthropic } from './anthropic-format.ts'
+import { cohereMaxTokens, serveCohere } from './cohere-format.ts'
 import { geminiMaxTokens, serveGemini } from './gemini-format.ts'
 import { responsesMaxTokens, serveResponses } from './responses-format.ts'
 import { tgiMaxTokens, serveTgi } from './tgi-format.ts'
@@ -15,7 +16,7 @@ import type { SimRequest, StreamFormat } from './player.ts'
 
 /**
  * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
- * `/v1/completions`, `/v1/models`; Anthropic, Gemini, OpenAI Responses, Ollama native and TGI
+ * `/v1/completions`, `/v1/models`; Anthropic, Gemini, OpenAI Responses, Cohere v2, Ollama native and TGI
  * native in their own *-format.ts files), streamed or not, with a configurable, seeded schedule
  * of TTFT, cadence, jitter, bursts and stalls. A request may ask for an exact plan with a
  * `tokentap_sim` body field or an `x-tokentap-sim` JSON header (tests and demos).
@@ -97,6 +98,7 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
   app.post('/v1/messages', format((body) => anthropicMaxTokens(body, cfg), serveAnthropic))
   app.post('/v1/responses', format(responsesMaxTokens, serveResponses))
   for (const prefix of ['/v1beta/models/*', '/v1/models/*', '/v1/projects/*', '/v1beta1/projects/*']) app.post(prefix, format(geminiMaxTokens, serveGemini))
+  app.post('/v2/chat', format(cohereMaxTokens, serveCohere))
   app.post('/api/chat', format(ollamaMaxTokens, serveOllama))
   app.post('/api/generate', format(ollamaMaxTokens, serveOllama))
   app.post('/generate_stream', format(tgiMaxTokens, serveTgi))

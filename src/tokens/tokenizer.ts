@@ -9,7 +9,6 @@ import { ownCopy } from '../parsers/bytes.ts'
 
 export const Encoding = { o200k_base: 'o200k_base', cl100k_base: 'cl100k_base' } as const
 export type Encoding = (typeof Encoding)[keyof typeof Encoding]
-export const ENCODINGS: readonly Encoding[] = Object.values(Encoding)
 
 export interface EncodingRule {
   readonly pattern: string

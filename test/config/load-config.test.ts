@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DEFAULT_CONFIG_FILE, loadConfig, validateConfig } from '../../src/config/load-config.ts'
 import { TokentapError } from '../../src/errors.ts'
-import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { DEFAULT_BUCKETS, PROVIDERS } from '../../src/config/schema.ts'
+import { PROVIDERS as REGISTRY } from '../../src/parsers/registry.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'tokentap-config-'))
 function file(name: string, text: string): string {
@@ -69,7 +70,7 @@ t.test('a bad file stops start-up with a message naming the key and the problem'
     ['routes: [{ prefix: /a, upstream: http://x }]\nserver: { prot: 1 }', /'server.prot' is not a known setting/],
     ['routes: [{ prefix: a, upstream: http://x }]', /'routes\[0\].prefix' has the wrong form/],
     ['routes: [{ prefix: /a, upstream: ftp://x }]', /'routes\[0\].upstream' has the wrong form/],
-    ['routes: [{ prefix: /a, upstream: http://x, provider: acme }]', /'routes\[0\].provider' must be one of auto, openai/],
+    ['routes: [{ prefix: /a, upstream: http://x, provider: acme }]', /'routes\[0\].provider' must be one of auto, anthropic, bedrock, cohere, gemini, ollama, openai, tgi$/],
     ['routes: [{ prefix: /a }]', /'routes\[0\]' needs exactly one of 'upstream' or 'simulator'/],
     ['routes: [{ prefix: /a, upstream: http://x, simulator: {} }]', /exactly one of/],
     ['routes: [{ prefix: /a, upstream: http://x }, { prefix: /a/, upstream: http://y }]', /'routes\[1\].prefix' \/a is used by another route/],
@@ -78,6 +79,12 @@ t.test('a bad file stops start-up with a message naming the key and the problem'
     ['routes: [{ prefix: /a, upstream: http://x }]\nmetrics: { buckets: { itl: [0] } }', /'metrics.buckets.itl\[0\]' must be > 0/],
   ]
   for (const [yaml, want] of cases) failsWith(t, () => loadConfig(file('case.yaml', yaml), {}), want, yaml)
+})
+
+t.test('the provider values are auto and every provider of the parser registry, cohere included', async (t) => {
+  t.same([...PROVIDERS].sort(), ['auto', ...REGISTRY.map((p) => p.name)].sort())
+  t.ok(PROVIDERS.includes('cohere'))
+  for (const provider of PROVIDERS) t.equal(validateConfig({ routes: [{ prefix: '/a', upstream: 'http://x', provider }] }).routes[0].provider, provider)
 })
 
 t.test('trailing slashes in a prefix are dropped so /a and /a/ are the same route', async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { BedrockParser, bedrockModelFromPath, summarizeBedrockBody } from '../../src/parsers/bedrock.ts'
-import { selectParser, PROVIDERS } from '../../src/parsers/select-parser.ts'
+import { selectParser, PROVIDERS } from '../../src/parsers/registry.ts'
 import { feed, fixture, parserContext, splitAt, splitOffsets, totals } from '../helpers/feed.ts'
 import { chunkFrame, eventFrame, frame, walkFrames } from '../helpers/eventstream.ts'
 

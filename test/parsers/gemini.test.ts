@@ -1,7 +1,7 @@
 import t from 'tap'
 import { GeminiArrayParser, GeminiSseParser, geminiModelFromPath, summarizeGeminiBody } from '../../src/parsers/gemini.ts'
 import { JsonBodyParser } from '../../src/parsers/json-body-parser.ts'
-import { providerForPath, selectParser } from '../../src/parsers/select-parser.ts'
+import { providerForPath, selectParser } from '../../src/parsers/registry.ts'
 import type { StreamParser } from '../../src/parsers/types.ts'
 import { countByKind, feed, fixture, parserContext, splitDifferences, ssePayloads } from '../helpers/split-feed.ts'
 

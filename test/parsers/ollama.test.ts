@@ -1,6 +1,6 @@
 import t from 'tap'
 import { OllamaParser, summarizeOllamaBody } from '../../src/parsers/ollama.ts'
-import { selectParser } from '../../src/parsers/select-parser.ts'
+import { selectParser } from '../../src/parsers/registry.ts'
 import { feed, fixture, parserContext, splitAt, splitOffsets, totals } from '../helpers/feed.ts'
 
 const ctx = parserContext({ path: '/api/chat', contentType: 'application/x-ndjson' })

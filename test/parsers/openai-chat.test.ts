@@ -1,6 +1,6 @@
 import t from 'tap'
 import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
-import { openai, selectParser } from '../../src/parsers/select-parser.ts'
+import { openai, selectParser } from '../../src/parsers/registry.ts'
 import { feed, fixture, parserContext, splitAt, splitOffsets, sseFromDataLines, totals } from '../helpers/feed.ts'
 
 const ctx = parserContext({ path: '/v1/chat/completions', contentType: 'text/event-stream' })

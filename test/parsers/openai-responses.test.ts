@@ -1,6 +1,6 @@
 import t from 'tap'
 import { OpenAIResponsesParser, summarizeResponsesBody } from '../../src/parsers/openai-responses.ts'
-import { selectParser } from '../../src/parsers/select-parser.ts'
+import { selectParser } from '../../src/parsers/registry.ts'
 import { JsonBodyParser } from '../../src/parsers/json-body-parser.ts'
 import { countByKind, feed, fixture, parserContext, splitDifferences, ssePayloads } from '../helpers/split-feed.ts'
 

@@ -1,6 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { AnthropicMessagesParser } from '../../src/parsers/anthropic-messages.ts'
+import { CohereChatParser } from '../../src/parsers/cohere.ts'
 import { GeminiArrayParser, GeminiSseParser } from '../../src/parsers/gemini.ts'
 import { OpenAIResponsesParser } from '../../src/parsers/openai-responses.ts'
 import type { StreamParser } from '../../src/parsers/types.ts'
@@ -13,6 +14,7 @@ const PARSERS: [string, () => StreamParser, string][] = [
   ['Anthropic Messages', () => new AnthropicMessagesParser(parserContext('/v1/messages', 'text/event-stream', 4096)), 'anthropic/messages-text-server-tool-then-tool-use.sse'],
   ['Gemini SSE', () => new GeminiSseParser(parserContext('/v1beta/models/g:streamGenerateContent', 'text/event-stream', 4096)), 'gemini/gemini-sse-function-call.sse'],
   ['Gemini JSON array', () => new GeminiArrayParser(parserContext('/v1beta/models/g:streamGenerateContent', 'application/json', 4096)), 'gemini/gemini-json-array-stream.json'],
+  ['Cohere v2 chat', () => new CohereChatParser(parserContext('/v2/chat', 'text/event-stream', 4096)), 'cohere/chat-tool-plan-tool-calls.data.jsonl'],
 ]
 
 /** Feeds the reads; true when nothing threw and every event is well formed. */
@@ -65,6 +67,9 @@ for (const [name, make, sample] of PARSERS) {
         { candidates: v, usageMetadata: v, error: v },
         { candidates: [{ content: { parts: v } }], usageMetadata: { candidatesTokenCount: v, thoughtsTokenCount: v } },
         { candidates: [{ content: { parts: [{ text: v, thought: v, functionCall: { args: v } }] } }] },
+        { type: 'content-delta', delta: { message: { content: v } } },
+        { type: 'tool-call-delta', delta: { message: { tool_calls: v } } },
+        { type: 'message-end', delta: { usage: { tokens: v, billed_units: v }, error: v } },
       ]
       t.ok(survives(make, shapes.map((s) => Buffer.from(frame(s)))), JSON.stringify(v))
     }

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { summarizeTgiBody, TgiParser } from '../../src/parsers/tgi.ts'
 import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
-import { selectParser } from '../../src/parsers/select-parser.ts'
+import { selectParser } from '../../src/parsers/registry.ts'
 import { feed, fixture, parserContext, splitAt, splitOffsets, totals } from '../helpers/feed.ts'
 
 const ctx = parserContext({ path: '/generate_stream', contentType: 'text/event-stream' })

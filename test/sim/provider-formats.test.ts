@@ -4,6 +4,7 @@ import { validateConfig } from '../../src/config/load-config.ts'
 import type { SimulatorConfig } from '../../src/config/schema.ts'
 import { buildSimulator } from '../../src/sim/sim-app.ts'
 import { AnthropicMessagesParser } from '../../src/parsers/anthropic-messages.ts'
+import { CohereChatParser, summarizeCohereBody } from '../../src/parsers/cohere.ts'
 import { GeminiArrayParser, GeminiSseParser } from '../../src/parsers/gemini.ts'
 import { OpenAIResponsesParser } from '../../src/parsers/openai-responses.ts'
 import type { StreamParser } from '../../src/parsers/types.ts'
@@ -137,4 +138,30 @@ t.test('the simulated Responses API stream and answer report the planned usage',
   t.equal(m.summary.error, 'server_error')
   const failed = await post(`${url}/v1/responses`, { stream: true }, { ...PLAN, status: 500 })
   t.equal(failed.status, 500)
+})
+
+t.test('the simulated Cohere v2 stream has the planned chunks, named events and the planned usage; whole answers and errors too', async (t) => {
+  const url = await startSim(t)
+  const r = await post(`${url}/v2/chat`, { model: 'command-sim', stream: true, messages: [{ role: 'user', content: 'hi' }] })
+  t.equal(r.status, 200)
+  t.equal(r.type, 'text/event-stream')
+  const text = r.bytes.toString('utf8')
+  for (const name of ['message-start', 'content-start', 'content-delta', 'content-end', 'message-end']) t.match(text, `event: ${name}\ndata: {`)
+  const { events, summary } = read(() => new CohereChatParser(parserContext('/v2/chat', r.type)), r.bytes)
+  t.same(events.map((e) => e.tokens), [2, 1, 3], 'one event per planned chunk, each word one token')
+  t.equal(summary.usage?.output, N)
+  t.ok((summary.usage?.input ?? 0) >= 1)
+  const whole = JSON.parse((await post(`${url}/v2/chat`, { model: 'command-sim', messages: [] })).bytes.toString('utf8'))
+  t.equal(whole.finish_reason, 'COMPLETE')
+  t.equal(words(whole.message.content[0].text), N)
+  t.equal(summarizeCohereBody(whole).usage?.output, N)
+  const failed = await post(`${url}/v2/chat`, { stream: true }, { ...PLAN, status: 429 })
+  t.equal(failed.status, 429)
+  t.equal(JSON.parse(failed.bytes.toString('utf8')).message, 'simulated 429')
+  const midway = await post(`${url}/v2/chat`, { stream: true }, { ...PLAN, error_after: 1 })
+  const cut = read(() => new CohereChatParser(parserContext('/v2/chat', midway.type)), midway.bytes)
+  t.equal(cut.events.length, 1)
+  t.equal(cut.summary.error, 'simulated error inside the stream')
+  const sized = JSON.parse((await post(`${url}/v2/chat`, { max_tokens: 3, messages: [] }, null)).bytes.toString('utf8'))
+  t.equal(sized.usage.tokens.output_tokens, 3, 'max_tokens sizes the answer')
 })

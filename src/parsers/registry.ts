@@ -1,5 +1,6 @@
 import { AnthropicMessagesParser, summarizeAnthropicBody } from './anthropic-messages.ts'
 import { BedrockParser, bedrockModelFromPath, summarizeBedrockBody } from './bedrock.ts'
+import { CohereChatParser, summarizeCohereBody } from './cohere.ts'
 import { createGeminiParser, geminiModelFromPath, isGeminiPath } from './gemini.ts'
 import { JsonBodyParser } from './json-body-parser.ts'
 import { OllamaParser, summarizeOllamaBody } from './ollama.ts'
@@ -10,14 +11,15 @@ import { summarizeTgiBody, TgiParser } from './tgi.ts'
 import type { ParserContext, StreamParser, StreamSummary } from './types.ts'
 
 /**
- * Which parser reads a response: the route's `provider` when set, else the first provider whose
- * API owns the request path, else a guess from the response content-type. Adding a provider is
- * one parser file plus one entry in PROVIDERS.
+ * The provider list: which parser reads a response. The route's `provider` when set, else the
+ * first provider whose API owns the request path, else a guess from the response content-type.
+ * Adding a provider is one parser file plus one entry in PROVIDERS (the config's `provider`
+ * values come from it), plus its fixture tests.
  */
 
-export interface ProviderSpec {
+export interface ProviderSpec<Name extends string = string> {
   /** The `provider` label value and the config name. */
-  readonly name: string
+  readonly name: Name
   /** Does the request path (after the route prefix, no query) belong to this provider's API? */
   readonly ownsPath: (path: string) => boolean
   /** A parser for this response, or undefined when the content-type is not one it reads. */
@@ -27,7 +29,7 @@ export interface ProviderSpec {
 }
 
 /** `text/event-stream; charset=utf-8` → `text/event-stream`. */
-export function mediaTypeOf(contentType: string): string {
+function mediaTypeOf(contentType: string): string {
   const semi = contentType.indexOf(';')
   return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase()
 }
@@ -35,14 +37,14 @@ export function mediaTypeOf(contentType: string): string {
 const isJson = (mediaType: string): boolean => mediaType === 'application/json' || mediaType.endsWith('+json')
 
 /** A whole JSON answer parsed at the end with a provider's usage reader. */
-export function jsonBody(ctx: ParserContext, summarize: (value: unknown) => StreamSummary): StreamParser {
+function jsonBody(ctx: ParserContext, summarize: (value: unknown) => StreamSummary): StreamParser {
   return new JsonBodyParser(ctx.maxEventBytes, summarize)
 }
 
 /** The Responses API (`/v1/responses`, Azure `/openai/v1/responses`): labelled `openai` too. */
 const isResponsesPath = (path: string): boolean => /\/responses$/.test(path)
 
-export const openai: ProviderSpec = {
+export const openai: ProviderSpec<'openai'> = {
   name: 'openai',
   ownsPath: (path) => /\/(chat\/)?completions$/.test(path) || isResponsesPath(path),
   parser: (ctx, mediaType) => {
@@ -62,7 +64,7 @@ const NDJSON = 'application/x-ndjson'
 const EVENTSTREAM = 'application/vnd.amazon.eventstream'
 
 /** Ollama native: NDJSON lines (streaming is its default) or one JSON answer. */
-export const ollama: ProviderSpec = {
+export const ollama: ProviderSpec<'ollama'> = {
   name: 'ollama',
   ownsPath: (path) => /^\/api\/(chat|generate)$/.test(path),
   parser: (ctx, mediaType) => {
@@ -73,7 +75,7 @@ export const ollama: ProviderSpec = {
 }
 
 /** Hugging Face TGI native: `/generate_stream` (SSE, one token an event) and `/generate`. */
-export const tgi: ProviderSpec = {
+export const tgi: ProviderSpec<'tgi'> = {
   name: 'tgi',
   ownsPath: (path) => /(^|\/)generate(_stream)?$/.test(path),
   parser: (ctx, mediaType) => {
@@ -84,7 +86,7 @@ export const tgi: ProviderSpec = {
 }
 
 /** AWS Bedrock Runtime: ConverseStream / InvokeModelWithResponseStream (eventstream), Converse / InvokeModel (JSON). */
-export const bedrock: ProviderSpec = {
+export const bedrock: ProviderSpec<'bedrock'> = {
   name: 'bedrock',
   ownsPath: (path) => bedrockModelFromPath(path) !== undefined,
   parser: (ctx, mediaType) => {
@@ -98,7 +100,7 @@ export const bedrock: ProviderSpec = {
 /** Vertex AI's Claude: `…/publishers/anthropic/models/{model}:streamRawPredict` (or `:rawPredict`). */
 const VERTEX_ANTHROPIC = /\/publishers\/anthropic\/models\/([^/:]+):(?:stream)?[rR]awPredict$/
 
-export const anthropic: ProviderSpec = {
+export const anthropic: ProviderSpec<'anthropic'> = {
   name: 'anthropic',
   // `/v1/threads/{id}/messages` is OpenAI's Assistants API, not Anthropic's.
   ownsPath: (path) => (/\/messages(\/count_tokens)?$/.test(path) && !path.includes('/threads/')) || VERTEX_ANTHROPIC.test(path),
@@ -110,17 +112,33 @@ export const anthropic: ProviderSpec = {
   modelFromPath: (path) => VERTEX_ANTHROPIC.exec(path)?.[1],
 }
 
-export const gemini: ProviderSpec = {
+export const gemini: ProviderSpec<'gemini'> = {
   name: 'gemini',
   ownsPath: isGeminiPath,
   parser: createGeminiParser,
   modelFromPath: geminiModelFromPath,
 }
 
-/** Providers in detection order (most specific paths first). */
-export const PROVIDERS: readonly ProviderSpec[] = [gemini, anthropic, openai, ollama, tgi, bedrock]
+/** Cohere Chat API v2: `/v2/chat` (SSE with `"stream": true`, else one JSON answer). */
+export const cohere: ProviderSpec<'cohere'> = {
+  name: 'cohere',
+  ownsPath: (path) => /(^|\/)v2\/chat$/.test(path),
+  parser: (ctx, mediaType) => {
+    if (mediaType === 'text/event-stream') return new CohereChatParser(ctx)
+    return isJson(mediaType) ? jsonBody(ctx, summarizeCohereBody) : undefined
+  },
+}
 
-const byName = new Map(PROVIDERS.map((p) => [p.name, p]))
+/** Providers in detection order (most specific paths first). */
+export const PROVIDERS = [gemini, anthropic, cohere, openai, ollama, tgi, bedrock] as const
+
+/** A provider's name, as the `provider` label and the config's `routes[].provider` say it. */
+export type ProviderName = (typeof PROVIDERS)[number]['name']
+
+/** The names, sorted (as error messages and docs list them): the config's `provider` values besides `auto`. */
+export const PROVIDER_NAMES: readonly ProviderName[] = PROVIDERS.map((p) => p.name).sort()
+
+const byName = new Map<string, ProviderSpec>(PROVIDERS.map((p) => [p.name, p]))
 
 export interface Selection {
   readonly provider: string

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import type { RunningProxy } from '../helpers/proxy.ts'
-import { snapshotStreams } from '../../src/proxy/debug-streams.ts'
-import type { StreamsSnapshot } from '../../src/proxy/debug-streams.ts'
+import { snapshotStreams } from '../../src/admin/debug-streams.ts'
+import type { StreamsSnapshot } from '../../src/admin/debug-streams.ts'
 
 /** Starts a stream that sends 3 tokens at once, then stalls for `stallMs`; resolves when its body ends. */
 async function slowStream(proxy: RunningProxy, stallMs: number, signal?: AbortSignal): Promise<Response> {

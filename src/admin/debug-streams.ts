@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
-import type { Exchange } from './exchange.ts'
+import type { FastifyInstance } from 'fastify'
+import type { Exchange } from '../proxy/exchange.ts'
 
 /**
  * `GET /debug/streams`: the requests in flight right now, oldest first, bounded. Only figures
@@ -7,7 +8,7 @@ import type { Exchange } from './exchange.ts'
  */
 
 /** At most this many streams are listed; the rest are counted in `omitted`. */
-export const MAX_STREAMS = 1000
+const MAX_STREAMS = 1000
 /** Model names are cut to this length (the same as the `model` label). */
 const MAX_MODEL = 128
 
@@ -39,7 +40,7 @@ export interface StreamsSnapshot {
 const round = (ms: number): number => Math.round(ms * 1000) / 1000
 
 /** One exchange's view at `now` (ms, the proxy's monotonic clock). */
-export function viewOf(ex: Exchange, now: number): StreamView {
+function viewOf(ex: Exchange, now: number): StreamView {
   const log = ex.chunks
   const n = log.count
   let tokens = 0
@@ -70,4 +71,14 @@ export function snapshotStreams(active: ReadonlySet<Exchange>, limit = MAX_STREA
     streams.push(viewOf(ex, now))
   }
   return { in_flight: active.size, shown: streams.length, omitted: active.size - streams.length, streams }
+}
+
+/** `GET /debug/streams`; 501 where no streams run in this process (the cluster primary). */
+export function debugStreamsRoute(admin: FastifyInstance, active: ReadonlySet<Exchange> | undefined): void {
+  admin.get('/debug/streams', async (_request, reply) => {
+    if (active === undefined) {
+      return reply.code(501).send({ error: '/debug/streams lists one process’s streams; with server.workers > 1 the primary runs none' })
+    }
+    return reply.header('cache-control', 'no-store').send(snapshotStreams(active))
+  })
 }

@@ -1,0 +1,61 @@
+import type { ServerResponse } from 'node:http'
+import type { FastifyInstance } from 'fastify'
+import { wantsOpenMetrics } from '../metrics/openmetrics.ts'
+import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from '../metrics/source.ts'
+import type { MetricsSource } from '../metrics/source.ts'
+
+/**
+ * `GET /metrics`: Prometheus text format, or OpenMetrics with exemplars when the scraper's
+ * Accept asks for it and the source can write it.
+ */
+
+/** Resolves when the response can take more (or is gone: a scraper that left stops the scrape). */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.destroyed) return resolve()
+    const done = (): void => {
+      res.off('drain', done)
+      res.off('close', done)
+      resolve()
+    }
+    res.on('drain', done)
+    res.on('close', done)
+  })
+}
+
+export function metricsRoute(admin: FastifyInstance, source: MetricsSource): void {
+  admin.get('/metrics', async (request, reply) => {
+    const openMetrics = source.openMetrics && wantsOpenMetrics(request.headers.accept)
+    const contentType = openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE
+    // Streamed as it is rendered (chunked), in slices, at the pace the scraper reads. Not gzipped
+    // although Prometheus asks: compressing the series that changed costs more CPU than the
+    // writes it saves (measured with bench/scrape.ts; see the commit removing gzip-blocks.ts).
+    reply.hijack()
+    const res = reply.raw
+    try {
+      for await (const batch of source.exposition(openMetrics)) {
+        if (res.destroyed) break
+        // The head goes out with the first batch: a source that fails before it still gets a 500.
+        if (!res.headersSent) res.writeHead(200, { 'content-type': contentType, vary: 'accept' })
+        // One writev for the batch: each buffer is a chunk of the chunked body, none is copied.
+        res.cork()
+        let more = true
+        for (const b of batch) more = res.write(b)
+        res.uncork()
+        // Node 26 can flush and emit 'drain' inside uncork(): only wait for a drain still to come.
+        if (!more && res.writableNeedDrain) await drained(res)
+      }
+      if (!res.headersSent) res.writeHead(200, { 'content-type': contentType, vary: 'accept' })
+      if (!res.destroyed) res.end()
+    } catch (err) {
+      request.log.error({ err }, 'scrape failed')
+      if (!res.headersSent) {
+        const body = JSON.stringify({ error: 'the scrape failed' })
+        res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+        return
+      }
+      // The status is sent: cutting the body short is how the scraper learns of the failure.
+      res.destroy()
+    }
+  })
+}

@@ -1,0 +1,91 @@
+/**
+ * The base of tokentap's own metric families (histogram, counter, gauge): name, help, label
+ * names, the series by label values, and the JSON every family gives the cluster primary.
+ * Own families, not prom-client's, because ITL needs weighted observations (k observations of
+ * g/k in one step) and a scrape of many series must be cheap (cached bytes per series).
+ * prom-client is kept only for the default process metrics.
+ */
+
+export type MetricType = 'counter' | 'gauge' | 'histogram'
+
+/** One sample in the JSON form (prom-client's `getMetricsAsJSON()` shape, which its cluster aggregator sums). */
+export interface SampleJson {
+  readonly labels: Record<string, string | number>
+  readonly value: number
+  /** The sample's own name where it differs from the family's (`_bucket`, `_sum`, `_count`). */
+  readonly metricName?: string
+}
+
+/** One family in the JSON form: what a cluster worker sends the primary. */
+export interface MetricJson {
+  readonly name: string
+  readonly help: string
+  readonly type: string
+  readonly aggregator: string
+  readonly values: readonly SampleJson[]
+}
+
+export interface MetricOptions {
+  readonly name: string
+  readonly help: string
+  readonly labelNames: readonly string[]
+}
+
+/** The map key of a label set. */
+export const seriesKey = (values: readonly string[]): string => values.join('\u0000')
+
+export abstract class Metric<S extends { readonly labelValues: readonly string[] }> {
+  readonly name: string
+  readonly help: string
+  readonly labelNames: readonly string[]
+  abstract readonly type: MetricType
+  /** Workers' values add up in the cluster primary. */
+  readonly aggregator = 'sum'
+  protected series = new Map<string, S>()
+
+  constructor(opts: MetricOptions) {
+    this.name = opts.name
+    this.help = opts.help
+    this.labelNames = opts.labelNames
+  }
+
+  get seriesCount(): number {
+    return this.series.size
+  }
+
+  reset(): void {
+    this.series = new Map()
+  }
+
+  /** The series of these label values (in `labelNames` order), made by `create` on first use. */
+  protected seriesFor(values: readonly string[], create: () => S): S {
+    const key = seriesKey(values)
+    let s = this.series.get(key)
+    if (s === undefined) {
+      s = create()
+      this.series.set(key, s)
+    }
+    return s
+  }
+
+  /** `{name: value}` of a series' labels, for the JSON form. */
+  protected labelRecord(values: readonly string[]): Record<string, string> {
+    const labels: Record<string, string> = {}
+    this.labelNames.forEach((n, i) => (labels[n] = values[i]))
+    return labels
+  }
+
+  /**
+   * The text exposition as bytes (Prometheus 0.0.4, or OpenMetrics 1.0 lines), the family's
+   * header first: pieces of a few KiB, so a scrape never builds one huge string.
+   */
+  abstract chunks(openMetrics?: boolean): Generator<Buffer>
+
+  /** The samples in the JSON form. */
+  protected abstract samples(): SampleJson[]
+
+  /** The family in the JSON form (cluster workers → primary). */
+  get(): MetricJson {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.samples() }
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * What the admin listener's `/metrics` reads: one process's own registry, or the cluster
+ * primary's sum of its workers. Each says whether it can write OpenMetrics.
+ */
+export interface MetricsSource {
+  /** `exposition(true)` writes OpenMetrics 1.0 (exemplars included) when a scraper asks for it. */
+  readonly openMetrics: boolean
+  /** The exposition in batches of buffers, each batch one socket write, as the scrape goes. */
+  exposition(openMetrics: boolean): AsyncIterable<Buffer[]>
+}
+
+/** Content types of the two text formats. */
+export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
+export const OPENMETRICS_CONTENT_TYPE = 'application/openmetrics-text; version=1.0.0; charset=utf-8'
+
+/** A source rendered whole (the cluster primary's sum): Prometheus text only, in one batch. */
+export function wholeTextSource(render: () => Promise<string>): MetricsSource {
+  return {
+    openMetrics: false,
+    async *exposition() {
+      yield [Buffer.from(await render())]
+    },
+  }
+}

@@ -1,0 +1,81 @@
+import { isCount, isObject, nonEmpty } from './json.ts'
+import type { Json } from './json.ts'
+import { SseJsonParser } from './sse-json-parser.ts'
+import { ContentKind } from './types.ts'
+import type { StreamSummary } from './types.ts'
+
+/**
+ * Cohere Chat API v2 (`POST /v2/chat`): with `"stream": true` an SSE stream of typed events
+ * (`event: content-delta` and a JSON `type` of the same name), else one JSON answer.
+ * https://docs.cohere.com/v2/docs/streaming
+ *
+ * Content: `content-delta` with `delta.message.content.text` (text) or `.thinking` (reasoning,
+ * Command A Reasoning), `tool-plan-delta` with `delta.message.tool_plan` (the plan the model
+ * writes before calling tools: reasoning), `tool-call-delta` with
+ * `delta.message.tool_calls.function.arguments` (tool). `message-start`, `*-start`, `*-end`,
+ * citations and `debug` are not content; a `tool-call-start`'s arguments are always "".
+ * Usage: `message-end`'s `delta.usage.tokens` (what the model read and wrote; `output_tokens`,
+ * `input_tokens`), else `delta.usage.billed_units` (what is charged, special tokens left out).
+ * A `delta.error` on `message-end` is a provider error. The response names no model.
+ */
+
+/** Usage of a Cohere `usage` object: tokens first, billed units when tokens are missing. */
+function readUsage(usage: unknown, summary: StreamSummary): void {
+  if (!isObject(usage)) return
+  const tokens = isObject(usage.tokens) ? usage.tokens : {}
+  const billed = isObject(usage.billed_units) ? usage.billed_units : {}
+  const output = isCount(tokens.output_tokens) ? tokens.output_tokens : isCount(billed.output_tokens) ? billed.output_tokens : undefined
+  const input = isCount(tokens.input_tokens) ? tokens.input_tokens : isCount(billed.input_tokens) ? billed.input_tokens : undefined
+  if (output !== undefined) (summary.usage ??= {}).output = output
+  if (input !== undefined) (summary.usage ??= {}).input = input
+}
+
+/** The `message` inside an event's `delta`, where every Cohere v2 event keeps its payload. */
+function deltaMessage(value: Json): Json | undefined {
+  return isObject(value.delta) && isObject(value.delta.message) ? value.delta.message : undefined
+}
+
+/** One Cohere v2 chat stream. */
+export class CohereChatParser extends SseJsonParser {
+  protected onJson(event: string, value: unknown): void {
+    if (!isObject(value)) return
+    const type = typeof value.type === 'string' ? value.type : event
+    switch (type) {
+      case 'content-delta': {
+        const content = deltaMessage(value)?.content
+        if (!isObject(content)) return
+        if (nonEmpty(content.text)) this.emitText(ContentKind.text, content.text)
+        else if (nonEmpty(content.thinking)) this.emitText(ContentKind.reasoning, content.thinking)
+        return
+      }
+      case 'tool-plan-delta': {
+        const plan = deltaMessage(value)?.tool_plan
+        if (nonEmpty(plan)) this.emitText(ContentKind.reasoning, plan)
+        return
+      }
+      case 'tool-call-delta': {
+        const calls = deltaMessage(value)?.tool_calls
+        const args = isObject(calls) && isObject(calls.function) ? calls.function.arguments : undefined
+        if (nonEmpty(args)) this.emitText(ContentKind.tool, args)
+        return
+      }
+      case 'message-end': {
+        const delta = value.delta
+        if (!isObject(delta)) return
+        readUsage(delta.usage, this.summary)
+        if (nonEmpty(delta.error)) this.summary.error ??= delta.error
+        return
+      }
+    }
+  }
+}
+
+/**
+ * Usage of a whole (`"stream": false`) answer, `{id, finish_reason, message, usage}`, or an
+ * error body (`{"message": "…"}` with a 4xx/5xx status, which the status already marks).
+ */
+export function summarizeCohereBody(value: unknown): StreamSummary {
+  const summary: StreamSummary = {}
+  if (isObject(value)) readUsage(value.usage, summary)
+  return summary
+}

@@ -1,0 +1,52 @@
+import type { ServerResponse } from 'node:http'
+import type { SimPlan } from './schedule.ts'
+import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
+import type { SimRequest, StreamFormat } from './player.ts'
+
+/**
+ * The simulator's Cohere Chat API v2 (`POST /v2/chat`), streamed (`"stream": true`:
+ * message-start, content-start, content-delta…, content-end, message-end with the usage) or
+ * whole. Each event is named twice, as the SSE event and as the JSON `type`, as Cohere writes it.
+ * Usage equals the plan, in `tokens` and `billed_units` alike. An error inside the stream is a
+ * message-end with `finish_reason: ERROR` and `delta.error`.
+ * https://docs.cohere.com/v2/docs/streaming
+ */
+
+/** `max_tokens` sizes a seeded plan. */
+export function cohereMaxTokens(body: Record<string, unknown>): number | undefined {
+  return typeof body.max_tokens === 'number' ? body.max_tokens : undefined
+}
+
+const event = (data: { readonly type: string; readonly [key: string]: unknown }): string => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`
+
+export function serveCohere(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
+  const body = req.body
+  // Cohere's ids are UUIDs; the shape is all a client looks at.
+  const id = `00000000-0000-4000-8000-${String(req.seq).padStart(12, '0')}`
+  const input = promptTokensOf(body.messages)
+  const output = plannedTokens(plan)
+  const usage = { billed_units: { input_tokens: input, output_tokens: output }, tokens: { input_tokens: input, output_tokens: output } }
+  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+    sendError(res, plan.status, { id, message: `simulated ${plan.status}` })
+    return
+  }
+  if (body.stream !== true) {
+    sendWhole(res, plan, () => ({
+      id,
+      finish_reason: 'COMPLETE',
+      message: { role: 'assistant', content: [{ type: 'text', text: plannedText(plan) }] },
+      usage,
+    }))
+    return
+  }
+  const format: StreamFormat = {
+    contentType: 'text/event-stream',
+    head: () =>
+      event({ id, type: 'message-start', delta: { message: { role: 'assistant', content: [], tool_plan: '', tool_calls: [], citations: [] } } }) +
+      event({ type: 'content-start', index: 0, delta: { message: { content: { type: 'text', text: '' } } } }),
+    content: (_i, text) => event({ type: 'content-delta', index: 0, delta: { message: { content: { text } } } }),
+    error: () => event({ type: 'message-end', delta: { error: 'simulated error inside the stream', finish_reason: 'ERROR' } }),
+    tail: () => event({ type: 'content-end', index: 0 }) + event({ type: 'message-end', delta: { finish_reason: 'COMPLETE', usage } }),
+  }
+  playStream(res, plan, format)
+}
