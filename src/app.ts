@@ -6,6 +6,7 @@ import type { Dispatcher } from 'undici'
 import type { Config } from './config/schema.ts'
 import { createLogger } from './logger.ts'
 import { buildAdmin } from './admin/admin.ts'
+import { LiveStore } from './admin/live/live-store.ts'
 import { listenerTlsOptions } from './listener-tls.ts'
 import { OtelExporter } from './metrics/otel-export.ts'
 import { tokentap } from './plugin.ts'
@@ -22,6 +23,8 @@ export interface Tokentap extends TokentapState {
   readonly admin: FastifyInstance
   /** The OTLP exporter, when `otel.endpoint` is set. */
   readonly otel?: OtelExporter
+  /** Finished requests for the live page and /debug/requests/{id}. */
+  readonly live: LiveStore
 }
 
 /** The service's Fastify instance. */
@@ -65,7 +68,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       ], '')
   otel?.start()
   const service = state as Tokentap
-  Object.assign(service, { otel })
+  const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds })
+  state.recorder.listen(live.listener)
+  Object.assign(service, { otel, live })
   Object.assign(service, { admin: buildAdmin(service) })
 
   app.addHook('onClose', async () => {

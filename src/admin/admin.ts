@@ -8,11 +8,13 @@ import { requireToken } from './auth.ts'
 import { debugStreamsRoute } from './debug-streams.ts'
 import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics-route.ts'
+import { registerLive, SELF_AUTHENTICATED_ROUTES } from './live/register-live.ts'
+import type { LiveStore } from './live/live-store.ts'
 import { listenerTlsOptions } from '../listener-tls.ts'
 
 /**
  * The admin listener, on its own port and its own Fastify instance: `GET /metrics`, `/healthz`,
- * `/readyz`, `/debug/streams`. With `admin.token` set, every route but the health checks wants
+ * `/readyz`, `/debug/streams`, the live page (`/`, `/live/events`) and `/debug/requests/{id}`. With `admin.token` set, every route but the health checks wants
  * `Authorization: Bearer <token>`. Each route group is one file in src/admin/; a new group is
  * one more entry in ADMIN_ROUTES.
  */
@@ -27,6 +29,8 @@ export interface AdminState {
   readonly draining: boolean
   /** Requests in flight in this process (absent in the cluster primary, which proxies nothing). */
   readonly active?: ReadonlySet<Exchange>
+  /** Finished requests for the live page and /debug/requests (absent in the cluster primary). */
+  readonly live?: LiveStore
 }
 
 /** Registers one group of admin routes. */
@@ -36,6 +40,7 @@ export type AdminRoutes = (admin: FastifyInstance, state: AdminState) => void
 export const ADMIN_ROUTES: readonly AdminRoutes[] = [
   (admin, state) => metricsRoute(admin, state.registry),
   (admin, state) => debugStreamsRoute(admin, state.active),
+  registerLive,
   healthRoutes,
 ]
 
@@ -43,7 +48,7 @@ export function buildAdmin(state: AdminState, routes: readonly AdminRoutes[] = A
   const https = listenerTlsOptions(state.config.admin.tls, 'admin.tls')
   const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }), ...(https === undefined ? {} : { https }) }) as unknown as FastifyInstance
   const token = state.config.admin.token
-  if (token !== undefined) requireToken(admin, token)
+  if (token !== undefined) requireToken(admin, token, SELF_AUTHENTICATED_ROUTES)
   for (const register of routes) register(admin, state)
   return admin
 }

@@ -196,6 +196,7 @@ export const configSchema = {
       default: {},
       properties: { level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' } },
     },
+    debug: { type: 'object', additionalProperties: false, default: {}, properties: { recent_requests: { type: 'integer', minimum: 0, maximum: 1_000_000, default: 10_000 } } },
     routes: {
       type: 'array',
       minItems: 1,

@@ -1,0 +1,251 @@
+import type { ChunkLog } from '../../timing/chunk-log.ts'
+import { valueOf, ZERO_BIN } from './sliding-sketch.ts'
+import type { SlidingSketch } from './sliding-sketch.ts'
+import { CONCURRENCY_BANDS, LENGTH_BANDS, LIVE_METRICS } from './live-stats.ts'
+import type { LiveStats, Series } from './live-stats.ts'
+
+/**
+ * One server-sent message of the live page: the busiest series with their window quantiles, the
+ * routes' bands, system totals and the streams in flight with the content chunks they received
+ * since the previous message. Bounded whatever the traffic: at most MAX_SERIES_SHOWN series,
+ * MAX_STREAMS_SHOWN streams and MAX_TICKS ticks a stream; quantiles are recomputed only for
+ * series whose sketch changed; a stream's figures are updated from its new chunks only.
+ */
+
+/** What the strip reads of a request in flight (an Exchange has all of it). */
+export interface InFlight {
+  readonly id: string
+  readonly route: { readonly label: string }
+  readonly provider: string
+  readonly requestModel: string | undefined
+  /** t_req, ms on the monotonic clock. */
+  readonly tReq: number
+  readonly chunks: ChunkLog
+}
+
+export const MAX_SERIES_SHOWN = 40
+export const MAX_STREAMS_SHOWN = 48
+/** Series whose ITL distribution is sent (the busiest). */
+export const MAX_DISTRIBUTIONS = 12
+/** Ticks of a stream in one message; a faster stream shows its latest. */
+export const MAX_TICKS = 2000
+/** The strip's time span: a stream seen for the first time sends its chunks of this long. */
+export const STRIP_MS = 30_000
+/**
+ * The 5- and 15-minute quantiles and the bands move slowly: each series and route refreshes them
+ * once every this many seconds (staggered by creation order, so every message does a like share)
+ * and the last minute's every second.
+ */
+export const LONG_REFRESH_SECONDS = 5
+/** Quantiles of every window: p50, p95, p99. */
+const QS = [0.5, 0.95, 0.99] as const
+/** DDSketch bins merged into one bar of the distribution chart (8 × 2 %: bars ≈ 17 % wide). */
+const DIST_GROUP = 8
+
+/** Per stream, what earlier messages already covered (kept per SSE audience). */
+export interface StreamCursor {
+  /** The next chunk to send. */
+  next: number
+  stalls: number
+  maxGap: number
+  tokens: number
+}
+
+export type Cursors = WeakMap<InFlight, StreamCursor>
+
+const r2 = (x: number): number => Math.round(x * 100) / 100
+/** Seconds → ms, to 0.01 ms; null for no value. */
+const ms = (seconds: number): number | null => (Number.isNaN(seconds) ? null : Math.round(seconds * 1e5) / 100)
+
+/** Per window [p50, p95, p99, count], flattened (12 numbers), for one sketch. */
+function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: number, scratch: number[], refreshLong: boolean): (number | null)[] {
+  const sketch = s.sketches[metric]
+  sketch.advance(now)
+  const cached = s.cache.get(metric)
+  const version = sketch.version
+  if (cached !== undefined && cached.version === version && (cached.longVersion === version || !refreshLong)) return cached.values
+  const long = refreshLong || cached === undefined
+  const values: (number | null)[] = []
+  const scale = metric === 'tps' ? (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10) : ms
+  for (let w = 0; w < 3; w++) {
+    if (w > 0 && !long) {
+      for (let i = w * 4; i < w * 4 + 4; i++) values.push((cached as { values: (number | null)[] }).values[i])
+      continue
+    }
+    sketch.quantiles(w, QS, now, scratch)
+    values.push(scale(scratch[0]), scale(scratch[1]), scale(scratch[2]), Math.round(sketch.count(w, now)))
+  }
+  s.cache.set(metric, { version, longVersion: long ? version : (cached as { longVersion: number }).longVersion, values })
+  return values
+}
+
+/**
+ * The ITL distribution of the last 5 minutes as bars: lower edges (ms) and shares of tokens;
+ * `zero`: the share of 0 ms (tokens that came in the same read as the previous chunk), which a
+ * log axis cannot show.
+ */
+function distribution(sketch: SlidingSketch, now: number): { zero: number; x: number[]; y: number[] } {
+  const x: number[] = []
+  const y: number[] = []
+  let zero = 0
+  const total = sketch.count(1, now)
+  if (total <= 0) return { zero, x, y }
+  let group = Number.NaN
+  sketch.forEachBin(1, now, (bin, count) => {
+    if (bin === ZERO_BIN) {
+      zero = count / total
+      return
+    }
+    const g = Math.floor(bin / DIST_GROUP)
+    if (g !== group) {
+      group = g
+      x.push(r2(valueOf(g * DIST_GROUP) * 1000))
+      y.push(0)
+    }
+    y[y.length - 1] += count / total
+  })
+  for (let i = 0; i < y.length; i++) y[i] = Math.round(y[i] * 10_000) / 10_000
+  return { zero: Math.round(zero * 10_000) / 10_000, x, y }
+}
+
+function bandQuantiles(sketch: SlidingSketch, now: number, scratch: number[]): (number | null)[] {
+  sketch.quantiles(0, [0.5, 0.99], now, scratch)
+  return [ms(scratch[0]), ms(scratch[1]), Math.round(sketch.count(0, now))]
+}
+
+/** A stream's entry, advancing its cursor over the chunks that arrived since. */
+function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number): Record<string, unknown> {
+  const log = ex.chunks
+  const n = log.count
+  let c = cursors.get(ex)
+  if (c === undefined) {
+    c = { next: 0, stalls: 0, maxGap: 0, tokens: 0 }
+    cursors.set(ex, c)
+  }
+  // Chunks before the strip's span update the figures but are not drawn.
+  let firstTick = c.next
+  if (firstTick === 0 && n > 0 && now - log.at(0) > STRIP_MS) {
+    let lo = 0
+    let hi = n
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (now - log.at(mid) > STRIP_MS) lo = mid + 1
+      else hi = mid
+    }
+    firstTick = lo
+  }
+  firstTick = Math.max(firstTick, n - MAX_TICKS)
+  for (let i = c.next; i < n; i++) {
+    c.tokens += log.tokens(i)
+    if (i > 0) {
+      const gap = log.at(i) - log.at(i - 1)
+      if (gap > c.maxGap) c.maxGap = gap
+      if (gap > stallMs) c.stalls++
+    }
+  }
+  const ticks: number[] = []
+  let k: number[] | undefined
+  for (let i = firstTick; i < n; i++) {
+    const tokens = log.tokens(i)
+    // Token counts go only when some chunk is not one token (a burst).
+    if (tokens !== 1 && k === undefined) k = ticks.map(() => 1)
+    k?.push(tokens)
+    ticks.push(Math.round((log.at(i) - ex.tReq) * 10) / 10)
+  }
+  c.next = n
+  const model = ex.requestModel
+  return {
+    id: ex.id,
+    route: ex.route.label,
+    provider: ex.provider,
+    model: model === undefined ? null : model.slice(0, 128),
+    t0: Math.round(ex.tReq * 10) / 10,
+    chunks: n,
+    tokens: c.tokens,
+    ttft: n === 0 ? null : r2(log.at(0) - ex.tReq),
+    gap: r2(now - (n === 0 ? ex.tReq : log.at(n - 1))),
+    maxGap: r2(c.maxGap),
+    stalls: c.stalls,
+    ticks,
+    ...(k === undefined ? {} : { k }),
+  }
+}
+
+const requestsIn = (s: Series, w: number, now: number): number => s.requests.ok.sum(w, now) + s.requests.error.sum(w, now) + s.requests.cancelled.sum(w, now)
+
+const WINDOW_SECONDS = [60, 300, 900] as const
+
+/** Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client). */
+export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { readonly size: number }, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
+  const scratch: number[] = [0, 0, 0]
+  const second = Math.floor(now / 1000)
+  // Which series are the busiest is re-ranked every few seconds (it touches every series), and
+  // at once when a series came or went.
+  let ranking = stats.ranking
+  if (ranking === undefined || ranking.size !== stats.series.size || (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)) {
+    stats.forget(now)
+    const ranked: { s: Series; n: number }[] = []
+    for (const s of stats.series.values()) ranked.push({ s, n: requestsIn(s, 2, now) })
+    ranked.sort((a, b) => b.n - a.n || a.s.seq - b.s.seq)
+    ranking = stats.ranking = { second, size: stats.series.size, shown: ranked.slice(0, MAX_SERIES_SHOWN).map((r) => r.s) }
+  }
+  const shown = ranking.shown
+  const series = shown.map((s, i) => {
+    const q: Record<string, (number | null)[]> = {}
+    const refreshLong = (second + s.seq) % LONG_REFRESH_SECONDS === 0
+    for (const m of LIVE_METRICS) q[m] = windowQuantiles(s, m, now, scratch, refreshLong)
+    const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
+    return {
+      route: s.route,
+      model: s.model,
+      provider: s.provider,
+      ok: counts(s.requests.ok),
+      error: counts(s.requests.error),
+      cancelled: counts(s.requests.cancelled),
+      total: { ok: s.requests.ok.total, error: s.requests.error.total, cancelled: s.requests.cancelled.total },
+      tokensPerSecond: WINDOW_SECONDS.map((sec, w) => r2(s.tokens.sum(w, now) / sec)),
+      stalls: counts(s.stalls),
+      q,
+      ...(i < MAX_DISTRIBUTIONS ? { dist: distribution(s.sketches.itl, now) } : {}),
+    }
+  })
+  const routes: Record<string, unknown>[] = []
+  for (const route of new Set(shown.map((s) => s.route))) {
+    const b = stats.routes.get(route)
+    if (b === undefined) continue
+    if (b.sent !== undefined && (second + b.seq) % LONG_REFRESH_SECONDS !== 0) {
+      routes.push(b.sent as Record<string, unknown>)
+      continue
+    }
+    routes.push((b.sent = {
+      route,
+      length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
+      concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
+    }))
+  }
+  const streams: Record<string, unknown>[] = []
+  const stallMs = stallSeconds * 1000
+  // Oldest first (the Set's order), as /debug/streams.
+  for (const ex of active) {
+    if (streams.length >= MAX_STREAMS_SHOWN) break
+    streams.push(streamView(ex, now, cursors, stallMs))
+  }
+  const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
+  return {
+    now: Math.round(now * 10) / 10,
+    stallSeconds,
+    system: {
+      inFlight: active.size,
+      tokensPerSecond: WINDOW_SECONDS.map((sec, w) => r2(stats.tokens.sum(w, now) / sec)),
+      ok: counts(stats.requests.ok),
+      error: counts(stats.requests.error),
+      cancelled: counts(stats.requests.cancelled),
+      total: { ok: stats.requests.ok.total, error: stats.requests.error.total, cancelled: stats.requests.cancelled.total },
+    },
+    series,
+    omittedSeries: ranking.size - shown.length,
+    routes,
+    streams,
+    omittedStreams: active.size - streams.length,
+  }
+}

@@ -1,0 +1,190 @@
+import { BIN_COUNT, binOf, SlidingCounter, SlidingSketch, ZERO_BIN } from './sliding-sketch.ts'
+import type { SketchLevel } from './sliding-sketch.ts'
+import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
+
+/**
+ * The live page's figures from finished requests: per route and model a sliding-window sketch
+ * of TTFT, ITL (token-weighted), TPOT, E2E and per-user TPS, and sliding counts of requests by
+ * outcome, output tokens and stalls; per route, ITL and TPOT by output-length band and by
+ * concurrency band. Pure: a request's time is its `endedAt`, a reader's time is an argument.
+ */
+
+export const LiveMetric = { ttft: 'ttft', itl: 'itl', tpot: 'tpot', e2e: 'e2e', tps: 'tps' } as const
+export type LiveMetric = (typeof LiveMetric)[keyof typeof LiveMetric]
+export const LIVE_METRICS: readonly LiveMetric[] = Object.values(LiveMetric)
+
+/** Output-length bands, as the `length_band` label: short < 64, medium < 512, long ≥ 512 tokens. */
+export const LENGTH_BANDS = [
+  { name: 'short', below: 64 },
+  { name: 'medium', below: 512 },
+  { name: 'long', below: Number.POSITIVE_INFINITY },
+] as const
+/** Bands of the requests in flight when a request started (itself included). */
+export const CONCURRENCY_BANDS = [
+  { name: '1', below: 2 },
+  { name: '2–4', below: 5 },
+  { name: '5–16', below: 17 },
+  { name: '17–64', below: 65 },
+  { name: '>64', below: Number.POSITIVE_INFINITY },
+] as const
+
+/** The bands are read over the last 5 minutes only (one window keeps them small). */
+export const BAND_LEVELS: readonly SketchLevel[] = [{ slotMs: 60_000, windows: [5] }]
+
+/** Past this many route × model series, new ones are folded into the route's `other`. */
+export const MAX_SERIES = 2000
+
+const bandOf = (bands: readonly { readonly below: number }[], value: number): number => {
+  let i = 0
+  while (value >= bands[i].below) i++
+  return i
+}
+
+export class Series {
+  readonly route: string
+  readonly model: string
+  provider: string
+  readonly sketches: Record<LiveMetric, SlidingSketch> = {
+    ttft: new SlidingSketch(),
+    itl: new SlidingSketch(),
+    tpot: new SlidingSketch(),
+    e2e: new SlidingSketch(),
+    tps: new SlidingSketch(),
+  }
+  readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
+  readonly tokens = new SlidingCounter()
+  readonly stalls = new SlidingCounter()
+  /** When the last request ended (ms), to forget series idle for longer than the longest window. */
+  lastAt = 0
+  /** Creation order: ties in the ranking, and which second refreshes its longer windows. */
+  readonly seq: number
+  /** Per metric: the quantiles last computed and the sketch version they were computed at. */
+  readonly cache = new Map<LiveMetric, { version: number; longVersion: number; values: (number | null)[] }>()
+
+  constructor(route: string, model: string, provider: string, seq: number) {
+    this.seq = seq
+    this.route = route
+    this.model = model
+    this.provider = provider
+  }
+
+  get byteLength(): number {
+    let n = 0
+    for (const m of LIVE_METRICS) n += this.sketches[m].byteLength
+    return n
+  }
+}
+
+export class RouteBands {
+  readonly seq: number
+  /** The bands as last sent, refreshed every few seconds (see live-message.ts). */
+  sent: unknown
+  constructor(seq: number) {
+    this.seq = seq
+  }
+
+  readonly length = LENGTH_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
+  readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
+  lastAt = 0
+}
+
+/** One request's ITL weights by bin, and which bins it touched (reused: add() is synchronous). */
+const scratch = new Float64Array(BIN_COUNT)
+const bins = new Int32Array(BIN_COUNT)
+
+/** 15 minutes and a slot: past this a series with no request is dropped. */
+const FORGET_MS = 16 * 60_000
+
+export class LiveStats {
+  readonly series = new Map<string, Series>()
+  readonly routes = new Map<string, RouteBands>()
+  readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
+  readonly tokens = new SlidingCounter()
+  readonly #maxSeries: number
+  #seq = 0
+  /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
+  ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[] } | undefined
+
+  constructor(maxSeries = MAX_SERIES) {
+    this.#maxSeries = maxSeries
+  }
+
+  add(r: FinishedRequest): void {
+    const now = r.endedAt
+    const s = this.#series(r)
+    s.lastAt = now
+    s.provider = r.provider
+    s.requests[r.outcome].add(1, now)
+    this.requests[r.outcome].add(1, now)
+    s.tokens.add(r.outputTokens, now)
+    this.tokens.add(r.outputTokens, now)
+    if (r.stalls > 0) s.stalls.add(r.stalls, now)
+    const sk = s.sketches
+    sk.e2e.observe(r.e2e, 1, now)
+    if (r.ttft !== undefined) sk.ttft.observe(r.ttft, 1, now)
+    if (r.tps !== undefined) sk.tps.observe(r.tps, 1, now)
+
+    let bands = this.routes.get(r.route)
+    if (bands === undefined) this.routes.set(r.route, (bands = new RouteBands(this.#seq++)))
+    bands.lastAt = now
+    const byLength = bands.length[bandOf(LENGTH_BANDS, r.outputTokens)]
+    const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
+    if (r.tpot !== undefined) {
+      const bin = binOf(r.tpot)
+      sk.tpot.observeBin(bin, 1, now)
+      byLength.tpot.observeBin(bin, 1, now)
+      byConcurrency.tpot.observeBin(bin, 1, now)
+    }
+    // Token-weighted ITL: k_j observations of g_j / k_j for each chunk j ≥ 2, gathered by bin
+    // first, so the three sketches take one insert per distinct bin (bursts and steady decoding
+    // fall into few bins), not one per chunk.
+    const gaps = r.gapSeconds
+    const tokens = r.gapTokens
+    let touched = 0
+    for (let j = 0; j < gaps.length; j++) {
+      const k = tokens[j]
+      if (k === 0) continue
+      const b = binOf(gaps[j] / k) - ZERO_BIN
+      if (scratch[b] === 0) bins[touched++] = b
+      scratch[b] += k
+    }
+    for (let i = 0; i < touched; i++) {
+      const b = bins[i]
+      const weight = scratch[b]
+      scratch[b] = 0
+      sk.itl.observeBin(b + ZERO_BIN, weight, now)
+      byLength.itl.observeBin(b + ZERO_BIN, weight, now)
+      byConcurrency.itl.observeBin(b + ZERO_BIN, weight, now)
+    }
+  }
+
+  /** Drops series and routes with no request in the longest window (bounded memory over time). */
+  forget(now: number): void {
+    for (const [key, s] of this.series) if (now - s.lastAt > FORGET_MS) this.series.delete(key)
+    for (const [route, b] of this.routes) if (now - b.lastAt > FORGET_MS) this.routes.delete(route)
+  }
+
+  get byteLength(): number {
+    let n = 0
+    for (const s of this.series.values()) n += s.byteLength
+    for (const b of this.routes.values()) for (const band of [...b.length, ...b.concurrency]) n += band.itl.byteLength + band.tpot.byteLength
+    return n
+  }
+
+  #series(r: FinishedRequest): Series {
+    const key = `${r.route}\u0000${r.model}`
+    let s = this.series.get(key)
+    if (s !== undefined) return s
+    if (this.series.size >= this.#maxSeries) {
+      const other = `${r.route}\u0000other`
+      s = this.series.get(other)
+      if (s !== undefined) return s
+      s = new Series(r.route, 'other', r.provider, this.#seq++)
+      this.series.set(other, s)
+      return s
+    }
+    s = new Series(r.route, r.model, r.provider, this.#seq++)
+    this.series.set(key, s)
+    return s
+  }
+}

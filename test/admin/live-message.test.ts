@@ -1,0 +1,203 @@
+import t from 'tap'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { fromMeasurement } from '../../src/admin/live/finished-request.ts'
+import type { FinishedRequest } from '../../src/admin/live/finished-request.ts'
+import { LiveStats } from '../../src/admin/live/live-stats.ts'
+import { buildMessage, LONG_REFRESH_SECONDS, MAX_SERIES_SHOWN, MAX_STREAMS_SHOWN } from '../../src/admin/live/live-message.ts'
+import type { Cursors, InFlight } from '../../src/admin/live/live-message.ts'
+import { RecentRequests, requestView } from '../../src/admin/live/recent-requests.ts'
+
+/** A log with content chunks at the given times (ms) and token counts. */
+function log(marks: [number, number][]): ChunkLog {
+  const l = new ChunkLog()
+  for (const [at, k] of marks) l.add(at, k, MarkKind.text, false)
+  return l
+}
+
+/** A finished request from a hand-made schedule: t_req = 0 … t_end, chunks at `marks`. */
+function finished(marks: [number, number][], tEnd: number, endedAt: number, over: Partial<FinishedRequest> = {}): FinishedRequest {
+  const m = measure({ tReq: 0, tEnd, tHeaders: 10, statusCode: 200, failure: undefined, clientGone: false, chunks: log(marks), summary: {}, stallSeconds: 1 })
+  const r = fromMeasurement({ id: 'r', concurrency: 1, tReq: 0 }, { provider: 'openai', model: 'm', route: '/sim' }, m)
+  return { ...r, endedAt, ...over }
+}
+
+type Msg = {
+  system: { inFlight: number; ok: number[]; error: number[]; cancelled: number[]; tokensPerSecond: number[]; total: Record<string, number> }
+  series: { route: string; model: string; ok: number[]; error: number[]; stalls: number[]; q: Record<string, (number | null)[]>; dist?: { zero: number; x: number[]; y: number[] } }[]
+  omittedSeries: number
+  routes: { route: string; length: { band: string; itl: (number | null)[]; tpot: (number | null)[] }[]; concurrency: { band: string; itl: (number | null)[] }[] }[]
+  streams: { id: string; chunks: number; tokens: number; stalls: number; maxGap: number; gap: number; ticks: number[]; k?: number[] }[]
+  omittedStreams: number
+}
+const build = (stats: LiveStats, active: InFlight[], now: number, cursors: Cursors = new WeakMap()): Msg =>
+  buildMessage(stats, Object.assign(active, { size: active.length }) as unknown as Set<InFlight>, now, cursors, 1) as unknown as Msg
+
+t.test('a finished request from a known schedule gives its exact figures', async (t) => {
+  // t_req 0; chunks at 100 ms (1 token), 150 (1), 1650 (2: a 1.5 s stall), 1700 (1); end 1800.
+  const r = finished([[100, 1], [150, 1], [1650, 2], [1700, 1]], 1800, 1800)
+  t.equal(r.ttft, 0.1)
+  t.equal(r.e2e, 1.8)
+  t.equal(r.chunks, 4)
+  t.equal(r.stalls, 1, 'one gap longer than 1 s')
+  t.same([...r.gapSeconds], [0.05, 1.5, 0.05])
+  t.same([...r.gapTokens], [1, 2, 1])
+  t.equal(r.maxGap, 1.5)
+  // (1700 − 100) ms over N − k_1 = 4 tokens.
+  t.equal(r.tpot, 0.4)
+  t.equal(r.itlP99, 0.75, 'the stall split over its two tokens')
+  const m = measure({ tReq: 1000, tEnd: 2800, tHeaders: 1010, statusCode: 200, failure: undefined, clientGone: false, chunks: log([[1100, 1]]), summary: {}, stallSeconds: 1 })
+  t.equal(fromMeasurement({ id: 'x', concurrency: 3, tReq: 1000 }, { provider: 'p', model: 'm', route: '/r' }, m).endedAt, 2800, 'it ended at t_req + E2E')
+})
+
+t.test('the message holds counts by outcome, window quantiles and the bands', async (t) => {
+  const stats = new LiveStats()
+  stats.add(finished([[100, 1], [150, 1], [1650, 2], [1700, 1]], 1800, 10_000))
+  stats.add(finished([[200, 1], [220, 1]], 300, 11_000, { outcome: 'error', statusCode: 500, tpot: undefined, tps: undefined }))
+  stats.add(finished([], 50, 12_000, { outcome: 'cancelled', statusCode: 499, ttft: undefined, tpot: undefined, tps: undefined }))
+  const m = build(stats, [], 12_500)
+  t.same(m.system.ok, [1, 1, 1])
+  t.same(m.system.error, [1, 1, 1])
+  t.same(m.system.cancelled, [1, 1, 1])
+  t.same(m.system.total, { ok: 1, error: 1, cancelled: 1 })
+  t.equal(m.series.length, 1)
+  const s = m.series[0]
+  t.equal(s.route, '/sim')
+  t.equal(s.model, 'm')
+  t.same(s.stalls, [1, 1, 1])
+  // TTFT of the two requests that had content: 100 and 200 ms; count 2 in every window.
+  const ttft = s.q.ttft
+  t.same([ttft[3], ttft[7], ttft[11]], [2, 2, 2])
+  t.ok(Math.abs((ttft[0] as number) - 100) <= 1, `p50 ${ttft[0]}`)
+  t.ok(Math.abs((ttft[2] as number) - 200) <= 2, `p99 ${ttft[2]}`)
+  // Token-weighted ITL: 50 ms ×1, 750 ms ×2, 50 ms ×1 (first) and 20 ms ×1 (second): 5 tokens.
+  t.equal(s.q.itl[3], 5)
+  t.ok(Math.abs((s.q.itl[2] as number) - 750) <= 7.5, `ITL p99 ${s.q.itl[2]}`)
+  t.ok(Math.abs((s.q.itl[0] as number) - 50) <= 0.5, `ITL p50 ${s.q.itl[0]}`)
+  t.equal(s.q.tpot[3], 1, 'TPOT only for the ok request')
+  t.equal(s.q.e2e[3], 3, 'E2E for every request')
+  t.ok(s.dist !== undefined && Math.abs(s.dist.zero + s.dist.y.reduce((a, b) => a + b, 0) - 1) < 1e-3, 'the distribution sums to 1')
+  t.equal(s.dist?.zero, 0, 'no 0 ms gaps in this schedule')
+  const bands = m.routes[0]
+  t.equal(bands.route, '/sim')
+  t.same(bands.length.map((b) => b.itl[2]), [5, 0, 0], 'all five tokens in the short band')
+  t.same(bands.concurrency.map((b) => b.itl[2]), [5, 0, 0, 0, 0], 'all at concurrency 1')
+})
+
+t.test('requests move out of the 1-minute window while staying in the longer ones', async (t) => {
+  const stats = new LiveStats()
+  stats.add(finished([[100, 1], [150, 1]], 200, 1_000))
+  const later = build(stats, [], 75_000)
+  t.same(later.system.ok, [0, 1, 1])
+  t.same(later.series[0].ok, [0, 1, 1])
+  t.equal(later.series[0].q.ttft[0], null, 'no TTFT in the last minute')
+  t.equal(later.series[0].q.ttft[7], 1, 'one in the last 5 minutes')
+  const gone = build(stats, [], 20 * 60_000)
+  t.equal(gone.series.length, 0, 'a series idle for longer than 15 minutes is forgotten')
+  t.same(gone.system.total, { ok: 1, error: 0, cancelled: 0 })
+})
+
+t.test('at most MAX_SERIES_SHOWN series are sent, the busiest first', async (t) => {
+  const stats = new LiveStats()
+  for (let i = 0; i < MAX_SERIES_SHOWN + 5; i++) {
+    for (let n = 0; n <= i % 3; n++) stats.add(finished([[10, 1]], 20, 1000 + i, { model: `m${i}` }))
+  }
+  const m = build(stats, [], 2000)
+  t.equal(m.series.length, MAX_SERIES_SHOWN)
+  t.equal(m.omittedSeries, 5)
+  t.equal(m.series[0].ok[0], 3, 'the busiest come first')
+})
+
+t.test('past the series limit new models share the route’s other series', async (t) => {
+  const stats = new LiveStats(2)
+  for (const model of ['a', 'b', 'c', 'd']) stats.add(finished([[10, 1]], 20, 1000, { model }))
+  t.same([...stats.series.values()].map((s) => s.model).sort(), ['a', 'b', 'other'])
+  t.equal([...stats.series.values()].find((s) => s.model === 'other')?.requests.ok.total, 2)
+})
+
+t.test('each stream sends only the chunks that arrived since the previous message', async (t) => {
+  const stats = new LiveStats()
+  const chunks = log([[1100, 1], [1150, 3]])
+  const ex: InFlight = { id: 's1', route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: 1000, chunks }
+  const cursors: Cursors = new WeakMap()
+  const first = build(stats, [ex], 2000, cursors)
+  t.same(first.streams[0].ticks, [100, 150])
+  t.same(first.streams[0].k, [1, 3])
+  t.equal(first.streams[0].tokens, 4)
+  chunks.add(2700, 1, MarkKind.text, false)
+  const second = build(stats, [ex], 3000, cursors)
+  t.same(second.streams[0].ticks, [1700], 'only the new chunk')
+  t.equal(second.streams[0].k, undefined, 'no token counts when all are 1')
+  t.equal(second.streams[0].stalls, 1, 'the 1.55 s gap is a stall')
+  t.equal(second.streams[0].maxGap, 1550)
+  t.equal(second.streams[0].gap, 300)
+  t.equal(second.streams[0].tokens, 5)
+  const fresh = build(stats, [ex], 3000)
+  t.same(fresh.streams[0].ticks, [100, 150, 1700], 'a new audience gets the whole strip')
+})
+
+t.test('a long stream first seen sends only the strip’s last 30 seconds', async (t) => {
+  const marks: [number, number][] = []
+  for (let at = 0; at < 60_000; at += 1000) marks.push([at, 1])
+  const ex: InFlight = { id: 'long', route: { label: '/sim' }, provider: 'openai', requestModel: undefined, tReq: 0, chunks: log(marks) }
+  const m = build(new LiveStats(), [ex], 60_000)
+  t.equal(m.streams[0].chunks, 60)
+  t.equal(m.streams[0].ticks.length, 30)
+  t.equal(m.streams[0].ticks[0], 30_000)
+})
+
+t.test('at most MAX_STREAMS_SHOWN streams are sent and the rest counted', async (t) => {
+  const active: InFlight[] = []
+  for (let i = 0; i < MAX_STREAMS_SHOWN + 7; i++) active.push({ id: `s${i}`, route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: i, chunks: log([]) })
+  const m = build(new LiveStats(), active, 100)
+  t.equal(m.streams.length, MAX_STREAMS_SHOWN)
+  t.equal(m.omittedStreams, 7)
+  t.equal(m.system.inFlight, MAX_STREAMS_SHOWN + 7)
+  t.equal(m.streams[0].id, 's0', 'oldest first')
+})
+
+t.test('recent requests keep the last N by id, with no per-gap arrays', async (t) => {
+  const recent = new RecentRequests(3)
+  for (const id of ['a', 'b', 'c', 'd']) recent.add(finished([[10, 1], [20, 1]], 30, 100, { id }))
+  t.equal(recent.size, 3)
+  t.equal(recent.get('a'), undefined, 'the oldest left')
+  t.equal(recent.get('d')?.id, 'd')
+  t.notOk('gapSeconds' in (recent.get('d') as object), 'the arrays are not kept')
+  // A reused id: the later request wins, and the earlier one leaving does not remove it.
+  recent.add(finished([[10, 1]], 99, 100, { id: 'b', statusCode: 201 }))
+  t.equal(recent.get('b')?.statusCode, 201)
+  recent.add(finished([[10, 1]], 30, 100, { id: 'e' }))
+  recent.add(finished([[10, 1]], 30, 100, { id: 'f' }))
+  t.equal(recent.get('b')?.statusCode, 201, 'still there after its older twin was evicted')
+  t.equal(recent.size, 3)
+  const none = new RecentRequests(0)
+  none.add(finished([], 1, 1))
+  t.equal(none.size, 0, 'capacity 0 keeps nothing')
+})
+
+t.test('the request view uses the log line’s names and rounding', async (t) => {
+  const r = finished([[100.0004, 1], [150, 1]], 1800, 5000, { id: 'x' })
+  const v = requestView(r, 6000, Date.UTC(2026, 0, 1, 0, 0, 1))
+  t.equal(v.ttft_ms, 100)
+  t.equal(v.e2e_ms, 1800)
+  t.equal(v.headers_ms, 10)
+  t.equal(v.ended_at, '2026-01-01T00:00:00.000Z', 'ended a second before now')
+  t.equal(v.input_tokens, null)
+  t.equal(v.stalls, 0)
+})
+
+t.test('the longer windows are refreshed every LONG_REFRESH_SECONDS, the last minute every message', async (t) => {
+  const stats = new LiveStats()
+  stats.add(finished([[10, 1]], 20, 1000))
+  const first = build(stats, [], 1000)
+  t.equal(LONG_REFRESH_SECONDS, 5)
+  t.same([first.series[0].q.e2e[3], first.series[0].q.e2e[7]], [1, 1], 'a new series is computed in full')
+  stats.add(finished([[10, 1]], 20, 1500))
+  const stale = build(stats, [], 2000)
+  t.equal(stale.series[0].q.e2e[3], 2, 'the last minute is current')
+  t.equal(stale.series[0].q.e2e[7], 1, 'the last 5 minutes wait for their second')
+  t.equal(stale.series[0].ok[1], 2, 'counts are always current')
+  const fresh = build(stats, [], 5000)
+  t.equal(fresh.series[0].q.e2e[7], 2, 'series 0 refreshes at second 5')
+  t.equal(fresh.series[0].q.e2e[11], 2)
+})

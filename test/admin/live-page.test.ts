@@ -1,0 +1,94 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, copyFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import OpenAI from 'openai'
+import { chromium } from 'playwright-core'
+import { startProxy, simPlan, simRoute } from '../helpers/proxy.ts'
+
+/**
+ * The live page in a real browser: Debian's Chromium, driven by playwright-core, loads the page
+ * while simulator traffic with a known stall runs, and the route card, the counts and the stall
+ * marker must appear. `LIVE_SCREENSHOT=docs/live-page.png` keeps the screenshot (the README's).
+ */
+
+const CHROMIUM = '/usr/bin/chromium'
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+type Plan = { ttft_ms: number; first_tokens: number; chunks: [number, number][] }
+const steady = (ttft: number, n: number, gap: number, tokens = 1): Plan => ({ ttft_ms: ttft, first_tokens: 1, chunks: Array.from({ length: n }, (_, i) => [gap + ((i * 7) % 5), i % 9 === 8 ? 4 : tokens] as [number, number]) })
+/** 10 chunks, a 1.5 s stall, 10 more. */
+const stalled = (): Plan => ({ ttft_ms: 80, first_tokens: 1, chunks: [...steady(0, 10, 30).chunks, [1500, 1], ...steady(0, 10, 30).chunks] })
+
+async function run(client: OpenAI, model: string, plan: Plan): Promise<void> {
+  const s = await client.chat.completions.create({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] }, simPlan(plan))
+  for await (const _ of s) {
+    // drain
+  }
+}
+
+t.test('the live page shows the route card, the counts and the stall marker in Chromium', async (t) => {
+  if (!existsSync(CHROMIUM)) {
+    if (process.env.CI === 'true') t.fail('chromium is not installed, and CI must run this test (apt-get install chromium)')
+    else t.pass('chromium is needed', { skip: 'chromium is not installed (apt-get install chromium to run this; with CI=true it fails instead)' })
+    return
+  }
+  const proxy = await startProxy({ metrics: { stall_seconds: 1 }, routes: [simRoute()] })
+  t.teardown(() => proxy.close())
+  const profile = mkdtempSync(join(tmpdir(), 'tokentap-chromium-'))
+  const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 1100 } })
+  t.teardown(async () => {
+    await browser.close()
+    rmSync(profile, { recursive: true, force: true })
+  })
+  const page = browser.pages()[0] ?? (await browser.newPage())
+  const errors: string[] = []
+  page.on('pageerror', (err) => errors.push(err.message))
+  await page.goto(`${proxy.adminUrl}/`)
+  await page.waitForSelector('#conn[data-conn="open"]', { timeout: 15_000 })
+  t.equal(await page.locator('[data-count="ok"]').textContent(), '0', 'no requests yet')
+
+  const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'k', maxRetries: 0 })
+  // First round, to the end: two models, one stream with a known 1.5 s stall.
+  await Promise.all([
+    run(client, 'gpt-4o-mini', stalled()),
+    run(client, 'gpt-4o-mini', steady(120, 40, 25)),
+    run(client, 'gpt-4o-mini', steady(150, 90, 20)),
+    run(client, 'llama-3.1-8b', steady(60, 30, 12)),
+    run(client, 'llama-3.1-8b', steady(70, 60, 15)),
+  ])
+  await proxy.waitForRequests(5)
+
+  await page.waitForSelector('.stall-marker', { timeout: 15_000 })
+  t.match(await page.locator('.stall-marker').first().textContent(), /stall/, 'the stall is marked')
+  await page.waitForSelector('[data-route="/sim"]', { timeout: 15_000 })
+  await page.waitForFunction(() => document.querySelector('[data-count="ok"]')?.textContent === '5', undefined, { timeout: 15_000 })
+  t.equal(await page.locator('[data-count="error"]').textContent(), '0')
+  t.equal(await page.locator('[data-count="cancelled"]').textContent(), '0')
+  const card = page.locator('[data-route="/sim"]')
+  t.equal(await card.locator('.model').count(), 2, 'one block per model')
+  const gpt = card.locator('[data-model="gpt-4o-mini"]')
+  // At least the planned one (on a loaded machine another gap may pass the threshold too).
+  await page.waitForFunction(() => Number(document.querySelector('[data-model="gpt-4o-mini"] [data-series-count="stalls"] b')?.textContent) >= 1, undefined, { timeout: 15_000 })
+  t.equal(await gpt.locator('[data-series-count="ok"] b').textContent(), '3')
+  t.match(await gpt.locator('table.q').textContent(), /TTFT.*ITL.*TPOT.*E2E/s, 'the percentile table')
+  t.equal(await gpt.locator('.dist canvas').count() > 0, true, 'the ITL distribution chart is drawn')
+
+  // Second round, photographed in flight: the strip shows ticks and a stall as they happen.
+  const second = Promise.all([
+    run(client, 'gpt-4o-mini', { ttft_ms: 200, first_tokens: 1, chunks: [...steady(0, 40, 25).chunks, [1600, 1], ...steady(0, 60, 25).chunks] }),
+    run(client, 'gpt-4o-mini', steady(300, 160, 22)),
+    run(client, 'llama-3.1-8b', steady(100, 200, 14)),
+    run(client, 'llama-3.1-8b', { ...steady(50, 120, 30), chunks: steady(50, 120, 30).chunks.map(([g, k], i) => [i % 20 === 19 ? 0 : g, k] as [number, number]) }),
+  ])
+  await page.waitForFunction(() => Number(document.querySelector('#inflight')?.textContent) >= 3, undefined, { timeout: 15_000 })
+  await page.waitForTimeout(3200)
+  const shot = join(profile, 'live-page.png')
+  await page.screenshot({ path: shot, fullPage: true })
+  const png = readFileSync(shot)
+  t.ok(png.subarray(1, 4).toString() === 'PNG' && png.length > 10_000, 'a screenshot was taken')
+  if (process.env.LIVE_SCREENSHOT !== undefined) copyFileSync(shot, process.env.LIVE_SCREENSHOT)
+  await second
+  await page.waitForFunction(() => document.querySelector('[data-count="ok"]')?.textContent === '9', undefined, { timeout: 15_000 })
+  t.same(errors, [], 'no script errors on the page')
+})
