@@ -7,6 +7,7 @@ import type { Config } from './config/schema.ts'
 import { createLogger } from './logger.ts'
 import { buildAdmin } from './admin/admin.ts'
 import { LiveStore } from './admin/live/live-store.ts'
+import { listenerTlsOptions } from './listener-tls.ts'
 import { OtelExporter } from './metrics/otel-export.ts'
 import { configureListener } from './proxy/listener.ts'
 import { frameworkError, notFound } from './proxy/not-found.ts'
@@ -42,6 +43,7 @@ export interface BuildOptions {
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<TokentapApp> {
   const logger = options.logger ?? createLogger(config)
+  const https = listenerTlsOptions(config.server.tls, 'server.tls')
   const app = Fastify({
     loggerInstance: logger,
     // tokentap writes its own line per request (request-log.ts); Fastify's would double it.
@@ -57,6 +59,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     frameworkErrors: frameworkError,
     // close() ends idle keep-alive connections and lets requests in flight finish (graceful drain).
     forceCloseConnections: 'idle',
+    ...(https === undefined ? {} : { https }),
   }) as unknown as FastifyInstance
 
   configureListener(app.server)

@@ -20,7 +20,8 @@ import { Recorder } from './proxy/recorder.ts'
 import { RequestIds } from './proxy/request-id.ts'
 import { originForm } from './proxy/request-target.ts'
 import { PROXY_METHODS, rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
-import { createAgent, parseUpstream } from './proxy/upstream.ts'
+import { parseUpstream } from './proxy/upstream.ts'
+import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
 import type { Upstream } from './proxy/upstream.ts'
 import { buildSimulator } from './sim/sim-app.ts'
 import { DEFAULT_ENCODING_RULES, EncodingSelector } from './tokens/tokenizer.ts'
@@ -116,8 +117,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, draining: false }
   app.decorate('tokentap', state)
 
-  const dispatcher = options.dispatcher ?? createAgent(config.upstream)
-  if (options.dispatcher === undefined) app.addHook('onClose', async () => dispatcher.close())
+  // One shared pool, plus one per route with its own `tls:` or `proxy:` (upstream-dispatcher.ts).
+  const upstreams = options.dispatcher === undefined ? new UpstreamDispatchers(config.upstream) : undefined
+  if (upstreams !== undefined) app.addHook('onClose', async () => upstreams.close())
 
   // The proxy routes live in a context of their own, so the body parser they need (none: the
   // body streams upstream untouched) does not change how the caller's other routes parse.
@@ -125,10 +127,10 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     proxy.removeAllContentTypeParsers()
     proxy.addContentTypeParser('*', (_request, _payload, done) => done(null))
     proxy.decorateRequest('tokentapStart', 0)
-    for (const route of config.routes) registerRoute(proxy, route)
+    for (const [index, route] of config.routes.entries()) registerRoute(proxy, route, options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index))
   })
 
-  function registerRoute(proxy: FastifyInstance, route: RouteConfig): void {
+  function registerRoute(proxy: FastifyInstance, route: RouteConfig, dispatcher: Dispatcher): void {
     const runtime: RouteRuntime = {
       label: route.name ?? route.prefix,
       prefix: route.prefix,

@@ -10,6 +10,7 @@ import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics-route.ts'
 import { registerLive, SELF_AUTHENTICATED_ROUTES } from './live/register-live.ts'
 import type { LiveStore } from './live/live-store.ts'
+import { listenerTlsOptions } from '../listener-tls.ts'
 
 /**
  * The admin listener, on its own port and its own Fastify instance: `GET /metrics`, `/healthz`,
@@ -44,7 +45,8 @@ export const ADMIN_ROUTES: readonly AdminRoutes[] = [
 ]
 
 export function buildAdmin(state: AdminState, routes: readonly AdminRoutes[] = ADMIN_ROUTES): FastifyInstance {
-  const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance
+  const https = listenerTlsOptions(state.config.admin.tls, 'admin.tls')
+  const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }), ...(https === undefined ? {} : { https }) }) as unknown as FastifyInstance
   const token = state.config.admin.token
   if (token !== undefined) requireToken(admin, token, SELF_AUTHENTICATED_ROUTES)
   for (const register of routes) register(admin, state)

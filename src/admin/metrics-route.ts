@@ -42,7 +42,8 @@ export function metricsRoute(admin: FastifyInstance, source: MetricsSource): voi
         let more = true
         for (const b of batch) more = res.write(b)
         res.uncork()
-        if (!more) await drained(res)
+        // Node 26 can flush and emit 'drain' inside uncork(): only wait for a drain still to come.
+        if (!more && res.writableNeedDrain) await drained(res)
       }
       if (!res.headersSent) res.writeHead(200, { 'content-type': contentType, vary: 'accept' })
       if (!res.destroyed) res.end()

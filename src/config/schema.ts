@@ -30,6 +30,27 @@ const buckets = (defaults: readonly number[]) => ({
   default: [...defaults],
 }) as const
 
+/** File paths of a listener's certificate and key. */
+const listenerTls = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['cert', 'key'],
+  properties: { cert: { type: 'string', minLength: 1 }, key: { type: 'string', minLength: 1 } },
+} as const
+
+const upstreamTls = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  dependencies: { cert: ['key'], key: ['cert'] },
+  properties: {
+    ca: { type: 'string', minLength: 1 },
+    cert: { type: 'string', minLength: 1 },
+    key: { type: 'string', minLength: 1 },
+    servername: { type: 'string', minLength: 1 },
+  },
+} as const
+
 const simulator = {
   type: 'object',
   additionalProperties: false,
@@ -69,6 +90,7 @@ export const configSchema = {
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
+        tls: listenerTls,
       },
     },
     admin: {
@@ -79,6 +101,7 @@ export const configSchema = {
         host: { type: 'string', minLength: 1, default: '0.0.0.0' },
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 9464 },
         token: { type: 'string', minLength: 1 },
+        tls: listenerTls,
       },
     },
     upstream: {
@@ -185,6 +208,8 @@ export const configSchema = {
           prefix: { type: 'string', pattern: '^/[^?#\\s]*$' },
           name: { type: 'string', minLength: 1, maxLength: 128 },
           upstream: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
+          proxy: { type: 'string', pattern: '^https?://[^\\s/?#]+/?$' },
+          tls: upstreamTls,
           provider: { enum: [...PROVIDERS], default: 'auto' },
           simulator,
           // Adds `stream_options.include_usage` upstream when the client did not ask (OpenAI-compatible).
@@ -217,3 +242,7 @@ export type Config = DeepReadonly<FromSchema<typeof configSchema>>
 export type RouteConfig = Config['routes'][number]
 export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
 export type OtelConfig = Config['otel']
+/** A listener's certificate and private key (PEM file paths): `server.tls`, `admin.tls`. */
+export type ListenerTls = NonNullable<Config['server']['tls']>
+/** TLS toward one route's upstream (PEM file paths): its CA, a client certificate for mTLS, the SNI name. */
+export type UpstreamTls = NonNullable<RouteConfig['tls']>

@@ -16,6 +16,10 @@ import type { Json } from './json.ts'
  * legacy `choices[].text`. Role-only chunks, empty deltas, finish chunks, usage-only chunks
  * (`choices: []`), Azure's prompt-filter chunks and `[DONE]` are not content.
  * https://platform.openai.com/docs/api-reference/chat-streaming
+ *
+ * Usage: top-level `usage`, else what a server reports in its own place: Groq's `x_groq.usage`
+ * (older Groq streams have no top-level usage at all), llama.cpp's `timings.predicted_n` /
+ * `prompt_n` on its last chunk (tools/server/server.cpp, with or without `usage`).
  */
 
 /** Where a plain chunk's text is: the template's content hole. */
@@ -23,7 +27,7 @@ const CONTENT_PATH = ['choices', 0, 'delta', 'content'] as const
 /** The same for legacy Completions (`text_completion`). */
 const TEXT_PATH = ['choices', 0, 'text'] as const
 /** Members whose values onJson reads (or may one day): never a template hole, so they must match exactly. */
-const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|choices|delta|tool_calls|function_call|function|arguments)$/
+const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|timings|x_groq|choices|delta|tool_calls|function_call|function|arguments)$/
 const fixed = (key: string): boolean => FIXED.test(key)
 /** Templates that may go unused before a stream learns only from every 256th chunk that misses. */
 const MAX_WASTED = 3
@@ -41,7 +45,7 @@ interface Piece {
  * error object and no other content field. A template learned from it reads the next ones.
  */
 function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | undefined {
-  if (!isObject(value) || isObject(value.error) || isObject(value.usage)) return undefined
+  if (!isObject(value) || isObject(value.error) || isObject(value.usage) || isObject(value.timings) || (isObject(value.x_groq) && isObject(value.x_groq.usage))) return undefined
   const choices = value.choices
   if (!Array.isArray(choices) || choices.length !== 1) return undefined
   const choice: unknown = choices[0]
@@ -57,6 +61,8 @@ export class OpenAIChatParser extends SseJsonParser {
   /** Cumulative completion tokens of the last chunk, while every chunk has carried usage (vLLM continuous usage). */
   #cumulative = 0
   #usageOnEveryChunk = true
+  /** A top-level `usage` was seen: a server's own report (llama.cpp `timings`) no longer replaces it. */
+  #topLevelUsage = false
 
   /** The stream's chunk text, learned from plain chunks that took the full parse. */
   #template: EventTemplate | undefined
@@ -135,7 +141,12 @@ export class OpenAIChatParser extends SseJsonParser {
       }
     }
 
-    if (usage !== undefined) this.#usage(usage)
+    if (usage !== undefined) {
+      this.#topLevelUsage = true
+      this.#usage(usage)
+    } else {
+      this.#ownUsage(value)
+    }
     if (piece === undefined) return
     const kind = piece.text > 0 ? ContentKind.text : piece.tool > 0 ? ContentKind.tool : ContentKind.reasoning
     const estimated = piece.text + piece.tool + piece.reasoning
@@ -199,5 +210,22 @@ export class OpenAIChatParser extends SseJsonParser {
     if (typeof usage.prompt_tokens === 'number') u.input = usage.prompt_tokens
     const details = usage.completion_tokens_details
     if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
+  }
+
+  /** A chunk without `usage`: Groq's `x_groq.usage`, else llama.cpp's `timings`. A top-level `usage` seen before wins. */
+  #ownUsage(value: Json): void {
+    const groq = value.x_groq
+    if (isObject(groq) && isObject(groq.usage)) {
+      this.#usage(groq.usage)
+      return
+    }
+    const timings = value.timings
+    if (!isObject(timings) || this.#topLevelUsage) return
+    this.summary.usage ??= {}
+    const u = this.summary.usage
+    if (typeof timings.predicted_n === 'number') u.output = timings.predicted_n
+    // prompt_n counts the prompt tokens evaluated; those reused from the KV cache are cache_n (-1: none).
+    const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? timings.cache_n : 0
+    if (typeof timings.prompt_n === 'number') u.input = timings.prompt_n + cached
   }
 }
