@@ -48,7 +48,7 @@ t.test('--provider, --prefix, --port and --admin-port shape the one route and th
 
 t.test('a bad one-route setting names the flag, not the file key', async (t) => {
   t.match(parseCli(['--upstream', 'ftp://x'], {}), { kind: 'config-error', message: /--upstream has the wrong form/ })
-  t.match(parseCli(['--upstream', 'http://x', '--provider', 'nope'], {}), { kind: 'config-error', message: /--provider must be one of auto, openai/ })
+  t.match(parseCli(['--upstream', 'http://x', '--provider', 'nope'], {}), { kind: 'config-error', message: /--provider must be one of auto, anthropic, bedrock, cohere/ })
 })
 
 t.test('--config loads the file, with flags over the environment over the file', async (t) => {
