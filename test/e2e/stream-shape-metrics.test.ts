@@ -4,7 +4,7 @@ import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
 import { simPlan, startProxy } from '../helpers/proxy.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
 import type { Sample } from '../helpers/prometheus.ts'
-import { Received, VirtualClock, play, playSteps, rawCall, startHeldSimulator, startHeldUpstream, watchedFetch } from '../helpers/virtual-time.ts'
+import { Received, VirtualClock, near, play, playSteps, rawCall, startHeldSimulator, startHeldUpstream, watchedFetch } from '../helpers/virtual-time.ts'
 
 /** Cumulative bucket counts of a histogram's series, by `le`. */
 function buckets(m: readonly Sample[], name: string, labels: Record<string, string>): Record<string, number> {
@@ -19,8 +19,6 @@ function buckets(m: readonly Sample[], name: string, labels: Record<string, stri
 const CHUNKS: [number, number][] = [[10, 1], [700, 1], [10, 4], [0, 8], [700, 2]]
 const TOKENS = [1, ...CHUNKS.map(([, k]) => k)]
 const N = TOKENS.reduce((a, b) => a + b, 0)
-/** Within float rounding of `want` (the figures are sums of ms differences over 1000). */
-const near = (found: number, want: number): boolean => Math.abs(found - want) < 1e-9
 
 t.test('a schedule with two stalls and a burst gives exact stall, max-gap, tokens-per-chunk and phase figures', async (t) => {
   const clock = new VirtualClock()

@@ -33,6 +33,11 @@ export class VirtualClock {
   }
 }
 
+/** Within float rounding of `want`: a figure on virtual time is a sum of ms differences over 1000, exact but for that. */
+export function near(found: number, want: number): boolean {
+  return Math.abs(found - want) < 1e-9
+}
+
 /** What a client has received so far, summed over all its responses; waits are event-driven. */
 export class Received {
   heads = 0
