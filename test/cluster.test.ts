@@ -51,7 +51,7 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
     routes: [simRoute()],
   })
   t.teardown(() => server.kill())
-  // Start-up is slow under the test runner: every process compiles the TypeScript sources.
+  // The primary and its workers start from dist/; the bound is for a heavily loaded machine.
   const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 120_000)
   t.equal(up.workers, 2, 'the primary reports two workers')
   const proxyUrl = `http://${up.proxy as string}`

@@ -139,9 +139,10 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     }
     // Send headers within this tick: an SSE client should see the response start before the
     // first event. When body bytes came in the same read, they go out with the headers in one
-    // write instead (the data flush is queued after this one).
+    // write instead (the data flush is queued after this one). Not `res.headersSent`: that is
+    // true as soon as writeHead stored the head, before any of it is sent.
     queueMicrotask(() => {
-      if (this.#pending.length === 0 && !res.headersSent && !res.destroyed) res.flushHeaders()
+      if (this.#pending.length === 0 && !res.writableEnded && !res.destroyed) res.flushHeaders()
     })
   }
 

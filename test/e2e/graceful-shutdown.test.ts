@@ -4,11 +4,11 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { rawRequest, readAll, waitFor } from '../helpers/faults.ts'
+import { openRequest, readAll, waitFor } from '../helpers/faults.ts'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-// The same TypeScript loader tap runs tests with, so the real src/server.ts runs unbuilt.
-const TS_LOADER = import.meta.resolve('@tapjs/typescript/import')
+// The built server (tap's `before` script builds dist/, test/helpers/build-dist.ts): plain node starts it in well under a second.
+const SERVER = join(ROOT, 'dist/src/server.js')
 
 interface Server {
   readonly proxy: string
@@ -19,7 +19,7 @@ interface Server {
 }
 
 async function startServer(configFile: string): Promise<Server> {
-  const child = spawn(process.execPath, [`--import=${TS_LOADER}`, join(ROOT, 'src/server.ts'), '--config', configFile], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TS_NODE_TRANSPILE_ONLY: '1' } })
+  const child = spawn(process.execPath, [SERVER, '--config', configFile], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
   const logs: Record<string, unknown>[] = []
   createInterface({ input: child.stdout }).on('line', (line) => {
     try {
@@ -47,7 +47,7 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
   t.teardown(() => server.kill('SIGKILL'))
 
   const stream = async (plan: string) => {
-    const { res } = await rawRequest(`${server.proxy}/sim/v1/chat/completions`, {
+    const { res } = await openRequest(`${server.proxy}/sim/v1/chat/completions`, {
       headers: { 'content-type': 'application/json', 'x-tokentap-sim': plan },
       body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
     })
@@ -66,7 +66,7 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
   const termAt = Date.now()
   server.kill('SIGTERM')
   await waitFor('readyz to turn 503', async () => (await fetch(`${server.admin}/readyz`)).status === 503, 5_000)
-  await t.rejects(rawRequest(`${server.proxy}/sim/v1/models`, { method: 'GET' }), { code: 'ECONNREFUSED' }, 'the listener no longer accepts new connections')
+  await t.rejects(openRequest(`${server.proxy}/sim/v1/models`, { method: 'GET' }), { code: 'ECONNREFUSED' }, 'the listener no longer accepts new connections')
 
   const s = await short.body
   t.ok(s.ok, 'the stream in flight finished cleanly')

@@ -1,22 +1,8 @@
 import t from 'tap'
-import type { AddressInfo } from 'node:net'
 import { Ollama } from 'ollama'
-import { buildSimulator } from '../../src/sim/sim-app.ts'
-import type { SimulatorConfig } from '../../src/config/schema.ts'
 import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
-import { select, sumOf } from '../helpers/prometheus.ts'
-
-// First chunk of 2 tokens at 60 ms, then [gap ms, tokens].
-const FIRST = 2
-const GAPS: [number, number][] = [
-  [30, 1],
-  [30, 2],
-  [60, 1],
-  [30, 3],
-]
-const N = FIRST + GAPS.reduce((n, [, k]) => n + k, 0)
-const DECODE_S = GAPS.reduce((s, [g]) => s + g, 0) / 1000
-const plan = { ttft_ms: 60, first_tokens: FIRST, chunks: GAPS }
+import { sumOf } from '../helpers/prometheus.ts'
+import { GAPS, N, PLAN, checkStreamMetrics, startDirectSim } from '../helpers/provider-e2e.ts'
 
 /** A streamed part without what differs between any two requests (wall-clock times, durations). */
 const stable = (part: object): unknown => JSON.parse(JSON.stringify(part, (k, v) => (k === 'created_at' || k.endsWith('_duration') ? undefined : v)))
@@ -25,12 +11,11 @@ t.test('the official ollama client streams chat through the proxy and every metr
   const proxy = await startProxy({ routes: [simRoute('/sim')] })
   t.teardown(() => proxy.close())
   // The same simulator, reached directly, to compare what the client receives.
-  const direct = buildSimulator(proxy.config.routes[0].simulator as SimulatorConfig)
-  await direct.listen({ host: '127.0.0.1', port: 0 })
+  const direct = await startDirectSim()
   t.teardown(() => direct.close())
 
   const run = async (host: string): Promise<{ parts: unknown[]; text: string; evalCount?: number }> => {
-    const ollama = new Ollama({ host, headers: simPlan(plan).headers })
+    const ollama = new Ollama({ host, headers: simPlan(PLAN).headers })
     const stream = await ollama.chat({ model: 'llama3.2', messages: [{ role: 'user', content: 'count' }], stream: true })
     const parts: unknown[] = []
     let text = ''
@@ -46,7 +31,7 @@ t.test('the official ollama client streams chat through the proxy and every metr
   const REQUESTS = 2
   const through: Awaited<ReturnType<typeof run>>[] = []
   for (let r = 0; r < REQUESTS; r++) through.push(await run(`${proxy.url}/sim`))
-  const straight = await run(`http://127.0.0.1:${(direct.server.address() as AddressInfo).port}`)
+  const straight = await run(direct.url)
   for (const got of through) {
     t.same(got.parts, straight.parts, 'the client receives what it gets directly')
     t.equal(got.text.split(' ').length - 1, N, 'every token arrived')
@@ -56,27 +41,8 @@ t.test('the official ollama client streams chat through the proxy and every metr
   const lines = await proxy.waitForRequests(REQUESTS)
   const m = await proxy.scrape()
   const labels = { provider: 'ollama', model: 'llama3.2', route: '/sim' }
-  t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', labels), REQUESTS, 'one TTFT per request')
-  const ttftSum = sumOf(m, 'llm_time_to_first_token_seconds_sum', labels)
-  // A shared, busy machine makes timers late (the first request also warms the JIT): wide bounds.
-  t.ok(ttftSum >= 0.06 * REQUESTS && ttftSum < 0.6 * REQUESTS, `TTFT sum ${ttftSum} near ${REQUESTS} × 60 ms`)
-  t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), REQUESTS * (N - FIRST), 'ITL count = N − k1 per request')
-  const itlSum = sumOf(m, 'llm_inter_token_latency_seconds_sum', labels)
-  // Chunks are due at fixed offsets from the simulator's start (after t_req) and never go out
-  // early, so a late first chunk shortens the window and a late last one lengthens it, by any
-  // amount a loaded machine makes them late: per request t_last − t_first is at least the last
-  // chunk's due time − TTFT, and at most E2E − TTFT (the response ends after its last chunk).
-  const e2eSum = sumOf(m, 'llm_request_duration_seconds_sum', { ...labels, outcome: 'ok' })
-  const itlLow = REQUESTS * (plan.ttft_ms / 1000 + DECODE_S) - ttftSum
-  const itlHigh = e2eSum - ttftSum
-  t.ok(itlSum > 0 && itlSum >= itlLow - 1e-6 && itlSum <= itlHigh + 1e-6, `ITL sum ${itlSum} ≈ ${REQUESTS * DECODE_S}: within [${itlLow}, ${itlHigh}]`)
-  t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), REQUESTS * GAPS.length)
-  t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), REQUESTS * N, "output tokens are Ollama's eval_count")
-  t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'estimate' }), 0)
+  await checkStreamMetrics(t, proxy, labels, REQUESTS)
   t.ok(sumOf(m, 'llm_input_tokens_total', labels) > 0, 'prompt_eval_count is the input')
-  t.equal(sumOf(m, 'llm_time_per_output_token_seconds_count', labels), REQUESTS)
-  t.equal(sumOf(m, 'llm_requests_total', { ...labels, outcome: 'ok', status_code: '200' }), REQUESTS)
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0])
   for (const line of lines) {
     t.equal(line.provider, 'ollama')
     t.equal(line.chunks, GAPS.length + 1)

@@ -2,8 +2,11 @@ import t from 'tap'
 import OpenAI from 'openai'
 import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
+import type { Sample } from '../helpers/prometheus.ts'
+import { Received, VirtualClock, near, play, startHeldSimulator, watchedFetch } from '../helpers/virtual-time.ts'
 
-// A schedule the test knows: first chunk of 2 tokens at 60 ms, then [gap ms, tokens].
+// A schedule the test knows: first chunk of 2 tokens at 60 ms, then [gap ms, tokens], played on
+// virtual time (the proxy's clock is the test's), so every timing figure is exact.
 const FIRST_TOKENS = 2
 const GAPS: [number, number][] = [
   [30, 1],
@@ -16,28 +19,40 @@ const GAPS: [number, number][] = [
 const N = FIRST_TOKENS + GAPS.reduce((n, [, k]) => n + k, 0)
 const DECODE_S = GAPS.reduce((s, [g]) => s + g, 0) / 1000
 const plan = { ttft_ms: 60, first_tokens: FIRST_TOKENS, chunks: GAPS }
-/** When the last chunk is due, from the simulator's start: TTFT plus the decode time. */
-const LAST_DUE_S = plan.ttft_ms / 1000 + DECODE_S
 
-t.test('the official OpenAI SDK streams through the proxy and every metric matches the schedule', async (t) => {
-  const proxy = await startProxy({ routes: [simRoute()] })
+/** Cumulative bucket counts of a histogram's series at the given bounds. */
+function bucketsAt(m: readonly Sample[], name: string, labels: Record<string, string>, les: readonly string[]): Record<string, number> {
+  return Object.fromEntries(les.map((le) => [le, sumOf(m, `${name}_bucket`, { ...labels, le })]))
+}
+
+t.test('the official OpenAI SDK streams through the proxy and every metric matches the schedule exactly', async (t) => {
+  const clock = new VirtualClock()
+  const sim = await startHeldSimulator()
+  t.teardown(() => sim.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/sim', upstream: sim.url }] }, { now: clock.now })
   t.teardown(() => proxy.close())
-  const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test-secret' })
+  const received = new Received()
+  const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test-secret', fetch: watchedFetch(received) })
 
   const REQUESTS = 3
   for (let r = 0; r < REQUESTS; r++) {
-    const stream = await client.chat.completions.create({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: 'count' }],
-      stream: true,
-      stream_options: { include_usage: r !== 2 },
-    }, simPlan(plan))
-    let text = ''
-    let usage: number | undefined
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta?.content ?? ''
-      if (chunk.usage) usage = chunk.usage.completion_tokens
-    }
+    const reading = (async () => {
+      const stream = await client.chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'count' }],
+        stream: true,
+        stream_options: { include_usage: r !== 2 },
+      }, simPlan(plan))
+      let text = ''
+      let usage: number | undefined
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta?.content ?? ''
+        if (chunk.usage) usage = chunk.usage.completion_tokens
+      }
+      return { text, usage }
+    })()
+    await play(proxy, clock, sim, received)
+    const { text, usage } = await reading
     t.equal(text.split(' ').length - 1, N, 'the client received every token')
     if (r !== 2) t.equal(usage, N, 'the client received the usage chunk')
   }
@@ -46,32 +61,33 @@ t.test('the official OpenAI SDK streams through the proxy and every metric match
   const labels = { provider: 'openai', model: 'gpt-4o-mini', route: '/sim' }
 
   t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', labels), REQUESTS, 'one TTFT per request')
-  const ttftSum = sumOf(m, 'llm_time_to_first_token_seconds_sum', labels)
-  t.ok(ttftSum >= 0.06 * REQUESTS && ttftSum < (0.06 + 0.25) * REQUESTS, `TTFT sum ${ttftSum} near 3 × 60 ms`)
+  t.ok(near(sumOf(m, 'llm_time_to_first_token_seconds_sum', labels), REQUESTS * 0.06), 'TTFT sum exactly 3 × 60 ms')
+  t.same(bucketsAt(m, 'llm_time_to_first_token_seconds', labels, ['0.05', '0.075']), { '0.05': 0, '0.075': REQUESTS }, 'every TTFT in (0.05, 0.075]')
 
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), REQUESTS * (N - FIRST_TOKENS), 'ITL count = N − k1 per request')
   const itlSum = sumOf(m, 'llm_inter_token_latency_seconds_sum', labels)
-  // t_last − t_first per request, bounded by what the clock allows rather than by a guess at
-  // timer lateness (a loaded machine can freeze the process for 100 ms and more): the simulator
-  // never writes a chunk before it is due, and chunks are due at offsets from its start (after
-  // t_req), so t_last − t_first ≥ LAST_DUE − TTFT; the response ends after its last chunk, so
-  // t_last − t_first ≤ E2E − TTFT. On a quiet machine both bounds lie within a few ms of 3 × 270 ms.
-  const e2eSum = sumOf(m, 'llm_request_duration_seconds_sum', { ...labels, outcome: 'ok' })
-  const itlLow = REQUESTS * LAST_DUE_S - ttftSum
-  const itlHigh = e2eSum - ttftSum
-  t.ok(itlSum >= itlLow - 1e-6 && itlSum <= itlHigh + 1e-6, `ITL sum ${itlSum} ≈ ${REQUESTS * DECODE_S} (t_last − t_first per request): within [${itlLow}, ${itlHigh}]`)
+  t.ok(near(itlSum, REQUESTS * DECODE_S), `ITL sum ${itlSum} exactly 3 × 270 ms (t_last − t_first per request)`)
+  // Token-weighted: each gap g over k tokens is k observations of g / k: per request four of
+  // 30 ms, three of 20 ms (60 ms over 3 tokens) and two of 45 ms (90 ms over 2).
+  t.same(
+    bucketsAt(m, 'llm_inter_token_latency_seconds', labels, ['0.0175', '0.025', '0.035', '0.04', '0.05', '+Inf']),
+    { 0.0175: 0, 0.025: 3 * REQUESTS, 0.035: 7 * REQUESTS, 0.04: 7 * REQUESTS, 0.05: 9 * REQUESTS, '+Inf': 9 * REQUESTS },
+    'ITL buckets exactly',
+  )
 
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), REQUESTS * GAPS.length, 'one gap per chunk after the first')
-  const gapSum = sumOf(m, 'llm_inter_chunk_latency_seconds_sum', labels)
-  t.ok(Math.abs(gapSum - itlSum) < 1e-9, 'inter-chunk gaps sum to the same decode time as ITL')
+  t.ok(near(sumOf(m, 'llm_inter_chunk_latency_seconds_sum', labels), itlSum), 'inter-chunk gaps sum to the same decode time as ITL')
+  t.same(
+    bucketsAt(m, 'llm_inter_chunk_latency_seconds', labels, ['0.025', '0.035', '0.07', '0.1']),
+    { 0.025: 0, 0.035: 4 * REQUESTS, 0.07: 5 * REQUESTS, 0.1: 6 * REQUESTS },
+    'chunk gaps: four of 30 ms, one of 60 ms, one of 90 ms per request',
+  )
 
   t.equal(sumOf(m, 'llm_time_per_output_token_seconds_count', labels), REQUESTS, 'one TPOT per ok request')
-  const tpotSum = sumOf(m, 'llm_time_per_output_token_seconds_sum', labels)
-  // Every request has the same N − k1, so the TPOTs sum to the ITL sum over N − k1, exactly.
-  const tpotWant = itlSum / (N - FIRST_TOKENS)
-  t.ok(Math.abs(tpotSum - tpotWant) < 1e-9, `TPOT sum ${tpotSum} = ITL sum / (N − k1) = ${tpotWant} ≈ ${(REQUESTS * DECODE_S) / (N - FIRST_TOKENS)}`)
+  t.ok(near(sumOf(m, 'llm_time_per_output_token_seconds_sum', labels), (REQUESTS * DECODE_S) / (N - FIRST_TOKENS)), 'TPOT sum = ITL sum / (N − k1)')
 
   t.equal(sumOf(m, 'llm_request_duration_seconds_count', { ...labels, outcome: 'ok' }), REQUESTS, 'E2E once per request')
+  t.ok(near(sumOf(m, 'llm_request_duration_seconds_sum', { ...labels, outcome: 'ok' }), REQUESTS * 0.33), 'E2E exactly 3 × 330 ms (the end comes with the last chunk)')
   t.equal(sumOf(m, 'llm_output_tokens_per_second_count', labels), REQUESTS, 'per-user TPS once per ok request')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), 2 * N, 'provider usage counted where the client asked for it')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'estimate' }), N, 'the tokenizer counts the stream without usage')
@@ -81,6 +97,8 @@ t.test('the official OpenAI SDK streams through the proxy and every metric match
   for (const line of lines) {
     t.equal(line.chunks, GAPS.length + 1)
     t.equal(line.streamed_tokens, N)
+    t.equal(line.ttft_ms, 60)
+    t.equal(line.e2e_ms, 330)
     t.notMatch(JSON.stringify(line), /sk-test-secret/, 'the API key is never logged')
   }
 })

@@ -1,13 +1,13 @@
 import t from 'tap'
-import { simRoute, startProxy } from '../helpers/proxy.ts'
+import { startProxy } from '../helpers/proxy.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
 import { startUpstream } from '../helpers/upstream.ts'
+import { Received, VirtualClock, near, play, rawCall, startHeldSimulator } from '../helpers/virtual-time.ts'
 
 // The stall and burst metrics come from the chunk marks, whatever the API: the same schedule
 // through the simulator's Anthropic, Gemini and Responses formats gives the same figures.
-// One stall of 700 ms against stall_seconds 0.35, every other gap 10 ms or 0: chunks are due at
-// offsets from the start, so a chunk a loaded machine makes late shortens the gap after it and
-// lengthens the one before; up to ~340 ms of lateness neither adds a stall nor removes one.
+// One stall of 700 ms against stall_seconds 0.35, every other gap 10 ms or 0, on virtual time:
+// every figure is exact.
 const PLAN = { ttft_ms: 20, first_tokens: 1, chunks: [[10, 1], [700, 2], [0, 8], [10, 1]] }
 const TOKENS = [1, 1, 2, 8, 1]
 
@@ -24,12 +24,16 @@ t.test('Anthropic, Gemini and Responses streams give the same stall, gap and bur
     res.end('{}')
   })
   t.teardown(() => receiver.close())
-  const proxy = await startProxy({ routes: [simRoute()], metrics: { stall_seconds: 0.35 }, otel: { endpoint: receiver.url } })
+  const clock = new VirtualClock()
+  const sim = await startHeldSimulator()
+  t.teardown(() => sim.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/sim', upstream: sim.url }], metrics: { stall_seconds: 0.35 }, otel: { endpoint: receiver.url } }, { now: clock.now })
   t.teardown(() => proxy.close())
+  const received = new Received()
   for (const api of APIS) {
-    const res = await fetch(`${proxy.url}/sim${api.path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tokentap-sim': JSON.stringify(PLAN) }, body: JSON.stringify(api.body) })
-    t.equal(res.status, 200)
-    await res.text()
+    const call = rawCall(received, `${proxy.url}/sim${api.path}`, { headers: { 'content-type': 'application/json', 'x-tokentap-sim': JSON.stringify(PLAN) }, body: JSON.stringify(api.body) })
+    await play(proxy, clock, sim, received)
+    t.equal((await call.done).status, 200)
   }
   await proxy.waitForRequests(APIS.length)
   const m = await proxy.scrape()
@@ -43,7 +47,11 @@ t.test('Anthropic, Gemini and Responses streams give the same stall, gap and bur
     const labels = { provider: api.provider, model: api.model, route: '/sim' }
     t.equal(sumOf(m, 'llm_stream_stalls_total', labels), 1, `${api.provider}: one stall`)
     t.equal(sumOf(m, 'llm_stream_max_gap_seconds_count', labels), 1, `${api.provider}: one longest gap`)
-    t.ok(sumOf(m, 'llm_stream_max_gap_seconds_sum', labels) >= 0.3, `${api.provider}: the longest gap is the stall`)
+    t.ok(near(sumOf(m, 'llm_stream_max_gap_seconds_sum', labels), 0.7), `${api.provider}: the longest gap is the 700 ms stall`)
+    t.equal(sumOf(m, 'llm_time_to_first_token_seconds_sum', labels), 0.02, `${api.provider}: TTFT exactly 20 ms`)
+    t.ok(near(sumOf(m, 'llm_inter_token_latency_seconds_sum', labels), 0.72), `${api.provider}: t_last − t_first exactly 720 ms`)
+    t.same(select(m, 'llm_inter_chunk_latency_seconds_bucket', { ...labels, le: '0.01' }).map((s) => s.value), [3], `${api.provider}: three gaps of 10 ms or less`)
+    t.same(select(m, 'llm_inter_chunk_latency_seconds_bucket', { ...labels, le: '0.5' }).map((s) => s.value), [3], `${api.provider}: and the stall above 0.5 s`)
     t.equal(sumOf(m, 'llm_tokens_per_chunk_count', labels), TOKENS.length, `${api.provider}: every chunk`)
     t.equal(sumOf(m, 'llm_tokens_per_chunk_sum', labels), TOKENS.reduce((a, b) => a + b, 0), `${api.provider}: every token`)
     t.same(select(m, 'llm_tokens_per_chunk_bucket', { ...labels, le: '1' }).map((s) => s.value), [3], `${api.provider}: three single-token chunks`)

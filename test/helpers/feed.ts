@@ -3,7 +3,7 @@ import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '.
 
 /** Feeding recorded streams to a parser whole, split at one byte, or split everywhere. */
 
-export { fixture, sseFromDataLines } from './fixtures.ts'
+export { fixture, splitOffsets, sseFromDataLines } from './fixtures.ts'
 
 export function parserContext(overrides: Partial<ParserContext> = {}): ParserContext {
   return { countTokens: counterFor('o200k_base'), path: '/', contentType: '', maxEventBytes: 1 << 20, ...overrides }
@@ -16,13 +16,13 @@ export interface Fed {
   readonly reads: number[]
 }
 
-/** Feeds `bytes` in the given pieces. */
+/** Feeds `bytes` in the given pieces. Events are copied as they come, so a parser that changes one it returned earlier is caught. */
 export function feed(parser: StreamParser, pieces: readonly Uint8Array[]): Fed {
   const events: ContentEvent[] = []
   const reads: number[] = []
   pieces.forEach((p, i) => {
     for (const e of parser.push(p)) {
-      events.push(e)
+      events.push({ ...e })
       reads.push(i)
     }
   })
@@ -31,6 +31,11 @@ export function feed(parser: StreamParser, pieces: readonly Uint8Array[]): Fed {
 
 /** Splits `bytes` at the given offsets (copies, so no piece shares memory with another). */
 export function splitAt(bytes: Buffer, ...offsets: number[]): Buffer[] {
+  return piecesAt(bytes, offsets)
+}
+
+/** `splitAt` for an array of offsets (any length: a byte-by-byte plan has one per byte). */
+export function piecesAt(bytes: Buffer, offsets: readonly number[]): Buffer[] {
   const out: Buffer[] = []
   let last = 0
   for (const o of [...offsets, bytes.length]) {
@@ -38,14 +43,6 @@ export function splitAt(bytes: Buffer, ...offsets: number[]): Buffer[] {
     last = o
   }
   return out
-}
-
-/** Offsets to split at: every byte for small inputs, else `samples` spread evenly plus the edges. */
-export function splitOffsets(length: number, samples = 400): number[] {
-  if (length <= samples) return Array.from({ length: length + 1 }, (_, i) => i)
-  const out = new Set<number>([0, 1, 2, 3, length - 3, length - 2, length - 1, length])
-  for (let i = 0; i < samples; i++) out.add(Math.floor((i * length) / samples) + (i % 7))
-  return [...out].filter((o) => o >= 0 && o <= length).sort((a, b) => a - b)
 }
 
 /** Plain totals of a run, for comparing runs. */

@@ -12,9 +12,10 @@ export function sseFromDataLines(path: string, withDone = true): Buffer {
   return Buffer.from(lines.map((l) => `data: ${l}\n\n`).join('') + (withDone ? 'data: [DONE]\n\n' : ''))
 }
 
-/** Offsets to split a buffer at: every byte for small inputs, an even sample of `max` for big ones. */
-export function splitPoints(length: number, max = 600): number[] {
-  if (length <= max) return Array.from({ length: length + 1 }, (_, i) => i)
-  const step = length / max
-  return Array.from({ length: max + 1 }, (_, i) => Math.min(length, Math.round(i * step)))
+/** Offsets to split at: every byte for small inputs, else `samples` spread evenly plus the edges. */
+export function splitOffsets(length: number, samples = 400): number[] {
+  if (length <= samples) return Array.from({ length: length + 1 }, (_, i) => i)
+  const out = new Set<number>([0, 1, 2, 3, length - 3, length - 2, length - 1, length])
+  for (let i = 0; i < samples; i++) out.add(Math.floor((i * length) / samples) + (i % 7))
+  return [...out].filter((o) => o >= 0 && o <= length).sort((a, b) => a - b)
 }

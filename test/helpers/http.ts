@@ -1,4 +1,5 @@
 import { request } from 'node:http'
+import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 
 export interface RawResponse {
   readonly status: number
@@ -7,18 +8,42 @@ export interface RawResponse {
   readonly body: Buffer
 }
 
-/** A plain node:http request that keeps raw headers and raw (undecoded) body bytes. */
-export function rawRequest(url: string, opts: { method?: string; headers?: Record<string, string | string[]>; body?: string | Buffer } = {}): Promise<RawResponse> {
+export interface RawRequestOptions {
+  readonly method?: string
+  readonly headers?: OutgoingHttpHeaders
+  readonly body?: string | Buffer
+  readonly agent?: false
+}
+
+/** Starts a raw request (node:http, so any header can be sent; POST unless told) and resolves with the response head. */
+export function openRequest(url: string, opts: RawRequestOptions = {}): Promise<{ res: IncomingMessage; req: ClientRequest }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: opts.method ?? 'GET', headers: opts.headers, agent: false }, (res) => {
-      const parts: Buffer[] = []
-      res.on('data', (c: Buffer) => parts.push(c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, statusMessage: res.statusMessage ?? '', rawHeaders: res.rawHeaders, body: Buffer.concat(parts) }))
-      res.on('error', reject)
-    })
+    const req = request(url, { method: opts.method ?? 'POST', headers: opts.headers, agent: opts.agent ?? false }, (res) => resolve({ res, req }))
     req.on('error', reject)
-    req.end(opts.body)
+    if (opts.body !== undefined) req.end(opts.body)
+    else req.end()
   })
+}
+
+/** Reads a response to its end: resolves with the bytes, or rejects when the stream breaks. */
+export function readAll(res: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = []
+    res.on('data', (c: Buffer) => parts.push(c))
+    res.on('end', () => resolve(Buffer.concat(parts)))
+    res.on('error', reject)
+    res.on('aborted', () => reject(new Error('aborted')))
+    res.on('close', () => {
+      if (!res.complete) reject(new Error('response closed before its end'))
+    })
+  })
+}
+
+/** A whole raw exchange (GET unless told): raw headers and raw (undecoded) body bytes. */
+export async function rawRequest(url: string, opts: RawRequestOptions = {}): Promise<RawResponse> {
+  const { res } = await openRequest(url, { ...opts, method: opts.method ?? 'GET' })
+  const body = await readAll(res)
+  return { status: res.statusCode ?? 0, statusMessage: res.statusMessage ?? '', rawHeaders: res.rawHeaders, body }
 }
 
 /** Raw headers as [lower-case name, value] pairs, without the ones a hop sets itself. */

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 
-/** The real `src/server.ts` in a child process (TypeScript through the test runner's own loader). */
+/** The real server in a child process, built: `dist/src/server.js` (tap's `before` script builds it, test/helpers/build-dist.ts). */
 export interface ServerProcess {
   readonly child: ChildProcess
   /** JSON log lines from stdout so far. */
@@ -21,14 +21,14 @@ export interface ServerProcess {
   kill(): Promise<void>
 }
 
-const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
+const SERVER = fileURLToPath(new URL('../../dist/src/server.js', import.meta.url))
 
 export function startServerProcess(config: Record<string, unknown>): ServerProcess {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-server-'))
   const file = join(dir, 'config.yaml')
   writeFileSync(file, stringify(config))
-  // process.execArgv carries the TypeScript loader tap runs us with; cluster workers inherit it.
-  const child = spawn(process.execPath, [...process.execArgv, SERVER, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+  // Plain node on the built JavaScript: no TypeScript loader in the child or its cluster workers.
+  const child = spawn(process.execPath, [SERVER, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   const logs: Record<string, unknown>[] = []
   let err = ''
   let partial = ''

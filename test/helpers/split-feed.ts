@@ -1,5 +1,6 @@
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '../../src/parsers/types.ts'
 import { Encoding, counterFor } from '../../src/tokens/tokenizer.ts'
+import { feed as feedPieces, parserContext as contextWith, piecesAt } from './feed.ts'
 import { fixture as recorded, sseFromDataLines } from './fixtures.ts'
 import { sseEvents } from './upstream.ts'
 import { createRng } from '../../src/sim/rng.ts'
@@ -32,7 +33,7 @@ export function ssePayloads(body: Buffer): unknown[] {
 export const countTokens = counterFor(Encoding.o200k_base)
 
 export function parserContext(path: string, contentType: string, maxEventBytes = 1 << 20): ParserContext {
-  return { path, contentType, maxEventBytes, countTokens }
+  return contextWith({ path, contentType, maxEventBytes, countTokens })
 }
 
 export interface FeedResult {
@@ -40,20 +41,11 @@ export interface FeedResult {
   readonly summary: StreamSummary
 }
 
-/** Feeds `bytes` cut at the given offsets (ascending) to a new parser. */
+/** Feeds `bytes` cut at the given offsets (ascending) to a new parser, each read a copy (feed.ts). */
 export function feed(make: () => StreamParser, bytes: Buffer, cuts: readonly number[] = []): FeedResult {
-  const parser = make()
-  const events: ContentEvent[] = []
-  let from = 0
-  for (const cut of [...cuts, bytes.length]) {
-    if (cut <= from) continue
-    // A copy, so a parser keeping a view of an earlier read is caught if it relied on reuse.
-    for (const e of parser.push(Buffer.from(bytes.subarray(from, cut)))) events.push({ ...e })
-    from = cut
-  }
-  return { events, summary: parser.end() }
+  const { events, summary } = feedPieces(make(), piecesAt(bytes, cuts).filter((p) => p.length > 0))
+  return { events, summary }
 }
-
 
 /**
  * The ways to cut a body: every single offset for small bodies (a sample of `sample` offsets for

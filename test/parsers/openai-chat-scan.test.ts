@@ -1,7 +1,7 @@
 import t from 'tap'
 import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
 import { chatContext as ctx, Counting, FullParseOnly, run } from '../helpers/chat-fast-path.ts'
-import { fixture, sseFromDataLines, splitPoints } from '../helpers/fixtures.ts'
+import { fixture, sseFromDataLines, splitOffsets } from '../helpers/fixtures.ts'
 
 // The fast path (OpenAIChatParser.scan) reads plain text deltas without JSON.parse. On every
 // recorded fixture and split it must give exactly what the full parse gives: same events from
@@ -27,7 +27,7 @@ for (const [name, bytes] of FIXTURES) {
     const fast = run(new OpenAIChatParser(ctx()), [bytes])
     t.same(fast, whole, 'in one read')
     let mismatches = 0
-    for (const at of splitPoints(bytes.length)) {
+    for (const at of splitOffsets(bytes.length)) {
       const parts = [bytes.subarray(0, at), bytes.subarray(at)]
       const a = run(new OpenAIChatParser(ctx()), parts)
       const b = run(new FullParseOnly(ctx()), parts)

@@ -41,7 +41,12 @@ for (const [name, make, sample] of PARSERS) {
         for (const [at, value, how] of edits) {
           if (how === 'flip') body[at % body.length] = value
           else if (how === 'drop') body = Buffer.concat([body.subarray(0, at % body.length), body.subarray((at % body.length) + 1)])
-          else body = Buffer.concat([body.subarray(0, at % body.length), body.subarray(at % body.length)])
+          else {
+            // Repeats a run of 1 to 16 bytes in place: [0, end) then [start, …), so [start, end) twice.
+            const start = at % body.length
+            const end = Math.min(body.length, start + 1 + (value % 16))
+            body = Buffer.concat([body.subarray(0, end), body.subarray(start)])
+          }
         }
         const reads: Uint8Array[] = []
         for (let i = 0; i < body.length; i += cut + 1) reads.push(body.subarray(i, i + cut + 1))

@@ -2,7 +2,7 @@ import t from 'tap'
 import { readdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { SseDecoder } from '../../src/parsers/sse-decoder.ts'
-import { fixture, splitPoints } from '../helpers/fixtures.ts'
+import { fixture, splitOffsets } from '../helpers/fixtures.ts'
 
 type Ev = [string, string]
 
@@ -64,7 +64,7 @@ t.test('a recorded stream split at any byte gives the same events', async (t) =>
     const bytes = fixture(f)
     const want = decode([bytes]).events
     let bad = 0
-    for (const at of splitPoints(bytes.length, bytes.length > 20_000 ? 150 : 2000)) {
+    for (const at of splitOffsets(bytes.length, bytes.length > 20_000 ? 150 : 2000)) {
       const got = decode([bytes.subarray(0, at), bytes.subarray(at)]).events
       if (JSON.stringify(got) !== JSON.stringify(want)) bad++
     }
@@ -91,7 +91,7 @@ t.test('LF, CRLF and CR line ends are all line ends, also when CRLF is split acr
   for (const text of [lf, crlf, cr]) {
     const b = Buffer.from(text)
     t.same(decode([b]).events, want)
-    for (const at of splitPoints(b.length)) t.same(decode([b.subarray(0, at), b.subarray(at)]).events, want, `${JSON.stringify(text)} split at ${at}`)
+    for (const at of splitOffsets(b.length)) t.same(decode([b.subarray(0, at), b.subarray(at)]).events, want, `${JSON.stringify(text)} split at ${at}`)
   }
   // A CR that ends one read and an LF that starts the next are one line end, not two.
   t.same(decode([Buffer.from('data: x\r'), Buffer.from('\ndata: y\r\n\r\n')]).events, [['', 'x\ny']])
@@ -108,12 +108,12 @@ t.test('only one space after the colon is stripped; unknown fields and id/retry 
 
 t.test('a leading byte-order mark is skipped, also when split', async (t) => {
   const b = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('data: x\n\n')])
-  for (const at of splitPoints(b.length)) t.same(decode([b.subarray(0, at), b.subarray(at)]).events, [['', 'x']], `split at ${at}`)
+  for (const at of splitOffsets(b.length)) t.same(decode([b.subarray(0, at), b.subarray(at)]).events, [['', 'x']], `split at ${at}`)
 })
 
 t.test('a multi-byte character split across reads decodes intact', async (t) => {
   const b = Buffer.from('data: héllo 🌍 wörld\n\n')
-  for (const at of splitPoints(b.length)) t.same(decode([b.subarray(0, at), b.subarray(at)]).events, [['', 'héllo 🌍 wörld']])
+  for (const at of splitOffsets(b.length)) t.same(decode([b.subarray(0, at), b.subarray(at)]).events, [['', 'héllo 🌍 wörld']])
 })
 
 t.test('each value decodes as its own bytes would, in ASCII reads, mixed reads and with invalid UTF-8', async (t) => {
@@ -123,7 +123,7 @@ t.test('each value decodes as its own bytes would, in ASCII reads, mixed reads a
   const stream = Buffer.concat(values.flatMap((v) => [Buffer.from('data: '), v, Buffer.from('\n\n')]))
   const want = values.map((v) => ['', v.toString('utf8')])
   t.same(decode([stream]).events, want, 'one read')
-  for (const at of splitPoints(stream.length)) t.same(decode([stream.subarray(0, at), stream.subarray(at)]).events, want, `split at ${at}`)
+  for (const at of splitOffsets(stream.length)) t.same(decode([stream.subarray(0, at), stream.subarray(at)]).events, want, `split at ${at}`)
   const ascii = Buffer.from('data: a\n\ndata: b\r\n\r\nevent: e\rdata: c\r\r')
   t.same(decode([ascii]).events, [['', 'a'], ['', 'b'], ['e', 'c']], 'an ASCII read with every line end')
 })

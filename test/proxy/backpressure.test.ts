@@ -1,7 +1,7 @@
 import t from 'tap'
 import { startUpstream } from '../helpers/upstream.ts'
 import { proxyWithSockets } from '../helpers/watched-sockets.ts'
-import { chatBody, rawRequest, sleep, waitFor } from '../helpers/faults.ts'
+import { chatBody, openRequest, sleep, waitFor } from '../helpers/faults.ts'
 
 const PIECE = Buffer.from(`: ${'x'.repeat(64 * 1024 - 3)}\n`) // an SSE comment line of 64 KiB
 const TOTAL_PIECES = 400 // 25 MiB in all
@@ -30,7 +30,7 @@ t.test('a client that stops reading stops tokentap reading from the upstream, wi
   // the proxy itself holds the upstream back is not idleness.
   const { proxy, upstreamSockets, clientSockets } = await proxyWithSockets(t, upstream.url, { bodyTimeout: 1000 })
 
-  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   res.pause() // the client stops reading
   t.equal(res.statusCode, 200)
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
-import { SSE_HEADERS, chatBody, chatEvent, rawRequest, waitFor } from '../helpers/faults.ts'
+import { SSE_HEADERS, chatBody, chatEvent, openRequest, waitFor } from '../helpers/faults.ts'
 
 const openConnections = (server: import('node:http').Server): Promise<number> =>
   new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
@@ -57,7 +57,7 @@ t.test('a client that goes away after k chunks aborts the upstream and keeps the
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
 
-  const { res, req } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody('gpt-4o') })
+  const { res, req } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody('gpt-4o') })
   t.equal(res.statusCode, 200)
   const K = 3
   let seen = 0

@@ -2,7 +2,7 @@ import { Agent } from 'node:http'
 import t from 'tap'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
-import { rawRequest, readAll } from '../helpers/faults.ts'
+import { openRequest, readAll } from '../helpers/faults.ts'
 
 t.test('upstream connections are pooled and reused across requests', async (t) => {
   const upstream = await startUpstream((_req, res) => {
@@ -60,7 +60,7 @@ t.test('hop-by-hop headers, and the ones Connection names, cross in neither dire
 
   const agent = new Agent({ keepAlive: true })
   t.teardown(() => agent.destroy())
-  const { res } = await new Promise<Awaited<ReturnType<typeof rawRequest>>>((resolve, reject) => {
+  const { res } = await new Promise<Awaited<ReturnType<typeof openRequest>>>((resolve, reject) => {
     import('node:http').then(({ request }) => {
       const req = request(`${proxy.url}/up/v1/chat/completions`, {
         method: 'POST',

@@ -7,7 +7,7 @@ import type { Dispatcher } from 'undici'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 import { proxyWithSockets } from '../helpers/watched-sockets.ts'
-import { SSE_HEADERS, chatBody, chatEvent, rawRequest, sleep, waitFor } from '../helpers/faults.ts'
+import { SSE_HEADERS, chatBody, chatEvent, openRequest, sleep, waitFor } from '../helpers/faults.ts'
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc') as () => void
@@ -103,7 +103,7 @@ t.test('the upstream read that carried the response headers is freed while the s
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] }, { dispatcher })
   t.teardown(() => proxy.close())
 
-  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   let received = ''
   res.setEncoding('utf8').on('data', (s: string) => (received += s))
   await waitFor('the first read to reach the client', () => received.includes('hello'))
@@ -139,7 +139,7 @@ t.test('a stalled reader costs the proxy its marks (8 bytes a chunk) and bounded
   t.teardown(() => upstream.close())
   const { proxy, upstreamSockets, clientSockets } = await proxyWithSockets(t, upstream.url)
 
-  const { res, req } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
+  const { res, req } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   res.pause()
   res.socket.pause()
   t.teardown(() => req.destroy())
@@ -179,7 +179,7 @@ t.test('the socket reads a small request body came in are freed while its respon
 
   // 12 KiB: under the 16 KiB bound, so read whole before the upstream request starts (not streamed).
   const body = chatBody('gpt-4o-mini', { padding: 'p'.repeat(12 * 1024) })
-  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body })
   let received = ''
   res.setEncoding('utf8').on('data', (s: string) => (received += s))
   await waitFor('the first event to reach the client', () => received.includes('hello'))

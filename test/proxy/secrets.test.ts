@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
-import { rawRequest, readAll } from '../helpers/faults.ts'
+import { openRequest, readAll } from '../helpers/faults.ts'
 
 // Each credential a distinct value, so a leak names its source.
 const SECRETS = {
@@ -45,7 +45,7 @@ t.test('credentials in headers and the key query parameter never reach logs, met
 
   const bodies: string[] = []
   const send = async (path: string, body = '{"model":"gpt-4o","stream":true,"messages":[]}'): Promise<number> => {
-    const { res } = await rawRequest(`${proxy.url}${path}?alt=sse&key=${QUERY_KEY}`, { headers: { ...SECRETS, 'content-type': 'application/json' }, body })
+    const { res } = await openRequest(`${proxy.url}${path}?alt=sse&key=${QUERY_KEY}`, { headers: { ...SECRETS, 'content-type': 'application/json' }, body })
     const text = (await readAll(res)).toString()
     bodies.push(text)
     if (path.startsWith('/up/v1/chat') && res.statusCode === 200) t.equal(res.headers['set-cookie']?.[0], 'upstream=SECRET-set-cookie', 'set-cookie still reaches the client')

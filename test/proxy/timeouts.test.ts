@@ -3,7 +3,7 @@ import { validateConfig } from '../../src/config/load-config.ts'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 import { sumOf } from '../helpers/prometheus.ts'
-import { SSE_HEADERS, chatBody, chatEvent, readAll, rawRequest, sleep } from '../helpers/faults.ts'
+import { SSE_HEADERS, chatBody, chatEvent, readAll, openRequest, sleep } from '../helpers/faults.ts'
 
 /** An upstream that streams one event after each gap (ms), then ends. */
 const gapsUpstream = (gaps: readonly number[]) =>
@@ -18,7 +18,7 @@ const gapsUpstream = (gaps: readonly number[]) =>
   })
 
 const stream = async (url: string): Promise<{ status: number; body: Promise<Buffer> }> => {
-  const { res } = await rawRequest(`${url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
+  const { res } = await openRequest(`${url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   return { status: res.statusCode ?? 0, body: readAll(res) }
 }
 

@@ -5,7 +5,7 @@ import OpenAI from 'openai'
 import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
-import { SSE_HEADERS, chatBody, chatEvent, readAll, rawRequest, sleep, waitFor } from '../helpers/faults.ts'
+import { SSE_HEADERS, chatBody, chatEvent, readAll, openRequest, sleep, waitFor } from '../helpers/faults.ts'
 
 /** Reads a fetch body to its end; resolves 'end' or the error's message. */
 async function drain(res: Response): Promise<{ text: string; outcome: 'end' | 'broken' }> {
@@ -92,7 +92,7 @@ t.test('a body shorter than its Content-Length breaks the client stream and is c
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
 
-  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   t.equal(res.statusCode, 200)
   t.equal(res.headers['content-length'], '1000', 'the declared length passes through')
   await t.rejects(readAll(res), 'the client sees a broken response, not a short one')
