@@ -1,4 +1,3 @@
-import { hostname } from 'node:os'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
@@ -6,7 +5,7 @@ import type { Dispatcher } from 'undici'
 import type { Config } from './config/schema.ts'
 import { createLogger } from './logger.ts'
 import { buildAdmin } from './metrics/admin.ts'
-import { OtelExporter } from './metrics/otel-export.ts'
+import type { OtelMetrics } from './metrics/otel.ts'
 import { tokentap } from './plugin.ts'
 import type { TokentapState } from './plugin.ts'
 
@@ -19,8 +18,8 @@ import type { TokentapState } from './plugin.ts'
 export interface Tokentap extends TokentapState {
   /** The admin listener's instance (/metrics, health, debug views). */
   readonly admin: FastifyInstance
-  /** The OTLP exporter, when `otel.endpoint` is set. */
-  readonly otel?: OtelExporter
+  /** The OTel GenAI metrics (`flush()` exports now), when enabled; the plugin's `otelMetrics`. */
+  readonly otel?: OtelMetrics
 }
 
 /** The service's Fastify instance. */
@@ -51,20 +50,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
   const state = app.tokentap
-  const otel = state.otelMetrics === undefined
-    ? undefined
-    : new OtelExporter(state.otelMetrics, { ...config.otel, endpoint: config.otel.endpoint as string }, logger, [
-        { key: 'service.name', value: { stringValue: process.env.OTEL_SERVICE_NAME ?? 'tokentap' } },
-        { key: 'service.instance.id', value: { stringValue: `${hostname()}:${process.pid}` } },
-      ], '')
-  otel?.start()
   const service = state as Tokentap
-  Object.assign(service, { otel })
+  Object.assign(service, { otel: state.otelMetrics })
   Object.assign(service, { admin: buildAdmin(service) })
 
   app.addHook('onClose', async () => {
     await service.admin.close()
-    await otel?.shutdown()
   })
   return app as TokentapApp
 }

@@ -51,11 +51,16 @@ export interface RouteConfig {
   readonly slo?: { readonly ttft_seconds?: number; readonly itl_p99_seconds?: number }
 }
 
+/** OTLP/HTTP encodings (`OTEL_EXPORTER_OTLP_PROTOCOL` values). */
+export type OtelProtocol = 'http/protobuf' | 'http/json'
+
+/** Unset keys fall back to the standard `OTEL_*` variables, then the SDK's defaults. */
 export interface OtelConfig {
-  /** OTLP/HTTP base URL (`/v1/metrics` is appended); absent = no export. */
+  /** OTLP/HTTP base URL (`/v1/metrics` is appended); absent = no export unless an `OTEL_EXPORTER_OTLP_*ENDPOINT` is set. */
   readonly endpoint?: string
-  readonly interval_ms: number
-  readonly timeout_ms: number
+  readonly protocol?: OtelProtocol
+  readonly interval_ms?: number
+  readonly timeout_ms?: number
   /** Extra request headers (e.g. an API key of the collector's vendor). */
   readonly headers: Readonly<Record<string, string>>
 }
@@ -211,8 +216,9 @@ export const configSchema = {
       default: {},
       properties: {
         endpoint: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
-        interval_ms: { type: 'integer', minimum: 100, default: 60_000 },
-        timeout_ms: { type: 'integer', minimum: 100, default: 10_000 },
+        protocol: { enum: ['http/protobuf', 'http/json'] },
+        interval_ms: { type: 'integer', minimum: 100 },
+        timeout_ms: { type: 'integer', minimum: 100 },
         headers: { type: 'object', default: {}, additionalProperties: { type: 'string' } },
       },
     },
