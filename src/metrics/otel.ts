@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { ValueType } from '@opentelemetry/api'
 import type { Attributes, Histogram } from '@opentelemetry/api'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
-import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics'
+import { AggregationTemporality, InstrumentType, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics'
 import type { PushMetricExporter } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
 import type { OtelConfig } from '../config/schema.ts'
@@ -11,6 +11,7 @@ import { errorType, Outcome, TokenSource } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { Labels } from './llm-metrics.ts'
 import { createOtlpExporter, LoggedExporter, otelProtocol } from './otel-export.ts'
+import { PreAggregatedHistogram } from './otel-gaps.ts'
 
 /**
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/)
@@ -67,6 +68,17 @@ export interface OtelOptions {
   readonly env?: Env
 }
 
+interface AttributeSets {
+  /** The set's identity (its values joined). */
+  readonly key: string
+  readonly base: Attributes
+  readonly withError: Attributes
+  readonly input: Attributes
+  readonly output: Attributes
+}
+
+const ATTRIBUTE_CACHE = 4096
+
 const positive = (v: string | undefined): number | undefined => {
   const n = v === undefined || v.trim() === '' ? NaN : Number(v)
   return Number.isFinite(n) && n > 0 ? n : undefined
@@ -78,9 +90,11 @@ export class OtelMetrics {
   readonly #duration: Histogram
   readonly #tokenUsage: Histogram
   readonly #timeToFirstChunk: Histogram
-  readonly #timePerOutputChunk: Histogram
+  /** time_per_output_chunk: once per gap, so aggregated before the SDK (otel-gaps.ts). */
+  readonly #timePerOutputChunk: PreAggregatedHistogram
   readonly #timeToFirstToken: Histogram
   readonly #timePerOutputToken: Histogram
+  readonly #attributeSets = new Map<string, AttributeSets>()
 
   constructor(options: OtelOptions) {
     const { config, logger } = options
@@ -90,8 +104,18 @@ export class OtelMetrics {
     const exporter = new LoggedExporter(options.exporter ?? createOtlpExporter(config, protocol), logger, protocol)
     // OTEL_METRIC_EXPORT_INTERVAL/TIMEOUT are the SDK spec's reader variables; the JS reader leaves them to its caller.
     const interval = config.interval_ms ?? positive(env.OTEL_METRIC_EXPORT_INTERVAL) ?? 60_000
+    this.#timePerOutputChunk = new PreAggregatedHistogram({
+      name: 'gen_ai.client.operation.time_per_output_chunk',
+      unit: 's',
+      description: 'Time between consecutive chunks of a streaming operation.',
+      bounds: PER_TOKEN_BOUNDS,
+      limit: options.cardinalityLimit ?? 2000,
+      temporality: () => exporter.selectAggregationTemporality?.(InstrumentType.HISTOGRAM) ?? AggregationTemporality.CUMULATIVE,
+      scope: 'tokentap',
+    })
     const reader = new PeriodicExportingMetricReader({
       exporter,
+      metricProducers: [this.#timePerOutputChunk],
       exportIntervalMillis: interval,
       exportTimeoutMillis: Math.min(interval, positive(env.OTEL_METRIC_EXPORT_TIMEOUT) ?? 30_000),
       cardinalityLimits: options.cardinalityLimit === undefined ? undefined : { default: options.cardinalityLimit },
@@ -108,7 +132,6 @@ export class OtelMetrics {
     this.#duration = histogram('gen_ai.client.operation.duration', 's', 'GenAI operation duration.', DURATION_BOUNDS)
     this.#tokenUsage = histogram('gen_ai.client.token.usage', '{token}', 'Number of input and output tokens used.', TOKEN_BOUNDS, ValueType.INT)
     this.#timeToFirstChunk = histogram('gen_ai.client.operation.time_to_first_chunk', 's', 'Time to receive the first chunk in a streaming operation.', DURATION_BOUNDS)
-    this.#timePerOutputChunk = histogram('gen_ai.client.operation.time_per_output_chunk', 's', 'Time between consecutive chunks of a streaming operation.', PER_TOKEN_BOUNDS)
     this.#timeToFirstToken = histogram('gen_ai.server.time_to_first_token', 's', 'Time to generate first token for successful responses.', DURATION_BOUNDS)
     this.#timePerOutputToken = histogram('gen_ai.server.time_per_output_token', 's', 'Time per output token generated after the first token for successful responses.', PER_TOKEN_BOUNDS)
   }
@@ -117,28 +140,52 @@ export class OtelMetrics {
   record(labels: Labels, m: Measurement, r: OtelRequest): void {
     const operation = operationFor(r.method, r.path)
     if (operation === undefined) return
-    const base: Attributes = {
-      'gen_ai.operation.name': operation,
-      'gen_ai.provider.name': PROVIDER_NAMES[labels.provider] ?? labels.provider,
-      'gen_ai.request.model': labels.model,
-    }
-    if (r.responseModel !== undefined) base['gen_ai.response.model'] = r.responseModel
     const error = errorType(m)
-    const withError = error === undefined ? base : { ...base, 'error.type': error }
+    const a = this.#attributes(operation, labels, r.responseModel, error)
     const t = m.timing
-    this.#duration.record(t.e2e, withError)
-    if (m.inputTokens !== undefined) this.#tokenUsage.record(m.inputTokens, { ...base, 'gen_ai.token.type': 'input' })
+    this.#duration.record(t.e2e, a.withError)
+    if (m.inputTokens !== undefined) this.#tokenUsage.record(m.inputTokens, a.input)
     // A request with no reported total and no streamed content has no output count to report.
-    if (m.outputSource === TokenSource.usage || t.chunks > 0) this.#tokenUsage.record(m.outputTokens, { ...base, 'gen_ai.token.type': 'output' })
+    if (m.outputSource === TokenSource.usage || t.chunks > 0) this.#tokenUsage.record(m.outputTokens, a.output)
     if (t.ttft !== undefined) {
-      this.#timeToFirstChunk.record(t.ttft, withError)
-      const perChunk = this.#timePerOutputChunk
-      forEachGap(m.chunks, (gap) => perChunk.record(gap, withError))
+      this.#timeToFirstChunk.record(t.ttft, a.withError)
+      if (m.chunks.count >= 2) {
+        const cell = this.#timePerOutputChunk.cell(a.key, a.withError)
+        forEachGap(m.chunks, (gap) => cell.add(gap))
+      }
       if (m.outcome === Outcome.ok) {
-        this.#timeToFirstToken.record(t.ttft, base)
-        if (t.tpot !== undefined) this.#timePerOutputToken.record(t.tpot, base)
+        this.#timeToFirstToken.record(t.ttft, a.base)
+        if (t.tpot !== undefined) this.#timePerOutputToken.record(t.tpot, a.base)
       }
     }
+  }
+
+  /**
+   * The attribute objects of one request's series, built once per distinct set: the SDK hashes
+   * the attributes on every call anyway, but building them (spreads) cost as much again.
+   */
+  #attributes(operation: string, labels: Labels, responseModel: string | undefined, error: string | undefined): AttributeSets {
+    const key = `${operation}\u0000${labels.provider}\u0000${labels.model}\u0000${responseModel ?? ''}\u0000${error ?? ''}`
+    let a = this.#attributeSets.get(key)
+    if (a === undefined) {
+      const base: Attributes = {
+        'gen_ai.operation.name': operation,
+        'gen_ai.provider.name': PROVIDER_NAMES[labels.provider] ?? labels.provider,
+        'gen_ai.request.model': labels.model,
+      }
+      if (responseModel !== undefined) base['gen_ai.response.model'] = responseModel
+      a = {
+        key,
+        base,
+        withError: error === undefined ? base : { ...base, 'error.type': error },
+        input: { ...base, 'gen_ai.token.type': 'input' },
+        output: { ...base, 'gen_ai.token.type': 'output' },
+      }
+      // A cache, not the series: past its bound it starts over (the SDK's limit bounds the series).
+      if (this.#attributeSets.size >= ATTRIBUTE_CACHE) this.#attributeSets.clear()
+      this.#attributeSets.set(key, a)
+    }
+    return a
   }
 
   /** Collects and exports now (waits for an export already running). Never throws. */

@@ -73,10 +73,14 @@ export const attrsOf = (kvs: KeyValue[] | undefined): Attrs => Object.fromEntrie
 function normalize(raw: RawRequest, path: string, headers: Export['headers']): Export {
   if (raw.resourceMetrics?.length !== 1) throw new Error(`expected one ResourceMetrics, got ${raw.resourceMetrics?.length}`)
   const rm = raw.resourceMetrics[0]
-  if (rm.scopeMetrics?.length !== 1) throw new Error(`expected one ScopeMetrics, got ${rm.scopeMetrics?.length}`)
-  const sm = rm.scopeMetrics[0]
+  // The SDK's instruments and the pre-aggregated one (a MetricProducer) come as two ScopeMetrics of one scope.
+  const scopes = rm.scopeMetrics ?? []
+  const names = new Set(scopes.map((sm) => `${sm.scope?.name ?? ''}@${sm.scope?.version ?? ''}`))
+  if (names.size !== 1) throw new Error(`expected one instrumentation scope, got ${[...names].join(', ')}`)
+  const sm = scopes[0]
   const metrics = new Map<string, Metric>()
-  for (const m of sm.metrics ?? []) {
+  for (const m of scopes.flatMap((x) => x.metrics ?? [])) {
+    if (metrics.has(m.name)) throw new Error(`${m.name} twice`)
     if (m.histogram === undefined) throw new Error(`${m.name} is no histogram`)
     metrics.set(m.name, {
       name: m.name,

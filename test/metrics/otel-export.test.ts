@@ -285,7 +285,7 @@ t.test('past the SDK cardinality limit, new attribute sets go to the otel.metric
   const otel = new OtelMetrics({ config: { endpoint: receiver.url, headers: {} }, logger: silent, env: {}, cardinalityLimit: 3 })
   t.teardown(() => otel.shutdown())
   // Five models: the limit of 3 keeps two of them and one overflow series for the other three.
-  for (const model of ['m1', 'm2', 'm3', 'm4', 'm5']) otel.record({ provider: 'openai', model, route: '/o' }, measured([[10, 1]], 20 + Number(model[1])), REQUEST)
+  for (const model of ['m1', 'm2', 'm3', 'm4', 'm5']) otel.record({ provider: 'openai', model, route: '/o' }, measured([[10, 1], [15, 1]], 20 + Number(model[1])), REQUEST)
   await otel.flush()
   const duration = pointsOf(receiver.received[0], 'gen_ai.client.operation.duration')
   t.equal(duration.length, 3)
@@ -294,6 +294,30 @@ t.test('past the SDK cardinality limit, new attribute sets go to the otel.metric
   t.same(overflow?.attributes, { 'otel.metric.overflow': true }, 'a boolean attribute, alone')
   t.equal(overflow?.count, 3)
   close(t, overflow?.sum, 0.023 + 0.024 + 0.025, 'the overflowed requests are all counted')
+  // The pre-aggregated per-gap histogram keeps the same limit and overflow series.
+  const perChunk = pointsOf(receiver.received[0], 'gen_ai.client.operation.time_per_output_chunk')
+  t.same(perChunk.map((p) => p.attributes['gen_ai.request.model'] ?? p.attributes['otel.metric.overflow']).sort(), ['m1', 'm2', true])
+  t.match(perChunk.find((p) => p.attributes['otel.metric.overflow'] === true), { attributes: { 'otel.metric.overflow': true }, count: 3 })
+})
+
+t.test('with OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta every metric, the pre-aggregated one too, starts over each export', async (t) => {
+  const receiver = await startOtlpReceiver()
+  t.teardown(() => receiver.close())
+  withEnv(t, { OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: 'delta' })
+  const otel = new OtelMetrics({ config: { endpoint: receiver.url, headers: {} }, logger: silent, env: {} })
+  t.teardown(() => otel.shutdown())
+  const labels = { provider: 'openai', model: 'm', route: '/o' }
+  otel.record(labels, measured([[10, 1], [20, 1], [30, 1]], 40), REQUEST)
+  await otel.flush()
+  otel.record(labels, measured([[10, 1], [50, 1]], 60), REQUEST)
+  await otel.flush()
+  const [first, second] = receiver.received
+  for (const name of NAMES) t.equal(first?.metrics.get(name)?.temporality, 1, `${name} is delta`)
+  t.match(pointsOf(first, 'gen_ai.client.operation.time_per_output_chunk'), [{ count: 2 }])
+  t.match(pointsOf(second, 'gen_ai.client.operation.time_per_output_chunk'), [{ count: 1 }], 'only the second request')
+  t.match(pointsOf(second, 'gen_ai.client.operation.duration'), [{ count: 1 }])
+  const [a, b] = [pointsOf(first, 'gen_ai.client.operation.time_per_output_chunk')[0], pointsOf(second, 'gen_ai.client.operation.time_per_output_chunk')[0]]
+  t.ok(b.startTimeUnixNano >= a.timeUnixNano, 'the second period starts where the first ended')
 })
 
 t.test('operation names, the metrics URL, the protocol and the switch follow the OTel conventions', async (t) => {
