@@ -10,7 +10,7 @@ import { OtelMetrics } from '../src/metrics/otel.ts'
 import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
 import type { Job } from './load-client.ts'
-import { evenPlan, requestBody, turns, warmUpJob } from './plans.ts'
+import { evenPlan, requestBody, warmUpJob } from './plans.ts'
 import { cpuMicros, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
 import type { TokentapProcess } from './proc.ts'
 import { summary } from './stats.ts'
@@ -22,8 +22,8 @@ import { summary } from './stats.ts'
  * 1. In process: µs of CPU per `OtelMetrics.record()` of a finished 3-chunk stream (the SDK's
  *    per-call cost: 8 histogram records, one per gap for time_per_output_chunk).
  * 2. Two tokentap processes on the same simulator, OTel off and on (OTLP/protobuf to a local sink
- *    every second, so collection and serialisation are in the figure), 3-chunk streams taking
- *    turns round by round; CPU of each tokentap process per request from /proc.
+ *    every second, so collection and serialisation are in the figure), both loaded at once with
+ *    3-chunk streams, round after round; CPU of each tokentap process per request from /proc.
  */
 
 const HERE = dirname(fileURLToPath(import.meta.url)) // dist/bench
@@ -100,17 +100,20 @@ async function main(): Promise<void> {
     await load.job(streams(p, 2000, `warm3-${name}`))
   }
 
+  // Both at once, each round: on a shared machine the two then see the same contention, which
+  // taking turns does not give (the CPU of one request moved by ±40% from round to round).
   const perRequest: Record<'off' | 'on', number[]> = { off: [], on: [] }
-  for (const { round, path } of turns(['off', 'on'] as const, ROUNDS)) {
-    const pid = procs[path].proc.pid as number
-    const c0 = cpuMicros([pid])
+  const paths = ['off', 'on'] as const
+  for (let round = 0; round < ROUNDS; round++) {
+    const pids = paths.map((p) => procs[p].proc.pid as number)
+    const c0 = pids.map((pid) => cpuMicros([pid]))
     const t0 = performance.now()
-    await load.job(streams(procs[path], PER_ROUND, `r${round}-${path}`))
+    await Promise.all(paths.map((p) => load.job(streams(procs[p], PER_ROUND, `r${round}-${p}`))))
     // Requests are recorded when they end; the last ones are done well within this pause.
     await new Promise((r) => setTimeout(r, 50))
-    const us = (cpuMicros([pid]) - c0) / PER_ROUND
-    perRequest[path].push(us)
-    process.stderr.write(`[otel-cost] round ${round} ${path}: ${us.toFixed(1)} µs CPU/request (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`)
+    const us = pids.map((pid, i) => (cpuMicros([pid]) - c0[i]) / PER_ROUND)
+    paths.forEach((p, i) => perRequest[p].push(us[i]))
+    process.stderr.write(`[otel-cost] round ${round}: off ${us[0].toFixed(1)}, on ${us[1].toFixed(1)} µs CPU/request (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`)
   }
   const ratios = perRequest.on.map((v, i) => v / perRequest.off[i])
   const off50 = summary(perRequest.off).p50

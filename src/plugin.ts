@@ -10,8 +10,8 @@ import { TokentapError } from './errors.ts'
 import { LabelLimiter } from './metrics/label-limiter.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
-import { OtelMetrics } from './metrics/otel.ts'
-import { otelEnabled } from './metrics/otel-export.ts'
+import type { OtelMetrics } from './metrics/otel.ts'
+import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
 import { sendError } from './proxy/error-answer.ts'
 import { Exchange } from './proxy/exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './proxy/exchange.ts'
@@ -100,7 +100,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     for (const ex of active) add([ex.provider, models.value(ex.route.label, ex.requestModel), ex.route.label], 1)
   }, { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, lengthBand: config.metrics.length_band_label })
   for (const m of metrics.all()) registry.register(m)
-  const otelMetrics = otelEnabled(config.otel) ? new OtelMetrics({ config: config.otel, logger }) : undefined
+  const otelMetrics = otelEnabled(config.otel) ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
   // Closing sends a last export (onClose runs once requests in flight have been recorded).
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
   const recorder = new Recorder({ metrics, models, logger, otel: otelMetrics })

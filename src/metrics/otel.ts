@@ -10,7 +10,9 @@ import { forEachGap } from '../timing/request-timing.ts'
 import { errorType, Outcome, TokenSource } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { Labels } from './llm-metrics.ts'
-import { createOtlpExporter, LoggedExporter, otelProtocol } from './otel-export.ts'
+import { otelProtocol } from './otel-config.ts'
+import type { Env } from './otel-config.ts'
+import { createOtlpExporter, LoggedExporter } from './otel-export.ts'
 import { PreAggregatedHistogram } from './otel-gaps.ts'
 
 /**
@@ -19,8 +21,6 @@ import { PreAggregatedHistogram } from './otel-gaps.ts'
  * the global one, so an embedding app's OTel setup is left alone), a periodic reader and the
  * OTLP exporter of otel-export.ts. `record()` only maps a finished request's Measurement.
  */
-
-type Env = Readonly<Record<string, string | undefined>>
 
 /** Semconv bucket advice: latency in seconds, per-token/chunk latency, token counts. */
 export const DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
