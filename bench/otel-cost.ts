@@ -17,7 +17,7 @@ import { summary } from './stats.ts'
 
 /**
  * What the OpenTelemetry export costs (issue 15: at most 10% more CPU per short request).
- * `npm run build && node dist/bench/otel-cost.js [--quick] [--record-only]`
+ * `npm run build && node dist/bench/otel-cost.js [--quick] [--record-only] [--interval-ms N] [--control]`
  *
  * 1. In process: µs of CPU per `OtelMetrics.record()` of a finished 3-chunk stream (the SDK's
  *    per-call cost: 8 histogram records, one per gap for time_per_output_chunk).
@@ -32,6 +32,14 @@ const QUICK = process.argv.includes('--quick')
 const ROUNDS = QUICK ? 3 : 10
 const PER_ROUND = QUICK ? 1000 : 3000
 const CONCURRENCY = 8
+const arg = (name: string): string | undefined => {
+  const i = process.argv.indexOf(name)
+  return i < 0 ? undefined : process.argv[i + 1]
+}
+/** Export period of the "on" process (`--interval-ms`, default 1 s: exports' cost shows). */
+const INTERVAL_MS = arg('--interval-ms') ?? '1000'
+/** `--control`: both processes with OTel off (how far apart two equal processes measure). */
+const CONTROL = process.argv.includes('--control')
 /** Three one-token chunks 1 ms apart: a short answer, where a fixed per-request cost shows most. */
 const PLAN = evenPlan(3, 1)
 
@@ -82,8 +90,8 @@ async function main(): Promise<void> {
   const off = await startTokentap(DIST, mkdtempSync(join(tmpdir(), 'tokentap-otel-off-')), sim.port, { maxModels: 100 })
   stopOnExit(off.proc)
   // The standard variables switch the export on (no config key needed), as a container would.
-  process.env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
-  process.env.OTEL_METRIC_EXPORT_INTERVAL = '1000'
+  if (!CONTROL) process.env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
+  process.env.OTEL_METRIC_EXPORT_INTERVAL = INTERVAL_MS
   const on = await startTokentap(DIST, mkdtempSync(join(tmpdir(), 'tokentap-otel-on-')), sim.port, { maxModels: 100 })
   stopOnExit(on.proc)
   delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT
@@ -126,6 +134,8 @@ async function main(): Promise<void> {
     record_share_of_off: Number((micro.usPerRecord / off50).toFixed(3)),
     ratios: ratios.map((r) => Number(r.toFixed(3))),
     rounds: ROUNDS,
+    interval_ms: Number(INTERVAL_MS),
+    control: CONTROL,
     requests_per_round: PER_ROUND,
     exports_received: sink.exports(),
     export_bytes: sink.bytes(),
