@@ -54,6 +54,7 @@ export class GapCell {
 
 }
 
+/** One pre-aggregated histogram's name, buckets, limit and temporality. */
 export interface PreAggregatedOptions {
   readonly name: string
   readonly unit: string
@@ -69,6 +70,7 @@ export interface PreAggregatedOptions {
 const OVERFLOW: Attributes = { 'otel.metric.overflow': true }
 const OVERFLOW_KEY = '\u0001overflow'
 
+/** The cells of one histogram by attribute set, collected by the SDK's reader. */
 export class PreAggregatedHistogram implements MetricProducer {
   readonly #options: PreAggregatedOptions
   readonly #cells = new Map<string, GapCell>()

@@ -57,6 +57,7 @@ const PROVIDER_NAMES: Readonly<Record<string, string>> = {
   azure: 'azure.ai.openai',
 }
 
+/** What `OtelMetrics` is built from. */
 export interface OtelOptions {
   readonly config: OtelConfig
   readonly logger: Logger
@@ -84,6 +85,7 @@ const positive = (v: string | undefined): number | undefined => {
   return Number.isFinite(n) && n > 0 ? n : undefined
 }
 
+/** The six GenAI histograms, their MeterProvider, reader and exporter; `flush()`/`shutdown()` export now. */
 export class OtelMetrics {
   readonly #provider: MeterProvider
   readonly #logger: Logger
