@@ -1,4 +1,3 @@
-import { hostname } from 'node:os'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
@@ -8,7 +7,7 @@ import { createLogger } from './logger.ts'
 import { buildAdmin } from './admin/admin.ts'
 import { LiveStore } from './admin/live/live-store.ts'
 import { listenerTlsOptions } from './listener-tls.ts'
-import { OtelExporter } from './metrics/otel-export.ts'
+import type { OtelMetrics } from './metrics/otel.ts'
 import { configureListener } from './proxy/listener.ts'
 import { frameworkError, notFound } from './proxy/not-found.ts'
 import { tokentap } from './plugin.ts'
@@ -23,8 +22,8 @@ import type { TokentapState } from './plugin.ts'
 export interface Tokentap extends TokentapState {
   /** The admin listener's instance (/metrics, health, debug views). */
   readonly admin: FastifyInstance
-  /** The OTLP exporter, when `otel.endpoint` is set. */
-  readonly otel?: OtelExporter
+  /** The OTel GenAI metrics (`flush()` exports now), when enabled; the plugin's `otelMetrics`. */
+  readonly otel?: OtelMetrics
   /** Finished requests for the live page and /debug/requests/{id}. */
   readonly live: LiveStore
 }
@@ -67,22 +66,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.setNotFoundHandler(notFound)
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
   const state = app.tokentap
-  const otel = state.otelMetrics === undefined
-    ? undefined
-    : new OtelExporter(state.otelMetrics, { ...config.otel, endpoint: config.otel.endpoint as string }, logger, [
-        { key: 'service.name', value: { stringValue: process.env.OTEL_SERVICE_NAME ?? 'tokentap' } },
-        { key: 'service.instance.id', value: { stringValue: `${hostname()}:${process.pid}` } },
-      ], '')
-  otel?.start()
   const service = state as Tokentap
   const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds })
   state.recorder.listen(live.listener)
-  Object.assign(service, { otel, live })
+  Object.assign(service, { otel: state.otelMetrics, live })
   Object.assign(service, { admin: buildAdmin(service) })
 
   app.addHook('onClose', async () => {
     await service.admin.close()
-    await otel?.shutdown()
   })
   return app as TokentapApp
 }

@@ -10,7 +10,8 @@ import { TokentapError } from './errors.ts'
 import { LabelLimiter } from './metrics/label-limiter.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
-import { OtelMetrics } from './metrics/otel.ts'
+import type { OtelMetrics } from './metrics/otel.ts'
+import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
 import { sendError } from './proxy/error-answer.ts'
 import { Exchange } from './proxy/exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './proxy/exchange.ts'
@@ -59,7 +60,7 @@ export interface TokentapState {
   readonly active: ReadonlySet<Exchange>
   readonly recorder: Recorder
   readonly logger: Logger
-  /** OpenTelemetry GenAI metrics, when `otel.endpoint` is set (the exporter is the app's). */
+  /** OpenTelemetry GenAI metrics and their OTLP export, when `otel.endpoint` (or an OTLP endpoint variable) is set. */
   readonly otelMetrics?: OtelMetrics
   /** What a new Exchange needs (the @fastify/http-proxy helper makes its own exchanges). */
   readonly exchangeDeps: ExchangeDeps
@@ -102,7 +103,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     for (const ex of active) add([ex.provider, models.value(ex.route.label, ex.requestModel), ex.route.label], 1)
   }, { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, lengthBand: config.metrics.length_band_label })
   for (const m of metrics.all()) registry.register(m)
-  const otelMetrics = config.otel.endpoint === undefined ? undefined : new OtelMetrics()
+  const otelMetrics = otelEnabled(config.otel) ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
+  // Closing sends a last export (onClose runs once requests in flight have been recorded).
+  if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
   const recorder = new Recorder({ metrics, models, logger, otel: otelMetrics })
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),

@@ -163,8 +163,10 @@ export const configSchema = {
       properties: {
         // OTLP/HTTP base URL (`/v1/metrics` is appended); absent = no export.
         endpoint: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
-        interval_ms: { type: 'integer', minimum: 100, default: 60_000 },
-        timeout_ms: { type: 'integer', minimum: 100, default: 10_000 },
+        // http/protobuf (the default) or http/json; unset keys fall back to the standard OTEL_* variables.
+        protocol: { enum: ['http/protobuf', 'http/json'] },
+        interval_ms: { type: 'integer', minimum: 100 },
+        timeout_ms: { type: 'integer', minimum: 100 },
         // Extra request headers (e.g. an API key of the collector's vendor).
         headers: { type: 'object', default: {}, additionalProperties: { type: 'string' } },
       },
@@ -242,6 +244,8 @@ export type Config = DeepReadonly<FromSchema<typeof configSchema>>
 export type RouteConfig = Config['routes'][number]
 export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
 export type OtelConfig = Config['otel']
+/** OTLP/HTTP encodings (`OTEL_EXPORTER_OTLP_PROTOCOL` values). */
+export type OtelProtocol = NonNullable<OtelConfig['protocol']>
 /** A listener's certificate and private key (PEM file paths): `server.tls`, `admin.tls`. */
 export type ListenerTls = NonNullable<Config['server']['tls']>
 /** TLS toward one route's upstream (PEM file paths): its CA, a client certificate for mTLS, the SNI name. */

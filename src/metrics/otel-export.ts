@@ -1,82 +1,70 @@
+import { ExportResultCode } from '@opentelemetry/core'
+import type { ExportResult } from '@opentelemetry/core'
+import { OTLPMetricExporter as JsonExporter } from '@opentelemetry/exporter-metrics-otlp-http'
+import { OTLPMetricExporter as ProtobufExporter } from '@opentelemetry/exporter-metrics-otlp-proto'
+import type { AggregationOption, AggregationTemporality, InstrumentType, PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
-import type { OtelConfig } from '../config/schema.ts'
-import type { OtelMetrics, OtlpKeyValue } from './otel.ts'
+import type { OtelConfig, OtelProtocol } from '../config/schema.ts'
+import { metricsUrl } from './otel-config.ts'
 
 /**
- * Periodic OTLP/HTTP export (JSON encoding, https://opentelemetry.io/docs/specs/otlp/#otlphttp)
- * of the in-memory GenAI histograms to `${endpoint}/v1/metrics`. Off the hot path: a timer
- * builds one request per interval; a slow or failing collector only costs that request.
+ * The OTLP/HTTP exporter of the GenAI metrics: the OpenTelemetry SDK's own, protobuf
+ * (`@opentelemetry/exporter-metrics-otlp-proto`) or JSON (`…-otlp-http`). tokentap's config keys
+ * win; what they leave unset comes from the standard variables, read by the exporter itself
+ * (https://opentelemetry.io/docs/specs/otel/protocol/exporter/): endpoint, headers, timeout.
  */
 
-/** `${endpoint}/v1/metrics`, unless the endpoint already names the metrics path. */
-export function metricsUrl(endpoint: string): string {
-  const base = endpoint.replace(/\/+$/, '')
-  return base.endsWith('/v1/metrics') ? base : `${base}/v1/metrics`
+/** The SDK exporter for the config (the variables fill in what the config leaves unset). */
+export function createOtlpExporter(config: OtelConfig, protocol: OtelProtocol): PushMetricExporter {
+  const options = {
+    // A config endpoint is a base URL, like OTEL_EXPORTER_OTLP_ENDPOINT; the SDK takes `url` as the full one.
+    url: config.endpoint === undefined ? undefined : metricsUrl(config.endpoint),
+    headers: Object.keys(config.headers).length === 0 ? undefined : { ...config.headers },
+    timeoutMillis: config.timeout_ms,
+  }
+  return protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options)
 }
 
-const nowNs = (): bigint => BigInt(Date.now()) * 1_000_000n
-
-export class OtelExporter {
-  readonly #metrics: OtelMetrics
-  readonly #config: OtelConfig & { readonly endpoint: string }
+/**
+ * Wraps an exporter to log its failures: one warning per outage (not one per interval) and a
+ * line when it works again. The SDK itself only reports to `diag`, which is silent by default.
+ */
+export class LoggedExporter implements PushMetricExporter {
+  readonly #inner: PushMetricExporter
   readonly #logger: Logger
-  readonly #resource: readonly OtlpKeyValue[]
-  readonly #version: string
-  readonly #start = nowNs()
-  #timer: NodeJS.Timeout | undefined
-  #running: Promise<void> | undefined
+  readonly #protocol: OtelProtocol
   #failing = false
+  // The reader asks the exporter for temporality (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE,
+  // default cumulative) and aggregation: the inner exporter answers.
+  readonly selectAggregationTemporality?: (type: InstrumentType) => AggregationTemporality
+  readonly selectAggregation?: (type: InstrumentType) => AggregationOption
 
-  constructor(metrics: OtelMetrics, config: OtelConfig & { readonly endpoint: string }, logger: Logger, resource: readonly OtlpKeyValue[], version: string) {
-    this.#metrics = metrics
-    this.#config = config
+  constructor(inner: PushMetricExporter, logger: Logger, protocol: OtelProtocol) {
+    this.#inner = inner
     this.#logger = logger
-    this.#resource = resource
-    this.#version = version
+    this.#protocol = protocol
+    this.selectAggregationTemporality = inner.selectAggregationTemporality?.bind(inner)
+    this.selectAggregation = inner.selectAggregation?.bind(inner)
   }
 
-  start(): void {
-    if (this.#timer !== undefined) return
-    this.#timer = setInterval(() => void this.flush(), this.#config.interval_ms)
-    // The exporter never keeps the process alive by itself.
-    this.#timer.unref()
+  export(metrics: ResourceMetrics, resultCallback: (result: ExportResult) => void): void {
+    this.#inner.export(metrics, (result) => {
+      if (result.code === ExportResultCode.SUCCESS) {
+        if (this.#failing) this.#logger.info({ protocol: this.#protocol }, 'OTLP metrics export works again')
+        this.#failing = false
+      } else {
+        if (!this.#failing) this.#logger.warn({ protocol: this.#protocol, err: result.error?.message }, 'OTLP metrics export failed')
+        this.#failing = true
+      }
+      resultCallback(result)
+    })
   }
 
-  /** Exports now (waits for an export already running instead of overlapping it). Never throws. */
-  async flush(): Promise<void> {
-    while (this.#running !== undefined) await this.#running
-    const run = this.#export().finally(() => (this.#running = undefined))
-    this.#running = run
-    return run
+  forceFlush(): Promise<void> {
+    return this.#inner.forceFlush()
   }
 
-  /** Stops the timer and sends a last export. */
-  async shutdown(): Promise<void> {
-    if (this.#timer !== undefined) clearInterval(this.#timer)
-    this.#timer = undefined
-    await this.flush()
-  }
-
-  async #export(): Promise<void> {
-    const body = this.#metrics.toOtlp(this.#resource, this.#start, nowNs(), this.#version)
-    if (body === undefined) return
-    const url = metricsUrl(this.#config.endpoint)
-    try {
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: { ...this.#config.headers, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.#config.timeout_ms),
-      })
-      // Drain the body so the connection can be reused.
-      await res.arrayBuffer()
-      if (!res.ok) throw new Error(`HTTP ${res.status}`)
-      if (this.#failing) this.#logger.info({ url }, 'OTLP metrics export works again')
-      this.#failing = false
-    } catch (err) {
-      // Warn once per outage, not once per interval.
-      if (!this.#failing) this.#logger.warn({ url, err: (err as Error).message }, 'OTLP metrics export failed')
-      this.#failing = true
-    }
+  shutdown(): Promise<void> {
+    return this.#inner.shutdown()
   }
 }

@@ -7,11 +7,12 @@ t.test('the stall threshold, exemplars and OTel export have defaults and are val
   const c = validateConfig({ routes: [route] })
   t.equal(c.metrics.stall_seconds, 1)
   t.equal(c.metrics.exemplars, false)
-  t.same(c.otel, { interval_ms: 60_000, timeout_ms: 10_000, headers: {} }, 'no endpoint: no export')
+  t.same(c.otel, { headers: {} }, 'no endpoint: no export; unset keys are left to the OTEL_ variables')
   t.equal(c.routes[0].slo, undefined)
   t.throws(() => validateConfig({ routes: [route], metrics: { stall_seconds: 0 } }), /metrics\.stall_seconds/)
   t.throws(() => validateConfig({ routes: [route], otel: { endpoint: 'collector:4318' } }), /otel\.endpoint/)
   t.throws(() => validateConfig({ routes: [route], otel: { headers: { a: 1 } } }), /otel\.headers/)
+  t.throws(() => validateConfig({ routes: [route], otel: { protocol: 'grpc' } }), /otel\.protocol/)
   t.throws(() => validateConfig({ routes: [route], otel: { interval: 5 } }), /otel\.interval' is not a known setting/)
 })
 

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { startProxy } from '../helpers/proxy.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
-import { startUpstream } from '../helpers/upstream.ts'
+import { pointsOf, startOtlpReceiver } from '../helpers/otlp-receiver.ts'
 import { Received, VirtualClock, near, play, rawCall, startHeldSimulator } from '../helpers/virtual-time.ts'
 
 // The stall and burst metrics come from the chunk marks, whatever the API: the same schedule
@@ -18,11 +18,7 @@ const APIS = [
 ] as const
 
 t.test('Anthropic, Gemini and Responses streams give the same stall, gap and burst figures, and OTel names their provider', async (t) => {
-  const posts: { resourceMetrics: { scopeMetrics: { metrics: { name: string; histogram: { dataPoints: { attributes: { key: string; value: { stringValue: string } }[]; count: string }[] } }[] }[] }[] }[] = []
-  const receiver = await startUpstream((_req, res, body) => {
-    posts.push(JSON.parse(body.toString('utf8')))
-    res.end('{}')
-  })
+  const receiver = await startOtlpReceiver()
   t.teardown(() => receiver.close())
   const clock = new VirtualClock()
   const sim = await startHeldSimulator()
@@ -38,9 +34,8 @@ t.test('Anthropic, Gemini and Responses streams give the same stall, gap and bur
   await proxy.waitForRequests(APIS.length)
   const m = await proxy.scrape()
   await proxy.app.tokentap.otel?.flush()
-  const duration = posts[0].resourceMetrics[0].scopeMetrics[0].metrics.find((x) => x.name === 'gen_ai.client.operation.duration')
-  const seen = (duration?.histogram.dataPoints ?? []).map((p) => {
-    const a = Object.fromEntries(p.attributes.map((kv) => [kv.key, kv.value.stringValue]))
+  const seen = pointsOf(receiver.received[0], 'gen_ai.client.operation.duration').map((p) => {
+    const a = p.attributes
     return [a['gen_ai.provider.name'], a['gen_ai.operation.name'], a['gen_ai.request.model']].join(' ')
   })
   for (const api of APIS) {

@@ -3,7 +3,7 @@ import t from 'tap'
 import { select, sumOf } from '../helpers/prometheus.ts'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
-import { chatEvent, readAll, rawRequest } from '../helpers/faults.ts'
+import { chatEvent, openRequest, readAll } from '../helpers/faults.ts'
 
 t.test('a gzip bomb passes to the client unchanged and is not inflated to the end: the exchange finishes, not measured', async (t) => {
   const bomb = gzipSync(Buffer.alloc(256 * 1024 * 1024))
@@ -14,7 +14,7 @@ t.test('a gzip bomb passes to the client unchanged and is not inflated to the en
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
-  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true}' })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true}' })
   t.ok((await readAll(res)).equals(bomb), 'the compressed bytes, unchanged')
   const [line] = await proxy.waitForRequests(1, 30_000)
   t.equal(line.chunks, 0, 'no content measured')
@@ -33,7 +33,7 @@ t.test('an ordinary gzip stream is still inflated and measured', async (t) => {
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
-  const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true}' })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true}' })
   t.ok((await readAll(res)).equals(body))
   const [line] = await proxy.waitForRequests(1)
   t.equal(line.outcome, 'ok')

@@ -105,7 +105,7 @@ t.test('the headers timeout answers 504 with its code on the proxy\'s own timer,
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { headers_timeout_ms: 300 } })
   t.teardown(() => proxy.close())
   for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }]) {
-    const { res } = await rawRequest(`${proxy.url}/up/v1/chat/completions`, { headers, body: chatBody() })
+    const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers, body: chatBody() })
     t.equal(res.statusCode, 504)
     const body = JSON.parse((await readAll(res)).toString()) as { error: { code: string } }
     t.equal(body.error.code, 'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT')

@@ -1,0 +1,49 @@
+import type { Logger } from 'pino'
+import type { OtelConfig, OtelProtocol } from '../config/schema.ts'
+import type { OtelMetrics, OtelOptions } from './otel.ts'
+
+/**
+ * The OTel export's switch and settings, without the SDK: the SDK and its exporters take a
+ * while to load, so they are imported only when the export is on (`loadOtelMetrics`).
+ */
+
+/** Where the `OTEL_*` variables are read. */
+export type Env = Readonly<Record<string, string | undefined>>
+
+/** `${endpoint}/v1/metrics`, unless the endpoint already names the metrics path. */
+export function metricsUrl(endpoint: string): string {
+  const base = endpoint.replace(/\/+$/, '')
+  return base.endsWith('/v1/metrics') ? base : `${base}/v1/metrics`
+}
+
+/** An empty variable counts as unset, as the OTel spec says. */
+const fromEnv = (env: Env, name: string): string | undefined => {
+  const v = env[name]?.trim()
+  return v === undefined || v === '' ? undefined : v
+}
+
+/**
+ * Whether to export: `otel.endpoint`, or a standard endpoint variable (a container that sets
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` expects its services to report). `OTEL_SDK_DISABLED=true` and
+ * `OTEL_METRICS_EXPORTER=none` turn it off, as they do for any OTel SDK.
+ */
+export function otelEnabled(config: OtelConfig, env: Env = process.env): boolean {
+  if (fromEnv(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return false
+  if (fromEnv(env, 'OTEL_METRICS_EXPORTER')?.toLowerCase() === 'none') return false
+  return config.endpoint !== undefined || fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') !== undefined || fromEnv(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined
+}
+
+/** `otel.protocol`, else `OTEL_EXPORTER_OTLP_METRICS_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`, else protobuf. */
+export function otelProtocol(config: OtelConfig, env: Env = process.env, logger?: Logger): OtelProtocol {
+  const wanted = config.protocol ?? fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') ?? fromEnv(env, 'OTEL_EXPORTER_OTLP_PROTOCOL')
+  if (wanted === 'http/json') return 'http/json'
+  // gRPC would need a second transport stack for one request a minute; OTLP/HTTP is what every collector takes.
+  if (wanted !== undefined && wanted !== 'http/protobuf') logger?.warn({ protocol: wanted }, 'OTLP protocol not supported, using http/protobuf')
+  return 'http/protobuf'
+}
+
+/** The GenAI metrics and their export, the SDK loaded on first use. */
+export async function loadOtelMetrics(options: OtelOptions): Promise<OtelMetrics> {
+  const { OtelMetrics } = await import('./otel.ts')
+  return new OtelMetrics(options)
+}

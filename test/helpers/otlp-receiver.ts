@@ -1,0 +1,141 @@
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import protobuf from 'protobufjs'
+import { startUpstream } from './upstream.ts'
+
+/**
+ * A real OTLP/HTTP metrics receiver on port 0. It decodes each ExportMetricsServiceRequest with
+ * the OTLP proto definitions (test/fixtures/otlp-proto, from open-telemetry/opentelemetry-proto):
+ * protobuf bodies with `decode`, JSON bodies with `fromObject` (the OTLP/JSON mapping of the same
+ * messages), so both encodings are read into one shape and a test asserts on figures, not bytes.
+ */
+
+const PROTO_DIR = join(dirname(fileURLToPath(import.meta.url)), '../fixtures/otlp-proto')
+const root = new protobuf.Root()
+root.resolvePath = (_origin, target) => join(PROTO_DIR, target)
+root.loadSync('opentelemetry/proto/collector/metrics/v1/metrics_service.proto')
+const Request = root.lookupType('opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest')
+
+export type AttributeValue = string | boolean | number
+export type Attrs = Record<string, AttributeValue>
+
+export interface Point {
+  readonly attributes: Attrs
+  readonly count: number
+  readonly sum: number
+  readonly min: number | undefined
+  readonly max: number | undefined
+  readonly bucketCounts: number[]
+  readonly explicitBounds: number[]
+  readonly startTimeUnixNano: bigint
+  readonly timeUnixNano: bigint
+}
+
+export interface Metric {
+  readonly name: string
+  readonly unit: string
+  readonly description: string
+  /** 1 delta, 2 cumulative. */
+  readonly temporality: number
+  readonly points: Point[]
+}
+
+export interface Export {
+  readonly path: string
+  readonly headers: Record<string, string | string[] | undefined>
+  readonly resource: Attrs
+  readonly scope: { readonly name: string; readonly version: string | undefined }
+  /** By metric name. */
+  readonly metrics: Map<string, Metric>
+}
+
+export interface OtlpReceiver {
+  readonly url: string
+  readonly received: Export[]
+  /** Status to answer with (200 by default). */
+  status: number
+  /** ms to wait before answering. */
+  delayMs: number
+  close(): Promise<void>
+}
+
+interface AnyValue { stringValue?: string; boolValue?: boolean; intValue?: string; doubleValue?: number }
+interface KeyValue { key: string; value: AnyValue }
+interface RawPoint { attributes?: KeyValue[]; count?: string; sum?: number; min?: number; max?: number; bucketCounts?: string[]; explicitBounds?: number[]; startTimeUnixNano?: string; timeUnixNano?: string }
+interface RawMetric { name: string; unit?: string; description?: string; histogram?: { aggregationTemporality?: number; dataPoints?: RawPoint[] } }
+interface RawRequest { resourceMetrics?: { resource?: { attributes?: KeyValue[] }; scopeMetrics?: { scope?: { name?: string; version?: string }; metrics?: RawMetric[] }[] }[] }
+
+const valueOf = (v: AnyValue): AttributeValue => v.stringValue ?? v.boolValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue as number))
+
+/** Attributes as a plain object (string, boolean and number values). */
+export const attrsOf = (kvs: KeyValue[] | undefined): Attrs => Object.fromEntries((kvs ?? []).map((kv) => [kv.key, valueOf(kv.value)]))
+
+function normalize(raw: RawRequest, path: string, headers: Export['headers']): Export {
+  if (raw.resourceMetrics?.length !== 1) throw new Error(`expected one ResourceMetrics, got ${raw.resourceMetrics?.length}`)
+  const rm = raw.resourceMetrics[0]
+  // The SDK's instruments and the pre-aggregated one (a MetricProducer) come as two ScopeMetrics of one scope.
+  const scopes = rm.scopeMetrics ?? []
+  const names = new Set(scopes.map((sm) => `${sm.scope?.name ?? ''}@${sm.scope?.version ?? ''}`))
+  if (names.size !== 1) throw new Error(`expected one instrumentation scope, got ${[...names].join(', ')}`)
+  const sm = scopes[0]
+  const metrics = new Map<string, Metric>()
+  for (const m of scopes.flatMap((x) => x.metrics ?? [])) {
+    if (metrics.has(m.name)) throw new Error(`${m.name} twice`)
+    if (m.histogram === undefined) throw new Error(`${m.name} is no histogram`)
+    metrics.set(m.name, {
+      name: m.name,
+      unit: m.unit ?? '',
+      description: m.description ?? '',
+      temporality: m.histogram.aggregationTemporality ?? 0,
+      points: (m.histogram.dataPoints ?? []).map((p) => ({
+        attributes: attrsOf(p.attributes),
+        count: Number(p.count ?? 0),
+        sum: p.sum ?? 0,
+        min: p.min,
+        max: p.max,
+        bucketCounts: (p.bucketCounts ?? []).map(Number),
+        explicitBounds: p.explicitBounds ?? [],
+        startTimeUnixNano: BigInt(p.startTimeUnixNano ?? 0),
+        timeUnixNano: BigInt(p.timeUnixNano ?? 0),
+      })),
+    })
+  }
+  return { path, headers, resource: attrsOf(rm.resource?.attributes), scope: { name: sm.scope?.name ?? '', version: sm.scope?.version }, metrics }
+}
+
+const TO_OBJECT = { longs: String, enums: Number, arrays: true } as const
+
+/** Decodes one request body by its content type (protobuf or JSON). */
+export function decodeExport(body: Buffer, contentType: string | undefined, path = '', headers: Export['headers'] = {}): Export {
+  const message = contentType === 'application/json'
+    ? Request.fromObject(JSON.parse(body.toString('utf8')) as Record<string, unknown>)
+    : contentType === 'application/x-protobuf'
+      ? Request.decode(body)
+      : undefined
+  if (message === undefined) throw new Error(`unexpected content-type ${contentType}`)
+  return normalize(Request.toObject(message, TO_OBJECT) as RawRequest, path, headers)
+}
+
+export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+  const received: Export[] = []
+  const state = { status: 200, delayMs: 0 }
+  const upstream = await startUpstream(async (req, res, body) => {
+    if (state.delayMs > 0) await new Promise((r) => setTimeout(r, state.delayMs))
+    if (state.status === 200) received.push(decodeExport(body, req.headers['content-type'], req.url ?? '', req.headers))
+    // An empty ExportMetricsServiceResponse, in the request's encoding.
+    res.writeHead(state.status, { 'content-type': req.headers['content-type'] ?? 'application/x-protobuf' })
+    res.end(req.headers['content-type'] === 'application/json' ? '{}' : '')
+  })
+  return {
+    url: upstream.url,
+    received,
+    get status() { return state.status },
+    set status(v: number) { state.status = v },
+    get delayMs() { return state.delayMs },
+    set delayMs(v: number) { state.delayMs = v },
+    close: () => upstream.close(),
+  }
+}
+
+/** The points of one metric in an export ([] when it has none). */
+export const pointsOf = (e: Export | undefined, name: string): Point[] => e?.metrics.get(name)?.points ?? []
