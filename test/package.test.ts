@@ -31,9 +31,12 @@ interface Running {
   stop(): Promise<number | null>
 }
 
-/** `npx tokentap ARGS` in the fresh folder, until it says where it listens. */
+/**
+ * The installed `tokentap` bin (what `npx tokentap` runs) in the fresh folder, until it says where
+ * it listens. Started directly rather than through npx, which does not pass SIGTERM on.
+ */
 async function npx(args: string[]): Promise<Running> {
-  const child = spawn('npx', ['--no-install', 'tokentap', ...args], { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(join(app, 'node_modules', '.bin', 'tokentap'), args, { cwd: app, stdio: ['ignore', 'pipe', 'inherit'] })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
   const ready = await new Promise<{ proxy: string; admin: string }>((resolve, reject) => {
     createInterface({ input: child.stdout }).on('line', (line) => {
@@ -72,6 +75,12 @@ t.test('the packed package holds the compiled plugin, its types and the default 
   t.notOk(readFileSync(join(installed, 'dist', 'src', 'index.d.ts'), 'utf8').includes(".ts'"), 'declarations import .js files')
   const exported = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('tokentap'); const h = await import('tokentap/http-proxy'); console.log(typeof m.default, typeof m.tokentapReplyOptions, typeof m.buildApp, typeof h.tokentapReplyOptions)"], { cwd: app, encoding: 'utf8' })
   t.equal(exported.trim(), 'function function function function', 'the plugin, the http-proxy helper and buildApp are exported')
+})
+
+t.test('npx tokentap --help prints the usage and exits 0', async (t) => {
+  const out = execFileSync('npx', ['--no-install', 'tokentap', '--help'], { cwd: app, encoding: 'utf8' })
+  t.match(out, /Usage: tokentap/)
+  t.match(out, /--upstream URL/)
 })
 
 t.test('npx tokentap runs the default config and measures a stream through /sim', async (t) => {
