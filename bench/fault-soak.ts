@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { Agent, request } from 'undici'
+import { createRng } from '../src/sim/rng.ts'
 
 export interface FaultSoakOptions {
   /** How long traffic runs. */
@@ -61,17 +62,8 @@ type Kind = (typeof KINDS)[number]
 const IDLE_TIMEOUT_MS = 3000
 const DRAIN_SECONDS = 2
 
-/** A small seeded generator (mulberry32): the mix and every body are reproducible. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** The simulator's seeded generator (mulberry32): the mix and every body are reproducible. */
+const rng = createRng
 
 const event = (text: string): string => `data: {"id":"s","object":"chat.completion.chunk","created":1,"model":"soak","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`
 
