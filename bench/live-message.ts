@@ -74,7 +74,7 @@ for (let i = 0; i < STREAMS; i++) {
   active.add({ id: `s${i}`, route: { label: `/route-${i % 20}` }, provider: 'openai', requestModel: `model-${i % 50}`, tReq, chunks })
 }
 
-const cursors: Cursors = new WeakMap()
+const cursors: Cursors = new Map()
 const times: number[] = []
 /** CPU time (ms) of the same: less swayed than wall time by other processes on a shared machine. */
 const cpu: number[] = []

@@ -27,11 +27,10 @@ type Msg = {
   series: { route: string; model: string; ok: number[]; error: number[]; stalls: number[]; q: Record<string, (number | null)[]>; dist?: { zero: number; x: number[]; y: number[] } }[]
   omittedSeries: number
   routes: { route: string; length: { band: string; itl: (number | null)[]; tpot: (number | null)[] }[]; concurrency: { band: string; itl: (number | null)[] }[] }[]
-  streams: { id: string; chunks: number; tokens: number; stalls: number; maxGap: number; gap: number; ticks: number[]; k?: number[] }[]
+  streams: { id: string; chunks: number; tokens: number; stalls: number; maxGap: number; gap: number; ticks: number[]; k?: number[]; ended?: true }[]
   omittedStreams: number
 }
-const build = (stats: LiveStats, active: InFlight[], now: number, cursors: Cursors = new WeakMap()): Msg =>
-  buildMessage(stats, Object.assign(active, { size: active.length }) as unknown as Set<InFlight>, now, cursors, 1) as unknown as Msg
+const build = (stats: LiveStats, active: InFlight[], now: number, cursors: Cursors = new Map()): Msg => buildMessage(stats, new Set(active), now, cursors, 1) as unknown as Msg
 
 t.test('a finished request from a known schedule gives its exact figures', async (t) => {
   // t_req 0; chunks at 100 ms (1 token), 150 (1), 1650 (2: a 1.5 s stall), 1700 (1); end 1800.
@@ -119,7 +118,7 @@ t.test('each stream sends only the chunks that arrived since the previous messag
   const stats = new LiveStats()
   const chunks = log([[1100, 1], [1150, 3]])
   const ex: InFlight = { id: 's1', route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: 1000, chunks }
-  const cursors: Cursors = new WeakMap()
+  const cursors: Cursors = new Map()
   const first = build(stats, [ex], 2000, cursors)
   t.same(first.streams[0].ticks, [100, 150])
   t.same(first.streams[0].k, [1, 3])
@@ -134,6 +133,28 @@ t.test('each stream sends only the chunks that arrived since the previous messag
   t.equal(second.streams[0].tokens, 5)
   const fresh = build(stats, [ex], 3000)
   t.same(fresh.streams[0].ticks, [100, 150, 1700], 'a new audience gets the whole strip')
+})
+
+t.test('a stream that stalled and ended between two messages is sent once more, ended, with its stall', async (t) => {
+  const stats = new LiveStats()
+  const chunks = log([[1100, 1], [1150, 1]])
+  const ex: InFlight = { id: 's1', route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: 1000, chunks }
+  const cursors: Cursors = new Map()
+  const first = build(stats, [ex], 1200, cursors)
+  t.equal(first.streams[0].ended, undefined, 'in flight')
+  // Between the two messages: a 1.2 s gap (a stall, the threshold is 1 s), one more chunk, the end.
+  chunks.add(2350, 1, MarkKind.text, false)
+  chunks.add(2400, 1, MarkKind.text, false)
+  const after = build(stats, [], 2700, cursors)
+  t.equal(after.streams.length, 1)
+  t.same(after.streams[0].ticks, [1350, 1400], 'its last chunks')
+  t.equal(after.streams[0].stalls, 1, 'the stall the page never saw in flight')
+  t.equal(after.streams[0].maxGap, 1200)
+  t.equal(after.streams[0].gap, 0, 'an ended stream waits for nothing')
+  t.equal(after.streams[0].ended, true)
+  t.equal(after.omittedStreams, 0)
+  t.equal(cursors.size, 0, 'then its cursor is dropped')
+  t.same(build(stats, [], 3700, cursors).streams, [], 'and it is not sent again')
 })
 
 t.test('a long stream first seen sends only the strip’s last 30 seconds', async (t) => {

@@ -51,7 +51,12 @@ export interface StreamCursor {
   tokens: number
 }
 
-export type Cursors = WeakMap<InFlight, StreamCursor>
+/**
+ * Per SSE audience, the streams it has been sent. A stream that ended between two messages is
+ * sent once more, marked `ended`, with its last chunks, so a stall that began and ended inside
+ * one message interval still reaches the page; then its cursor is dropped.
+ */
+export type Cursors = Map<InFlight, StreamCursor>
 
 const r2 = (x: number): number => Math.round(x * 100) / 100
 /** Seconds → ms, to 0.01 ms; null for no value. */
@@ -114,7 +119,7 @@ function bandQuantiles(sketch: SlidingSketch, now: number, scratch: number[]): (
 }
 
 /** A stream's entry, advancing its cursor over the chunks that arrived since. */
-function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number): Record<string, unknown> {
+function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number, ended: boolean): Record<string, unknown> {
   const log = ex.chunks
   const n = log.count
   let c = cursors.get(ex)
@@ -163,20 +168,24 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
     chunks: n,
     tokens: c.tokens,
     ttft: n === 0 ? null : r2(log.at(0) - ex.tReq),
-    gap: r2(now - (n === 0 ? ex.tReq : log.at(n - 1))),
+    // An ended stream is waiting for nothing.
+    gap: ended ? 0 : r2(now - (n === 0 ? ex.tReq : log.at(n - 1))),
     maxGap: r2(c.maxGap),
     stalls: c.stalls,
     ticks,
     ...(k === undefined ? {} : { k }),
+    ...(ended ? { ended: true } : {}),
   }
 }
+
+const inFlightShown = (streams: Record<string, unknown>[]): number => streams.reduce((n, s) => (s.ended === true ? n : n + 1), 0)
 
 const requestsIn = (s: Series, w: number, now: number): number => s.requests.ok.sum(w, now) + s.requests.error.sum(w, now) + s.requests.cancelled.sum(w, now)
 
 const WINDOW_SECONDS = [60, 300, 900] as const
 
 /** Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client). */
-export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { readonly size: number }, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
+export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
   const scratch: number[] = [0, 0, 0]
   const second = Math.floor(now / 1000)
   // Which series are the busiest is re-ranked every few seconds (it touches every series), and
@@ -225,10 +234,16 @@ export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { re
   }
   const streams: Record<string, unknown>[] = []
   const stallMs = stallSeconds * 1000
-  // Oldest first (the Set's order), as /debug/streams.
+  // First the streams that ended since this audience's previous message, with their last chunks.
+  for (const ex of cursors.keys()) {
+    if (active.has(ex)) continue
+    if (streams.length < MAX_STREAMS_SHOWN) streams.push(streamView(ex, now, cursors, stallMs, true))
+    cursors.delete(ex)
+  }
+  // Then the streams in flight, oldest first (the Set's order), as /debug/streams.
   for (const ex of active) {
     if (streams.length >= MAX_STREAMS_SHOWN) break
-    streams.push(streamView(ex, now, cursors, stallMs))
+    streams.push(streamView(ex, now, cursors, stallMs, false))
   }
   const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
   return {
@@ -246,6 +261,6 @@ export function buildMessage(stats: LiveStats, active: Iterable<InFlight> & { re
     omittedSeries: ranking.size - shown.length,
     routes,
     streams,
-    omittedStreams: active.size - streams.length,
+    omittedStreams: Math.max(0, active.size - inFlightShown(streams)),
   }
 }

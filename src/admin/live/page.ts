@@ -123,7 +123,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
       }
       for (var i = 0; i < s.ticks.length; i++) { r.ticks.push(s.ticks[i]); r.k.push(s.k ? s.k[i] : 1) }
       if (r.ticks.length > 6000) { r.ticks.splice(0, r.ticks.length - 6000); r.k.splice(0, r.k.length - 6000) }
-      r.chunks = s.chunks; r.tokens = s.tokens; r.gap = s.gap; r.ended = 0
+      r.chunks = s.chunks; r.tokens = s.tokens; r.gap = s.gap; r.ended = s.ended ? r.ended || performance.now() : 0
       if (s.gap > stallMs) {
         var text = '⚠ stalling ' + (s.gap / 1000).toFixed(2) + ' s · ' + r.label + ' · ' + s.id
         if (!r.live) r.live = addMarker(s.id, text)

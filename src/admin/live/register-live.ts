@@ -41,7 +41,7 @@ const unavailable = { error: 'the live views read one process’s requests; with
 /** Sends the shared message to every SSE client each second while there is one. */
 class EventHub {
   readonly #clients = new Set<ServerResponse>()
-  readonly #cursors: Cursors = new WeakMap()
+  readonly #cursors: Cursors = new Map()
   readonly #live: LiveStore
   readonly #active: ReadonlySet<InFlight>
   #timer: NodeJS.Timeout | undefined
@@ -66,7 +66,7 @@ class EventHub {
       if (this.#clients.size === 0) this.stop()
     })
     // A new client's first message has its own cursors: the strip's last 30 s of every stream.
-    res.write(`retry: 2000\n\n${this.message(new WeakMap())}`)
+    res.write(`retry: 2000\n\n${this.message(new Map())}`)
     this.#timer ??= setInterval(() => this.#tick(), EVENT_INTERVAL_MS).unref()
   }
 
