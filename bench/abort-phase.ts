@@ -39,7 +39,8 @@ export async function startCountingUpstream(chunks: number, gapMs: number): Prom
       last = rec
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
       let i = 0
-      const event = (delta: string): string => `data: {"id":"chatcmpl-abort","object":"chat.completion.chunk","created":0,"model":"abort-model","tokentap_sent_ms":${now().toFixed(3)},"choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null}]}\n\n`
+      const event = (delta: string): string =>
+        `data: {"id":"chatcmpl-abort","object":"chat.completion.chunk","created":0,"model":"abort-model","tokentap_sent_ms":${now().toFixed(3)},"choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null}]}\n\n`
       const write = (text: string): void => {
         rec.writes.push(now())
         rec.bytes.push(Buffer.byteLength(text))
@@ -98,7 +99,9 @@ export interface AbortDeps {
 
 export async function abortPhase(d: AbortDeps): Promise<Record<string, AbortFigures>> {
   const paths = Object.keys(d.jobs)
-  const runs: Record<string, { chunks: number[]; bytes: number[]; openMs: number[]; toEnd: number; before: number[] }> = Object.fromEntries(paths.map((p) => [p, { chunks: [], bytes: [], openMs: [], toEnd: 0, before: [] }]))
+  const runs: Record<string, { chunks: number[]; bytes: number[]; openMs: number[]; toEnd: number; before: number[] }> = Object.fromEntries(
+    paths.map((p) => [p, { chunks: [], bytes: [], openMs: [], toEnd: 0, before: [] }]),
+  )
   for (let r = 0; r < d.rounds; r++) {
     for (const p of paths) {
       const { at, chunks } = await d.job<{ at: number; chunks: number }>(d.jobs[p])
@@ -127,6 +130,16 @@ export async function abortPhase(d: AbortDeps): Promise<Record<string, AbortFigu
     return a.length === 0 ? NaN : a[Math.floor((a.length - 1) / 2)]
   }
   return Object.fromEntries(
-    paths.map((p) => [p, { chunks_after_abort: med(runs[p].chunks), bytes_after_abort: med(runs[p].bytes), upstream_open_ms_after_abort: round(med(runs[p].openMs), 1), read_to_end: runs[p].toEnd, rounds: runs[p].chunks.length, chunks_before_abort: med(runs[p].before) }]),
+    paths.map((p) => [
+      p,
+      {
+        chunks_after_abort: med(runs[p].chunks),
+        bytes_after_abort: med(runs[p].bytes),
+        upstream_open_ms_after_abort: round(med(runs[p].openMs), 1),
+        read_to_end: runs[p].toEnd,
+        rounds: runs[p].chunks.length,
+        chunks_before_abort: med(runs[p].before),
+      },
+    ]),
   )
 }

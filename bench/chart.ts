@@ -63,7 +63,7 @@ function panel(p: Panel, ox: number): string {
     out += `<line x1="${x(0) + 8}" x2="${x(0) + 26}" y1="${ly - 4}" y2="${ly - 4}" stroke="${COLORS[s.name] ?? '#000'}" stroke-width="2"/>`
     out += `<text x="${x(0) + 30}" y="${ly}">${esc(s.name)}</text>`
   })
-  return out + '</g>'
+  return `${out}</g>`
 }
 
 export function gapChart(panels: readonly Panel[], caption: string): string {
@@ -73,5 +73,5 @@ export function gapChart(panels: readonly Panel[], caption: string): string {
   out += `<rect width="100%" height="100%" fill="#fff"/>`
   panels.forEach((p, i) => (out += panel(p, i * W)))
   out += `<text x="${width / 2}" y="${height - 6}" text-anchor="middle" font-family="sans-serif" font-size="10" fill="#555">${esc(caption)}</text>`
-  return out + '</svg>\n'
+  return `${out}</svg>\n`
 }

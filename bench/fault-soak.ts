@@ -65,7 +65,8 @@ const DRAIN_SECONDS = 2
 /** The simulator's seeded generator (mulberry32): the mix and every body are reproducible. */
 const rng = createRng
 
-const event = (text: string): string => `data: {"id":"s","object":"chat.completion.chunk","created":1,"model":"soak","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`
+const event = (text: string): string =>
+  `data: {"id":"s","object":"chat.completion.chunk","created":1,"model":"soak","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`
 
 /** The writes (with a delay before each) of a normal stream for `seed`; the client must get their concatenation. */
 function normalWrites(seed: number, oversize: boolean): { delayMs: number; data: string }[] {
@@ -307,10 +308,13 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
       const ac = new AbortController()
       let aborted = false
       if (kind === 'abort') {
-        setTimeout(() => {
-          aborted = true
-          ac.abort()
-        }, Math.floor(r() * 120)).unref()
+        setTimeout(
+          () => {
+            aborted = true
+            ac.abort()
+          },
+          Math.floor(r() * 120),
+        ).unref()
       }
       const path = kind === 'sim' ? '/sim/v1/chat/completions' : `/up/v1/chat/completions?kind=${kind}&seed=${seed}`
       const body = JSON.stringify({ model: `soak-${kind}`, stream: true, messages: [{ role: 'user', content: 'soak' }] })
@@ -349,7 +353,14 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
         if (!ok) problems.push(`sim: status ${status}, body ${got.toString().slice(0, 200)}`)
         return count(ok ? 'sim: ok' : 'sim: wrong')
       }
-      const expected = kind === 'bomb' ? bomb : Buffer.from(normalWrites(seed, kind === 'oversize').map((w) => w.data).join(''))
+      const expected =
+        kind === 'bomb'
+          ? bomb
+          : Buffer.from(
+              normalWrites(seed, kind === 'oversize')
+                .map((w) => w.data)
+                .join(''),
+            )
       compared++
       if (status !== 200 || !got.equals(expected)) {
         mismatched++
@@ -402,7 +413,23 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
     if (mismatched > 0) problems.push(`${mismatched} of ${compared} normal streams differed from the upstream's bytes`)
     if (scrapes < opts.seconds * 0.8) problems.push(`only ${scrapes} scrapes in ${opts.seconds} s`)
     if (/\n\s+at /.test(stderr)) problems.push(`stack trace on stderr: ${stderr.slice(-1000)}`)
-    return { outcomes, requests, compared, mismatched, inFlightAtEnd, debugStreamsAtEnd: snap.in_flight, socketsBefore, socketsAfter, rssStartMb, rssEndMb, maxEventLoopStallMs: maxLagMs, scrapes, exitCode, exitMs, problems }
+    return {
+      outcomes,
+      requests,
+      compared,
+      mismatched,
+      inFlightAtEnd,
+      debugStreamsAtEnd: snap.in_flight,
+      socketsBefore,
+      socketsAfter,
+      rssStartMb,
+      rssEndMb,
+      maxEventLoopStallMs: maxLagMs,
+      scrapes,
+      exitCode,
+      exitMs,
+      problems,
+    }
   } finally {
     process.off('exit', killer)
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')

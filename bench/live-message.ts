@@ -49,10 +49,29 @@ function request(i: number, endedAt: number): FinishedRequest {
   const ttft = 0.1 + rand() * 0.5
   const e2e = ttft + n * itl
   return {
-    id: `r${i}`, route, provider: 'openai', model, outcome: rand() < 0.97 ? 'ok' : 'error', statusCode: 200,
-    ttft, ttfot: ttft, headers: ttft / 2, e2e, tpot: itl, tps: n / e2e, itlP50: itl, itlP99: itl * 2, maxGap: itl * 3,
-    stalls: rand() < 0.02 ? 1 : 0, outputTokens: n + 1, outputSource: 'usage', chunks: n + 1, gapSeconds, gapTokens,
-    concurrency: 1 + Math.floor(rand() * 100), endedAt,
+    id: `r${i}`,
+    route,
+    provider: 'openai',
+    model,
+    outcome: rand() < 0.97 ? 'ok' : 'error',
+    statusCode: 200,
+    ttft,
+    ttfot: ttft,
+    headers: ttft / 2,
+    e2e,
+    tpot: itl,
+    tps: n / e2e,
+    itlP50: itl,
+    itlP99: itl * 2,
+    maxGap: itl * 3,
+    stalls: rand() < 0.02 ? 1 : 0,
+    outputTokens: n + 1,
+    outputSource: 'usage',
+    chunks: n + 1,
+    gapSeconds,
+    gapTokens,
+    concurrency: 1 + Math.floor(rand() * 100),
+    endedAt,
   }
 }
 
@@ -89,8 +108,10 @@ for (let s = 0; s < SECONDS; s++) {
   const r1 = process.cpuUsage(r0)
   recordMs += (r1.user + r1.system) / 1000
   now += 1000
-  for (const ex of active) for (let c = 0; c < CHUNKS_PER_SECOND; c++) ex.chunks.add(now - 1000 + (c * 1000) / CHUNKS_PER_SECOND, 1, MarkKind.text, false)
-  // The message's own cost, not the collection of the second's garbage (with --expose-gc).
+  for (const ex of active)
+    for (let c = 0; c < CHUNKS_PER_SECOND; c++)
+      ex.chunks.add(now - 1000 + (c * 1000) / CHUNKS_PER_SECOND, 1, MarkKind.text, false)
+      // The message's own cost, not the collection of the second's garbage (with --expose-gc).
   ;(globalThis as { gc?: () => void }).gc?.()
   // Let the collector's concurrent threads finish: process CPU time counts every thread.
   await new Promise((resolve) => setTimeout(resolve, 100))
@@ -112,18 +133,24 @@ const refArray = new Float64Array(256)
 for (let i = 0; i < 1e7; i++) refArray[i & 255] += i
 const ref1 = process.cpuUsage(ref0)
 const referenceMs = (ref1.user + ref1.system) / 1000
-console.log(JSON.stringify({
-  series: stats.series.size,
-  streams: active.size,
-  messages: times.length,
-  build_ms: { p50: q(0.5), p90: q(0.9), max: times[times.length - 1].toFixed(2) },
-  build_cpu_ms: { p50: pick(cpu, 0.5), p90: pick(cpu, 0.9), max: cpu[cpu.length - 1].toFixed(2) },
-  reference_loop_cpu_ms: referenceMs.toFixed(1),
-  message_bytes: bytes,
-  sketch_bytes: stats.byteLength,
-  heap_used_mb: Math.round(process.memoryUsage().heapUsed / 1e5) / 10,
-  rss_mb: Math.round(process.memoryUsage().rss / 1e5) / 10,
-  record_cpu_us_per_request: ((recordMs * 1000) / (SECONDS * ENDED_PER_SECOND)).toFixed(1),
-  gaps_per_request: 'uniform 20 … 320',
-  fill_ms: Math.round(fillMs),
-}, null, 2))
+console.log(
+  JSON.stringify(
+    {
+      series: stats.series.size,
+      streams: active.size,
+      messages: times.length,
+      build_ms: { p50: q(0.5), p90: q(0.9), max: times[times.length - 1].toFixed(2) },
+      build_cpu_ms: { p50: pick(cpu, 0.5), p90: pick(cpu, 0.9), max: cpu[cpu.length - 1].toFixed(2) },
+      reference_loop_cpu_ms: referenceMs.toFixed(1),
+      message_bytes: bytes,
+      sketch_bytes: stats.byteLength,
+      heap_used_mb: Math.round(process.memoryUsage().heapUsed / 1e5) / 10,
+      rss_mb: Math.round(process.memoryUsage().rss / 1e5) / 10,
+      record_cpu_us_per_request: ((recordMs * 1000) / (SECONDS * ENDED_PER_SECOND)).toFixed(1),
+      gaps_per_request: 'uniform 20 … 320',
+      fill_ms: Math.round(fillMs),
+    },
+    null,
+    2,
+  ),
+)

@@ -80,7 +80,14 @@ function stream(url: string, body: string, id: string, detail: boolean, headers:
       resolve({ ok, ttft, delays, distortions, gaps, chunks, id })
     }
     const u = new URL(url)
-    const req = http.request({ agent, host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': id, ...headers } })
+    const req = http.request({
+      agent,
+      host: u.hostname,
+      port: u.port,
+      path: u.pathname,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': id, ...headers },
+    })
     const open: Open = { req }
     keep?.push(open)
     req.on('socket', (s) => s.setNoDelay(true))
@@ -152,9 +159,20 @@ async function hold(job: Extract<Job, { kind: 'hold' }>): Promise<number> {
   let first = 0
   return new Promise((resolve) => {
     for (let i = 0; i < job.count; i++) {
-      heldEnds.push(stream(job.url, job.body, `hold-${i}`, false, job.headers, () => {
-        if (++first === job.count) resolve(first)
-      }, held, job.until ?? 1))
+      heldEnds.push(
+        stream(
+          job.url,
+          job.body,
+          `hold-${i}`,
+          false,
+          job.headers,
+          () => {
+            if (++first === job.count) resolve(first)
+          },
+          held,
+          job.until ?? 1,
+        ),
+      )
     }
     setTimeout(() => resolve(first), 30_000)
   })
@@ -197,10 +215,19 @@ function abort(job: Extract<Job, { kind: 'abort' }>): Promise<{ at: number; chun
       }
       resolve({ at, chunks })
     }
-    void stream(job.url, job.body, `abort-${Math.random().toString(36).slice(2)}`, false, job.headers, () => {
-      chunks = job.after
-      gone()
-    }, keep, job.after).then((r) => {
+    void stream(
+      job.url,
+      job.body,
+      `abort-${Math.random().toString(36).slice(2)}`,
+      false,
+      job.headers,
+      () => {
+        chunks = job.after
+        gone()
+      },
+      keep,
+      job.after,
+    ).then((r) => {
       // Ended (or failed) before `after` events: report what it had.
       chunks = r.chunks
       gone()
@@ -218,7 +245,14 @@ function stallOne(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
   return new Promise((resolve) => {
     const u = new URL(job.url)
     const stallAgent = new http.Agent({ keepAlive: false })
-    const req = http.request({ agent: stallAgent, host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(job.body) } })
+    const req = http.request({
+      agent: stallAgent,
+      host: u.hostname,
+      port: u.port,
+      path: u.pathname,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(job.body) },
+    })
     req.on('response', (res) => {
       res.pause()
       // The socket's own buffer is the only reading we allow ourselves.

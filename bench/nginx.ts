@@ -46,13 +46,17 @@ http {
       proxy_request_buffering off;
       proxy_read_timeout 300s;
     }
-${altPort === undefined ? '' : `    location /a/ {
+${
+  altPort === undefined
+    ? ''
+    : `    location /a/ {
       proxy_pass http://127.0.0.1:${altPort}/;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_buffering off;
     }
-`}  }
+`
+}  }
 }
 `
 }

@@ -51,7 +51,17 @@ function recordCost(chunks: number): { usPerRecord: number; records: number } {
   const one = () => {
     const log = new ChunkLog()
     for (let i = 0; i < chunks; i++) log.add(100 + i, 1, MarkKind.text, false)
-    return measure({ tReq: 0, tEnd: 100 + chunks, tHeaders: 50, statusCode: 200, failure: undefined, clientGone: false, chunks: log, summary: { usage: { input: 12, output: chunks } }, stallSeconds: 1 })
+    return measure({
+      tReq: 0,
+      tEnd: 100 + chunks,
+      tHeaders: 50,
+      statusCode: 200,
+      failure: undefined,
+      clientGone: false,
+      chunks: log,
+      summary: { usage: { input: 12, output: chunks } },
+      stallSeconds: 1,
+    })
   }
   const ms = Array.from({ length: 1000 }, one)
   const n = Math.round(600_000 / (chunks + 5))

@@ -46,7 +46,17 @@ export function ensurePortkey(dir: string, log: (s: string) => void): string | u
   mkdirSync(dir, { recursive: true })
   writeFileSync(
     join(dir, 'package.json'),
-    JSON.stringify({ name: 'tokentap-bench-portkey', private: true, description: 'installed by npm run bench (bench/portkey.ts); not a dependency of tokentap', dependencies: { '@portkey-ai/gateway': PORTKEY_VERSION, '@hono/node-server': HONO_NODE_SERVER_VERSION }, overrides: { '@hono/node-server': HONO_NODE_SERVER_VERSION } }, null, 2) + '\n',
+    `${JSON.stringify(
+      {
+        name: 'tokentap-bench-portkey',
+        private: true,
+        description: 'installed by npm run bench (bench/portkey.ts); not a dependency of tokentap',
+        dependencies: { '@portkey-ai/gateway': PORTKEY_VERSION, '@hono/node-server': HONO_NODE_SERVER_VERSION },
+        overrides: { '@hono/node-server': HONO_NODE_SERVER_VERSION },
+      },
+      null,
+      2,
+    )}\n`,
   )
   log(`installing @portkey-ai/gateway@${PORTKEY_VERSION} with @hono/node-server@${HONO_NODE_SERVER_VERSION} into ${dir}`)
   // --ignore-scripts: its postinstall runs patch-package on patches it does not ship.

@@ -80,7 +80,11 @@ export function askChild(child: ChildProcess, cmd: string, reply: string): Promi
  * relay) on a free port. With `probe` (the path to bench/el-probe.js) it runs under --expose-gc with
  * the probe preloaded and an IPC channel, like tokentap: `ask` then reaches the probe.
  */
-export async function startPortPrinter(script: string, args: readonly string[], probe?: string): Promise<{ proc: ChildProcess; port: number; ask: (cmd: string, reply: string) => Promise<Record<string, number>> }> {
+export async function startPortPrinter(
+  script: string,
+  args: readonly string[],
+  probe?: string,
+): Promise<{ proc: ChildProcess; port: number; ask: (cmd: string, reply: string) => Promise<Record<string, number>> }> {
   const pre = probe === undefined ? [] : ['--expose-gc', '--import', probe]
   const proc = spawn(process.execPath, [...pre, script, '--port', '0', ...args], { stdio: probe === undefined ? ['ignore', 'pipe', 'inherit'] : ['ignore', 'pipe', 'inherit', 'ipc'] })
   const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
@@ -138,7 +142,12 @@ export interface TokentapProcess {
  * info), `--expose-gc` and bench/el-probe.js preloaded, plus `flags`; each stdout line goes to
  * `onLine`. Resolves once it listens.
  */
-export async function startTokentap(dist: string, dir: string, simPort: number, opts: { maxModels: number; flags?: readonly string[]; onLine?: (line: string) => void; extraRoutes?: readonly { prefix: string; upstream: string }[] }): Promise<TokentapProcess> {
+export async function startTokentap(
+  dist: string,
+  dir: string,
+  simPort: number,
+  opts: { maxModels: number; flags?: readonly string[]; onLine?: (line: string) => void; extraRoutes?: readonly { prefix: string; upstream: string }[] },
+): Promise<TokentapProcess> {
   const port = await freePort()
   const adminPort = await freePort()
   const config = join(dir, 'tokentap.yaml')

@@ -5,7 +5,6 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { performance } from 'node:perf_hooks'
 import { abortPhase, startCountingUpstream } from './abort-phase.ts'
-import type { AbortFigures } from './abort-phase.ts'
 import { gapChart } from './chart.ts'
 import type { Job, StreamResult } from './load-client.ts'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
@@ -14,9 +13,8 @@ import { PORTKEY_HINT, ensurePortkey, portkeyHeaders, startPortkey } from './por
 import { rssBytes, startLoadClient, startPortPrinter, startTokentap as startTokentapProcess, stopOnExit } from './proc.ts'
 import type { LoadClient, TokentapProcess } from './proc.ts'
 import { LOAD_CHUNKS, LOAD_GAP_MS, SHORT_CHUNKS, SHORT_CONCURRENCY, evenPlan, loadJob, request, requestBody, turns, warmUpJob } from './plans.ts'
-import type { SimPlan, Target } from './plans.ts'
+import type { Target } from './plans.ts'
 import { SAT_CHUNKS, SAT_CONCURRENCY, SAT_STREAMS, saturationPhase } from './saturation-phase.ts'
-import type { SaturationFigures } from './saturation-phase.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
 import type { ScrapeDeps } from './scrape-phase.ts'
 import { round, sorted, summary } from './stats.ts'
@@ -283,16 +281,36 @@ async function main(): Promise<void> {
 
   // --- saturation: no gaps
   log(`saturation: ${P.satStreams} streams × ${P.satChunks} chunks, no gaps, ${P.satConcurrency} at a time`)
-  const sat = await saturationPhase({ job, urls: Object.fromEntries(paths.map((p) => [p, tgt(p)])), pids: proxyPids, plan: evenPlan(P.satChunks, 0), streams: P.satStreams, concurrency: P.satConcurrency, rounds: P.satRounds })
+  const sat = await saturationPhase({
+    job,
+    urls: Object.fromEntries(paths.map((p) => [p, tgt(p)])),
+    pids: proxyPids,
+    plan: evenPlan(P.satChunks, 0),
+    streams: P.satStreams,
+    concurrency: P.satConcurrency,
+    rounds: P.satRounds,
+  })
 
   // --- CPU per short request: 3 content chunks, 8 at a time
   log(`short requests: ${P.shortRequests} × ${P.shortChunks} content chunks, ${P.shortConcurrency} at a time`)
-  const short = await saturationPhase({ job, urls: Object.fromEntries(proxies.map((p) => [p, tgt(p)])), pids: proxyPids, plan: evenPlan(P.shortChunks, 0), streams: P.shortRequests, concurrency: P.shortConcurrency, rounds: P.shortRounds, idPrefix: 'short' })
+  const short = await saturationPhase({
+    job,
+    urls: Object.fromEntries(proxies.map((p) => [p, tgt(p)])),
+    pids: proxyPids,
+    plan: evenPlan(P.shortChunks, 0),
+    streams: P.shortRequests,
+    concurrency: P.shortConcurrency,
+    rounds: P.shortRounds,
+    idPrefix: 'short',
+  })
 
   // --- client aborts: what the upstream still sends after the client is gone
   log(`client abort: a stream of ${P.abortChunks} chunks ${P.abortGapMs} ms apart, the client leaves after ${P.abortAfter}`)
   const abortJobs = Object.fromEntries(
-    (Object.keys(abortUrl) as Path[]).map((p) => [p, { kind: 'abort' as const, url: abortUrl[p]!.url, headers: abortUrl[p]!.headers, body: requestBody(evenPlan(1, 0), 'abort-model'), after: P.abortAfter }]),
+    (Object.keys(abortUrl) as Path[]).map((p) => [
+      p,
+      { kind: 'abort' as const, url: abortUrl[p]!.url, headers: abortUrl[p]!.headers, body: requestBody(evenPlan(1, 0), 'abort-model'), after: P.abortAfter },
+    ]),
   )
   const aborts = await abortPhase({ job, jobs: abortJobs, upstream: abortUpstream, rounds: P.abortRounds, streamMs: P.abortChunks * P.abortGapMs })
   for (const [p, a] of Object.entries(aborts)) log(`  ${p}: ${a.chunks_after_abort} chunks (${a.bytes_after_abort} B) sent after the abort, upstream open ${a.upstream_open_ms_after_abort} ms longer`)
@@ -334,7 +352,11 @@ async function main(): Promise<void> {
   }
   const loopOut = (rounds: LoopRound[]): Record<string, number> | null => {
     if (rounds.length === 0) return null
-    const out: Record<string, number> = { event_loop_delay_p99_ms: round(median(rounds.map((r) => r.p99))), event_loop_delay_max_ms: round(Math.max(...rounds.map((r) => r.max))), rounds: rounds.length }
+    const out: Record<string, number> = {
+      event_loop_delay_p99_ms: round(median(rounds.map((r) => r.p99))),
+      event_loop_delay_max_ms: round(Math.max(...rounds.map((r) => r.max))),
+      rounds: rounds.length,
+    }
     // GC: summed over the rounds (longest pause: the longest of any round), by kind as well.
     for (const key of new Set(rounds.flatMap((r) => Object.keys(r)))) {
       if (!key.startsWith('gc_')) continue
@@ -349,22 +371,69 @@ async function main(): Promise<void> {
       Object.fromEntries(
         all.map((p) => {
           const a = loadResults[n][p]
-          return [p, { ttft: pick(summary(a.ttft)), gap_distortion: pick(summary(a.distortions)), one_way_delay: pick(summary(a.delays)), rounds: a.rounds.map((r) => ({ ttft_p99: round(r.ttft_p99), gap_distortion_p99: round(r.gap_distortion_p99) })), inside: loopOut(a.loop) }]
+          return [
+            p,
+            {
+              ttft: pick(summary(a.ttft)),
+              gap_distortion: pick(summary(a.distortions)),
+              one_way_delay: pick(summary(a.delays)),
+              rounds: a.rounds.map((r) => ({ ttft_p99: round(r.ttft_p99), gap_distortion_p99: round(r.gap_distortion_p99) })),
+              inside: loopOut(a.loop),
+            },
+          ]
         }),
       ),
     ]),
-  ) as Record<number, Record<Path, { ttft: Record<string, number>; gap_distortion: Record<string, number>; one_way_delay: Record<string, number>; rounds: { ttft_p99: number; gap_distortion_p99: number }[]; inside: Record<string, number> | null }>>
+  ) as Record<
+    number,
+    Record<
+      Path,
+      {
+        ttft: Record<string, number>
+        gap_distortion: Record<string, number>
+        one_way_delay: Record<string, number>
+        rounds: { ttft_p99: number; gap_distortion_p99: number }[]
+        inside: Record<string, number> | null
+      }
+    >
+  >
   const perChunk = (f: { cpuUs: number; chunks: number }): number => f.cpuUs / f.chunks
   const rate = (f: { chunks: number; seconds: number }): number => f.chunks / f.seconds
   const perRequestMs = (f: { cpuUs: number; requests: number }): number => f.cpuUs / f.requests / 1000
-  const satOut = Object.fromEntries(paths.map((p) => [p, { chunks_per_s: round(rate(sat[p]), 0), cpu_us_per_chunk: p === 'direct' ? null : round(perChunk(sat[p]), 3), chunks: sat[p].chunks, rounds: sat[p].rounds.map((r) => ({ chunks_per_s: round(rate(r), 0), cpu_us_per_chunk: p === 'direct' ? null : round(perChunk(r), 3) })) }]))
-  const shortOut = Object.fromEntries(proxies.map((p) => [p, { cpu_ms_per_request: round(perRequestMs(short[p]), 3), requests: short[p].requests, requests_per_s: round(short[p].requests / short[p].seconds, 0), rounds: short[p].rounds.map((r) => round(perRequestMs(r), 3)) }]))
+  const satOut = Object.fromEntries(
+    paths.map((p) => [
+      p,
+      {
+        chunks_per_s: round(rate(sat[p]), 0),
+        cpu_us_per_chunk: p === 'direct' ? null : round(perChunk(sat[p]), 3),
+        chunks: sat[p].chunks,
+        rounds: sat[p].rounds.map((r) => ({ chunks_per_s: round(rate(r), 0), cpu_us_per_chunk: p === 'direct' ? null : round(perChunk(r), 3) })),
+      },
+    ]),
+  )
+  const shortOut = Object.fromEntries(
+    proxies.map((p) => [
+      p,
+      {
+        cpu_ms_per_request: round(perRequestMs(short[p]), 3),
+        requests: short[p].requests,
+        requests_per_s: round(short[p].requests / short[p].seconds, 0),
+        rounds: short[p].rounds.map((r) => round(perRequestMs(r), 3)),
+      },
+    ]),
+  )
 
   // The overhead tokentap reports for the unloaded phase's requests, beside the client's figure.
   const overheadBuckets = bucketDiff(overhead1, overhead0)
   const overheadN = bucketCount(overheadBuckets)
   const overheadP50 = overheadN > 0 ? bucketQuantile(overheadBuckets, 0.5) * 1000 : NaN
-  const overhead = { metric: 'llm_proxy_overhead_seconds{phase="first_chunk"}', requests: overheadN, p50_ms: overheadN > 0 ? round(overheadP50) : null, client_added_ttft_p50_ms: round(added('tokentap', 'p50')), difference_ms: overheadN > 0 ? round(overheadP50 - added('tokentap', 'p50')) : null }
+  const overhead = {
+    metric: 'llm_proxy_overhead_seconds{phase="first_chunk"}',
+    requests: overheadN,
+    p50_ms: overheadN > 0 ? round(overheadP50) : null,
+    client_added_ttft_p50_ms: round(added('tokentap', 'p50')),
+    difference_ms: overheadN > 0 ? round(overheadP50 - added('tokentap', 'p50')) : null,
+  }
 
   // ---------------------------------------------------------------- targets (issue 13): ratios within this run, median of its rounds
   const targets: { target: string; value: string; met: boolean | null }[] = []
@@ -381,17 +450,37 @@ async function main(): Promise<void> {
   const RELAY: Path = 'node-relay'
   for (const n of P.loadLevels) {
     const l = loadResults[n]
-    ratioTarget(`${n} streams: gap distortion p99 ≤ 1.25 × the Node relay's`, ratios(l.tokentap.rounds.map((r) => r.gap_distortion_p99), l[RELAY].rounds.map((r) => r.gap_distortion_p99)), (r) => r <= 1.25)
-    ratioTarget(`${n} streams: TTFT p99 ≤ 1.25 × the Node relay's`, ratios(l.tokentap.rounds.map((r) => r.ttft_p99), l[RELAY].rounds.map((r) => r.ttft_p99)), (r) => r <= 1.25)
+    ratioTarget(
+      `${n} streams: gap distortion p99 ≤ 1.25 × the Node relay's`,
+      ratios(
+        l.tokentap.rounds.map((r) => r.gap_distortion_p99),
+        l[RELAY].rounds.map((r) => r.gap_distortion_p99),
+      ),
+      (r) => r <= 1.25,
+    )
+    ratioTarget(
+      `${n} streams: TTFT p99 ≤ 1.25 × the Node relay's`,
+      ratios(
+        l.tokentap.rounds.map((r) => r.ttft_p99),
+        l[RELAY].rounds.map((r) => r.ttft_p99),
+      ),
+      (r) => r <= 1.25,
+    )
   }
-  ratioTarget('CPU per short request ≤ 1.25 × the Node relay\'s', ratios(short.tokentap.rounds.map(perRequestMs), short[RELAY].rounds.map(perRequestMs)), (r) => r <= 1.25)
+  ratioTarget("CPU per short request ≤ 1.25 × the Node relay's", ratios(short.tokentap.rounds.map(perRequestMs), short[RELAY].rounds.map(perRequestMs)), (r) => r <= 1.25)
   {
-    const d = addedBlocks('tokentap').map((v, i) => v - addedBlocks(RELAY)[i]).filter(Number.isFinite)
-    T('added TTFT p50 ≤ the Node relay\'s + 0.1 ms', `${round(median(d))} ms more than the relay (tokentap ${round(added('tokentap', 'p50'))} ms, relay ${round(added(RELAY, 'p50'))} ms; median of ${d.length} blocks of ${P.unloadedBlock} rounds: ${fmt(d)})`, median(d) <= 0.1)
+    const d = addedBlocks('tokentap')
+      .map((v, i) => v - addedBlocks(RELAY)[i])
+      .filter(Number.isFinite)
+    T(
+      "added TTFT p50 ≤ the Node relay's + 0.1 ms",
+      `${round(median(d))} ms more than the relay (tokentap ${round(added('tokentap', 'p50'))} ms, relay ${round(added(RELAY, 'p50'))} ms; median of ${d.length} blocks of ${P.unloadedBlock} rounds: ${fmt(d)})`,
+      median(d) <= 0.1,
+    )
   }
-  ratioTarget('CPU per content chunk at saturation ≤ the Node relay\'s', ratios(sat.tokentap.rounds.map(perChunk), sat[RELAY].rounds.map(perChunk)), (r) => r <= 1)
-  if (has('nginx')) ratioTarget('chunk throughput at saturation ≥ 0.85 × nginx\'s', ratios(sat.tokentap.rounds.map(rate), sat.nginx.rounds.map(rate)), (r) => r >= 0.85)
-  else T('chunk throughput at saturation ≥ 0.85 × nginx\'s', 'n/a (no nginx)', null)
+  ratioTarget("CPU per content chunk at saturation ≤ the Node relay's", ratios(sat.tokentap.rounds.map(perChunk), sat[RELAY].rounds.map(perChunk)), (r) => r <= 1)
+  if (has('nginx')) ratioTarget("chunk throughput at saturation ≥ 0.85 × nginx's", ratios(sat.tokentap.rounds.map(rate), sat.nginx.rounds.map(rate)), (r) => r >= 0.85)
+  else T("chunk throughput at saturation ≥ 0.85 × nginx's", 'n/a (no nginx)', null)
   T('per open stream: heap + external ≤ 16 KiB', `${memory.tokentap_held_per_stream_kib} KiB (median of ${P.memoryRepeats})`, memory.tokentap_held_per_stream_kib <= 16)
   T('per open stream: RSS ≤ 32 KiB', `${memory.tokentap_rss_per_stream_kib} KiB (median of ${P.memoryRepeats})`, memory.tokentap_rss_per_stream_kib <= 32)
   {
@@ -416,9 +505,27 @@ async function main(): Promise<void> {
     }
     for (const n of P.loadLevels) {
       const l = loadResults[n]
-      pk3(`${n} streams, gap distortion p99`, ratios(l[PEER].rounds.map((r) => r.gap_distortion_p99), l.tokentap.rounds.map((r) => r.gap_distortion_p99)))
-      pk3(`${n} streams, TTFT p99 (${PEER} minus its ${SLOW_TTFT_MS} ms)`, ratios(l[PEER].rounds.map((r) => r.ttft_p99 - SLOW_TTFT_MS), l.tokentap.rounds.map((r) => r.ttft_p99)))
-      pk3(`${n} streams, event-loop delay p99`, ratios(l[PEER].loop.map((r) => r.p99), l.tokentap.loop.map((r) => r.p99)))
+      pk3(
+        `${n} streams, gap distortion p99`,
+        ratios(
+          l[PEER].rounds.map((r) => r.gap_distortion_p99),
+          l.tokentap.rounds.map((r) => r.gap_distortion_p99),
+        ),
+      )
+      pk3(
+        `${n} streams, TTFT p99 (${PEER} minus its ${SLOW_TTFT_MS} ms)`,
+        ratios(
+          l[PEER].rounds.map((r) => r.ttft_p99 - SLOW_TTFT_MS),
+          l.tokentap.rounds.map((r) => r.ttft_p99),
+        ),
+      )
+      pk3(
+        `${n} streams, event-loop delay p99`,
+        ratios(
+          l[PEER].loop.map((r) => r.p99),
+          l.tokentap.loop.map((r) => r.p99),
+        ),
+      )
     }
     pk3('CPU per short request', ratios(short.portkey.rounds.map(perRequestMs), short.tokentap.rounds.map(perRequestMs)))
     pk3('CPU per content chunk', ratios(sat.portkey.rounds.map(perChunk), sat.tokentap.rounds.map(perChunk)))
@@ -438,7 +545,8 @@ async function main(): Promise<void> {
         `portkey: @portkey-ai/gateway (bench/portkey.ts, installed into bench/.cache/portkey), provider openai with x-portkey-custom-host = the simulator, the plan in the x-tokentap-sim header; @${SLOW_TTFT_MS}: the same path with the simulator's TTFT ${SLOW_TTFT_MS} ms higher (it hides Portkey's 25 ms wait before the first event); direct@${SLOW_TTFT_MS} is the reference for their added TTFT`,
       added_ttft: `percentile of the path minus the same percentile of direct (direct@${SLOW_TTFT_MS} for the @${SLOW_TTFT_MS} paths), client-side TTFT (request sent → first content event), one request at a time, paths interleaved; for the targets, per block of unloadedBlock rounds`,
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
-      inside: 'bench/el-probe.ts preloaded into every Node proxy (tokentap, the relays, Portkey): monitorEventLoopDelay (1 ms) and every GC pause (perf_hooks gc entries, by kind) over each load round; p99 is the median of the rounds, max and longest pause the largest, counts and totals summed',
+      inside:
+        'bench/el-probe.ts preloaded into every Node proxy (tokentap, the relays, Portkey): monitorEventLoopDelay (1 ms) and every GC pause (perf_hooks gc entries, by kind) over each load round; p99 is the median of the rounds, max and longest pause the largest, counts and totals summed',
       cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered; short requests: the same over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests',
       memory:
         'median of memoryRepeats runs (memoryRepeatsOthers for the paths other than tokentap), a full GC in the Node proxies before each sample (--expose-gc and the preloaded probe). Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream (Node paths): heapUsed + external with the streams open minus the same once they are released and gone, divided by openStreams. Portkey keeps reading an upstream after its client leaves, so its streams (60 chunks 100 ms apart) are left to end rather than released. ' +
@@ -448,11 +556,14 @@ async function main(): Promise<void> {
       scrape:
         "bench/scrape-phase.ts, at two scales: `target` (scrapeTargetModels models, plus the earlier phases' one) judged against the targets, and `stress` (1,000 models) for information. /metrics fetched back to back with the headers Prometheus sends, each timed from request to the whole body; meanwhile 10 concurrent streams for random models keep series changing. Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Proxy CPU per scrape: utime+stime over the scrapes without traffic, divided by their number.",
       overhead: `tokentap's ${overhead.metric}: its buckets summed over series, the scrape after the unloaded phase minus the one before, p50 interpolated in the bucket (as histogram_quantile), beside the client-side added TTFT p50 of the same phase`,
-      targets: 'issue 13: each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
+      targets:
+        'issue 13: each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
       accuracy: "proxy log line ttft_ms / itl_p50_ms against the client's own TTFT / median gap for the same request_id",
     },
     unloaded_ttft_ms: Object.fromEntries(all.map((p) => [p, pick(u[p])])),
-    added_ttft_ms: Object.fromEntries(all.filter((p) => p !== 'direct' && p !== 'direct@50').map((p) => [p, { p50: round(added(p, 'p50')), p99: round(added(p, 'p99')), blocks_p50: addedBlocks(p).map((v) => round(v)) }])),
+    added_ttft_ms: Object.fromEntries(
+      all.filter((p) => p !== 'direct' && p !== 'direct@50').map((p) => [p, { p50: round(added(p, 'p50')), p99: round(added(p, 'p99')), blocks_p50: addedBlocks(p).map((v) => round(v)) }]),
+    ),
     load: loadOut,
     saturation: satOut,
     short_requests: shortOut,
@@ -470,9 +581,12 @@ async function main(): Promise<void> {
 
   mkdirSync(OUT_DIR, { recursive: true })
   const jsonFile = join(OUT_DIR, QUICK ? 'quick.json' : 'latest.json')
-  writeFileSync(jsonFile, JSON.stringify(result, null, 2) + '\n')
+  writeFileSync(jsonFile, `${JSON.stringify(result, null, 2)}\n`)
   const svg = gapChart(
-    P.loadLevels.map((n) => ({ title: `${n} streams, ${P.loadChunks} chunks ${P.loadGapMs} ms apart`, series: all.filter((p) => p !== 'direct@50').map((p) => ({ name: p, values: sorted(loadResults[n][p].distortions) })) })),
+    P.loadLevels.map((n) => ({
+      title: `${n} streams, ${P.loadChunks} chunks ${P.loadGapMs} ms apart`,
+      series: all.filter((p) => p !== 'direct@50').map((p) => ({ name: p, values: sorted(loadResults[n][p].distortions) })),
+    })),
     `gap distortion |client gap − sender gap|; ${result.machine.cpu}, ${result.machine.nproc} cores, node ${process.version}, load average ${result.machine.loadavg_1m_at_start} → ${result.machine.loadavg_1m_at_end}, ${result.date.slice(0, 10)}`,
   )
   const svgFile = join(OUT_DIR, QUICK ? 'quick.svg' : 'gaps.svg')
@@ -504,7 +618,14 @@ interface MemorySample {
  * proxy read but could not write), apart from what any stream that far along holds (its
  * marks, 8 bytes a chunk, and its sockets and objects).
  */
-async function memoryPhase(p: 'tokentap' | 'node-relay' | 'tcp-relay' | 'nginx' | 'portkey', target: Target, pids: number[], ask: Ask | undefined, tt: Tokentap, runs: Record<string, number[]>): Promise<Record<string, number>> {
+async function memoryPhase(
+  p: 'tokentap' | 'node-relay' | 'tcp-relay' | 'nginx' | 'portkey',
+  target: Target,
+  pids: number[],
+  ask: Ask | undefined,
+  tt: Tokentap,
+  runs: Record<string, number[]>,
+): Promise<Record<string, number>> {
   const sample = async (): Promise<MemorySample> => {
     let held = NaN
     if (ask !== undefined) {
@@ -624,7 +745,10 @@ function pick(s: Summary): Record<string, number> {
   return { n: s.n, p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) }
 }
 
-async function collectAccuracy(tt: Tokentap, results: readonly StreamResult[]): Promise<{ requests: number; ttft_error_ms: Record<string, number>; ttft_abs_error_ms: Record<string, number>; itl_p50_abs_error_ms: Record<string, number> }> {
+async function collectAccuracy(
+  tt: Tokentap,
+  results: readonly StreamResult[],
+): Promise<{ requests: number; ttft_error_ms: Record<string, number>; ttft_abs_error_ms: Record<string, number>; itl_p50_abs_error_ms: Record<string, number> }> {
   for (let i = 0; i < 50 && results.some((r) => !tt.lines.has(r.id)); i++) await sleep(100)
   const ttftErr: number[] = []
   const itlErr: number[] = []
@@ -643,7 +767,10 @@ async function collectAccuracy(tt: Tokentap, results: readonly StreamResult[]): 
   }
 }
 
-function machine(nginxBin: string | undefined, portkey: string | undefined): { nproc: number; cpu: string; node: string; nginx: string | null; portkey: string | null; kernel: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number } {
+function machine(
+  nginxBin: string | undefined,
+  portkey: string | undefined,
+): { nproc: number; cpu: string; node: string; nginx: string | null; portkey: string | null; kernel: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number } {
   let cpu = cpus()[0]?.model ?? 'unknown'
   try {
     const m = /model name\s*:\s*(.+)/.exec(readFileSync('/proc/cpuinfo', 'utf8'))
@@ -681,9 +808,27 @@ function table(r: any, paths: Path[]): string {
     line(`${n} streams: gap distortion p99 (ms)`, ...paths.map((p) => r.load[n][p].gap_distortion.p99))
     line(`${n} streams: gap distortion max (ms)`, ...paths.map((p) => r.load[n][p].gap_distortion.max))
     line(`${n} streams: one-way delay p99 (ms)`, ...paths.map((p) => r.load[n][p].one_way_delay.p99))
-    line(`${n} streams: event-loop delay p99 / max (ms)`, ...paths.map((p) => { const i = r.load[n][p].inside; return i === null ? null : `${i.event_loop_delay_p99_ms} / ${i.event_loop_delay_max_ms}` }))
-    line(`${n} streams: GC pauses n / total / longest (ms)`, ...paths.map((p) => { const i = r.load[n][p].inside; return i === null ? null : `${i.gc_count} / ${i.gc_ms} / ${i.gc_max_ms}` }))
-    line(`${n} streams: mark-compacts n / total (ms)`, ...paths.map((p) => { const i = r.load[n][p].inside; return i === null ? null : `${i.gc_mark_compact_count ?? 0} / ${i.gc_mark_compact_ms ?? 0}` }))
+    line(
+      `${n} streams: event-loop delay p99 / max (ms)`,
+      ...paths.map((p) => {
+        const i = r.load[n][p].inside
+        return i === null ? null : `${i.event_loop_delay_p99_ms} / ${i.event_loop_delay_max_ms}`
+      }),
+    )
+    line(
+      `${n} streams: GC pauses n / total / longest (ms)`,
+      ...paths.map((p) => {
+        const i = r.load[n][p].inside
+        return i === null ? null : `${i.gc_count} / ${i.gc_ms} / ${i.gc_max_ms}`
+      }),
+    )
+    line(
+      `${n} streams: mark-compacts n / total (ms)`,
+      ...paths.map((p) => {
+        const i = r.load[n][p].inside
+        return i === null ? null : `${i.gc_mark_compact_count ?? 0} / ${i.gc_mark_compact_ms ?? 0}`
+      }),
+    )
   }
   line('saturation: chunks/s', ...paths.map((p) => at(r.saturation, p)?.chunks_per_s))
   line('saturation: CPU µs/chunk', ...paths.map((p) => at(r.saturation, p)?.cpu_us_per_chunk))
@@ -695,7 +840,7 @@ function table(r: any, paths: Path[]): string {
   line('client abort: chunks sent after', ...paths.map((p) => at(r.client_abort, p)?.chunks_after_abort))
   line('client abort: upstream open after (ms)', ...paths.map((p) => at(r.client_abort, p)?.upstream_open_ms_after_abort))
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)))
-  let out = '\n' + rows.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')).join('\n') + '\n'
+  let out = `\n${rows.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')).join('\n')}\n`
   out += `(@${SLOW_TTFT_MS} columns: the simulator's TTFT ${SLOW_TTFT_MS} ms higher, included in their TTFT rows; their added TTFT is against direct@${SLOW_TTFT_MS})\n`
   out += `\nscrape, target scale: ${describeScrape(r.scrape.target)}\nscrape, stress: ${describeScrape(r.scrape.stress)}\n`
   for (const [k, a] of Object.entries(r.accuracy) as [string, any][]) {

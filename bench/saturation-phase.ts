@@ -52,7 +52,15 @@ export async function saturationPhase(deps: SaturationDeps): Promise<Record<stri
     const pids = deps.pids[p] ?? []
     const cpu0 = cpuMicros(pids)
     const w0 = performance.now()
-    const results = await deps.job<StreamResult[]>({ kind: 'streams', ...request(deps.urls[p], deps.plan), count: deps.streams, concurrency: deps.concurrency, phaseMs: 0, idPrefix: `${deps.idPrefix ?? 'sat'}-${p}-${r}`, detail: false })
+    const results = await deps.job<StreamResult[]>({
+      kind: 'streams',
+      ...request(deps.urls[p], deps.plan),
+      count: deps.streams,
+      concurrency: deps.concurrency,
+      phaseMs: 0,
+      idPrefix: `${deps.idPrefix ?? 'sat'}-${p}-${r}`,
+      detail: false,
+    })
     const seconds = (performance.now() - w0) / 1000
     await new Promise((res) => setTimeout(res, 100))
     const one: SaturationRound = { chunks: 0, requests: 0, seconds, cpuUs: cpuMicros(pids) - cpu0 }

@@ -25,7 +25,6 @@ const ROUNDS = Number(argOf('--rounds') ?? 3)
 const AFTER_LOAD = (argOf('--after-load') ?? '').split(',').filter(Boolean).map(Number)
 const TRACE_GC = process.argv.includes('--trace-gc')
 
-
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-saturation-'))
   const pids: Record<string, number[]> = {}

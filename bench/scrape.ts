@@ -23,7 +23,6 @@ const arg = (name: string, dflt: string): number[] => {
 const MODELS = arg('--models', '91,1000')
 const SCRAPES = arg('--scrapes', '100,10')
 
-
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-scrape-'))
   const { proc: sim, port: simPort } = await startPortPrinter(join(DIST, 'src', 'sim', 'cli.js'), [])

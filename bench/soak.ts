@@ -157,7 +157,9 @@ async function main(): Promise<void> {
   const sample = async (): Promise<Sample> => {
     const m = await scrape(listening.admin)
     const s = { at: (Date.now() - start) / 1000, rssMb: rssMb(pid), heapMb: m.heapMb, sockets: socketCount(pid), inFlight: m.inFlight, open, done, failed }
-    console.log(`${s.at.toFixed(0).padStart(7)} ${s.rssMb.toFixed(1).padStart(9)} ${s.heapMb.toFixed(1).padStart(9)} ${String(s.sockets).padStart(8)} ${String(s.inFlight).padStart(10)} ${String(s.open).padStart(5)} ${String(s.done).padStart(5)} ${String(s.failed).padStart(7)}`)
+    console.log(
+      `${s.at.toFixed(0).padStart(7)} ${s.rssMb.toFixed(1).padStart(9)} ${s.heapMb.toFixed(1).padStart(9)} ${String(s.sockets).padStart(8)} ${String(s.inFlight).padStart(10)} ${String(s.open).padStart(5)} ${String(s.done).padStart(5)} ${String(s.failed).padStart(7)}`,
+    )
     return s
   }
   const timer = setInterval(() => void sample().then((s) => samples.push(s)), SAMPLE_MS)

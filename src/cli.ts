@@ -59,7 +59,10 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = proce
     return { kind: 'usage-error', message: (err as Error).message.split('. ')[0].replace(/\.$/, '') }
   }
   if (values.help === true) return { kind: 'help' }
-  const ports: [string, string | undefined][] = [['--port', values.port], ['--admin-port', values['admin-port']]]
+  const ports: [string, string | undefined][] = [
+    ['--port', values.port],
+    ['--admin-port', values['admin-port']],
+  ]
   for (const [flag, v] of ports) {
     if (v !== undefined && (!/^\d+$/.test(v) || Number(v) > 65535)) return { kind: 'usage-error', message: `${flag} '${v}' is not a port number from 0 to 65535` }
   }
@@ -86,7 +89,8 @@ function oneRoute(upstream: string, provider: string | undefined, prefix: string
     return validateConfig(applyEnv({ routes: [route] }, env))
   } catch (err) {
     // The schema names `routes[0].upstream`; the user typed `--upstream`.
-    if (err instanceof TokentapError && err.code === 'TOKENTAP_ERR_CONFIG_INVALID') throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', err.message.replace(/^invalid configuration: /, '').replace(/'routes\[0\]\.(upstream|provider|prefix)'/g, '--$1'))
+    if (err instanceof TokentapError && err.code === 'TOKENTAP_ERR_CONFIG_INVALID')
+      throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', err.message.replace(/^invalid configuration: /, '').replace(/'routes\[0\]\.(upstream|provider|prefix)'/g, '--$1'))
     throw err
   }
 }

@@ -108,7 +108,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   const admin = buildAdmin(state)
 
   // Only workers that listen: one still starting has counted nothing and would not answer yet.
-  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected() && listening.has(w.id))
+  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && listening.has(w.id))
 
   function ask(worker: Worker, id: number): Promise<MetricJson[]> {
     return new Promise((resolve, reject) => {
@@ -165,7 +165,10 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       if (!announced && listening.size >= wanted) {
         announced = true
         const adminPort = (admin.server.address() as AddressInfo).port
-        logger.info({ proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map((r) => r.name ?? r.prefix) }, 'tokentap listening')
+        logger.info(
+          { proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map((r) => r.name ?? r.prefix) },
+          'tokentap listening',
+        )
       }
     })
     worker.on('exit', (code, signal) => {
@@ -191,9 +194,12 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     logger.info({ signal, workers: live.length, drain_seconds: config.server.drain_seconds }, 'draining')
     for (const w of live) w.process.kill('SIGTERM')
     // Workers end their own streams at drain_seconds; this only covers one that hangs.
-    const deadline = setTimeout(() => {
-      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL')
-    }, config.server.drain_seconds * 1000 + 5000)
+    const deadline = setTimeout(
+      () => {
+        for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL')
+      },
+      config.server.drain_seconds * 1000 + 5000,
+    )
     deadline.unref()
     const finish = async (): Promise<void> => {
       clearTimeout(deadline)
@@ -203,9 +209,10 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       process.exit(0)
     }
     if (Object.keys(cluster.workers ?? {}).length === 0) void finish()
-    else cluster.on('exit', () => {
-      if (Object.keys(cluster.workers ?? {}).length === 0) void finish()
-    })
+    else
+      cluster.on('exit', () => {
+        if (Object.keys(cluster.workers ?? {}).length === 0) void finish()
+      })
   }
   process.once('SIGTERM', () => drain('SIGTERM'))
   process.once('SIGINT', () => drain('SIGINT'))

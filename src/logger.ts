@@ -155,16 +155,30 @@ const destinations = new WeakMap<Logger, LogDestination>()
 /** The process logger on stdout (fd 1): JSON lines, credentials redacted. */
 export function createLogger(config: Config, fd = 1): Logger {
   const destination = new LogDestination(fd)
-  const logger = pino({
-    level: config.log.level,
-    base: undefined,
-    // Belt and braces: tokentap never logs request headers, but should anything carry them
-    // (an error with a request attached), credentials are cut out.
-    redact: {
-      paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers["api-key"]', 'req.headers["x-goog-api-key"]', 'req.headers["proxy-authorization"]', 'req.headers.cookie', 'res.headers["set-cookie"]', 'headers.authorization', 'headers["x-api-key"]', 'headers.cookie'],
-      censor: '[REDACTED]',
+  const logger = pino(
+    {
+      level: config.log.level,
+      base: undefined,
+      // Belt and braces: tokentap never logs request headers, but should anything carry them
+      // (an error with a request attached), credentials are cut out.
+      redact: {
+        paths: [
+          'req.headers.authorization',
+          'req.headers["x-api-key"]',
+          'req.headers["api-key"]',
+          'req.headers["x-goog-api-key"]',
+          'req.headers["proxy-authorization"]',
+          'req.headers.cookie',
+          'res.headers["set-cookie"]',
+          'headers.authorization',
+          'headers["x-api-key"]',
+          'headers.cookie',
+        ],
+        censor: '[REDACTED]',
+      },
     },
-  }, destination)
+    destination,
+  )
   destinations.set(logger, destination)
   return logger
 }

@@ -99,9 +99,13 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
   const active = new Set<Exchange>()
   const models = new LabelLimiter(config.limits.max_models_per_route)
-  const metrics = new LlmMetrics(config.metrics.buckets, (add) => {
-    for (const ex of active) add([ex.provider, models.value(ex.route.label, ex.requestModel), ex.route.label], 1)
-  }, { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, lengthBand: config.metrics.length_band_label })
+  const metrics = new LlmMetrics(
+    config.metrics.buckets,
+    (add) => {
+      for (const ex of active) add([ex.provider, models.value(ex.route.label, ex.requestModel), ex.route.label], 1)
+    },
+    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, lengthBand: config.metrics.length_band_label },
+  )
   for (const m of metrics.all()) registry.register(m)
   const otelMetrics = otelEnabled(config.otel) ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
   // Closing sends a last export (onClose runs once requests in flight have been recorded).

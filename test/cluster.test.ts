@@ -6,7 +6,13 @@ import { startServerProcess } from './helpers/server-process.ts'
 import { findTool, run } from './helpers/tools.ts'
 
 // Two tokens of gap per request: first chunk at 5 ms, then two more chunks.
-const PLAN = { ttft_ms: 5, chunks: [[5, 1], [5, 2]] as [number, number][] }
+const PLAN = {
+  ttft_ms: 5,
+  chunks: [
+    [5, 1],
+    [5, 2],
+  ] as [number, number][],
+}
 const TOKENS = 4
 
 async function complete(proxyUrl: string, plan: object = PLAN): Promise<string> {
@@ -72,10 +78,17 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), (TOKENS - 1) * K, 'N − k1 ITL observations per request')
   t.equal(sumOf(m, 'llm_request_duration_seconds_count', { ...labels, outcome: 'ok' }), K)
   t.equal(sumOf(m, 'llm_output_tokens_total', labels), TOKENS * K, 'every output token counted once')
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0], 'in flight sums to 0 when idle')
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+    'in flight sums to 0 when idle',
+  )
   // Buckets stay cumulative after the bucket-wise sum.
   const buckets = select(m, 'llm_inter_chunk_latency_seconds_bucket', labels).map((s) => s.value)
-  t.ok(buckets.every((v, i) => i === 0 || v >= buckets[i - 1]), 'aggregated buckets are cumulative')
+  t.ok(
+    buckets.every((v, i) => i === 0 || v >= buckets[i - 1]),
+    'aggregated buckets are cumulative',
+  )
   t.match(text, /# TYPE llm_inter_token_latency_seconds histogram/, 'the histogram keeps its type')
   const promtool = findTool(t, 'promtool')
   if (promtool !== undefined) t.equal(run(promtool, ['check', 'metrics'], text).output, '', 'promtool check metrics finds nothing in the aggregated scrape')

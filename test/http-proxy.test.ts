@@ -15,7 +15,11 @@ import { parseMetrics, sumOf } from './helpers/prometheus.ts'
 
 const SIM = validateConfig({ routes: [{ prefix: '/s', simulator: { jitter_ms: 0, stall_probability: 0, burst_every: 0 } }] }).routes[0].simulator!
 const FIRST = 2
-const GAPS: [number, number][] = [[5, 1], [5, 3], [5, 1]]
+const GAPS: [number, number][] = [
+  [5, 1],
+  [5, 3],
+  [5, 1],
+]
 const N = FIRST + GAPS.reduce((n, [, k]) => n + k, 0)
 
 async function setup(t: Test) {
@@ -40,7 +44,10 @@ async function setup(t: Test) {
 t.test('an @fastify/http-proxy registration with tokentapReplyOptions is measured like a tokentap route', async (t) => {
   const { app, url, settled } = await setup(t)
   const client = new OpenAI({ baseURL: `${url}/openai/v1`, apiKey: 'sk-test' })
-  const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'count' }], stream: true, stream_options: { include_usage: true } }, simPlan({ ttft_ms: 5, first_tokens: FIRST, chunks: GAPS }))
+  const stream = await client.chat.completions.create(
+    { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'count' }], stream: true, stream_options: { include_usage: true } },
+    simPlan({ ttft_ms: 5, first_tokens: FIRST, chunks: GAPS }),
+  )
   let text = ''
   let usage: number | undefined
   for await (const chunk of stream) {
@@ -72,7 +79,11 @@ t.test('the bytes through @fastify/http-proxy are the upstream bytes, unchanged'
   await app.register(httpProxy, { prefix: '/p', upstream: upstream.url, replyOptions: tokentapReplyOptions(app, { prefix: '/p', provider: 'openai' }) })
   await app.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => app.close())
-  const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/p/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true}' })
+  const res = await fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/p/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"model":"m","stream":true}',
+  })
   t.equal(res.headers.get('x-upstream'), 'yes')
   t.equal(Buffer.from(await res.arrayBuffer()).toString('latin1'), Buffer.from(sse).toString('latin1'), 'byte for byte, comments and CRLFs included')
   t.equal(upstream.requests[0].url, '/v1/chat/completions')

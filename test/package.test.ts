@@ -11,7 +11,8 @@ import { startUpstream } from './helpers/upstream.ts'
 // The package as npm would publish it: packed, installed into a fresh folder, run with npx.
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
-const npm = (args: string[], cwd: string): string => execFileSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_loglevel: 'error', npm_config_fund: 'false', npm_config_audit: 'false', npm_config_update_notifier: 'false' } })
+const npm = (args: string[], cwd: string): string =>
+  execFileSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_loglevel: 'error', npm_config_fund: 'false', npm_config_audit: 'false', npm_config_update_notifier: 'false' } })
 
 const dir = mkdtempSync(join(tmpdir(), 'tokentap-pack-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
@@ -69,11 +70,22 @@ t.test('the packed package holds the compiled plugin, its types and the default 
   t.ok(files.includes('dist/src/index.d.ts'))
   t.ok(files.includes('dist/src/cli.js'))
   t.ok(files.includes('config/default.yaml'))
-  t.notOk(files.some((f) => f.startsWith('test/') || f.startsWith('bench/') || f.startsWith('dist/bench/') || f.startsWith('src/')), 'no sources, tests or bench')
+  t.notOk(
+    files.some((f) => f.startsWith('test/') || f.startsWith('bench/') || f.startsWith('dist/bench/') || f.startsWith('src/')),
+    'no sources, tests or bench',
+  )
   const installed = join(app, 'node_modules', 'tokentap')
   t.ok(existsSync(join(installed, 'dist', 'src', 'http-proxy.d.ts')))
   t.notOk(readFileSync(join(installed, 'dist', 'src', 'index.d.ts'), 'utf8').includes(".ts'"), 'declarations import .js files')
-  const exported = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('tokentap'); const h = await import('tokentap/http-proxy'); console.log(typeof m.default, typeof m.tokentapReplyOptions, typeof m.buildApp, typeof h.tokentapReplyOptions)"], { cwd: app, encoding: 'utf8' })
+  const exported = execFileSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      "const m = await import('tokentap'); const h = await import('tokentap/http-proxy'); console.log(typeof m.default, typeof m.tokentapReplyOptions, typeof m.buildApp, typeof h.tokentapReplyOptions)",
+    ],
+    { cwd: app, encoding: 'utf8' },
+  )
   t.equal(exported.trim(), 'function function function function', 'the plugin, the http-proxy helper and buildApp are exported')
 })
 
@@ -85,7 +97,14 @@ t.test('npx tokentap --help prints the usage and exits 0', async (t) => {
 
 t.test('npx tokentap runs the default config and measures a stream through /sim', async (t) => {
   const running = await npx(['--port', '0', '--admin-port', '0'])
-  const plan = JSON.stringify({ ttft_ms: 5, first_tokens: 1, chunks: [[5, 1], [5, 2]] })
+  const plan = JSON.stringify({
+    ttft_ms: 5,
+    first_tokens: 1,
+    chunks: [
+      [5, 1],
+      [5, 2],
+    ],
+  })
   const text = await chat(`${running.proxy}/sim/v1/chat/completions`, { 'x-tokentap-sim': plan })
   t.ok(text.endsWith('data: [DONE]\n\n'))
   let m = parseMetrics(await (await fetch(`${running.admin}/metrics`)).text())

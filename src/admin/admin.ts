@@ -37,16 +37,15 @@ export interface AdminState {
 export type AdminRoutes = (admin: FastifyInstance, state: AdminState) => void
 
 /** The admin routes, in registration order. */
-export const ADMIN_ROUTES: readonly AdminRoutes[] = [
-  (admin, state) => metricsRoute(admin, state.registry),
-  (admin, state) => debugStreamsRoute(admin, state.active),
-  registerLive,
-  healthRoutes,
-]
+export const ADMIN_ROUTES: readonly AdminRoutes[] = [(admin, state) => metricsRoute(admin, state.registry), (admin, state) => debugStreamsRoute(admin, state.active), registerLive, healthRoutes]
 
 export function buildAdmin(state: AdminState, routes: readonly AdminRoutes[] = ADMIN_ROUTES): FastifyInstance {
   const https = listenerTlsOptions(state.config.admin.tls, 'admin.tls')
-  const admin = Fastify({ loggerInstance: state.logger.child({ listener: 'admin' }), logController: new LogController({ disableRequestLogging: true }), ...(https === undefined ? {} : { https }) }) as unknown as FastifyInstance
+  const admin = Fastify({
+    loggerInstance: state.logger.child({ listener: 'admin' }),
+    logController: new LogController({ disableRequestLogging: true }),
+    ...(https === undefined ? {} : { https }),
+  }) as unknown as FastifyInstance
   const token = state.config.admin.token
   if (token !== undefined) requireToken(admin, token, SELF_AUTHENTICATED_ROUTES)
   for (const register of routes) register(admin, state)

@@ -28,6 +28,9 @@ export function requireToken(admin: FastifyInstance, token: string, selfAuthenti
     if (request.routeOptions.url !== undefined && selfAuthenticated.has(request.routeOptions.url)) return
     // The path comes from the route table, never the request: the answer echoes nothing the client sent.
     const route = request.routeOptions.url ?? 'this endpoint'
-    return reply.code(401).header('www-authenticate', 'Bearer').send({ error: `a bearer token is required for ${route}` })
+    return reply
+      .code(401)
+      .header('www-authenticate', 'Bearer')
+      .send({ error: `a bearer token is required for ${route}` })
   })
 }

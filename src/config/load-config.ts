@@ -8,9 +8,8 @@ import { configSchema } from './schema.ts'
 import type { Config } from './schema.ts'
 
 /** The config a bare `npm start` uses: `config/default.yaml` of the package (run from src/ or dist/src/). */
-export const DEFAULT_CONFIG_FILE = ['../../config/default.yaml', '../../../config/default.yaml']
-  .map((p) => fileURLToPath(new URL(p, import.meta.url)))
-  .find((p) => existsSync(p)) ?? 'config/default.yaml'
+export const DEFAULT_CONFIG_FILE =
+  ['../../config/default.yaml', '../../../config/default.yaml'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((p) => existsSync(p)) ?? 'config/default.yaml'
 
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, allowUnionTypes: true, formats: { regex: isRegex } })
 const validate = ajv.compile(configSchema)

@@ -12,7 +12,10 @@ export const PROVIDERS = ['auto', ...PROVIDER_NAMES] as const
 
 export const DEFAULT_BUCKETS = {
   /** 0.5 ms … 10 s, dense between 5 and 100 ms where healthy decoding lives. */
-  itl: [0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.0225, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10],
+  itl: [
+    0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.0225, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.125, 0.15,
+    0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10,
+  ],
   /** 5 ms … 120 s. */
   ttft: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120],
   /** 10 ms … 30 min. */
@@ -23,12 +26,13 @@ export const DEFAULT_BUCKETS = {
   max_gap: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 30, 60, 120],
 } as const
 
-const buckets = (defaults: readonly number[]) => ({
-  type: 'array',
-  items: { type: 'number', exclusiveMinimum: 0 },
-  minItems: 1,
-  default: [...defaults],
-}) as const
+const buckets = (defaults: readonly number[]) =>
+  ({
+    type: 'array',
+    items: { type: 'number', exclusiveMinimum: 0 },
+    minItems: 1,
+    default: [...defaults],
+  }) as const
 
 /** File paths of a listener's certificate and key. */
 const listenerTls = {

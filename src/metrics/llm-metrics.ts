@@ -177,7 +177,7 @@ export class LlmMetrics {
     })
     this.usageInjections = new Counter({
       name: 'llm_usage_injections_total',
-      help: 'Streaming requests sent upstream with stream_options.include_usage added by the route\'s inject_usage (the added usage chunk is not passed to the client).',
+      help: "Streaming requests sent upstream with stream_options.include_usage added by the route's inject_usage (the added usage chunk is not passed to the client).",
       labelNames,
     })
     this.inFlight = new CollectedGauge({
@@ -246,7 +246,7 @@ export class LlmMetrics {
     })
     this.overhead = new Histogram({
       name: 'llm_proxy_overhead_seconds',
-      help: 'The proxy\'s own cost, by phase: request = request headers received to the request head written upstream; first_chunk = the upstream read completing the first content chunk to that read written to the client; chunk = per request, the mean of read to written over its content reads.',
+      help: "The proxy's own cost, by phase: request = request headers received to the request head written upstream; first_chunk = the upstream read completing the first content chunk to that read written to the client; chunk = per request, the mean of read to written over its content reads.",
       labelNames: [...BASE, 'phase'],
       buckets: OVERHEAD_BUCKETS,
     })
@@ -254,7 +254,31 @@ export class LlmMetrics {
 
   /** Every metric, in scrape order. */
   all(): readonly (Histogram | Counter | CollectedGauge)[] {
-    return [this.ttft, this.itl, this.interChunk, this.tpot, this.e2e, this.tps, this.outputTokens, this.inputTokens, this.requests, this.parseErrors, this.usageInjections, this.inFlight, this.maxGap, this.stalls, this.tokensPerChunk, this.headers, this.ttfot, this.slo, this.estimateRatio, this.inputPerRequest, this.outputPerRequest, this.concurrency, this.overhead]
+    return [
+      this.ttft,
+      this.itl,
+      this.interChunk,
+      this.tpot,
+      this.e2e,
+      this.tps,
+      this.outputTokens,
+      this.inputTokens,
+      this.requests,
+      this.parseErrors,
+      this.usageInjections,
+      this.inFlight,
+      this.maxGap,
+      this.stalls,
+      this.tokensPerChunk,
+      this.headers,
+      this.ttfot,
+      this.slo,
+      this.estimateRatio,
+      this.inputPerRequest,
+      this.outputPerRequest,
+      this.concurrency,
+      this.overhead,
+    ]
   }
 
   #boundFor(l: Labels): Bound {

@@ -17,7 +17,7 @@ export interface PromClientMetric {
 
 /** Whether an `Accept` header asks for OpenMetrics (Prometheus sends it first when it can read it). */
 export function wantsOpenMetrics(accept: string | undefined): boolean {
-  return accept !== undefined && accept.includes('application/openmetrics-text')
+  return accept?.includes('application/openmetrics-text') === true
 }
 
 function renderLabelSet(labels: Readonly<Record<string, string | number>> | undefined): string {

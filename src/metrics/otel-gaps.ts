@@ -51,7 +51,6 @@ export class GapCell {
     if (value < this.min) this.min = value
     if (value > this.max) this.max = value
   }
-
 }
 
 /** One pre-aggregated histogram's name, buckets, limit and temporality. */
@@ -119,17 +118,22 @@ export class PreAggregatedHistogram implements MetricProducer {
       this.#cells.clear()
       this.#periodStart = now
     }
-    const scopeMetrics = dataPoints.length === 0
-      ? []
-      : [{
-          scope: { name: o.scope },
-          metrics: [{
-            descriptor: { name: o.name, unit: o.unit, description: o.description, valueType: ValueType.DOUBLE },
-            aggregationTemporality: delta ? AggregationTemporality.DELTA : AggregationTemporality.CUMULATIVE,
-            dataPointType: DataPointType.HISTOGRAM as const,
-            dataPoints,
-          }],
-        }]
+    const scopeMetrics =
+      dataPoints.length === 0
+        ? []
+        : [
+            {
+              scope: { name: o.scope },
+              metrics: [
+                {
+                  descriptor: { name: o.name, unit: o.unit, description: o.description, valueType: ValueType.DOUBLE },
+                  aggregationTemporality: delta ? AggregationTemporality.DELTA : AggregationTemporality.CUMULATIVE,
+                  dataPointType: DataPointType.HISTOGRAM as const,
+                  dataPoints,
+                },
+              ],
+            },
+          ]
     // The reader keeps the SDK's resource and ignores this one.
     return { resourceMetrics: { resource: emptyResource(), scopeMetrics }, errors: [] }
   }

@@ -18,7 +18,6 @@ import type { Json } from './json.ts'
  * https://docs.anthropic.com/en/docs/build-with-claude/streaming
  */
 
-
 /** The three input-side counts Anthropic reports separately; the last value of each wins. */
 interface InputParts {
   input?: number

@@ -23,7 +23,6 @@ import type { Json } from './json.ts'
  * provider errors. The bytes are never altered; a corrupt frame stops measuring only.
  */
 
-
 /** The model id in a Bedrock Runtime path, URL-decoded (`us.amazon.nova-micro-v1%3A0` → `…:0`). */
 export function bedrockModelFromPath(path: string): string | undefined {
   const m = /^\/model\/([^/]+)\/(?:converse|converse-stream|invoke|invoke-with-response-stream)$/.exec(path)

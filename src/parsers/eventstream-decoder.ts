@@ -33,7 +33,6 @@ const crc32 = (buf: Buffer, start: number, end: number): number => zlib.crc32(bu
 /** Value sizes of the fixed-width header types (0/1 booleans carry no value). */
 const FIXED: Record<number, number> = { 0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16 }
 
-
 /** Decodes one response's eventstream; `push` each read, `end` once. */
 export class EventStreamDecoder {
   readonly maxFrameBytes: number

@@ -29,7 +29,6 @@ import type { Json } from './json.ts'
  * https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent
  */
 
-
 /** `…/models/{model}:{method}`: model and method, for Gemini and Vertex publisher paths. */
 const MODEL_METHOD = /\/(?:models|tunedModels)\/([^/:]+):([A-Za-z]+)$/
 
@@ -160,7 +159,7 @@ export class GeminiSseParser extends SseJsonParser implements JsonArraySink {
     const events = super.push(chunk)
     const len = chunk.byteLength
     if (len === 0) return events
-    let from = this.#raw !== undefined ? 0 : this.#lineStart && chunk[0] === OPEN_BRACE ? 0 : rawObjectStart(chunk)
+    const from = this.#raw !== undefined ? 0 : this.#lineStart && chunk[0] === OPEN_BRACE ? 0 : rawObjectStart(chunk)
     this.#lineStart = chunk[len - 1] === LF || chunk[len - 1] === CR
     if (from < 0) return events
     this.#raw ??= new JsonArrayDecoder(this.ctx.maxEventBytes)

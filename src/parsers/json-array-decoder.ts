@@ -46,7 +46,6 @@ const BOM = [0xef, 0xbb, 0xbf] as const
 
 const isSpace = (b: number): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
 
-
 export class JsonArrayDecoder {
   readonly maxElementBytes: number
   #state: State = State.start

@@ -17,7 +17,6 @@ import type { Json } from './json.ts'
  * line, to compare with what the proxy measured. An `{"error": "…"}` line is a provider error.
  */
 
-
 /** Usage, model, error and Ollama's decode rate from one line or whole answer. */
 function readFinal(value: Json, summary: StreamSummary): void {
   if (summary.model === undefined && nonEmpty(value.model)) summary.model = value.model

@@ -20,7 +20,6 @@ import type { Json } from './json.ts'
  * https://platform.openai.com/docs/api-reference/responses-streaming
  */
 
-
 /** Event type → kind of the content its `delta` carries. */
 const CONTENT: ReadonlyMap<string, ContentKind> = new Map([
   ['response.output_text.delta', ContentKind.text],

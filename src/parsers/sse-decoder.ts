@@ -23,7 +23,6 @@ const COLON = 58
 const SPACE = 32
 const EMPTY = Buffer.alloc(0)
 
-
 /** Does the line name `field` (followed by a colon or the end of the line)? */
 function isField(text: string, start: number, end: number, field: string): boolean {
   const n = field.length
@@ -200,7 +199,7 @@ export class SseDecoder {
         this.unknownLines++
         return
       }
-      this.#data = this.#data === undefined ? value : this.#data + '\n' + value
+      this.#data = this.#data === undefined ? value : `${this.#data}\n${value}`
     } else if (first === 101 /* e */ && end - start >= 5 && text.slice(start, start + 5) === 'event') {
       const value = this.#value(text, start + 5, end, buf, base, ascii)
       if (value !== undefined) this.#event = value

@@ -58,7 +58,16 @@ export function serveAnthropic(res: ServerResponse, plan: SimPlan, req: SimReque
       event('message_start', {
         type: 'message_start',
         // Like the real API, output_tokens here is a placeholder; message_delta has the count.
-        message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } },
+        message: {
+          id,
+          type: 'message',
+          role: 'assistant',
+          model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 },
+        },
       }) +
       event('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) +
       event('ping', { type: 'ping' }),

@@ -61,10 +61,10 @@ export function serveOllama(res: ServerResponse, plan: SimPlan, req: SimRequest)
     head: () => '',
     content: (_index, text) => {
       firstAt ??= performance.now()
-      return JSON.stringify({ model, created_at: new Date().toISOString(), ...content(text), done: false }) + '\n'
+      return `${JSON.stringify({ model, created_at: new Date().toISOString(), ...content(text), done: false })}\n`
     },
-    error: () => JSON.stringify({ error: 'simulated error inside the stream' }) + '\n',
-    tail: () => JSON.stringify(final('')) + '\n',
+    error: () => `${JSON.stringify({ error: 'simulated error inside the stream' })}\n`,
+    tail: () => `${JSON.stringify(final(''))}\n`,
   }
   playStream(res, plan, format)
 }

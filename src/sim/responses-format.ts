@@ -29,7 +29,13 @@ export function serveResponses(res: ServerResponse, plan: SimPlan, req: SimReque
   const input = promptTokensOf([body.instructions, body.input])
   const output = plannedTokens(plan)
   const usage = { input_tokens: input, input_tokens_details: { cached_tokens: 0 }, output_tokens: output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: input + output }
-  const message = (status: string, text: string) => ({ id: itemId, type: 'message', status, role: 'assistant', content: status === 'in_progress' ? [] : [{ type: 'output_text', text, annotations: [], logprobs: [] }] })
+  const message = (status: string, text: string) => ({
+    id: itemId,
+    type: 'message',
+    status,
+    role: 'assistant',
+    content: status === 'in_progress' ? [] : [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+  })
   const response = (status: string, extra: Record<string, unknown>) => ({
     id,
     object: 'response',

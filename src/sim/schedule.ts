@@ -35,8 +35,7 @@ export interface SimPlanRequest {
   seed?: number
 }
 
-const clampInt = (v: unknown, lo: number, hi: number, fallback: number): number =>
-  typeof v === 'number' && Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : fallback
+const clampInt = (v: unknown, lo: number, hi: number, fallback: number): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : fallback)
 const clampMs = (v: unknown, fallback: number): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(600_000, Math.max(0, v)) : fallback)
 
 /** Builds a plan from the route's simulator settings, the request's `max_tokens` and any explicit request. */
@@ -77,7 +76,72 @@ export function planFor(cfg: SimulatorConfig, maxTokens: number | undefined, req
  * Words that are one token each in both o200k_base and cl100k_base (checked by a test), so a
  * chunk of k words is exactly k tokens to the proxy's tokenizer.
  */
-export const WORDS = [' the', ' of', ' and', ' to', ' a', ' in', ' is', ' that', ' for', ' it', ' with', ' as', ' was', ' on', ' be', ' at', ' by', ' this', ' not', ' are', ' but', ' from', ' or', ' have', ' an', ' they', ' which', ' one', ' you', ' were', ' all', ' there', ' would', ' their', ' we', ' been', ' has', ' when', ' who', ' will', ' more', ' no', ' if', ' out', ' so', ' what', ' up', ' its', ' about', ' into', ' than', ' them', ' can', ' only', ' other', ' new', ' some', ' could', ' time', ' these', ' two', ' may', ' then', ' do'] as const
+export const WORDS = [
+  ' the',
+  ' of',
+  ' and',
+  ' to',
+  ' a',
+  ' in',
+  ' is',
+  ' that',
+  ' for',
+  ' it',
+  ' with',
+  ' as',
+  ' was',
+  ' on',
+  ' be',
+  ' at',
+  ' by',
+  ' this',
+  ' not',
+  ' are',
+  ' but',
+  ' from',
+  ' or',
+  ' have',
+  ' an',
+  ' they',
+  ' which',
+  ' one',
+  ' you',
+  ' were',
+  ' all',
+  ' there',
+  ' would',
+  ' their',
+  ' we',
+  ' been',
+  ' has',
+  ' when',
+  ' who',
+  ' will',
+  ' more',
+  ' no',
+  ' if',
+  ' out',
+  ' so',
+  ' what',
+  ' up',
+  ' its',
+  ' about',
+  ' into',
+  ' than',
+  ' them',
+  ' can',
+  ' only',
+  ' other',
+  ' new',
+  ' some',
+  ' could',
+  ' time',
+  ' these',
+  ' two',
+  ' may',
+  ' then',
+  ' do',
+] as const
 
 /** The text of chunk `index` with `tokens` words. */
 export function chunkText(index: number, tokens: number): string {

@@ -88,14 +88,18 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
 
   // Other providers' formats: each file writes its own bytes; the plan is made here, the same way.
   type Serve = (res: ServerResponse, plan: SimPlan, req: SimRequest) => void
-  const format = (maxTokens: (body: Record<string, unknown>) => number | undefined, serve: Serve) =>
+  const format =
+    (maxTokens: (body: Record<string, unknown>) => number | undefined, serve: Serve) =>
     async (request: { body: unknown; url: string; headers: Record<string, string | string[] | undefined> }, reply: { hijack(): void; raw: ServerResponse }) => {
       const body = (typeof request.body === 'object' && request.body !== null && !Array.isArray(request.body) ? request.body : {}) as Record<string, unknown>
       const plan = planFor(cfg, maxTokens(body), planFromRequest(request.headers['x-tokentap-sim'], body as Body), seq++)
       reply.hijack()
       serve(reply.raw, plan, { body, url: request.url, defaultModel: cfg.model, seq })
     }
-  app.post('/v1/messages', format((body) => anthropicMaxTokens(body, cfg), serveAnthropic))
+  app.post(
+    '/v1/messages',
+    format((body) => anthropicMaxTokens(body, cfg), serveAnthropic),
+  )
   app.post('/v1/responses', format(responsesMaxTokens, serveResponses))
   for (const prefix of ['/v1beta/models/*', '/v1/models/*', '/v1/projects/*', '/v1beta1/projects/*']) app.post(prefix, format(geminiMaxTokens, serveGemini))
   app.post('/v2/chat', format(cohereMaxTokens, serveCohere))
@@ -118,7 +122,15 @@ function wholeAnswer(res: ServerResponse, api: Api, plan: SimPlan, meta: Meta): 
   sendWhole(res, plan, () => {
     const text = plannedText(plan)
     return api === 'chat'
-      ? { id: meta.id, object: 'chat.completion', created: meta.created, model: meta.model, choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: 'stop' }], usage: meta.usage, system_fingerprint: null }
+      ? {
+          id: meta.id,
+          object: 'chat.completion',
+          created: meta.created,
+          model: meta.model,
+          choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: 'stop' }],
+          usage: meta.usage,
+          system_fingerprint: null,
+        }
       : { id: meta.id, object: 'text_completion', created: meta.created, model: meta.model, choices: [{ index: 0, text, logprobs: null, finish_reason: 'stop' }], usage: meta.usage }
   })
 }
@@ -140,7 +152,7 @@ function openAIFormat(api: Api, meta: Meta & { includeUsage: boolean }): StreamF
       const finish = api === 'chat' ? `{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}` : `{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}`
       let tail = event(finish)
       if (meta.includeUsage) tail += event('', `,"usage":${JSON.stringify(meta.usage)}`)
-      return tail + 'data: [DONE]\n\n'
+      return `${tail}data: [DONE]\n\n`
     },
   }
 }

@@ -16,9 +16,7 @@ export interface EncodingRule {
 }
 
 /** Models that use cl100k_base (GPT-4 before 4o, GPT-3.5, the older embeddings); everything else gets o200k_base. */
-export const DEFAULT_ENCODING_RULES: readonly EncodingRule[] = [
-  { pattern: '^(gpt-4(?!o|\\.\\d)|gpt-3\\.5|text-embedding-(ada|3))', encoding: Encoding.cl100k_base },
-]
+export const DEFAULT_ENCODING_RULES: readonly EncodingRule[] = [{ pattern: '^(gpt-4(?!o|\\.\\d)|gpt-3\\.5|text-embedding-(ada|3))', encoding: Encoding.cl100k_base }]
 
 /** Deltas are short and repeat (" the", "\n"): a count is worth remembering below this length. */
 const MEMO_MAX_CHARS = 48

@@ -13,10 +13,13 @@ function state(registry: MetricsSource, token?: string): AdminState {
 }
 
 t.test('a route group added to the admin listener is behind the token like the others', async (t) => {
-  const admin = buildAdmin(state(wholeTextSource(async () => 'x_total 1\n'), 'tok'), [
-    ...ADMIN_ROUTES,
-    (app) => app.get('/extra', async () => ({ extra: true })),
-  ])
+  const admin = buildAdmin(
+    state(
+      wholeTextSource(async () => 'x_total 1\n'),
+      'tok',
+    ),
+    [...ADMIN_ROUTES, (app) => app.get('/extra', async () => ({ extra: true }))],
+  )
   t.teardown(() => admin.close())
   const refused = await admin.inject({ url: '/extra' })
   t.equal(refused.statusCode, 401)
@@ -38,9 +41,13 @@ t.test('a source that cannot write OpenMetrics answers Prometheus text whatever 
 })
 
 t.test('a source that fails before writing anything answers 503', async (t) => {
-  const admin = buildAdmin(state(wholeTextSource(async () => {
-    throw new Error('worker 1 did not answer')
-  })))
+  const admin = buildAdmin(
+    state(
+      wholeTextSource(async () => {
+        throw new Error('worker 1 did not answer')
+      }),
+    ),
+  )
   t.teardown(() => admin.close())
   const res = await admin.inject({ url: '/metrics' })
   t.equal(res.statusCode, 503)

@@ -9,7 +9,19 @@ async function slowStream(proxy: RunningProxy, stallMs: number, signal?: AbortSi
   return fetch(`${proxy.url}/sim/v1/chat/completions`, {
     method: 'POST',
     signal,
-    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-very-secret', 'x-request-id': 'req-live-1', 'x-tokentap-sim': JSON.stringify({ ttft_ms: 10, first_tokens: 2, chunks: [[10, 1], [stallMs, 1]] }) },
+    headers: {
+      'content-type': 'application/json',
+      authorization: 'Bearer sk-very-secret',
+      'x-request-id': 'req-live-1',
+      'x-tokentap-sim': JSON.stringify({
+        ttft_ms: 10,
+        first_tokens: 2,
+        chunks: [
+          [10, 1],
+          [stallMs, 1],
+        ],
+      }),
+    },
     body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'PROMPT-TEXT-MARKER' }] }),
   })
 }
@@ -56,12 +68,14 @@ t.test('/debug/streams wants the admin token when one is set, and stays bounded'
   t.equal((await fetch(`${proxy.adminUrl}/debug/streams`)).status, 401)
   t.equal((await fetch(`${proxy.adminUrl}/debug/streams`, { headers: { authorization: 'Bearer nope!' } })).status, 401)
   const acs = [new AbortController(), new AbortController(), new AbortController()]
-  const readers = await Promise.all(acs.map(async (ac) => {
-    const res = await slowStream(proxy, 5000, ac.signal)
-    const reader = res.body?.getReader()
-    await reader?.read()
-    return reader
-  }))
+  const readers = await Promise.all(
+    acs.map(async (ac) => {
+      const res = await slowStream(proxy, 5000, ac.signal)
+      const reader = res.body?.getReader()
+      await reader?.read()
+      return reader
+    }),
+  )
   const snap = await untilChunks(proxy, 1, { authorization: 'Bearer adm1n' })
   t.equal(snap.in_flight, 3)
   const bounded = snapshotStreams(proxy.app.tokentap.active, 2)

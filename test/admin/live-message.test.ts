@@ -34,7 +34,16 @@ const build = (stats: LiveStats, active: InFlight[], now: number, cursors: Curso
 
 t.test('a finished request from a known schedule gives its exact figures', async (t) => {
   // t_req 0; chunks at 100 ms (1 token), 150 (1), 1650 (2: a 1.5 s stall), 1700 (1); end 1800.
-  const r = finished([[100, 1], [150, 1], [1650, 2], [1700, 1]], 1800, 1800)
+  const r = finished(
+    [
+      [100, 1],
+      [150, 1],
+      [1650, 2],
+      [1700, 1],
+    ],
+    1800,
+    1800,
+  )
   t.equal(r.ttft, 0.1)
   t.equal(r.e2e, 1.8)
   t.equal(r.chunks, 4)
@@ -51,8 +60,29 @@ t.test('a finished request from a known schedule gives its exact figures', async
 
 t.test('the message holds counts by outcome, window quantiles and the bands', async (t) => {
   const stats = new LiveStats()
-  stats.add(finished([[100, 1], [150, 1], [1650, 2], [1700, 1]], 1800, 10_000))
-  stats.add(finished([[200, 1], [220, 1]], 300, 11_000, { outcome: 'error', statusCode: 500, tpot: undefined, tps: undefined }))
+  stats.add(
+    finished(
+      [
+        [100, 1],
+        [150, 1],
+        [1650, 2],
+        [1700, 1],
+      ],
+      1800,
+      10_000,
+    ),
+  )
+  stats.add(
+    finished(
+      [
+        [200, 1],
+        [220, 1],
+      ],
+      300,
+      11_000,
+      { outcome: 'error', statusCode: 500, tpot: undefined, tps: undefined },
+    ),
+  )
   stats.add(finished([], 50, 12_000, { outcome: 'cancelled', statusCode: 499, ttft: undefined, tpot: undefined, tps: undefined }))
   const m = build(stats, [], 12_500)
   t.same(m.system.ok, [1, 1, 1])
@@ -79,13 +109,30 @@ t.test('the message holds counts by outcome, window quantiles and the bands', as
   t.equal(s.dist?.zero, 0, 'no 0 ms gaps in this schedule')
   const bands = m.routes[0]
   t.equal(bands.route, '/sim')
-  t.same(bands.length.map((b) => b.itl[2]), [5, 0, 0], 'all five tokens in the short band')
-  t.same(bands.concurrency.map((b) => b.itl[2]), [5, 0, 0, 0, 0], 'all at concurrency 1')
+  t.same(
+    bands.length.map((b) => b.itl[2]),
+    [5, 0, 0],
+    'all five tokens in the short band',
+  )
+  t.same(
+    bands.concurrency.map((b) => b.itl[2]),
+    [5, 0, 0, 0, 0],
+    'all at concurrency 1',
+  )
 })
 
 t.test('requests move out of the 1-minute window while staying in the longer ones', async (t) => {
   const stats = new LiveStats()
-  stats.add(finished([[100, 1], [150, 1]], 200, 1_000))
+  stats.add(
+    finished(
+      [
+        [100, 1],
+        [150, 1],
+      ],
+      200,
+      1_000,
+    ),
+  )
   const later = build(stats, [], 75_000)
   t.same(later.system.ok, [0, 1, 1])
   t.same(later.series[0].ok, [0, 1, 1])
@@ -116,7 +163,10 @@ t.test('past the series limit new models share the route’s other series', asyn
 
 t.test('each stream sends only the chunks that arrived since the previous message', async (t) => {
   const stats = new LiveStats()
-  const chunks = log([[1100, 1], [1150, 3]])
+  const chunks = log([
+    [1100, 1],
+    [1150, 3],
+  ])
   const ex: InFlight = { id: 's1', route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: 1000, chunks }
   const cursors: Cursors = new Map()
   const first = build(stats, [ex], 2000, cursors)
@@ -137,7 +187,10 @@ t.test('each stream sends only the chunks that arrived since the previous messag
 
 t.test('a stream that stalled and ended between two messages is sent once more, ended, with its stall', async (t) => {
   const stats = new LiveStats()
-  const chunks = log([[1100, 1], [1150, 1]])
+  const chunks = log([
+    [1100, 1],
+    [1150, 1],
+  ])
   const ex: InFlight = { id: 's1', route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: 1000, chunks }
   const cursors: Cursors = new Map()
   const first = build(stats, [ex], 1200, cursors)
@@ -179,7 +232,18 @@ t.test('at most MAX_STREAMS_SHOWN streams are sent and the rest counted', async 
 
 t.test('recent requests keep the last N by id, with no per-gap arrays', async (t) => {
   const recent = new RecentRequests(3)
-  for (const id of ['a', 'b', 'c', 'd']) recent.add(finished([[10, 1], [20, 1]], 30, 100, { id }))
+  for (const id of ['a', 'b', 'c', 'd'])
+    recent.add(
+      finished(
+        [
+          [10, 1],
+          [20, 1],
+        ],
+        30,
+        100,
+        { id },
+      ),
+    )
   t.equal(recent.size, 3)
   t.equal(recent.get('a'), undefined, 'the oldest left')
   t.equal(recent.get('d')?.id, 'd')
@@ -197,7 +261,15 @@ t.test('recent requests keep the last N by id, with no per-gap arrays', async (t
 })
 
 t.test('the request view uses the log line’s names and rounding', async (t) => {
-  const r = finished([[100.0004, 1], [150, 1]], 1800, 5000, { id: 'x' })
+  const r = finished(
+    [
+      [100.0004, 1],
+      [150, 1],
+    ],
+    1800,
+    5000,
+    { id: 'x' },
+  )
   const v = requestView(r, 6000, Date.UTC(2026, 0, 1, 0, 0, 1))
   t.equal(v.ttft_ms, 100)
   t.equal(v.e2e_ms, 1800)

@@ -16,7 +16,11 @@ const CHROMIUM = '/usr/bin/chromium'
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
 
 type Plan = { ttft_ms: number; first_tokens: number; chunks: [number, number][] }
-const steady = (ttft: number, n: number, gap: number, tokens = 1): Plan => ({ ttft_ms: ttft, first_tokens: 1, chunks: Array.from({ length: n }, (_, i) => [gap + ((i * 7) % 5), i % 9 === 8 ? 4 : tokens] as [number, number]) })
+const steady = (ttft: number, n: number, gap: number, tokens = 1): Plan => ({
+  ttft_ms: ttft,
+  first_tokens: 1,
+  chunks: Array.from({ length: n }, (_, i) => [gap + ((i * 7) % 5), i % 9 === 8 ? 4 : tokens] as [number, number]),
+})
 /** 10 chunks, a 1.5 s stall, 10 more. */
 const stalled = (): Plan => ({ ttft_ms: 80, first_tokens: 1, chunks: [...steady(0, 10, 30).chunks, [1500, 1], ...steady(0, 10, 30).chunks] })
 
@@ -72,7 +76,7 @@ t.test('the live page shows the route card, the counts and the stall marker in C
   await page.waitForFunction(() => Number(document.querySelector('[data-model="gpt-4o-mini"] [data-series-count="stalls"] b')?.textContent) >= 1, undefined, { timeout: 15_000 })
   t.equal(await gpt.locator('[data-series-count="ok"] b').textContent(), '3')
   t.match(await gpt.locator('table.q').textContent(), /TTFT.*ITL.*TPOT.*E2E/s, 'the percentile table')
-  t.equal(await gpt.locator('.dist canvas').count() > 0, true, 'the ITL distribution chart is drawn')
+  t.equal((await gpt.locator('.dist canvas').count()) > 0, true, 'the ITL distribution chart is drawn')
 
   // Second round, photographed in flight: the strip shows ticks and a stall as they happen.
   const second = Promise.all([

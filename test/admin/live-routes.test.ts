@@ -5,13 +5,20 @@ import { validateConfig } from '../../src/config/load-config.ts'
 
 const TOKEN = 'live-SECRET-token'
 /** 20 ms between chunks and one 400 ms stall (stall_seconds 0.2 below). */
-const PLAN = { ttft_ms: 30, first_tokens: 1, chunks: [[20, 1], [20, 2], [400, 1], [20, 1], [20, 1]] as [number, number][] }
+const PLAN = {
+  ttft_ms: 30,
+  first_tokens: 1,
+  chunks: [
+    [20, 1],
+    [20, 2],
+    [400, 1],
+    [20, 1],
+    [20, 1],
+  ] as [number, number][],
+}
 
 async function stream(client: OpenAI, headers: Record<string, string> = {}): Promise<void> {
-  const s = await client.chat.completions.create(
-    { model: 'sim-model', stream: true, messages: [{ role: 'user', content: 'hi' }] },
-    { headers: { ...simPlan(PLAN).headers, ...headers } },
-  )
+  const s = await client.chat.completions.create({ model: 'sim-model', stream: true, messages: [{ role: 'user', content: 'hi' }] }, { headers: { ...simPlan(PLAN).headers, ...headers } })
   for await (const _ of s) {
     // drain
   }
@@ -47,7 +54,25 @@ t.test('/debug/requests/{id} gives the same figures as the request’s log line'
     const res = await fetch(`${proxy.adminUrl}/debug/requests/${encodeURIComponent(String(line.request_id))}`)
     t.equal(res.status, 200)
     const body = (await res.json()) as Record<string, unknown>
-    for (const key of ['request_id', 'route', 'provider', 'model', 'status', 'outcome', 'ttft_ms', 'headers_ms', 'e2e_ms', 'tpot_ms', 'itl_p50_ms', 'itl_p99_ms', 'max_gap_ms', 'output_tokens', 'output_source', 'chunks', 'tps']) {
+    for (const key of [
+      'request_id',
+      'route',
+      'provider',
+      'model',
+      'status',
+      'outcome',
+      'ttft_ms',
+      'headers_ms',
+      'e2e_ms',
+      'tpot_ms',
+      'itl_p50_ms',
+      'itl_p99_ms',
+      'max_gap_ms',
+      'output_tokens',
+      'output_source',
+      'chunks',
+      'tps',
+    ]) {
       t.equal(body[key], line[key], `${key} as in the log line`)
     }
     // The 400 ms gap is a stall; on a loaded machine a 20 ms one may become one too.

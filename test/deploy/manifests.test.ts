@@ -31,7 +31,11 @@ t.test('every YAML file under deploy/ parses', async (t) => {
   for (const f of files) {
     const docs = parseAllDocuments(readFileSync(f, 'utf8'))
     const list = Array.isArray(docs) ? docs : [docs]
-    t.same(list.flatMap((d) => d.errors.map((e) => e.message)), [], `${relative(ROOT, f)} parses`)
+    t.same(
+      list.flatMap((d) => d.errors.map((e) => e.message)),
+      [],
+      `${relative(ROOT, f)} parses`,
+    )
   }
   for (const f of walk(DEPLOY).filter((f) => f.endsWith('.json'))) t.doesNotThrow(() => JSON.parse(readFileSync(f, 'utf8')), `${relative(ROOT, f)} parses`)
 })
@@ -45,7 +49,8 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
     t.ok(doc.apiVersion && doc.kind && doc.metadata?.name, `${r} has apiVersion, kind and name`)
     byKind.set(doc.kind, doc)
   }
-  for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'ServiceMonitor', 'PrometheusRule']) t.ok(byKind.has(kind), `kustomization includes a ${kind}`)
+  for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'ServiceMonitor', 'PrometheusRule'])
+    t.ok(byKind.has(kind), `kustomization includes a ${kind}`)
   const deployment = byKind.get('Deployment') as Doc
   const service = byKind.get('Service') as Doc
   const configMap = byKind.get('ConfigMap') as Doc
@@ -63,7 +68,10 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   t.same([container.readinessProbe.httpGet.path, container.readinessProbe.httpGet.port], ['/readyz', 'admin'], 'readiness on /readyz')
   t.same([container.livenessProbe.httpGet.path, container.livenessProbe.httpGet.port], ['/healthz', 'admin'], 'liveness on /healthz')
   const preStop = Number(container.lifecycle?.preStop?.exec?.command?.[1] ?? 0)
-  t.ok(pod.terminationGracePeriodSeconds > config.server.drain_seconds + preStop, `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} > drain ${config.server.drain_seconds} s + preStop ${preStop} s`)
+  t.ok(
+    pod.terminationGracePeriodSeconds > config.server.drain_seconds + preStop,
+    `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} > drain ${config.server.drain_seconds} s + preStop ${preStop} s`,
+  )
   t.ok(container.resources.requests.cpu && container.resources.requests.memory && container.resources.limits.cpu && container.resources.limits.memory, 'resource requests and limits')
   t.equal(pod.securityContext.runAsNonRoot, true, 'runAsNonRoot')
   const imageUser = /^USER (\d+)/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1]
@@ -79,7 +87,11 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   t.same((service.spec.ports as Doc[]).map((p) => p.targetPort).sort(), ['admin', 'http'], 'the Service exposes the proxy and admin ports')
   const monitor = byKind.get('ServiceMonitor') as Doc
   t.same(monitor.spec.selector.matchLabels, service.metadata.labels, 'the ServiceMonitor selects the Service')
-  t.same(monitor.spec.endpoints.map((e: Doc) => [e.port, e.path]), [['admin', '/metrics']], 'and scrapes its admin port')
+  t.same(
+    monitor.spec.endpoints.map((e: Doc) => [e.port, e.path]),
+    [['admin', '/metrics']],
+    'and scrapes its admin port',
+  )
   t.equal(monitor.metadata.name === service.metadata.name && service.metadata.name, 'tokentap', 'the scrape job is named tokentap, as the alerts expect')
   t.same((byKind.get('PodDisruptionBudget') as Doc).spec.selector.matchLabels, deployment.spec.selector.matchLabels, 'the PDB covers the pods')
   t.ok((byKind.get('PodDisruptionBudget') as Doc).spec.minAvailable < deployment.spec.replicas, 'the PDB lets a node drain')
@@ -88,7 +100,10 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   t.ok(hpa.spec.minReplicas >= deployment.spec.replicas, 'the HPA keeps at least the Deployment\u2019s replicas')
 
   const rulesDir = join(DEPLOY, 'prometheus/rules')
-  const shipped = readdirSync(rulesDir).filter((f) => f.endsWith('.yaml')).sort().flatMap((f) => load(join(rulesDir, f)).groups)
+  const shipped = readdirSync(rulesDir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .flatMap((f) => load(join(rulesDir, f)).groups)
   t.same((byKind.get('PrometheusRule') as Doc).spec.groups, shipped, 'the PrometheusRule holds exactly the rules of deploy/prometheus/rules')
 })
 
@@ -107,7 +122,10 @@ t.test('the compose setup mounts files that exist, and its configs are valid', a
     return resolve(COMPOSE, v.split(':')[0])
   }
   const config = validateConfig(load(mounted('tokentap', '/etc/tokentap/config.yaml')))
-  t.ok(config.routes.some((r) => r.simulator !== undefined), 'the compose tokentap has a simulator route')
+  t.ok(
+    config.routes.some((r) => r.simulator !== undefined),
+    'the compose tokentap has a simulator route',
+  )
   t.equal(compose.services.tokentap.environment.TOKENTAP_CONFIG, '/etc/tokentap/config.yaml')
   const drainS = config.server.drain_seconds
   t.ok(Number.parseInt(compose.services.tokentap.stop_grace_period, 10) > drainS, 'compose waits longer than the drain')
@@ -155,8 +173,7 @@ t.test('the Dockerfile builds in stages, runs unprivileged and its HEALTHCHECK c
   // A plain node, as in the image (not the test runner's loaders from NODE_OPTIONS).
   const env = { PATH: process.env.PATH, TOKENTAP_ADMIN_PORT: adminPort }
   // Asynchronously: the admin listener runs in this process.
-  const check = (): Promise<number | null> =>
-    new Promise((resolve) => spawn(process.execPath, cmd.slice(1), { env, stdio: 'ignore', timeout: 20_000 }).once('exit', (code) => resolve(code)))
+  const check = (): Promise<number | null> => new Promise((resolve) => spawn(process.execPath, cmd.slice(1), { env, stdio: 'ignore', timeout: 20_000 }).once('exit', (code) => resolve(code)))
   t.equal(await check(), 0, 'healthy when /healthz answers')
   await proxy.close()
   t.equal(await check(), 1, 'unhealthy when nothing answers')

@@ -72,10 +72,7 @@ for (const f of readdirSync(DASHBOARDS_DIR).filter((f) => f.endsWith('.json'))) 
 }
 
 t.test('the PromQL name extractor finds metrics and skips functions, labels, keywords and durations', async (t) => {
-  t.same(
-    metricNames('histogram_quantile(0.99, sum by (le, provider) (rate(llm_x_bucket{model=~"$model", a="b c"}[$__rate_interval]))) > 0.1 # THRESHOLD'),
-    ['llm_x_bucket'],
-  )
+  t.same(metricNames('histogram_quantile(0.99, sum by (le, provider) (rate(llm_x_bucket{model=~"$model", a="b c"}[$__rate_interval]))) > 0.1 # THRESHOLD'), ['llm_x_bucket'])
   t.same(metricNames('sum(rate(a_total[5m])) / ignoring (source) group_left sum(rate(b_total[1m] offset 5m)) and on (x) c:d:e'), ['a_total', 'b_total', 'c:d:e'])
   t.same(metricNames('absent(up{job="tokentap"}) or vector(1e-9)'), ['up'])
 })
@@ -88,11 +85,26 @@ t.test('the dashboard row Conditions shows prompt and output length, concurrency
   const row = d.panels.slice(start + 1, next === -1 ? undefined : next)
   const exprs = row.flatMap((p) => (p.targets ?? []).map((target) => target.expr ?? ''))
   t.ok(row.length >= 4, `${row.length} panels in the row`)
-  for (const family of ['llm_request_input_tokens_bucket', 'llm_request_output_tokens_bucket', 'llm_concurrent_requests_bucket', 'llm_inter_token_latency_seconds_bucket', 'llm_time_per_output_token_seconds_bucket']) {
-    t.ok(exprs.some((e) => metricNames(e).includes(family)), `the row queries ${family}`)
+  for (const family of [
+    'llm_request_input_tokens_bucket',
+    'llm_request_output_tokens_bucket',
+    'llm_concurrent_requests_bucket',
+    'llm_inter_token_latency_seconds_bucket',
+    'llm_time_per_output_token_seconds_bucket',
+  ]) {
+    t.ok(
+      exprs.some((e) => metricNames(e).includes(family)),
+      `the row queries ${family}`,
+    )
   }
-  t.ok(exprs.some((e) => /sum by \(le, length_band\) \(rate\(llm_inter_token_latency_seconds_bucket/.test(e)), 'ITL quantiles by length_band')
-  t.ok(exprs.some((e) => /sum by \(le, length_band\) \(rate\(llm_time_per_output_token_seconds_bucket/.test(e)), 'TPOT quantiles by length_band')
+  t.ok(
+    exprs.some((e) => /sum by \(le, length_band\) \(rate\(llm_inter_token_latency_seconds_bucket/.test(e)),
+    'ITL quantiles by length_band',
+  )
+  t.ok(
+    exprs.some((e) => /sum by \(le, length_band\) \(rate\(llm_time_per_output_token_seconds_bucket/.test(e)),
+    'TPOT quantiles by length_band',
+  )
 })
 
 t.test('with metrics.length_band_label the ITL and TPOT series the Conditions row reads carry length_band', async (t) => {
@@ -137,7 +149,15 @@ t.test('every metric the dashboard and the rules use exists in a real scrape aft
   }
   // The dashboard shows the families the issue asks for.
   const all = dashboardExprs.map((d) => d.expr).join('\n')
-  for (const family of ['llm_time_to_first_token_seconds_bucket', 'llm_inter_token_latency_seconds_bucket', 'llm_time_per_output_token_seconds_bucket', 'llm_output_tokens_per_second_bucket', 'llm_output_tokens_total', 'llm_requests_total', 'llm_requests_in_flight']) {
+  for (const family of [
+    'llm_time_to_first_token_seconds_bucket',
+    'llm_inter_token_latency_seconds_bucket',
+    'llm_time_per_output_token_seconds_bucket',
+    'llm_output_tokens_per_second_bucket',
+    'llm_output_tokens_total',
+    'llm_requests_total',
+    'llm_requests_in_flight',
+  ]) {
     t.ok(all.includes(family), `the dashboard queries ${family}`)
   }
   t.match(all, /sum by \(source\)/, 'the dashboard shows the token source share')

@@ -7,8 +7,12 @@ import { parse, stringify } from 'yaml'
 import { findTool, run } from '../helpers/tools.ts'
 
 const PROM_DIR = fileURLToPath(new URL('../../deploy/prometheus/', import.meta.url))
-const ruleFiles = readdirSync(join(PROM_DIR, 'rules')).filter((f) => f.endsWith('.yaml')).map((f) => join(PROM_DIR, 'rules', f))
-const testFiles = readdirSync(join(PROM_DIR, 'tests')).filter((f) => f.endsWith('.yaml')).map((f) => join(PROM_DIR, 'tests', f))
+const ruleFiles = readdirSync(join(PROM_DIR, 'rules'))
+  .filter((f) => f.endsWith('.yaml'))
+  .map((f) => join(PROM_DIR, 'rules', f))
+const testFiles = readdirSync(join(PROM_DIR, 'tests'))
+  .filter((f) => f.endsWith('.yaml'))
+  .map((f) => join(PROM_DIR, 'tests', f))
 
 t.test('promtool check rules accepts every shipped rule file', async (t) => {
   const promtool = findTool(t, 'promtool')
@@ -27,11 +31,21 @@ t.test('promtool test rules passes the unit tests, which make every alert fire a
   t.equal(r.status, 0, 'promtool test rules exits 0', { output: r.output })
   t.notMatch(r.output, /FAILED/)
   // Every alert has a test where it fires and one where it does not.
-  const alerts = ruleFiles.flatMap((f) => (parse(readFileSync(f, 'utf8')) as { groups: { rules: { alert?: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert).filter((a): a is string => a !== undefined)))
-  const cases = testFiles.flatMap((f) => (parse(readFileSync(f, 'utf8')) as { tests: { alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[] }[] }).tests.flatMap((g) => g.alert_rule_test ?? []))
+  const alerts = ruleFiles.flatMap((f) =>
+    (parse(readFileSync(f, 'utf8')) as { groups: { rules: { alert?: string }[] }[] }).groups.flatMap((g) => g.rules.map((r) => r.alert).filter((a): a is string => a !== undefined)),
+  )
+  const cases = testFiles.flatMap((f) =>
+    (parse(readFileSync(f, 'utf8')) as { tests: { alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[] }[] }).tests.flatMap((g) => g.alert_rule_test ?? []),
+  )
   for (const alert of alerts) {
-    t.ok(cases.some((c) => c.alertname === alert && c.exp_alerts.length > 0), `${alert} has a test where it fires`)
-    t.ok(cases.some((c) => c.alertname === alert && c.exp_alerts.length === 0), `${alert} has a test where it stays quiet`)
+    t.ok(
+      cases.some((c) => c.alertname === alert && c.exp_alerts.length > 0),
+      `${alert} has a test where it fires`,
+    )
+    t.ok(
+      cases.some((c) => c.alertname === alert && c.exp_alerts.length === 0),
+      `${alert} has a test where it stays quiet`,
+    )
   }
 })
 

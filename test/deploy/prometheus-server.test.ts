@@ -12,7 +12,9 @@ import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { findTool } from '../helpers/tools.ts'
 
 const RULES_DIR = fileURLToPath(new URL('../../deploy/prometheus/rules/', import.meta.url))
-const ruleFiles = readdirSync(RULES_DIR).filter((f) => f.endsWith('.yaml')).map((f) => join(RULES_DIR, f))
+const ruleFiles = readdirSync(RULES_DIR)
+  .filter((f) => f.endsWith('.yaml'))
+  .map((f) => join(RULES_DIR, f))
 
 // The known cadence: after the first token, one chunk of 16 tokens 2800 ms later, so every
 // token-weighted ITL observation is 2800/16 = 175 ms. A chunk late (or the first one late, which
@@ -66,7 +68,9 @@ t.test('a real Prometheus scraping tokentap reads back P99 ITL in the bucket of 
       scrape_configs: [{ job_name: 'tokentap', static_configs: [{ targets: [admin.host] }] }],
     }),
   )
-  const child = spawn(prometheus, [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(prometheus, [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
   let log = ''
   child.stderr?.setEncoding('utf8').on('data', (s: string) => (log = (log + s).slice(-4000)))
   const exited = new Promise((resolve) => child.once('exit', resolve))
@@ -126,5 +130,9 @@ t.test('a real Prometheus scraping tokentap reads back P99 ITL in the bucket of 
   const loaded = rules.data.groups.flatMap((g) => g.rules)
   t.same(rules.data.groups.map((g) => g.name).sort(), ['tokentap-alerts', 'tokentap-other-tools', 'tokentap-recording', 'tokentap-slo', 'tokentap-slo-alerts'], 'every rule group is loaded')
   t.ok(loaded.length >= 20, `${loaded.length} rules are loaded`)
-  t.same(loaded.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`), [], 'every rule evaluates with health ok')
+  t.same(
+    loaded.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`),
+    [],
+    'every rule evaluates with health ok',
+  )
 })

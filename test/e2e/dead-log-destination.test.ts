@@ -14,7 +14,14 @@ const DRAIN_SECONDS = 1
 async function start(t: Test) {
   const dir = t.testdir({})
   const file = join(dir, 'c.yaml')
-  writeFileSync(file, stringify({ server: { host: '127.0.0.1', port: 0, drain_seconds: DRAIN_SECONDS }, admin: { host: '127.0.0.1', port: 0 }, routes: [{ prefix: '/sim', simulator: { jitter_ms: 0, stall_probability: 0, ttft_ms: 1, itl_ms: 0 } }] }))
+  writeFileSync(
+    file,
+    stringify({
+      server: { host: '127.0.0.1', port: 0, drain_seconds: DRAIN_SECONDS },
+      admin: { host: '127.0.0.1', port: 0 },
+      routes: [{ prefix: '/sim', simulator: { jitter_ms: 0, stall_probability: 0, ttft_ms: 1, itl_ms: 0 } }],
+    }),
+  )
   const child = spawn(process.execPath, [...process.execArgv, SERVER, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
@@ -43,7 +50,11 @@ async function traffic(proxy: string, n: number, concurrency = 8): Promise<Map<n
   let next = 0
   const worker = async (): Promise<void> => {
     while (next++ < n) {
-      const res = await fetch(`${proxy}/sim/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tokentap-sim': '{"ttft_ms":1,"chunks":[[0,1]]}' }, body: JSON.stringify({ model: 'm', stream: true, messages: [] }) })
+      const res = await fetch(`${proxy}/sim/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-tokentap-sim': '{"ttft_ms":1,"chunks":[[0,1]]}' },
+        body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
+      })
       await res.arrayBuffer()
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
     }
@@ -53,8 +64,7 @@ async function traffic(proxy: string, n: number, concurrency = 8): Promise<Map<n
 }
 
 /** Resolves with how the process ended, or 'still running' after `ms`. */
-const within = (exited: Promise<number | string>, ms: number): Promise<number | string> =>
-  Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running'), ms).unref())])
+const within = (exited: Promise<number | string>, ms: number): Promise<number | string> => Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running'), ms).unref())])
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   t.test(`with stdout's reader gone (tokentap | head -1), the proxy keeps serving and ${signal} ends it within drain_seconds + 5 s`, async (t) => {

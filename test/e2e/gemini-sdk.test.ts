@@ -56,7 +56,11 @@ t.test('the JSON-array stream (no alt=sse) passes through byte for byte and is m
   t.teardown(() => direct.close())
   const path = `/v1beta/models/${MODEL}:streamGenerateContent`
   const post = async (base: string): Promise<Buffer> => {
-    const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...planHeaders }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'count' }] }] }) })
+    const res = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...planHeaders },
+      body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'count' }] }] }),
+    })
     t.match(res.headers.get('content-type'), /^application\/json/)
     return Buffer.from(await res.arrayBuffer())
   }

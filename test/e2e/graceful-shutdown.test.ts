@@ -41,7 +41,14 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
   const configFile = join(dir, 'tokentap.yaml')
   writeFileSync(
     configFile,
-    ['server: { host: 127.0.0.1, port: 0, drain_seconds: 1.5 }', 'admin: { host: 127.0.0.1, port: 0 }', 'routes:', '  - prefix: /sim', '    simulator: { jitter_ms: 0, stall_probability: 0 }', ''].join('\n'),
+    [
+      'server: { host: 127.0.0.1, port: 0, drain_seconds: 1.5 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+      'routes:',
+      '  - prefix: /sim',
+      '    simulator: { jitter_ms: 0, stall_probability: 0 }',
+      '',
+    ].join('\n'),
   )
   const server = await startServer(configFile)
   t.teardown(() => server.kill('SIGKILL'))
@@ -51,7 +58,13 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
       headers: { 'content-type': 'application/json', 'x-tokentap-sim': plan },
       body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
     })
-    return { status: res.statusCode, body: readAll(res).then((b) => ({ ok: true, text: b.toString() }), () => ({ ok: false, text: '' })) }
+    return {
+      status: res.statusCode,
+      body: readAll(res).then(
+        (b) => ({ ok: true, text: b.toString() }),
+        () => ({ ok: false, text: '' }),
+      ),
+    }
   }
   const short = await stream(planHeader(8, 60)) // about 0.5 s: finishes within the drain
   const long = await stream(planHeader(100, 100)) // about 10 s: still open at the 1.5 s deadline
@@ -79,7 +92,11 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
 
   const requests = server.logs.filter((x) => x.msg === 'request')
   // The GET /v1/models, the stream that finished, and the one cut at the deadline.
-  t.same(requests.map((r) => [r.outcome, r.error]).sort(), [['error', 'TOKENTAP_ERR_SHUTTING_DOWN'], ['ok', undefined], ['ok', undefined]])
+  t.same(requests.map((r) => [r.outcome, r.error]).sort(), [
+    ['error', 'TOKENTAP_ERR_SHUTTING_DOWN'],
+    ['ok', undefined],
+    ['ok', undefined],
+  ])
   t.ok(server.logs.some((x) => x.msg === 'drain deadline reached: ending open streams'))
   t.ok(server.logs.some((x) => x.msg === 'stopped'))
 })

@@ -4,7 +4,15 @@ import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import { sumOf } from '../helpers/prometheus.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 
-const plan = { ttft_ms: 20, first_tokens: 2, chunks: [[10, 1], [10, 3], [10, 1]] as [number, number][] }
+const plan = {
+  ttft_ms: 20,
+  first_tokens: 2,
+  chunks: [
+    [10, 1],
+    [10, 3],
+    [10, 1],
+  ] as [number, number][],
+}
 const N = 7
 
 /** A chunk without what differs between any two requests (ids, times). */
@@ -26,7 +34,11 @@ t.test('with inject_usage the OpenAI SDK gets exactly the stream it asked for, a
   t.notOk(JSON.stringify(injected).includes('"usage":{'), 'no usage chunk reached the client')
 
   const raw = async (prefix: string): Promise<string[]> => {
-    const res = await fetch(`${proxy.url}${prefix}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...simPlan(plan).headers }, body: JSON.stringify({ model: 'gpt-4o-mini', messages: [], stream: true }) })
+    const res = await fetch(`${proxy.url}${prefix}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...simPlan(plan).headers },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [], stream: true }),
+    })
     t.equal(res.headers.get('content-length'), null)
     return (await res.text()).split('\n\n').map((e) => e.replace(/"(id|created|tokentap_sent_ms)":[^,]*,/g, ''))
   }
@@ -34,7 +46,7 @@ t.test('with inject_usage the OpenAI SDK gets exactly the stream it asked for, a
 
   await proxy.waitForRequests(4)
   const m = await proxy.scrape()
-  t.equal(sumOf(m, 'llm_usage_injections_total', { provider: 'openai', model: 'gpt-4o-mini', route: '/inj' }), 2, 'counted with the request\'s provider, model and route labels')
+  t.equal(sumOf(m, 'llm_usage_injections_total', { provider: 'openai', model: 'gpt-4o-mini', route: '/inj' }), 2, "counted with the request's provider, model and route labels")
   t.equal(sumOf(m, 'llm_usage_injections_total', { route: '/plain' }), 0)
   t.equal(sumOf(m, 'llm_output_tokens_total', { route: '/inj', source: 'usage' }), 2 * N, 'the proxy used the injected usage')
   t.equal(sumOf(m, 'llm_output_tokens_total', { route: '/plain', source: 'estimate' }), 2 * N)
@@ -54,7 +66,11 @@ t.test("a client's own stream_options, a whole answer and other paths are never 
   for await (const c of off) t.notOk(c.usage, 'include_usage:false is respected')
   const whole = await client.chat.completions.create({ model: 'm', messages: [] }, simPlan(plan))
   t.equal(whole.usage?.completion_tokens, N)
-  const refused = await fetch(`${proxy.url}/inj/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tokentap-sim': '{"status":429}' }, body: '{"model":"m","stream":true}' })
+  const refused = await fetch(`${proxy.url}/inj/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-tokentap-sim': '{"status":429}' },
+    body: '{"model":"m","stream":true}',
+  })
   t.equal(refused.status, 429)
   t.match(await refused.json(), { error: { code: 'sim_429' } }, 'an error answer to an injected request passes as it came')
   await proxy.waitForRequests(4)
@@ -84,7 +100,13 @@ t.test('the upstream gets the body with include_usage and a matching Content-Len
   const chunked = await fetch(`${proxy.url}/u/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('{"stream":false,')); c.enqueue(new TextEncoder().encode('"model":"x"}')); c.close() } }),
+    body: new ReadableStream({
+      start(c) {
+        c.enqueue(new TextEncoder().encode('{"stream":false,'))
+        c.enqueue(new TextEncoder().encode('"model":"x"}'))
+        c.close()
+      },
+    }),
     duplex: 'half',
   } as RequestInit)
   await chunked.text()
@@ -93,7 +115,12 @@ t.test('the upstream gets the body with include_usage and a matching Content-Len
   const big = await fetch(`${proxy.url}/u/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('{"stream":true,"x":"' + 'a'.repeat(3000) + '"}')); c.close() } }),
+    body: new ReadableStream({
+      start(c) {
+        c.enqueue(new TextEncoder().encode(`{"stream":true,"x":"${'a'.repeat(3000)}"}`))
+        c.close()
+      },
+    }),
     duplex: 'half',
   } as RequestInit)
   t.equal(big.status, 413, 'the body limit holds for a buffered body')

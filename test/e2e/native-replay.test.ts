@@ -28,7 +28,11 @@ t.test('TGI /generate_stream replayed through the proxy: exact per-token counts,
   const proxy = await startProxy({ routes: [{ prefix: '/tgi', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
 
-  const res = await fetch(`${proxy.url}/tgi/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: 'Write about data science', parameters: { max_new_tokens: 150 } }) })
+  const res = await fetch(`${proxy.url}/tgi/generate_stream`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ inputs: 'Write about data science', parameters: { max_new_tokens: 150 } }),
+  })
   t.ok((await bytesOf(res)).equals(body), 'the client received the recorded bytes exactly')
   const [line] = await proxy.waitForRequests(1)
   const m = await proxy.scrape()
@@ -63,7 +67,11 @@ t.test('Bedrock ConverseStream replayed through the proxy with frames cut across
   const proxy = await startProxy({ routes: [{ prefix: '/bedrock', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
 
-  const res = await fetch(`${proxy.url}/bedrock/model/us.amazon.nova-micro-v1%3A0/converse-stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: [{ text: 'hi' }] }] }) })
+  const res = await fetch(`${proxy.url}/bedrock/model/us.amazon.nova-micro-v1%3A0/converse-stream`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: [{ text: 'hi' }] }] }),
+  })
   t.equal(res.headers.get('content-type'), 'application/vnd.amazon.eventstream')
   t.ok((await bytesOf(res)).equals(body), 'the client received the recorded bytes exactly')
   t.equal(upstream.requests[0].url, '/model/us.amazon.nova-micro-v1%3A0/converse-stream', 'the path went upstream as the client wrote it')
@@ -92,11 +100,16 @@ t.test('a Bedrock exception frame mid-stream makes the request an error', async 
   const body = fixture('bedrock/converse-stream-claude-reasoning.eventstream')
   const { frame, walkFrames } = await import('../helpers/eventstream.ts')
   // Cut after the tenth whole frame, where the exception frame then follows.
-  const cut = walkFrames(body).slice(0, 10).reduce((n, f) => n + 16 + f.payload.length + Object.entries(f.headers).reduce((h, [k, v]) => h + 4 + k.length + Buffer.byteLength(v), 0), 0)
+  const cut = walkFrames(body)
+    .slice(0, 10)
+    .reduce((n, f) => n + 16 + f.payload.length + Object.entries(f.headers).reduce((h, [k, v]) => h + 4 + k.length + Buffer.byteLength(v), 0), 0)
   const exception = frame({ ':exception-type': 'modelStreamErrorException', ':content-type': 'application/json', ':message-type': 'exception' }, '{"message":"boom"}')
   const upstream = await startUpstream((_req, res) => {
     res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream' })
-    void replay(res, [{ afterMs: 10, bytes: body.subarray(0, cut) }, { afterMs: 10, bytes: exception }])
+    void replay(res, [
+      { afterMs: 10, bytes: body.subarray(0, cut) },
+      { afterMs: 10, bytes: exception },
+    ])
   })
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/b', upstream: upstream.url, provider: 'bedrock' }] })
@@ -112,12 +125,19 @@ t.test('an Azure deployment path names the model when the body has none; filter 
   const body = fixture('azure/azure-chat-async-content-filter.sse')
   const upstream = await startUpstream((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' })
-    void replay(res, sseEvents(body.toString('utf8')).map((e) => ({ afterMs: 5, bytes: e })))
+    void replay(
+      res,
+      sseEvents(body.toString('utf8')).map((e) => ({ afterMs: 5, bytes: e })),
+    )
   })
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/azure', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
-  const res = await fetch(`${proxy.url}/azure/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21`, { method: 'POST', headers: { 'content-type': 'application/json', 'api-key': 'secret' }, body: JSON.stringify({ stream: true, messages: [] }) })
+  const res = await fetch(`${proxy.url}/azure/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'api-key': 'secret' },
+    body: JSON.stringify({ stream: true, messages: [] }),
+  })
   t.ok((await bytesOf(res)).equals(body))
   await proxy.waitForRequests(1)
   const m = await proxy.scrape()

@@ -48,14 +48,23 @@ t.test('the official ollama client streams chat through the proxy and every metr
     t.equal(line.chunks, GAPS.length + 1)
     t.equal(line.streamed_tokens, N)
     t.equal(typeof line.eval_rate_tps, 'number', "Ollama's own rate is in the log line")
-    t.ok((line.eval_duration_ms as number) > 0, "and its decode time")
+    t.ok((line.eval_duration_ms as number) > 0, 'and its decode time')
   }
 })
 
 t.test('ollama generate streams and a stream:false chat counts its usage with no TTFT', async (t) => {
   const proxy = await startProxy({ routes: [simRoute('/sim')] })
   t.teardown(() => proxy.close())
-  const ollama = new Ollama({ host: `${proxy.url}/sim`, headers: simPlan({ ttft_ms: 10, chunks: [[10, 1], [10, 2]] }).headers })
+  const ollama = new Ollama({
+    host: `${proxy.url}/sim`,
+    headers: simPlan({
+      ttft_ms: 10,
+      chunks: [
+        [10, 1],
+        [10, 2],
+      ],
+    }).headers,
+  })
   let text = ''
   for await (const part of await ollama.generate({ model: 'gemma3:1b', prompt: 'hi', stream: true })) text += part.response
   t.equal(text.split(' ').length - 1, 4)
@@ -73,7 +82,17 @@ t.test('ollama generate streams and a stream:false chat counts its usage with no
 t.test('an Ollama error line mid-stream makes the request an error; the client sees it too', async (t) => {
   const proxy = await startProxy({ routes: [simRoute('/sim')] })
   t.teardown(() => proxy.close())
-  const ollama = new Ollama({ host: `${proxy.url}/sim`, headers: simPlan({ ttft_ms: 10, chunks: [[10, 1], [10, 1]], error_after: 2 }).headers })
+  const ollama = new Ollama({
+    host: `${proxy.url}/sim`,
+    headers: simPlan({
+      ttft_ms: 10,
+      chunks: [
+        [10, 1],
+        [10, 1],
+      ],
+      error_after: 2,
+    }).headers,
+  })
   let seen = 0
   await t.rejects(async () => {
     for await (const part of await ollama.chat({ model: 'llama3.2', messages: [], stream: true })) seen += part.message.content ? 1 : 0

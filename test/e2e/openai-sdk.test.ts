@@ -37,12 +37,15 @@ t.test('the official OpenAI SDK streams through the proxy and every metric match
   const REQUESTS = 3
   for (let r = 0; r < REQUESTS; r++) {
     const reading = (async () => {
-      const stream = await client.chat.completions.create({
-        model: 'gpt-4o-mini',
-        messages: [{ role: 'user', content: 'count' }],
-        stream: true,
-        stream_options: { include_usage: r !== 2 },
-      }, simPlan(plan))
+      const stream = await client.chat.completions.create(
+        {
+          model: 'gpt-4o-mini',
+          messages: [{ role: 'user', content: 'count' }],
+          stream: true,
+          stream_options: { include_usage: r !== 2 },
+        },
+        simPlan(plan),
+      )
       let text = ''
       let usage: number | undefined
       for await (const chunk of stream) {
@@ -92,7 +95,11 @@ t.test('the official OpenAI SDK streams through the proxy and every metric match
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), 2 * N, 'provider usage counted where the client asked for it')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'estimate' }), N, 'the tokenizer counts the stream without usage')
   t.equal(sumOf(m, 'llm_requests_total', { ...labels, outcome: 'ok', status_code: '200' }), REQUESTS)
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0], 'nothing left in flight')
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+    'nothing left in flight',
+  )
 
   for (const line of lines) {
     t.equal(line.chunks, GAPS.length + 1)
@@ -107,10 +114,19 @@ t.test('a non-streamed completion passes through and counts its usage, with no T
   const proxy = await startProxy({ routes: [simRoute()] })
   t.teardown(() => proxy.close())
   const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test' })
-  const answer = await client.chat.completions.create({
-    model: 'gpt-4o',
-    messages: [{ role: 'user', content: 'hi' }],
-  }, simPlan({ ttft_ms: 10, chunks: [[5, 2], [5, 2]] }))
+  const answer = await client.chat.completions.create(
+    {
+      model: 'gpt-4o',
+      messages: [{ role: 'user', content: 'hi' }],
+    },
+    simPlan({
+      ttft_ms: 10,
+      chunks: [
+        [5, 2],
+        [5, 2],
+      ],
+    }),
+  )
   t.equal(answer.usage?.completion_tokens, 5)
   await proxy.waitForRequests(1)
   const m = await proxy.scrape()
@@ -123,11 +139,21 @@ t.test('legacy completions stream through the SDK and count every token', async 
   const proxy = await startProxy({ routes: [simRoute()] })
   t.teardown(() => proxy.close())
   const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test' })
-  const stream = await client.completions.create({
-    model: 'gpt-3.5-turbo-instruct',
-    prompt: 'say',
-    stream: true,
-  }, simPlan({ ttft_ms: 20, chunks: [[20, 1], [20, 1], [20, 1]] }))
+  const stream = await client.completions.create(
+    {
+      model: 'gpt-3.5-turbo-instruct',
+      prompt: 'say',
+      stream: true,
+    },
+    simPlan({
+      ttft_ms: 20,
+      chunks: [
+        [20, 1],
+        [20, 1],
+        [20, 1],
+      ],
+    }),
+  )
   let text = ''
   for await (const c of stream) text += c.choices[0]?.text ?? ''
   t.equal(text.split(' ').length - 1, 4)

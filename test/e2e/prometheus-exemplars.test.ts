@@ -39,7 +39,17 @@ t.test('a real Prometheus scrapes OpenMetrics and stores the request-id exemplar
   const request = async (id: string): Promise<void> => {
     const r = await fetch(`${proxy.url}/sim/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-request-id': id, 'x-tokentap-sim': JSON.stringify({ ttft_ms: 20, chunks: [[10, 1], [30, 2]] }) },
+      headers: {
+        'content-type': 'application/json',
+        'x-request-id': id,
+        'x-tokentap-sim': JSON.stringify({
+          ttft_ms: 20,
+          chunks: [
+            [10, 1],
+            [30, 2],
+          ],
+        }),
+      },
       body: JSON.stringify({ model: 'gpt-4o', stream: true, messages: [] }),
     })
     await r.text()
@@ -51,7 +61,11 @@ t.test('a real Prometheus scrapes OpenMetrics and stores the request-id exemplar
   const target = new URL(proxy.adminUrl).host
   writeFileSync(join(dir, 'prometheus.yml'), `global: { scrape_interval: 1s, evaluation_interval: 1s }\nscrape_configs:\n  - job_name: tokentap\n    static_configs: [{ targets: ['${target}'] }]\n`)
   const port = await freePort()
-  const prom = spawn('prometheus', [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--enable-feature=exemplar-storage', '--log.level=error'], { stdio: ['ignore', 'ignore', 'pipe'] })
+  const prom = spawn(
+    'prometheus',
+    [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--enable-feature=exemplar-storage', '--log.level=error'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
   let stderr = ''
   prom.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
   const exited = new Promise((resolve) => prom.once('exit', resolve))

@@ -16,7 +16,13 @@ function buckets(m: readonly Sample[], name: string, labels: Record<string, stri
 // First chunk (1 token) at 50 ms, then [gap ms, tokens]: two stalls (700 ms each, over
 // stall_seconds 0.35) and a burst (4 then 8 tokens, the 8 with no gap at all). On virtual time
 // every chunk arrives exactly when due, so each figure is exact.
-const CHUNKS: [number, number][] = [[10, 1], [700, 1], [10, 4], [0, 8], [700, 2]]
+const CHUNKS: [number, number][] = [
+  [10, 1],
+  [700, 1],
+  [10, 4],
+  [0, 8],
+  [700, 2],
+]
 const TOKENS = [1, ...CHUNKS.map(([, k]) => k)]
 const N = TOKENS.reduce((a, b) => a + b, 0)
 
@@ -51,7 +57,11 @@ t.test('a schedule with two stalls and a burst gives exact stall, max-gap, token
   t.ok(near(maxGapSum, 1.4), `max gap sum ${maxGapSum} = 2 × 700 ms`)
   const gapBuckets = buckets(m, 'llm_stream_max_gap_seconds', labels)
   t.same(gapBuckets, Object.fromEntries([...DEFAULT_BUCKETS.max_gap.map((b) => [String(b), b >= 0.7 ? 2 : 0]), ['+Inf', 2]]), 'both longest gaps in (0.5, 0.75]')
-  t.same(lines.map((l) => l.max_gap_ms), [700, 700], 'the log line shows the same stall')
+  t.same(
+    lines.map((l) => l.max_gap_ms),
+    [700, 700],
+    'the log line shows the same stall',
+  )
 
   t.same(buckets(m, 'llm_tokens_per_chunk', labels), { 1: 6, 2: 8, 3: 8, 4: 10, 6: 10, 8: 12, 12: 12, 16: 12, 32: 12, 64: 12, '+Inf': 12 }, 'every chunk once, by its tokens')
   t.equal(sumOf(m, 'llm_tokens_per_chunk_sum', labels), 2 * N, 'the chunks carry every token')
@@ -75,7 +85,8 @@ t.test('a schedule with two stalls and a burst gives exact stall, max-gap, token
 })
 
 const sse = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`
-const chunk = (delta: Record<string, unknown>): string => sse({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'deepseek-reasoner', choices: [{ index: 0, delta, finish_reason: null }] })
+const chunk = (delta: Record<string, unknown>): string =>
+  sse({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'deepseek-reasoner', choices: [{ index: 0, delta, finish_reason: null }] })
 
 t.test('reasoning before the answer separates the first output token from the first token, and usage below the estimate shows in the ratio', async (t) => {
   const clock = new VirtualClock()
@@ -96,7 +107,10 @@ t.test('reasoning before the answer separates the first output token from the fi
   const proxy = await startProxy({ routes: [{ prefix: '/ds', upstream: upstream.url, provider: 'openai' }] }, { now: clock.now })
   t.teardown(() => proxy.close())
   const received = new Received()
-  const call = rawCall(received, `${proxy.url}/ds/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'deepseek-reasoner', stream: true, messages: [] }) })
+  const call = rawCall(received, `${proxy.url}/ds/v1/chat/completions`, {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'deepseek-reasoner', stream: true, messages: [] }),
+  })
   // Headers, the role chunk, two reasoning chunks from 300 ms, the answer from 510 ms, usage, [DONE], end.
   await play(proxy, clock, upstream, received, [0, 0, 300, 310, 510, 520, 520, 520, 520])
   t.equal((await call.done).status, 200)
@@ -141,22 +155,47 @@ t.test('goodput: each request is judged once against its route SLO, errors misse
     await play(proxy, clock, sim, received)
     await reading
   }
-  await run({ ttft_ms: 20, chunks: [[20, 1], [20, 1]] }) // met
+  await run({
+    ttft_ms: 20,
+    chunks: [
+      [20, 1],
+      [20, 1],
+    ],
+  }) // met
   await run({ ttft_ms: 1500, chunks: [[20, 1]] }) // missed: TTFT
-  await run({ ttft_ms: 20, chunks: [[20, 1], [1200, 1]] }) // missed: ITL P99 = 1.2 s
+  await run({
+    ttft_ms: 20,
+    chunks: [
+      [20, 1],
+      [1200, 1],
+    ],
+  }) // missed: ITL P99 = 1.2 s
   await run({ ttft_ms: 20, chunks: [[1200, 10]] }) // met: 1.2 s over 10 tokens is 120 ms a token
   await run({ status: 500 }) // missed: server error
   await run({ status: 400 }) // not judged: the caller's error
   const models = rawCall(received, `${proxy.url}/slo/v1/models`, { method: 'GET' })
   await play(proxy, clock, sim, received) // not judged: no generation
   await models.done
-  await run({ ttft_ms: 20, chunks: [[20, 1], [1200, 1]] }, ttftOnly) // met: this route has no ITL bound
+  await run(
+    {
+      ttft_ms: 20,
+      chunks: [
+        [20, 1],
+        [1200, 1],
+      ],
+    },
+    ttftOnly,
+  ) // met: this route has no ITL bound
   await proxy.waitForRequests(8)
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_slo_requests_total', { route: '/slo', slo: 'met' }), 2)
   t.equal(sumOf(m, 'llm_slo_requests_total', { route: '/slo', slo: 'missed' }), 3)
   t.equal(sumOf(m, 'llm_slo_requests_total', { route: '/ttft-only', slo: 'met' }), 1)
-  t.same(select(m, 'llm_slo_requests_total', { route: '/ttft-only', slo: 'missed' }).map((x) => x.value), [0], 'the missed series exists at 0 from the first judged request')
+  t.same(
+    select(m, 'llm_slo_requests_total', { route: '/ttft-only', slo: 'missed' }).map((x) => x.value),
+    [0],
+    'the missed series exists at 0 from the first judged request',
+  )
 })
 
 t.test('a cancelled request is missed when it had waited past the TTFT bound, else not judged', async (t) => {
@@ -185,8 +224,15 @@ t.test('a cancelled request is missed when it had waited past the TTFT bound, el
   clock.set(start + 2000)
   early.abort()
   const lines = await proxy.waitForRequests(2)
-  t.same(lines.map((l) => l.outcome), ['cancelled', 'cancelled'])
-  t.same(lines.map((l) => l.e2e_ms), [1500, 2000], 'each ended when its client left')
+  t.same(
+    lines.map((l) => l.outcome),
+    ['cancelled', 'cancelled'],
+  )
+  t.same(
+    lines.map((l) => l.e2e_ms),
+    [1500, 2000],
+    'each ended when its client left',
+  )
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_slo_requests_total', { slo: 'missed' }), 1, 'the one that waited past the bound')
   t.equal(sumOf(m, 'llm_slo_requests_total', { slo: 'met' }), 0, 'leaving is never a success')

@@ -1,4 +1,3 @@
-
 /** Small tools for fault tests: polling, OpenAI-shaped SSE events (raw HTTP clients are in http.ts, re-exported). */
 
 /** Polls `check` every 5 ms until it returns true; rejects after `timeoutMs`. */

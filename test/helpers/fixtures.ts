@@ -8,7 +8,10 @@ export function fixture(path: string): Buffer {
 
 /** A `.data.jsonl` recording (SSE data payloads one per line) framed back into SSE. */
 export function sseFromDataLines(path: string, withDone = true): Buffer {
-  const lines = fixture(path).toString('utf8').split('\n').filter((l) => l.trim() !== '')
+  const lines = fixture(path)
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
   return Buffer.from(lines.map((l) => `data: ${l}\n\n`).join('') + (withDone ? 'data: [DONE]\n\n' : ''))
 }
 

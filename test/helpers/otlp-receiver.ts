@@ -59,11 +59,36 @@ export interface OtlpReceiver {
   close(): Promise<void>
 }
 
-interface AnyValue { stringValue?: string; boolValue?: boolean; intValue?: string; doubleValue?: number }
-interface KeyValue { key: string; value: AnyValue }
-interface RawPoint { attributes?: KeyValue[]; count?: string; sum?: number; min?: number; max?: number; bucketCounts?: string[]; explicitBounds?: number[]; startTimeUnixNano?: string; timeUnixNano?: string }
-interface RawMetric { name: string; unit?: string; description?: string; histogram?: { aggregationTemporality?: number; dataPoints?: RawPoint[] } }
-interface RawRequest { resourceMetrics?: { resource?: { attributes?: KeyValue[] }; scopeMetrics?: { scope?: { name?: string; version?: string }; metrics?: RawMetric[] }[] }[] }
+interface AnyValue {
+  stringValue?: string
+  boolValue?: boolean
+  intValue?: string
+  doubleValue?: number
+}
+interface KeyValue {
+  key: string
+  value: AnyValue
+}
+interface RawPoint {
+  attributes?: KeyValue[]
+  count?: string
+  sum?: number
+  min?: number
+  max?: number
+  bucketCounts?: string[]
+  explicitBounds?: number[]
+  startTimeUnixNano?: string
+  timeUnixNano?: string
+}
+interface RawMetric {
+  name: string
+  unit?: string
+  description?: string
+  histogram?: { aggregationTemporality?: number; dataPoints?: RawPoint[] }
+}
+interface RawRequest {
+  resourceMetrics?: { resource?: { attributes?: KeyValue[] }; scopeMetrics?: { scope?: { name?: string; version?: string }; metrics?: RawMetric[] }[] }[]
+}
 
 const valueOf = (v: AnyValue): AttributeValue => v.stringValue ?? v.boolValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue as number))
 
@@ -107,11 +132,8 @@ const TO_OBJECT = { longs: String, enums: Number, arrays: true } as const
 
 /** Decodes one request body by its content type (protobuf or JSON). */
 export function decodeExport(body: Buffer, contentType: string | undefined, path = '', headers: Export['headers'] = {}): Export {
-  const message = contentType === 'application/json'
-    ? Request.fromObject(JSON.parse(body.toString('utf8')) as Record<string, unknown>)
-    : contentType === 'application/x-protobuf'
-      ? Request.decode(body)
-      : undefined
+  const message =
+    contentType === 'application/json' ? Request.fromObject(JSON.parse(body.toString('utf8')) as Record<string, unknown>) : contentType === 'application/x-protobuf' ? Request.decode(body) : undefined
   if (message === undefined) throw new Error(`unexpected content-type ${contentType}`)
   return normalize(Request.toObject(message, TO_OBJECT) as RawRequest, path, headers)
 }
@@ -129,10 +151,18 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return {
     url: upstream.url,
     received,
-    get status() { return state.status },
-    set status(v: number) { state.status = v },
-    get delayMs() { return state.delayMs },
-    set delayMs(v: number) { state.delayMs = v },
+    get status() {
+      return state.status
+    },
+    set status(v: number) {
+      state.status = v
+    },
+    get delayMs() {
+      return state.delayMs
+    },
+    set delayMs(v: number) {
+      state.delayMs = v
+    },
     close: () => upstream.close(),
   }
 }

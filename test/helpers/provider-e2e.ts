@@ -71,5 +71,9 @@ export async function checkStreamMetrics(t: Check, proxy: RunningProxy, labels: 
   t.equal(sumOf(m, 'llm_time_per_output_token_seconds_count', labels), requests, 'one TPOT per ok request')
   t.equal(sumOf(m, 'llm_output_tokens_per_second_count', labels), requests, 'per-user TPS once per ok request')
   t.equal(sumOf(m, 'llm_requests_total', { ...labels, outcome: 'ok', status_code: '200' }), requests, 'every request ok')
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0], 'nothing left in flight')
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+    'nothing left in flight',
+  )
 }

@@ -43,7 +43,10 @@ export interface FeedResult {
 
 /** Feeds `bytes` cut at the given offsets (ascending) to a new parser, each read a copy (feed.ts). */
 export function feed(make: () => StreamParser, bytes: Buffer, cuts: readonly number[] = []): FeedResult {
-  const { events, summary } = feedPieces(make(), piecesAt(bytes, cuts).filter((p) => p.length > 0))
+  const { events, summary } = feedPieces(
+    make(),
+    piecesAt(bytes, cuts).filter((p) => p.length > 0),
+  )
   return { events, summary }
 }
 

@@ -62,12 +62,19 @@ interface Asserter {
  */
 export function checkDecoder(t: Asserter, factory: DecoderFactory, streams: Arbitrary<Uint8Array>, options: CheckOptions = {}): void {
   const params = { numRuns: options.numRuns ?? 500, seed: options.seed }
-  for (const [label, arb] of [['well-formed streams', streams], ['junk', junkBytes]] as const) {
+  for (const [label, arb] of [
+    ['well-formed streams', streams],
+    ['junk', junkBytes],
+  ] as const) {
     fc.assert(
       fc.property(splitStreams(arb), ({ bytes, cuts }) => {
         const whole = decodeInPieces(factory, bytes, [])
         const split = decodeInPieces(factory, bytes, cuts)
-        const byByte = decodeInPieces(factory, bytes, Array.from({ length: bytes.length }, (_, i) => i))
+        const byByte = decodeInPieces(
+          factory,
+          bytes,
+          Array.from({ length: bytes.length }, (_, i) => i),
+        )
         if (!isDeepStrictEqual(split, whole)) throw new Error(`split at ${JSON.stringify(cuts)} gave ${JSON.stringify(split)}, whole gave ${JSON.stringify(whole)}`)
         if (!isDeepStrictEqual(byByte, whole)) throw new Error(`byte by byte gave ${JSON.stringify(byByte)}, whole gave ${JSON.stringify(whole)}`)
       }),

@@ -4,7 +4,15 @@
  * an error event inside a stream. Returns how many requests it sent.
  */
 export async function driveMixedTraffic(proxyUrl: string, prefix = '/sim'): Promise<number> {
-  const plan = { ttft_ms: 5, first_tokens: 2, chunks: [[5, 1], [5, 3], [5, 1]] }
+  const plan = {
+    ttft_ms: 5,
+    first_tokens: 2,
+    chunks: [
+      [5, 1],
+      [5, 3],
+      [5, 1],
+    ],
+  }
   const send = async (body: Record<string, unknown>, sim: Record<string, unknown> = plan): Promise<void> => {
     const res = await fetch(`${proxyUrl}${prefix}/v1/chat/completions`, {
       method: 'POST',

@@ -32,8 +32,16 @@ t.test('a flood of random model names keeps at most max_models_per_route values 
     t.ok(models.has('other'))
   }
   const requests = m.filter((s) => s.name === 'llm_requests_total')
-  t.equal(requests.reduce((n, s) => n + s.value, 0), FLOOD, 'every request is still counted')
-  t.equal(requests.filter((s) => s.labels.model === 'other').reduce((n, s) => n + s.value, 0), FLOOD - 2 * MAX, 'the rest are counted as other')
+  t.equal(
+    requests.reduce((n, s) => n + s.value, 0),
+    FLOOD,
+    'every request is still counted',
+  )
+  t.equal(
+    requests.filter((s) => s.labels.model === 'other').reduce((n, s) => n + s.value, 0),
+    FLOOD - 2 * MAX,
+    'the rest are counted as other',
+  )
 
   // A second flood adds no series at all.
   const series = m.length
@@ -53,7 +61,7 @@ t.test('a model name longer than 128 characters is cut, and label values are esc
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/a', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
-  const weird = 'q"\\\n}{' + 'x'.repeat(200)
+  const weird = `q"\\\n}{${'x'.repeat(200)}`
   await (await fetch(`${proxy.url}/a/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: weird }) })).arrayBuffer()
   await proxy.waitForRequests(1)
   const m = parseMetrics(await proxy.scrapeText())

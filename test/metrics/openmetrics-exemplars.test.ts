@@ -18,7 +18,14 @@ const family = (families: readonly OmFamily[], name: string): OmFamily | undefin
 
 async function stream(proxy: RunningProxy, requestId: string | undefined): Promise<void> {
   const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test' })
-  const opts = simPlan({ ttft_ms: 30, first_tokens: 1, chunks: [[20, 1], [40, 2]] })
+  const opts = simPlan({
+    ttft_ms: 30,
+    first_tokens: 1,
+    chunks: [
+      [20, 1],
+      [40, 2],
+    ],
+  })
   if (requestId !== undefined) opts.headers['x-request-id'] = requestId
   const s = await client.chat.completions.create({ model: 'gpt-4o', messages: [], stream: true }, opts)
   for await (const _ of s) void _
@@ -50,7 +57,10 @@ t.test('with exemplars on, an OpenMetrics scrape ties TTFT, ITL and E2E buckets 
   const ttftIds = family(families, 'llm_time_to_first_token_seconds')?.samples.flatMap((s) => (s.exemplar ? [s.exemplar.labels.request_id] : [])) ?? []
   t.ok(ttftIds.length >= 1 && ttftIds.length <= 2, 'one exemplar per bucket')
   t.ok(ttftIds.every((id) => id === 'req-from-client-1' || id === generated))
-  t.notOk(family(families, 'llm_inter_chunk_latency_seconds')?.samples.some((s) => s.exemplar), 'inter-chunk gaps carry none')
+  t.notOk(
+    family(families, 'llm_inter_chunk_latency_seconds')?.samples.some((s) => s.exemplar),
+    'inter-chunk gaps carry none',
+  )
 
   const requests = family(families, 'llm_requests')
   t.equal(requests?.type, 'counter', 'the counter family is named without _total')

@@ -62,7 +62,11 @@ function checkShape(t: Test, e: Export): void {
     for (const p of m.points) {
       t.same(p.explicitBounds, bounds[m.name], `${m.name}: the advised bucket bounds`)
       t.equal(p.bucketCounts.length, p.explicitBounds.length + 1)
-      t.equal(p.bucketCounts.reduce((a, b) => a + b, 0), p.count, `${m.name}: buckets add up to the count`)
+      t.equal(
+        p.bucketCounts.reduce((a, b) => a + b, 0),
+        p.count,
+        `${m.name}: buckets add up to the count`,
+      )
       t.ok(p.timeUnixNano >= p.startTimeUnixNano)
     }
   }
@@ -73,8 +77,20 @@ function checkShape(t: Test, e: Export): void {
  * operation); the OTel figures must be the Prometheus ones of the same requests.
  */
 async function knownTraffic(t: Test, proxy: RunningProxy, e: () => Export | undefined): Promise<void> {
-  await chat(proxy.url, { ttft_ms: 20, chunks: [[10, 2], [10, 3]] })
-  await chat(proxy.url, { ttft_ms: 20, chunks: [[10, 2], [10, 3]] })
+  await chat(proxy.url, {
+    ttft_ms: 20,
+    chunks: [
+      [10, 2],
+      [10, 3],
+    ],
+  })
+  await chat(proxy.url, {
+    ttft_ms: 20,
+    chunks: [
+      [10, 2],
+      [10, 3],
+    ],
+  })
   await chat(proxy.url, { status: 500 })
   await (await fetch(`${proxy.url}/sim/v1/models`)).text()
   await proxy.waitForRequests(4)
@@ -88,7 +104,11 @@ async function knownTraffic(t: Test, proxy: RunningProxy, e: () => Export | unde
   const ok = { ...base, 'gen_ai.response.model': 'gpt-4o-mini' }
 
   const duration = pointsOf(exp, 'gen_ai.client.operation.duration')
-  t.same(duration.map((p) => p.attributes).sort((a, b) => Object.keys(a).length - Object.keys(b).length), [ok, { ...base, 'error.type': '500' }], 'ok and error points; the model list is no GenAI operation')
+  t.same(
+    duration.map((p) => p.attributes).sort((a, b) => Object.keys(a).length - Object.keys(b).length),
+    [ok, { ...base, 'error.type': '500' }],
+    'ok and error points; the model list is no GenAI operation',
+  )
   t.equal(one(duration, ok)?.count, 2)
   close(t, one(duration, ok)?.sum, sumOf(prom, 'llm_request_duration_seconds_sum', { ...labels, outcome: 'ok' }), 'E2E sum of the ok requests')
   t.equal(one(duration, { 'error.type': '500' })?.count, 1)
@@ -103,14 +123,20 @@ async function knownTraffic(t: Test, proxy: RunningProxy, e: () => Export | unde
   t.ok((input?.sum ?? 0) > 0)
 
   const ttfc = pointsOf(exp, 'gen_ai.client.operation.time_to_first_chunk')
-  t.same(ttfc.map((p) => p.attributes), [ok])
+  t.same(
+    ttfc.map((p) => p.attributes),
+    [ok],
+  )
   t.equal(ttfc[0]?.count, 2)
   close(t, ttfc[0]?.sum, sumOf(prom, 'llm_time_to_first_token_seconds_sum', labels), 'time to first chunk = TTFT')
   const perChunk = pointsOf(exp, 'gen_ai.client.operation.time_per_output_chunk')
   t.equal(perChunk[0]?.count, 4, 'two gaps per stream')
   close(t, perChunk[0]?.sum, sumOf(prom, 'llm_inter_chunk_latency_seconds_sum', labels), 'the gaps = the inter-chunk latencies')
   const ttft = pointsOf(exp, 'gen_ai.server.time_to_first_token')
-  t.same(ttft.map((p) => p.attributes), [ok])
+  t.same(
+    ttft.map((p) => p.attributes),
+    [ok],
+  )
   t.equal(ttft[0]?.count, 2)
   close(t, ttft[0]?.sum, sumOf(prom, 'llm_time_to_first_token_seconds_sum', labels), 'server TTFT')
   const tpot = pointsOf(exp, 'gen_ai.server.time_per_output_token')
@@ -136,7 +162,10 @@ t.test('known traffic reaches an OTLP/HTTP protobuf receiver (the default) with 
   // Closing the app sends a last export, cumulative: the same points again.
   await proxy.close()
   t.equal(receiver.received.length, 2, 'a last export on close')
-  t.equal(pointsOf(receiver.received[1], 'gen_ai.client.operation.duration').reduce((a, p) => a + p.count, 0), 3)
+  t.equal(
+    pointsOf(receiver.received[1], 'gen_ai.client.operation.duration').reduce((a, p) => a + p.count, 0),
+    3,
+  )
 })
 
 t.test('OTEL_EXPORTER_OTLP_PROTOCOL=http/json selects the JSON encoding, with the same figures', async (t) => {
@@ -253,9 +282,32 @@ t.test('hand-computed figures on virtual time: exact counts, sums and buckets', 
   t.teardown(() => otel.shutdown())
   const labels = { provider: 'anthropic', model: 'claude-x', route: '/a' }
   // TTFT 100 ms, gaps 30 and 60 ms (tokens 1, 2, 3), E2E 200 ms; 10 input and 6 output tokens reported.
-  otel.record(labels, measured([[100, 1], [130, 2], [190, 3]], 200, 200, { input: 10, output: 6 }), REQUEST)
+  otel.record(
+    labels,
+    measured(
+      [
+        [100, 1],
+        [130, 2],
+        [190, 3],
+      ],
+      200,
+      200,
+      { input: 10, output: 6 },
+    ),
+    REQUEST,
+  )
   // TTFT 50 ms, one gap of 0.5 s, E2E 600 ms, no usage: the streamed 4 tokens count.
-  otel.record(labels, measured([[50, 1], [550, 3]], 600), REQUEST)
+  otel.record(
+    labels,
+    measured(
+      [
+        [50, 1],
+        [550, 3],
+      ],
+      600,
+    ),
+    REQUEST,
+  )
   await otel.flush()
   const e = receiver.received[0]
   checkShape(t, e)
@@ -264,8 +316,14 @@ t.test('hand-computed figures on virtual time: exact counts, sums and buckets', 
   close(t, p('gen_ai.client.operation.duration')[0].sum, 0.8, 'E2E 0.2 + 0.6 s')
   t.same(p('gen_ai.client.operation.duration')[0].bucketCounts, [0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0], '0.2 s in (0.16, 0.32], 0.6 s in (0.32, 0.64]')
   t.same(p('gen_ai.client.operation.duration')[0].attributes, { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'anthropic', 'gen_ai.request.model': 'claude-x' })
-  t.match(p('gen_ai.client.token.usage').find((x) => x.attributes['gen_ai.token.type'] === 'input'), { count: 1, sum: 10 })
-  t.match(p('gen_ai.client.token.usage').find((x) => x.attributes['gen_ai.token.type'] === 'output'), { count: 2, sum: 10, min: 4, max: 6 })
+  t.match(
+    p('gen_ai.client.token.usage').find((x) => x.attributes['gen_ai.token.type'] === 'input'),
+    { count: 1, sum: 10 },
+  )
+  t.match(
+    p('gen_ai.client.token.usage').find((x) => x.attributes['gen_ai.token.type'] === 'output'),
+    { count: 2, sum: 10, min: 4, max: 6 },
+  )
   const perChunk = p('gen_ai.client.operation.time_per_output_chunk')[0]
   t.equal(perChunk.count, 3)
   close(t, perChunk.sum, 0.59, 'gaps 0.03 + 0.06 + 0.5')
@@ -285,11 +343,28 @@ t.test('past the SDK cardinality limit, new attribute sets go to the otel.metric
   const otel = new OtelMetrics({ config: { endpoint: receiver.url, headers: {} }, logger: silent, env: {}, cardinalityLimit: 3 })
   t.teardown(() => otel.shutdown())
   // Five models: the limit of 3 keeps two of them and one overflow series for the other three.
-  for (const model of ['m1', 'm2', 'm3', 'm4', 'm5']) otel.record({ provider: 'openai', model, route: '/o' }, measured([[10, 1], [15, 1]], 20 + Number(model[1])), REQUEST)
+  for (const model of ['m1', 'm2', 'm3', 'm4', 'm5'])
+    otel.record(
+      { provider: 'openai', model, route: '/o' },
+      measured(
+        [
+          [10, 1],
+          [15, 1],
+        ],
+        20 + Number(model[1]),
+      ),
+      REQUEST,
+    )
   await otel.flush()
   const duration = pointsOf(receiver.received[0], 'gen_ai.client.operation.duration')
   t.equal(duration.length, 3)
-  t.same(duration.filter((p) => p.attributes['gen_ai.request.model'] !== undefined).map((p) => p.attributes['gen_ai.request.model']).sort(), ['m1', 'm2'])
+  t.same(
+    duration
+      .filter((p) => p.attributes['gen_ai.request.model'] !== undefined)
+      .map((p) => p.attributes['gen_ai.request.model'])
+      .sort(),
+    ['m1', 'm2'],
+  )
   const overflow = duration.find((p) => p.attributes['otel.metric.overflow'] === true)
   t.same(overflow?.attributes, { 'otel.metric.overflow': true }, 'a boolean attribute, alone')
   t.equal(overflow?.count, 3)
@@ -297,7 +372,10 @@ t.test('past the SDK cardinality limit, new attribute sets go to the otel.metric
   // The pre-aggregated per-gap histogram keeps the same limit and overflow series.
   const perChunk = pointsOf(receiver.received[0], 'gen_ai.client.operation.time_per_output_chunk')
   t.same(perChunk.map((p) => p.attributes['gen_ai.request.model'] ?? p.attributes['otel.metric.overflow']).sort(), ['m1', 'm2', true])
-  t.match(perChunk.find((p) => p.attributes['otel.metric.overflow'] === true), { attributes: { 'otel.metric.overflow': true }, count: 3 })
+  t.match(
+    perChunk.find((p) => p.attributes['otel.metric.overflow'] === true),
+    { attributes: { 'otel.metric.overflow': true }, count: 3 },
+  )
 })
 
 t.test('with OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta every metric, the pre-aggregated one too, starts over each export', async (t) => {
@@ -307,9 +385,30 @@ t.test('with OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta every metri
   const otel = new OtelMetrics({ config: { endpoint: receiver.url, headers: {} }, logger: silent, env: {} })
   t.teardown(() => otel.shutdown())
   const labels = { provider: 'openai', model: 'm', route: '/o' }
-  otel.record(labels, measured([[10, 1], [20, 1], [30, 1]], 40), REQUEST)
+  otel.record(
+    labels,
+    measured(
+      [
+        [10, 1],
+        [20, 1],
+        [30, 1],
+      ],
+      40,
+    ),
+    REQUEST,
+  )
   await otel.flush()
-  otel.record(labels, measured([[10, 1], [50, 1]], 60), REQUEST)
+  otel.record(
+    labels,
+    measured(
+      [
+        [10, 1],
+        [50, 1],
+      ],
+      60,
+    ),
+    REQUEST,
+  )
   await otel.flush()
   const [first, second] = receiver.received
   for (const name of NAMES) t.equal(first?.metrics.get(name)?.temporality, 1, `${name} is delta`)
@@ -371,10 +470,19 @@ t.test('error.type names the failure: an error event in the stream, an unreachab
   // The cancel goes first, on a fresh connection: a client abort on a reused keep-alive
   // connection currently holds app.close() for about a minute (reported, not this test's concern).
   await proxy.waitForRequests(1)
-  await chat(proxy.url, { ttft_ms: 5, chunks: [[5, 1], [5, 1]], error_after: 2 })
+  await chat(proxy.url, {
+    ttft_ms: 5,
+    chunks: [
+      [5, 1],
+      [5, 1],
+    ],
+    error_after: 2,
+  })
   await (await fetch(`${proxy.url}/dead/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o-mini', messages: [] }) })).text()
   await proxy.waitForRequests(3)
   await proxy.app.tokentap.otel?.flush()
-  const types = pointsOf(receiver.received[0], 'gen_ai.client.operation.duration').map((p) => p.attributes['error.type']).sort()
+  const types = pointsOf(receiver.received[0], 'gen_ai.client.operation.duration')
+    .map((p) => p.attributes['error.type'])
+    .sort()
   t.same(types, ['TOKENTAP_ERR_UPSTREAM_CONNECT', 'cancelled', 'provider_error'])
 })

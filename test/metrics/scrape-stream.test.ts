@@ -21,8 +21,24 @@ const buckets = { ttft: B.ttft, itl: B.itl, inter_chunk: B.itl, tpot: B.itl, e2e
 function record(m: LlmMetrics, model: string, chunks = 4): void {
   const log = new ChunkLog()
   for (let j = 0; j < chunks; j++) log.add(j * 3, 1, MarkKind.text, false)
-  const measurement = measure({ tReq: -5, tEnd: 20, tHeaders: undefined, statusCode: 200, failure: undefined, clientGone: false, chunks: log, summary: { usage: { output: chunks, input: 5 } }, stallSeconds: 1 })
-  m.record({ provider: 'openai', model, route: '/r' }, measurement, { id: 'r', concurrency: 1, overhead: { request: undefined, firstChunk: undefined, chunk: undefined }, usageInjected: false, hasSlo: false })
+  const measurement = measure({
+    tReq: -5,
+    tEnd: 20,
+    tHeaders: undefined,
+    statusCode: 200,
+    failure: undefined,
+    clientGone: false,
+    chunks: log,
+    summary: { usage: { output: chunks, input: 5 } },
+    stallSeconds: 1,
+  })
+  m.record({ provider: 'openai', model, route: '/r' }, measurement, {
+    id: 'r',
+    concurrency: 1,
+    overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
+    usageInjected: false,
+    hasSlo: false,
+  })
 }
 
 t.test('a series observed after a scrape shows its new counts in the next scrape', async (t) => {
@@ -58,10 +74,16 @@ t.test('the streamed scrape comes in pieces, the same text scrape after scrape, 
   t.equal(text, await scrapeText(registry), 'an unchanged registry scrapes to the same text')
   t.ok(batches.length > 1, `${batches.length} batches`)
   const sizes = batches.map((b) => b.reduce((n, x) => n + x.length, 0))
-  t.ok(sizes.every((n) => n <= BATCH_BYTES + 64 * 1024), 'no batch holds the whole scrape')
+  t.ok(
+    sizes.every((n) => n <= BATCH_BYTES + 64 * 1024),
+    'no batch holds the whole scrape',
+  )
   const before = [...m.ttft.chunks()]
   const after = [...m.ttft.chunks()]
-  t.ok(after.every((b, i) => b === before[i]), 'series not observed since are not rendered again')
+  t.ok(
+    after.every((b, i) => b === before[i]),
+    'series not observed since are not rendered again',
+  )
   const samples = parseMetrics(text)
   t.equal(sumOf(samples, 'llm_time_to_first_token_seconds_count'), 300)
   t.equal(sumOf(samples, 'llm_requests_total'), 300)
@@ -195,7 +217,10 @@ t.test('/metrics streams a scrape of many series completely to a slow reader whi
   checkSeries(t, text, 200)
   const samples = parseMetrics(text)
   t.ok(sumOf(samples, 'llm_time_to_first_token_seconds_count') >= 200)
-  t.ok(samples.some((s) => s.name === 'process_cpu_user_seconds_total'), 'process metrics follow')
+  t.ok(
+    samples.some((s) => s.name === 'process_cpu_user_seconds_total'),
+    'process metrics follow',
+  )
   t.ok(text.endsWith('\n'))
 })
 

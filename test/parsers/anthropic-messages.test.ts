@@ -58,7 +58,10 @@ for (const c of CASES) {
     t.same(deltaCounts(ssePayloads(bytes)), c.deltas, 'the fixture holds the deltas its description names')
     const whole = feed(make, bytes)
     t.same(countByKind(whole.events), c.kinds, 'content events by kind: pings, signatures and empty JSON fragments are not content')
-    t.equal(whole.events.length, Object.values(c.deltas).reduce((a, b) => a + b, 0))
+    t.equal(
+      whole.events.length,
+      Object.values(c.deltas).reduce((a, b) => a + b, 0),
+    )
     t.ok(whole.events.every((e) => e.tokens >= 1 && !e.exact))
     t.same(whole.summary.usage, c.usage, 'input with cache counts, cumulative output from message_delta')
     t.equal(whole.summary.model, c.model)

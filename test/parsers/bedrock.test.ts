@@ -53,7 +53,11 @@ t.test('tool input deltas are tool content', async (t) => {
     eventFrame('metadata', { usage: { inputTokens: 5, outputTokens: 9, totalTokens: 14 }, metrics: { latencyMs: 100 } }),
   ])
   const r = feed(new BedrockParser(ctx), [bytes])
-  t.same(r.events.map((e) => e.kind), ['tool', 'tool'], 'a signature is not content')
+  t.same(
+    r.events.map((e) => e.kind),
+    ['tool', 'tool'],
+    'a signature is not content',
+  )
   t.same(r.summary.usage, { output: 9, input: 5 })
 })
 
@@ -90,7 +94,10 @@ function claudeInvokeStream(): Buffer {
 t.test('InvokeModelWithResponseStream: Anthropic chunks inside chunk.bytes, usage from the invocation metrics, at every split', async (t) => {
   const bytes = claudeInvokeStream()
   const whole = feed(new BedrockParser(ctx), [bytes])
-  t.same(whole.events.map((e) => e.kind), ['reasoning', 'text', 'text', 'tool'])
+  t.same(
+    whole.events.map((e) => e.kind),
+    ['reasoning', 'text', 'text', 'tool'],
+  )
   t.same(whole.summary, { model: 'claude-3-5-haiku-20241022', usage: { input: 21, output: 12 } })
   for (const i of splitOffsets(bytes.length, 300)) {
     const r = feed(new BedrockParser(ctx), splitAt(bytes, i))
@@ -132,7 +139,9 @@ t.test('a corrupt frame stops measuring but never throws', async (t) => {
 })
 
 t.test('whole Converse and InvokeModel answers give the usage', async (t) => {
-  t.same(summarizeBedrockBody({ output: { message: { role: 'assistant', content: [{ text: 'hi' }] } }, stopReason: 'end_turn', usage: { inputTokens: 3, outputTokens: 4, totalTokens: 7 } }), { usage: { output: 4, input: 3 } })
+  t.same(summarizeBedrockBody({ output: { message: { role: 'assistant', content: [{ text: 'hi' }] } }, stopReason: 'end_turn', usage: { inputTokens: 3, outputTokens: 4, totalTokens: 7 } }), {
+    usage: { output: 4, input: 3 },
+  })
   t.same(summarizeBedrockBody({ model: 'claude-3', usage: { input_tokens: 10, output_tokens: 2 } }), { model: 'claude-3', usage: { output: 2, input: 10 } })
   t.same(summarizeBedrockBody({ generation: 'x', prompt_token_count: 6, generation_token_count: 8 }), { usage: { output: 8, input: 6 } })
   t.same(summarizeBedrockBody(null), {})

@@ -99,7 +99,15 @@ t.test('events of other shapes are not content and stop nothing', async (t) => {
 })
 
 t.test('a whole /v2/chat answer gives its usage', async (t) => {
-  t.same(summarizeCohereBody({ id: 'x', finish_reason: 'COMPLETE', message: { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] }, usage: { billed_units: { input_tokens: 3, output_tokens: 2 }, tokens: { input_tokens: 70, output_tokens: 3 } } }), { usage: { output: 3, input: 70 } })
+  t.same(
+    summarizeCohereBody({
+      id: 'x',
+      finish_reason: 'COMPLETE',
+      message: { role: 'assistant', content: [{ type: 'text', text: 'Hi' }] },
+      usage: { billed_units: { input_tokens: 3, output_tokens: 2 }, tokens: { input_tokens: 70, output_tokens: 3 } },
+    }),
+    { usage: { output: 3, input: 70 } },
+  )
   t.same(summarizeCohereBody({ message: 'invalid api token' }), {})
   t.same(summarizeCohereBody(null), {})
 })

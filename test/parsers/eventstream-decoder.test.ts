@@ -9,7 +9,12 @@ function decode(pieces: Buffer[], max?: number): { frames: EventFrame[]; errors:
   const d = new EventStreamDecoder(max)
   const frames: EventFrame[] = []
   const errors: string[] = []
-  for (const p of pieces) d.push(p, (f) => frames.push(f), (e) => errors.push(e))
+  for (const p of pieces)
+    d.push(
+      p,
+      (f) => frames.push(f),
+      (e) => errors.push(e),
+    )
   d.end((e) => errors.push(e))
   return { frames, errors }
 }

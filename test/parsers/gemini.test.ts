@@ -71,7 +71,8 @@ const CASES: Case[] = [
     make: makeSse,
     kinds: { reasoning: 4, text: 19 },
     exact: [68, 230, 254, 235, 23, 24, 27, 24, 27, 25, 23, 24, 26, 27, 24, 24, 24, 24, 27, 25, 26, 24, 21],
-    usage: { output: 1256, input: 34, reasoning: 787 } },
+    usage: { output: 1256, input: 34, reasoning: 787 },
+  },
   { file: 'gemini/vertex-sse-flex-tier.sse', make: makeSse, kinds: { text: 1 }, exact: [1], usage: { output: 101, input: 5, reasoning: 100 } },
   // Thought parts streamed: their chunks advance thoughtsTokenCount (68, 298, 552, 787), exact too.
   { file: 'gemini/gemini-json-array-stream.json', make: makeArray, kinds: { text: 13 }, usage: { output: 578, input: 8 } },
@@ -86,16 +87,35 @@ for (const c of CASES) {
     const whole = feed(c.make, bytes)
     t.same(countByKind(whole.events), c.kinds, 'content events by kind')
     t.equal(whole.events.length, want.content)
-    if (c.file.includes('thought-parts')) t.same(whole.events.slice(0, 4).map((e) => e.kind), ['reasoning', 'reasoning', 'reasoning', 'reasoning'], 'thought parts are reasoning')
+    if (c.file.includes('thought-parts'))
+      t.same(
+        whole.events.slice(0, 4).map((e) => e.kind),
+        ['reasoning', 'reasoning', 'reasoning', 'reasoning'],
+        'thought parts are reasoning',
+      )
     const exact = want.exactTokens
     if (c.exact !== undefined) t.same(exact, c.exact)
     if (exact !== undefined) {
-      t.same(whole.events.map((e) => e.tokens), exact, 'per-chunk counts from the advancing cumulative usage')
-      t.ok(whole.events.every((e) => e.exact), 'all exact')
-      const streamed = c.usage.output - (want.thoughtsStreamed ? 0 : c.usage.reasoning ?? 0)
-      t.equal(exact.reduce((a, b) => a + b, 0), streamed, 'the exact counts add up to the reported output, less thinking not streamed')
+      t.same(
+        whole.events.map((e) => e.tokens),
+        exact,
+        'per-chunk counts from the advancing cumulative usage',
+      )
+      t.ok(
+        whole.events.every((e) => e.exact),
+        'all exact',
+      )
+      const streamed = c.usage.output - (want.thoughtsStreamed ? 0 : (c.usage.reasoning ?? 0))
+      t.equal(
+        exact.reduce((a, b) => a + b, 0),
+        streamed,
+        'the exact counts add up to the reported output, less thinking not streamed',
+      )
     } else {
-      t.ok(whole.events.every((e) => !e.exact && e.tokens >= 1), 'estimates where usage does not advance per chunk')
+      t.ok(
+        whole.events.every((e) => !e.exact && e.tokens >= 1),
+        'estimates where usage does not advance per chunk',
+      )
     }
     t.same(whole.summary.usage, c.usage, 'usage: the last usageMetadata')
     t.same(want.usage, c.usage)
@@ -125,14 +145,14 @@ t.test('an error object in the stream is a provider error, SSE or array', async 
 t.test('a bare pretty-printed error object written outside the SSE framing is a provider error, at any split', async (t) => {
   const chunk = `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text: 'Hello' }] } }] })}\r\n\r\n`
   const error = JSON.stringify({ error: { code: 429, message: 'Resource has been exhausted {x}', status: 'RESOURCE_EXHAUSTED' } }, null, 2)
-  for (const body of [Buffer.from(chunk + error + '\n'), Buffer.from(error), Buffer.from(chunk + chunk + error)]) {
+  for (const body of [Buffer.from(`${chunk + error}\n`), Buffer.from(error), Buffer.from(chunk + chunk + error)]) {
     const whole = feed(makeSse, body)
     t.equal(whole.summary.error, 'RESOURCE_EXHAUSTED')
     t.equal(whole.summary.parseError, undefined)
     const split = splitDifferences(makeSse, body, whole)
     t.equal(split.differing, 0, `the same at every split (${split.runs} runs)`, { first: split.first })
   }
-  const notJson = feed(makeSse, Buffer.from(chunk + '{ not json }\n' + chunk))
+  const notJson = feed(makeSse, Buffer.from(`${chunk}{ not json }\n${chunk}`))
   t.equal(notJson.events.length, 2, 'a stray brace line is ignored')
   t.equal(notJson.summary.error, undefined)
   t.equal(notJson.summary.parseError, undefined)
@@ -142,9 +162,17 @@ t.test('a bare pretty-printed error object written outside the SSE framing is a 
 })
 
 t.test('a content chunk that does not advance the usage ends exact counting for the rest of the stream', async (t) => {
-  const chunk = (text: string, candidates: number) => `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text }] } }], usageMetadata: { promptTokenCount: 3, candidatesTokenCount: candidates } })}\n\n`
+  const chunk = (text: string, candidates: number) =>
+    `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text }] } }], usageMetadata: { promptTokenCount: 3, candidatesTokenCount: candidates } })}\n\n`
   const { events, summary } = feed(makeSse, Buffer.from(chunk(' one two', 2) + chunk(' three', 2) + chunk(' four five six', 6)))
-  t.same(events.map((e) => [e.tokens, e.exact]), [[2, true], [1, false], [3, false]])
+  t.same(
+    events.map((e) => [e.tokens, e.exact]),
+    [
+      [2, true],
+      [1, false],
+      [3, false],
+    ],
+  )
   t.same(summary.usage, { input: 3, output: 6 })
 })
 
@@ -159,10 +187,17 @@ t.test('bad array elements and oversized elements stop measuring quietly', async
 })
 
 t.test('a whole generateContent answer gives its usage and model', async (t) => {
-  t.same(summarizeGeminiBody({ candidates: [{ content: { parts: [{ text: 'Hi' }] } }], usageMetadata: { promptTokenCount: 4, candidatesTokenCount: 9, thoughtsTokenCount: 3 }, modelVersion: 'gemini-2.5-pro' }), {
-    model: 'gemini-2.5-pro',
-    usage: { input: 4, output: 12, reasoning: 3 },
-  })
+  t.same(
+    summarizeGeminiBody({
+      candidates: [{ content: { parts: [{ text: 'Hi' }] } }],
+      usageMetadata: { promptTokenCount: 4, candidatesTokenCount: 9, thoughtsTokenCount: 3 },
+      modelVersion: 'gemini-2.5-pro',
+    }),
+    {
+      model: 'gemini-2.5-pro',
+      usage: { input: 4, output: 12, reasoning: 3 },
+    },
+  )
   t.same(summarizeGeminiBody('x'), {})
 })
 

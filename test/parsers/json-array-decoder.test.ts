@@ -67,7 +67,10 @@ t.test('a byte order mark is skipped, even split', async (t) => {
 
 t.test('a bare object (an error body instead of an array) is one element', async (t) => {
   const seen = decode(Buffer.from('{"error":{"code":429,"message":"quota [x]","status":"RESOURCE_EXHAUSTED"}}\n'))
-  t.same(seen.elements.map((e) => JSON.parse(e)), [{ error: { code: 429, message: 'quota [x]', status: 'RESOURCE_EXHAUSTED' } }])
+  t.same(
+    seen.elements.map((e) => JSON.parse(e)),
+    [{ error: { code: 429, message: 'quota [x]', status: 'RESOURCE_EXHAUSTED' } }],
+  )
   t.same(seen.invalid, [])
 })
 
@@ -95,17 +98,12 @@ t.test('an element cut off by the end of the stream is not reported', async (t) 
 
 t.test('any JSON array, pretty or compact, split anywhere, gives back its elements', async (t) => {
   fc.assert(
-    fc.property(
-      fc.array(fc.jsonValue(), { maxLength: 6 }),
-      fc.boolean(),
-      fc.array(fc.nat(), { maxLength: 8 }),
-      (values, pretty, rawCuts) => {
-        const body = Buffer.from(pretty ? `[${values.map((v) => JSON.stringify(v, null, 2)).join('\n,\r\n')}\n]` : JSON.stringify(values))
-        const cuts = [...new Set(rawCuts.map((c) => (body.length > 1 ? 1 + (c % (body.length - 1)) : 0)))].sort((a, b) => a - b)
-        const seen = decode(body, cuts)
-        return seen.invalid.length === 0 && JSON.stringify(seen.elements.map((e) => JSON.parse(e))) === JSON.stringify(values)
-      },
-    ),
+    fc.property(fc.array(fc.jsonValue(), { maxLength: 6 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 8 }), (values, pretty, rawCuts) => {
+      const body = Buffer.from(pretty ? `[${values.map((v) => JSON.stringify(v, null, 2)).join('\n,\r\n')}\n]` : JSON.stringify(values))
+      const cuts = [...new Set(rawCuts.map((c) => (body.length > 1 ? 1 + (c % (body.length - 1)) : 0)))].sort((a, b) => a - b)
+      const seen = decode(body, cuts)
+      return seen.invalid.length === 0 && JSON.stringify(seen.elements.map((e) => JSON.parse(e))) === JSON.stringify(values)
+    }),
     { numRuns: 300 },
   )
   t.pass()

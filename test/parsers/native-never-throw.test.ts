@@ -16,21 +16,23 @@ const PARSERS: [string, () => StreamParser, Buffer][] = [
 
 /** A recorded stream with some bytes changed, cut into random reads. */
 const mangled = (base: Buffer) =>
-  fc.record({
-    flips: fc.array(fc.tuple(fc.nat(base.length - 1), fc.integer({ min: 0, max: 255 })), { maxLength: 8 }),
-    cuts: fc.uniqueArray(fc.nat(base.length), { maxLength: 12 }),
-  }).map(({ flips, cuts }) => {
-    const b = Buffer.from(base)
-    for (const [at, v] of flips) b[at] = v
-    const offsets = [...cuts].sort((x, y) => x - y)
-    const pieces: Buffer[] = []
-    let last = 0
-    for (const o of [...offsets, b.length]) {
-      pieces.push(b.subarray(last, o))
-      last = o
-    }
-    return pieces
-  })
+  fc
+    .record({
+      flips: fc.array(fc.tuple(fc.nat(base.length - 1), fc.integer({ min: 0, max: 255 })), { maxLength: 8 }),
+      cuts: fc.uniqueArray(fc.nat(base.length), { maxLength: 12 }),
+    })
+    .map(({ flips, cuts }) => {
+      const b = Buffer.from(base)
+      for (const [at, v] of flips) b[at] = v
+      const offsets = [...cuts].sort((x, y) => x - y)
+      const pieces: Buffer[] = []
+      let last = 0
+      for (const o of [...offsets, b.length]) {
+        pieces.push(b.subarray(last, o))
+        last = o
+      }
+      return pieces
+    })
 
 for (const [name, make, base] of PARSERS) {
   t.test(`the ${name} parser never throws on changed bytes or random reads`, async (t) => {

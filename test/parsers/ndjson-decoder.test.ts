@@ -5,8 +5,16 @@ function decode(pieces: (string | Buffer)[], max?: number): { lines: string[]; o
   const d = new NdjsonDecoder(max)
   const lines: string[] = []
   const oversize: number[] = []
-  for (const p of pieces) d.push(typeof p === 'string' ? Buffer.from(p) : p, (l) => lines.push(l), (n) => oversize.push(n))
-  d.end((l) => lines.push(l), (n) => oversize.push(n))
+  for (const p of pieces)
+    d.push(
+      typeof p === 'string' ? Buffer.from(p) : p,
+      (l) => lines.push(l),
+      (n) => oversize.push(n),
+    )
+  d.end(
+    (l) => lines.push(l),
+    (n) => oversize.push(n),
+  )
   return { lines, oversize }
 }
 
@@ -33,6 +41,6 @@ t.test('a line over the limit is dropped and reported, and the next line is read
   const long = 'x'.repeat(50)
   t.same(decode([`${long}\n{"ok":1}\n`], 20), { lines: ['{"ok":1}'], oversize: [50] })
   t.same(decode([long.slice(0, 10), long.slice(10), '\n{"ok":1}\n'], 20), { lines: ['{"ok":1}'], oversize: [50] })
-  t.same(decode([long.slice(0, 10), long.slice(10, 15), long.slice(15) + '\n{"ok":1}\n'], 20), { lines: ['{"ok":1}'], oversize: [50] })
+  t.same(decode([long.slice(0, 10), long.slice(10, 15), `${long.slice(15)}\n{"ok":1}\n`], 20), { lines: ['{"ok":1}'], oversize: [50] })
   t.same(decode(['{"ok":1}\n', long], 20), { lines: ['{"ok":1}'], oversize: [50] }, 'an unterminated long line at the end')
 })

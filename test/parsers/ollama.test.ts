@@ -36,8 +36,18 @@ for (const [name, lines] of [
       const r = feed(new OllamaParser(ctx), splitAt(bytes, i))
       t.same([totals(r), r.summary.usage], [want, whole.summary.usage], `split at ${i}`)
     }
-    const lineByLine = feed(new OllamaParser(ctx), bytes.toString('utf8').split(/(?<=\n)/).map((l) => Buffer.from(l)))
-    t.same(lineByLine.reads, Array.from({ length: lines }, (_, i) => i), 'each line completes its own content chunk')
+    const lineByLine = feed(
+      new OllamaParser(ctx),
+      bytes
+        .toString('utf8')
+        .split(/(?<=\n)/)
+        .map((l) => Buffer.from(l)),
+    )
+    t.same(
+      lineByLine.reads,
+      Array.from({ length: lines }, (_, i) => i),
+      'each line completes its own content chunk',
+    )
   })
 }
 
@@ -49,8 +59,11 @@ t.test('thinking, tool calls and generate thinking are content of their kind', a
     { model: 'qwen3', response: '', thinking: 'hmm', done: false },
     { model: 'qwen3', message: { role: 'assistant', content: '' }, done: true, eval_count: 9, prompt_eval_count: 4, eval_duration: 0 },
   ]
-  const r = feed(new OllamaParser(ctx), [Buffer.from(body.map((b) => JSON.stringify(b) + '\r\n').join(''))])
-  t.same(r.events.map((e) => e.kind), ['reasoning', 'tool', 'text', 'reasoning'])
+  const r = feed(new OllamaParser(ctx), [Buffer.from(body.map((b) => `${JSON.stringify(b)}\r\n`).join(''))])
+  t.same(
+    r.events.map((e) => e.kind),
+    ['reasoning', 'tool', 'text', 'reasoning'],
+  )
   t.same(r.summary.usage, { output: 9, input: 4 })
   t.equal(r.summary.extra, undefined, 'no rate without a duration')
 })

@@ -13,7 +13,12 @@ t.test('with n > 1, each event carrying new output is one content chunk whatever
     ev({ choices: [delta(0, { content: ' the' })] }) +
     ev({ choices: [delta(1, { content: ' of' })] }) +
     ev({ choices: [delta(0, { content: ' and' }), delta(1, { content: ' to a' })] }) +
-    ev({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }, { index: 1, delta: {}, finish_reason: 'stop' }] }) +
+    ev({
+      choices: [
+        { index: 0, delta: {}, finish_reason: 'stop' },
+        { index: 1, delta: {}, finish_reason: 'stop' },
+      ],
+    }) +
     ev({ choices: [], usage: { prompt_tokens: 5, completion_tokens: 5 } }) +
     'data: [DONE]\n\n'
   const events = p.push(Buffer.from(body))
@@ -47,7 +52,7 @@ t.test('a reasoning delta and text in one event is a text chunk carrying both co
 
 t.test('invalid JSON ends measuring for the response quietly, reporting why', async (t) => {
   const p = new OpenAIChatParser(ctx)
-  t.equal(p.push(Buffer.from(ev({ choices: [delta(0, { content: ' the' })] }) + 'data: {not json\n\n')).length, 1)
+  t.equal(p.push(Buffer.from(`${ev({ choices: [delta(0, { content: ' the' })] })}data: {not json\n\n`)).length, 1)
   t.same(p.push(Buffer.from(ev({ choices: [delta(0, { content: ' of' })] }))), [], 'nothing more is parsed')
   t.match(p.end().parseError, /invalid JSON/)
 })

@@ -9,7 +9,6 @@ import { chatContext as ctx, Counting, FullParseOnly, run } from '../helpers/cha
 // text of earlier plain chunks without JSON.parse. It must give exactly what the full parse gives:
 // the same content events from the same reads, the same summary, the same failure on bad JSON.
 
-
 const sse = (datas: readonly string[]): Buffer => Buffer.from(datas.map((d) => `data: ${d}\n\n`).join(''))
 /** One read per event, so a difference shows which event it came from. */
 const perEvent = (datas: readonly string[]): Buffer[] => datas.map((d) => Buffer.from(`data: ${d}\n\n`))
@@ -84,14 +83,14 @@ const ODD: [string, string][] = [
   ['a chunk with its end missing', sim('" x"', '1796029992999.5').slice(0, -1)],
   ['two chunks spliced together', sim('" x"', '1796029992999.5').slice(0, 120) + sim('" y"', '1796029992999.6').slice(60)],
   ['a chunk spliced into the text', sim('" x', '1796029992999.5') + sim('" y"', '1796029992999.6')],
-  ['trailing garbage', sim('" x"', '1796029992999.5') + ']'],
-  ['trailing whitespace', sim('" x"', '1796029992999.5') + ' '],
-  ['usage on the chunk', sim('" x"', '1796029992999.5').slice(0, -1) + ',"usage":{"completion_tokens":3}}'],
+  ['trailing garbage', `${sim('" x"', '1796029992999.5')}]`],
+  ['trailing whitespace', `${sim('" x"', '1796029992999.5')} `],
+  ['usage on the chunk', `${sim('" x"', '1796029992999.5').slice(0, -1)},"usage":{"completion_tokens":3}}`],
   ['a refusal beside the content', sim('" x","refusal":"no"', '1796029992999.5')],
   ['a second choice', sim('" x"', '1796029992999.5').replace('}]}', '},{"index":1,"delta":{"content":"y"}}]}')],
   ['the content key repeated', sim('" x","content":"other"', '1796029992999.5')],
   ['the model changed', sim('" x"', '1796029992999.5').replace('"model":"m"', '"model":"n"')],
-  ['an error object', sim('" x"', '1796029992999.5').slice(0, -1) + ',"error":{"code":"boom"}}'],
+  ['an error object', `${sim('" x"', '1796029992999.5').slice(0, -1)},"error":{"code":"boom"}}`],
   ['a content array', sim('[{"type":"text","text":"hi"}]', '1796029992999.5')],
   ['content null', sim('null', '1796029992999.5')],
 ]
@@ -113,9 +112,20 @@ const legacy = (text: string, tail = ''): string =>
   `{"id":"cmpl-D8ZF","object":"text_completion","created":1770934485,"choices":[{"text":${text},"index":0,"logprobs":null,"finish_reason":null${tail}}],"model":"gpt-3.5-turbo-instruct","usage":null}`
 
 t.test('legacy Completions chunks are read by the template too, and agree with the full parse', async (t) => {
-  const p = agree(t, WORDS.map((w) => legacy(w)), 'legacy')
+  const p = agree(
+    t,
+    WORDS.map((w) => legacy(w)),
+    'legacy',
+  )
   t.equal(p.matched, WORDS.length - 1, 'all but the first chunk')
-  const odd = [legacy('"a"', ',"delta":{"content":"b"}'), legacy('null'), legacy('["x"]'), legacy('"say \\"hi\\""'), legacy('"a\u0001"'), legacy('" x"').replace('"usage":null', '"usage":{"completion_tokens":9}')]
+  const odd = [
+    legacy('"a"', ',"delta":{"content":"b"}'),
+    legacy('null'),
+    legacy('["x"]'),
+    legacy('"say \\"hi\\""'),
+    legacy('"a\u0001"'),
+    legacy('" x"').replace('"usage":null', '"usage":{"completion_tokens":9}'),
+  ]
   for (const [i, chunk] of odd.entries()) agree(t, [...WORDS.slice(0, 4).map((w) => legacy(w)), chunk, ...WORDS.slice(4).map((w) => legacy(w))], `legacy odd chunk ${i}`)
   agree(t, [legacy('" a"'), sim('" b"', '1.5'), legacy('" c"'), sim('" d"', '2.5'), sim('" e"', '3.5')], 'legacy and chat chunks mixed')
 })
@@ -176,7 +186,11 @@ t.test('a template makes holes of every member scalar but the fields the parser 
   t.equal(tpl.match('{"id":"x","n":01,"model":"m","choices":[{"delta":{"content":"a"}}],"list":[1,"s"],"pad":"q","esc":"\\n"}'), undefined, 'a number hole takes only JSON numbers')
   t.equal(tpl.match('{"id":"x\\"","n":1,"model":"m","choices":[{"delta":{"content":"a"}}],"list":[1,"s"],"pad":"q","esc":"\\n"}'), undefined, 'a string hole takes no escapes')
   t.equal(tpl.match('{"id":"x","n":1,"model":"m","choices":[{"delta":{"content":"a\\x"}}],"list":[1,"s"],"pad":"q","esc":"\\n"}'), undefined, 'a bad escape in the content fails')
-  t.equal(new EventTemplate(a).match('{"id":"x","n":1,"model":"m","choices":[{"delta":{"content":"b"}}],"list":[1,"s"],"pad":"q","esc":"\\n"}'), 'b', 'a second template of the same shape (compiled once) matches too')
+  t.equal(
+    new EventTemplate(a).match('{"id":"x","n":1,"model":"m","choices":[{"delta":{"content":"b"}}],"list":[1,"s"],"pad":"q","esc":"\\n"}'),
+    'b',
+    'a second template of the same shape (compiled once) matches too',
+  )
   t.equal(shapeOf('{"choices":[{"delta":{"content":"a","content":"b"}}]}', path, fixed), undefined, 'a repeated key gives no shape')
   t.equal(shapeOf('{"choices":[{"delta":{"text":"a"}}]}', path, fixed), undefined, 'no content string gives no shape')
 })

@@ -19,7 +19,10 @@ function reference(body: Buffer): { kinds: string; output?: number; error?: stri
   let error: string | undefined
   for (const block of body.toString('utf8').split(/\r\n\r\n|\n\n|\r\r/)) {
     const lines = block.split(/\r\n|\n|\r/)
-    const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n')
+    const data = lines
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).replace(/^ /, ''))
+      .join('\n')
     if (data === '' || data === '[DONE]') continue
     let v: Json
     try {
@@ -58,7 +61,13 @@ const letter = { text: 't', tool: 'o', reasoning: 'r' } as const
 /** Every recorded OpenAI-compatible Chat Completions / Completions stream, with facts from SOURCES.md. */
 const CASES: { name: string; bytes: () => Buffer; chunks?: number; output?: number; error?: string; model: string }[] = [
   { name: 'openai/chat-text-role-first-usage-chunk.sse', bytes: () => fixture('openai/chat-text-role-first-usage-chunk.sse'), chunks: 8, output: 9, model: 'gpt-4o-mini-2024-07-18' },
-  { name: 'openai/chat-text-role-first-usage-then-moderation-chunk.sse', bytes: () => fixture('openai/chat-text-role-first-usage-then-moderation-chunk.sse'), chunks: 2, output: 11, model: 'gpt-5-2025-08-07' },
+  {
+    name: 'openai/chat-text-role-first-usage-then-moderation-chunk.sse',
+    bytes: () => fixture('openai/chat-text-role-first-usage-then-moderation-chunk.sse'),
+    chunks: 2,
+    output: 11,
+    model: 'gpt-5-2025-08-07',
+  },
   { name: 'openai/chat-tool-call-deltas-usage-chunk.sse', bytes: () => fixture('openai/chat-tool-call-deltas-usage-chunk.sse'), model: 'gpt-4o-mini-2024-07-18' },
   { name: 'openai/completions-legacy-instruct.data.jsonl', bytes: () => sseFromDataLines('openai/completions-legacy-instruct.data.jsonl'), model: 'gpt-3.5-turbo-instruct:20230824-v2' },
   { name: 'azure/azure-chat-async-content-filter.sse', bytes: () => fixture('azure/azure-chat-async-content-filter.sse'), chunks: 1, model: 'gpt-4o-2024-05-13' },
@@ -67,7 +76,13 @@ const CASES: { name: string; bytes: () => Buffer; chunks?: number; output?: numb
   { name: 'openai-compatible/deepseek-reasoning-content.sse', bytes: () => fixture('openai-compatible/deepseek-reasoning-content.sse'), model: 'deepseek-reasoner' },
   { name: 'openai-compatible/groq-event-error-midstream.sse', bytes: () => fixture('openai-compatible/groq-event-error-midstream.sse'), error: 'tool_use_failed', model: 'openai/gpt-oss-120b' },
   { name: 'openai-compatible/mistral-thinking-content-array.sse', bytes: () => fixture('openai-compatible/mistral-thinking-content-array.sse'), model: 'magistral-medium-latest' },
-  { name: 'openai-compatible/openrouter-keepalive-comments-midstream-error.sse', bytes: () => fixture('openai-compatible/openrouter-keepalive-comments-midstream-error.sse'), error: '400', output: 10, model: 'minimax/minimax-m2:free' },
+  {
+    name: 'openai-compatible/openrouter-keepalive-comments-midstream-error.sse',
+    bytes: () => fixture('openai-compatible/openrouter-keepalive-comments-midstream-error.sse'),
+    error: '400',
+    output: 10,
+    model: 'minimax/minimax-m2:free',
+  },
   { name: 'tgi/v1-chat-stream-tgi-1.4.4.sse', bytes: () => fixture('tgi/v1-chat-stream-tgi-1.4.4.sse'), chunks: 100, model: 'teknium/OpenHermes-2.5-Mistral-7B' },
 ]
 
@@ -96,7 +111,10 @@ for (const c of CASES) {
 t.test('Azure: the prompt-filter chunk, the role chunk and the async-filter chunks after finish are not content', async (t) => {
   const bytes = fixture('azure/azure-chat-async-content-filter.sse')
   const events = bytes.toString('utf8').split('\n\n')
-  const r = feed(new OpenAIChatParser(ctx), events.map((e, i) => Buffer.from(i < events.length - 1 ? e + '\n\n' : e)))
+  const r = feed(
+    new OpenAIChatParser(ctx),
+    events.map((e, i) => Buffer.from(i < events.length - 1 ? `${e}\n\n` : e)),
+  )
   t.same(r.reads, [2], 'only the third event ("Kindness") is a content chunk')
   t.equal(r.summary.model, 'gpt-4o-2024-05-13', 'the empty model of the prompt-filter chunk is skipped')
 })
@@ -135,29 +153,55 @@ function withContinuousUsage(bytes: Buffer, perChunk: (j: number) => number): { 
 t.test('vLLM continuous usage stats give exact per-chunk counts from the cumulative completion_tokens', async (t) => {
   const { body, ks } = withContinuousUsage(fixture('vllm/chat-vllm-0.24-crusoe-usage-chunk.sse'), (j) => (j === 12 ? 2 : 1))
   t.equal(ks.length, 13)
-  t.equal(ks.reduce((a, b) => a + b, 0), 14, 'the synthetic counts add up to the recorded usage')
+  t.equal(
+    ks.reduce((a, b) => a + b, 0),
+    14,
+    'the synthetic counts add up to the recorded usage',
+  )
   const whole = feed(new OpenAIChatParser(ctx), [body])
-  t.same(whole.events.map((e) => e.tokens), ks)
-  t.ok(whole.events.every((e) => e.exact), 'every count is the provider\'s')
+  t.same(
+    whole.events.map((e) => e.tokens),
+    ks,
+  )
+  t.ok(
+    whole.events.every((e) => e.exact),
+    "every count is the provider's",
+  )
   t.equal(whole.summary.usage?.output, 14)
   for (const i of splitOffsets(body.length, 200)) {
     const r = feed(new OpenAIChatParser(ctx), splitAt(body, i))
-    t.same(r.events.map((e) => [e.tokens, e.exact]), ks.map((k) => [k, true]), `split at ${i}`)
+    t.same(
+      r.events.map((e) => [e.tokens, e.exact]),
+      ks.map((k) => [k, true]),
+      `split at ${i}`,
+    )
   }
 })
 
 t.test('continuous usage whose first chunk already carries text is exact from the first chunk', async (t) => {
   const ev = (v: Json) => `data: ${JSON.stringify(v)}\n\n`
-  const body = ev({ choices: [{ index: 0, text: 'Hello there' }], usage: { prompt_tokens: 3, completion_tokens: 2 } }) + ev({ choices: [{ index: 0, text: ' you' }], usage: { prompt_tokens: 3, completion_tokens: 3 } }) + 'data: [DONE]\n\n'
+  const body =
+    ev({ choices: [{ index: 0, text: 'Hello there' }], usage: { prompt_tokens: 3, completion_tokens: 2 } }) +
+    ev({ choices: [{ index: 0, text: ' you' }], usage: { prompt_tokens: 3, completion_tokens: 3 } }) +
+    'data: [DONE]\n\n'
   const r = feed(new OpenAIChatParser(ctx), [Buffer.from(body)])
-  t.same(r.events.map((e) => [e.tokens, e.exact]), [[2, true], [1, true]])
+  t.same(
+    r.events.map((e) => [e.tokens, e.exact]),
+    [
+      [2, true],
+      [1, true],
+    ],
+  )
 })
 
 t.test('a chunk whose running usage does not advance falls back to the tokenizer', async (t) => {
   const ev = (v: Json) => `data: ${JSON.stringify(v)}\n\n`
   const body = ev({ choices: [{ index: 0, delta: { content: 'a' } }], usage: { completion_tokens: 1 } }) + ev({ choices: [{ index: 0, delta: { content: 'b' } }], usage: { completion_tokens: 1 } })
   const r = feed(new OpenAIChatParser(ctx), [Buffer.from(body)])
-  t.same(r.events.map((e) => e.exact), [true, false])
+  t.same(
+    r.events.map((e) => e.exact),
+    [true, false],
+  )
 })
 
 t.test('usage only on the last chunk is not taken for per-chunk counts', async (t) => {

@@ -71,7 +71,10 @@ for (const c of CASES) {
     t.same(countByKind(whole.events), c.kinds, 'content events by kind')
     const expectedEvents = Object.values(c.deltas).reduce((a, b) => a + b, 0)
     t.equal(whole.events.length, expectedEvents, 'one content event per delta event')
-    t.ok(whole.events.every((e) => e.tokens >= 1 && !e.exact), 'every delta is estimated at one token or more')
+    t.ok(
+      whole.events.every((e) => e.tokens >= 1 && !e.exact),
+      'every delta is estimated at one token or more',
+    )
     t.same(whole.summary.usage, c.usage, 'usage as the terminal event reports it')
     t.equal(whole.summary.model, c.model)
     t.equal(whole.summary.error, c.error)
@@ -89,9 +92,7 @@ t.test('reasoning summary deltas all come before the answer text, as the stream 
 })
 
 t.test('a response.failed without an earlier error event is an error by its own code', async (t) => {
-  const body = Buffer.from(
-    'event: response.failed\ndata: {"type":"response.failed","response":{"status":"failed","model":"gpt-4o","error":{"code":"server_error","message":"boom"},"usage":null}}\n\n',
-  )
+  const body = Buffer.from('event: response.failed\ndata: {"type":"response.failed","response":{"status":"failed","model":"gpt-4o","error":{"code":"server_error","message":"boom"},"usage":null}}\n\n')
   const { summary } = feed(make, body)
   t.equal(summary.error, 'server_error')
   t.equal(summary.model, 'gpt-4o')

@@ -29,7 +29,10 @@ function survives(make: () => StreamParser, reads: Uint8Array[]): boolean {
 
 for (const [name, make, sample] of PARSERS) {
   t.test(`${name}: random bytes never make the parser throw`, async (t) => {
-    fc.assert(fc.property(fc.array(fc.uint8Array({ maxLength: 300 }), { maxLength: 8 }), (reads) => survives(make, reads)), { numRuns: 300 })
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ maxLength: 300 }), { maxLength: 8 }), (reads) => survives(make, reads)),
+      { numRuns: 300 },
+    )
     t.pass()
   })
 
@@ -59,7 +62,15 @@ for (const [name, make, sample] of PARSERS) {
 
   t.test(`${name}: JSON of every shape in the right framing never makes the parser throw`, async (t) => {
     const frame = name === 'Gemini JSON array' ? (v: unknown) => `[${JSON.stringify(v)}]` : (v: unknown) => `data: ${JSON.stringify(v)}\n\n`
-    fc.assert(fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), (values) => survives(make, values.map((v) => Buffer.from(frame(v))))), { numRuns: 300 })
+    fc.assert(
+      fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), (values) =>
+        survives(
+          make,
+          values.map((v) => Buffer.from(frame(v))),
+        ),
+      ),
+      { numRuns: 300 },
+    )
     // Known keys holding the wrong types.
     const odd = [null, 1, 'x', [], {}, [null], { text: 1 }, { type: 'text_delta', text: 5 }]
     for (const v of odd) {
@@ -76,7 +87,13 @@ for (const [name, make, sample] of PARSERS) {
         { type: 'tool-call-delta', delta: { message: { tool_calls: v } } },
         { type: 'message-end', delta: { usage: { tokens: v, billed_units: v }, error: v } },
       ]
-      t.ok(survives(make, shapes.map((s) => Buffer.from(frame(s)))), JSON.stringify(v))
+      t.ok(
+        survives(
+          make,
+          shapes.map((s) => Buffer.from(frame(s))),
+        ),
+        JSON.stringify(v),
+      )
     }
   })
 }

@@ -10,7 +10,12 @@ function decode(parts: Uint8Array[], max = 1 << 20): { events: Ev[]; oversized: 
   const d = new SseDecoder(max)
   const events: Ev[] = []
   const oversized: number[] = []
-  for (const p of parts) d.push(p, (e, data) => events.push([e, data]), (n) => oversized.push(n))
+  for (const p of parts)
+    d.push(
+      p,
+      (e, data) => events.push([e, data]),
+      (n) => oversized.push(n),
+    )
   d.end()
   return { events, oversized }
 }
@@ -125,7 +130,15 @@ t.test('each value decodes as its own bytes would, in ASCII reads, mixed reads a
   t.same(decode([stream]).events, want, 'one read')
   for (const at of splitOffsets(stream.length)) t.same(decode([stream.subarray(0, at), stream.subarray(at)]).events, want, `split at ${at}`)
   const ascii = Buffer.from('data: a\n\ndata: b\r\n\r\nevent: e\rdata: c\r\r')
-  t.same(decode([ascii]).events, [['', 'a'], ['', 'b'], ['e', 'c']], 'an ASCII read with every line end')
+  t.same(
+    decode([ascii]).events,
+    [
+      ['', 'a'],
+      ['', 'b'],
+      ['e', 'c'],
+    ],
+    'an ASCII read with every line end',
+  )
 })
 
 t.test('an event left incomplete at the end of the stream is not dispatched', async (t) => {
@@ -148,9 +161,22 @@ t.test('an event over the size limit is dropped and reported, and memory stays b
   const d = new SseDecoder(1024)
   const events: string[] = []
   let oversized = 0
-  d.push(Buffer.from('data: '), (_e, data) => events.push(data), () => oversized++)
-  for (let i = 0; i < 1000; i++) d.push(Buffer.alloc(1024, 0x61), (_e, data) => events.push(data), () => oversized++)
-  d.push(Buffer.from('\n\ndata: ok\n\n'), (_e, data) => events.push(data), () => oversized++)
+  d.push(
+    Buffer.from('data: '),
+    (_e, data) => events.push(data),
+    () => oversized++,
+  )
+  for (let i = 0; i < 1000; i++)
+    d.push(
+      Buffer.alloc(1024, 0x61),
+      (_e, data) => events.push(data),
+      () => oversized++,
+    )
+  d.push(
+    Buffer.from('\n\ndata: ok\n\n'),
+    (_e, data) => events.push(data),
+    () => oversized++,
+  )
   t.same(events, ['ok'])
   t.equal(oversized, 1)
 })

@@ -28,7 +28,8 @@ t.test('TGI native /generate_stream: one exact token per non-special event, usag
 })
 
 t.test('special tokens are not content but the usage still counts them', async (t) => {
-  const ev = (id: number, text: string, special: boolean, details?: object) => `data:${JSON.stringify({ index: id, token: { id, text, logprob: -0.1, special }, generated_text: details ? 'ab' : null, details: details ?? null })}\n\n`
+  const ev = (id: number, text: string, special: boolean, details?: object) =>
+    `data:${JSON.stringify({ index: id, token: { id, text, logprob: -0.1, special }, generated_text: details ? 'ab' : null, details: details ?? null })}\n\n`
   const body = ev(1, 'a', false) + ev(2, 'b', false) + ev(3, '</s>', true, { finish_reason: 'eos_token', generated_tokens: 3, seed: null })
   const r = feed(new TgiParser(ctx), [Buffer.from(body)])
   t.equal(r.events.length, 2)
@@ -36,7 +37,8 @@ t.test('special tokens are not content but the usage still counts them', async (
 })
 
 t.test('an error event is a provider error', async (t) => {
-  const body = 'data:{"index":1,"token":{"id":5,"text":"a","logprob":0,"special":false},"generated_text":null,"details":null}\n\ndata:{"error":"Request failed during generation: Server error: CUDA out of memory","error_type":"generation"}\n\n'
+  const body =
+    'data:{"index":1,"token":{"id":5,"text":"a","logprob":0,"special":false},"generated_text":null,"details":null}\n\ndata:{"error":"Request failed during generation: Server error: CUDA out of memory","error_type":"generation"}\n\n'
   const r = feed(new TgiParser(ctx), [Buffer.from(body)])
   t.equal(r.events.length, 1)
   t.equal(r.summary.error, 'generation')
@@ -66,7 +68,7 @@ t.test("TGI's /v1/chat/completions (1.4.4: no space after data:, role in every c
   t.equal(sel.provider, 'openai')
   t.type(sel.parser, OpenAIChatParser)
   const whole = feed(sel.parser!, [bytes])
-  t.equal(contents, 100, "one content chunk per generated token in this capture")
+  t.equal(contents, 100, 'one content chunk per generated token in this capture')
   t.equal(whole.events.length, contents)
   t.equal(whole.summary.model, 'teknium/OpenHermes-2.5-Mistral-7B')
   t.equal(whole.summary.usage, undefined, 'this capture has no usage: the tokenizer counts it')

@@ -17,7 +17,7 @@ const CASES: readonly BadCase[] = [
   {
     name: 'invalid JSON in an event',
     contentType: 'text/event-stream',
-    body: () => Buffer.from(chatEvent(' the') + 'data: {"choices":[{"delta":{"content":" of"}\n\n' + chatEvent(' and') + 'data: [DONE]\n\n'),
+    body: () => Buffer.from(`${chatEvent(' the')}data: {"choices":[{"delta":{"content":" of"}\n\n${chatEvent(' and')}data: [DONE]\n\n`),
   },
   {
     name: 'binary junk',
@@ -27,12 +27,12 @@ const CASES: readonly BadCase[] = [
   {
     name: 'a 10 MB single event',
     contentType: 'text/event-stream',
-    body: () => Buffer.from(chatEvent(' the') + chatEvent('x'.repeat(10 * 1024 * 1024)) + 'data: [DONE]\n\n'),
+    body: () => Buffer.from(`${chatEvent(' the') + chatEvent('x'.repeat(10 * 1024 * 1024))}data: [DONE]\n\n`),
   },
   {
     name: 'an unknown content-type',
     contentType: 'application/x-unknown-stream',
-    body: () => Buffer.from(chatEvent(' the') + 'data: [DONE]\n\n'),
+    body: () => Buffer.from(`${chatEvent(' the')}data: [DONE]\n\n`),
   },
 ]
 
@@ -47,7 +47,7 @@ for (const c of CASES) {
         res.end()
       } else {
         res.writeHead(200, { 'content-type': 'text/event-stream' })
-        res.end(chatEvent(' the') + chatEvent(' of') + 'data: [DONE]\n\n')
+        res.end(`${chatEvent(' the') + chatEvent(' of')}data: [DONE]\n\n`)
       }
     })
     t.teardown(() => upstream.close())
@@ -65,7 +65,11 @@ for (const c of CASES) {
     t.equal(ok.status, 200)
     await ok.arrayBuffer()
     const lines = await proxy.waitForRequests(2)
-    t.same(lines.map((l) => l.outcome), ['ok', 'ok'], 'a stream the parser cannot read is still an ok request')
+    t.same(
+      lines.map((l) => l.outcome),
+      ['ok', 'ok'],
+      'a stream the parser cannot read is still an ok request',
+    )
     t.equal(lines[1].chunks, 2, 'the next request is measured as usual')
 
     const warnings = proxy.logs.filter((l) => l.level === 40)

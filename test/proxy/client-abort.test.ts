@@ -4,8 +4,7 @@ import { startUpstream } from '../helpers/upstream.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
 import { SSE_HEADERS, chatBody, chatEvent, openRequest, waitFor } from '../helpers/faults.ts'
 
-const openConnections = (server: import('node:http').Server): Promise<number> =>
-  new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
+const openConnections = (server: import('node:http').Server): Promise<number> => new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
 
 t.test('a client that goes away before the response headers aborts the upstream request and is counted cancelled', async (t) => {
   let upstreamClosedAt = 0
@@ -35,7 +34,11 @@ t.test('a client that goes away before the response headers aborts the upstream 
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'cancelled', model: 'gpt-4o', status_code: '499' }), 1)
   t.equal(sumOf(m, 'llm_request_duration_seconds_count', { outcome: 'cancelled' }), 1)
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0], 'nothing left in flight')
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+    'nothing left in flight',
+  )
   t.equal(proxy.app.tokentap.active.size, 0)
 })
 
@@ -91,5 +94,8 @@ t.test('a client that goes away after k chunks aborts the upstream and keeps the
   t.equal(sumOf(m, 'llm_output_tokens_total', { model: 'gpt-4o', source: 'estimate' }), line.chunks, 'tokens seen so far are counted')
   t.equal(sumOf(m, 'llm_time_per_output_token_seconds_count'), 0, 'no TPOT for a cancelled request')
   t.equal(sumOf(m, 'llm_output_tokens_per_second_count'), 0, 'no TPS for a cancelled request')
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0])
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+  )
 })

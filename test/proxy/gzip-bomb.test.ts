@@ -19,12 +19,15 @@ t.test('a gzip bomb passes to the client unchanged and is not inflated to the en
   const [line] = await proxy.waitForRequests(1, 30_000)
   t.equal(line.chunks, 0, 'no content measured')
   const m = await proxy.scrape()
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0])
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+  )
   t.equal(sumOf(m, 'llm_parse_errors_total'), 1)
 })
 
 t.test('an ordinary gzip stream is still inflated and measured', async (t) => {
-  const text = Array.from({ length: 2000 }, (_, i) => chatEvent(` w${i}`)).join('') + 'data: [DONE]\n\n'
+  const text = `${Array.from({ length: 2000 }, (_, i) => chatEvent(` w${i}`)).join('')}data: [DONE]\n\n`
   const body = gzipSync(text)
   const upstream = await startUpstream((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip', 'content-length': body.length })

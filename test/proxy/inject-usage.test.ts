@@ -58,8 +58,8 @@ t.test('CRLF and CR framing are understood, and only the first usage-only event 
   for (const nl of ['\r\n', '\r', '\n']) {
     const a = `data: {"choices":[{"delta":{"content":"a"}}]}${nl}${nl}`
     const u = `${usage}${nl}${nl}`
-    const body = Buffer.from(a + u + u + `data: [DONE]${nl}${nl}`)
-    const want = Buffer.from(a + u + `data: [DONE]${nl}${nl}`)
+    const body = Buffer.from(`${a + u + u}data: [DONE]${nl}${nl}`)
+    const want = Buffer.from(`${a + u}data: [DONE]${nl}${nl}`)
     for (const i of splitOffsets(body.length)) {
       for (const j of [i, Math.min(body.length, i + 1), Math.min(body.length, i + 7)]) {
         t.same(filterAll([body.subarray(0, i), body.subarray(i, j), body.subarray(j)]), want, `${JSON.stringify(nl)} split at ${i}, ${j}`)

@@ -2,7 +2,7 @@ import { Agent } from 'node:http'
 import t from 'tap'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
-import { openRequest, readAll } from '../helpers/faults.ts'
+import { type openRequest, readAll } from '../helpers/faults.ts'
 
 t.test('upstream connections are pooled and reused across requests', async (t) => {
   const upstream = await startUpstream((_req, res) => {
@@ -45,13 +45,16 @@ t.test('a POST the upstream resets is never retried', async (t) => {
 
 t.test('hop-by-hop headers, and the ones Connection names, cross in neither direction', async (t) => {
   const upstream = await startUpstream((_req, res) => {
-    res.writeHead(200, [
-      ['content-type', 'application/json'],
-      ['connection', 'X-Upstream-Secret, keep-alive'],
-      ['x-upstream-secret', 'v'],
-      ['keep-alive', 'timeout=5'],
-      ['x-end-to-end', 'kept'],
-    ].flat())
+    res.writeHead(
+      200,
+      [
+        ['content-type', 'application/json'],
+        ['connection', 'X-Upstream-Secret, keep-alive'],
+        ['x-upstream-secret', 'v'],
+        ['keep-alive', 'timeout=5'],
+        ['x-end-to-end', 'kept'],
+      ].flat(),
+    )
     res.end('{}')
   })
   t.teardown(() => upstream.close())
@@ -62,11 +65,23 @@ t.test('hop-by-hop headers, and the ones Connection names, cross in neither dire
   t.teardown(() => agent.destroy())
   const { res } = await new Promise<Awaited<ReturnType<typeof openRequest>>>((resolve, reject) => {
     import('node:http').then(({ request }) => {
-      const req = request(`${proxy.url}/up/v1/chat/completions`, {
-        method: 'POST',
-        agent,
-        headers: { connection: 'X-Secret, keep-alive', 'x-secret': 'v', 'keep-alive': 'timeout=5', te: 'trailers', 'proxy-connection': 'keep-alive', 'x-end-to-end': 'kept', 'content-type': 'application/json' },
-      }, (res) => resolve({ res, req }))
+      const req = request(
+        `${proxy.url}/up/v1/chat/completions`,
+        {
+          method: 'POST',
+          agent,
+          headers: {
+            connection: 'X-Secret, keep-alive',
+            'x-secret': 'v',
+            'keep-alive': 'timeout=5',
+            te: 'trailers',
+            'proxy-connection': 'keep-alive',
+            'x-end-to-end': 'kept',
+            'content-type': 'application/json',
+          },
+        },
+        (res) => resolve({ res, req }),
+      )
       req.on('error', reject)
       req.end('{"model":"m"}')
     }, reject)

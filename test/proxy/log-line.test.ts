@@ -28,7 +28,7 @@ t.test("a request whose model label is folded into 'other' still logs its own mo
   t.equal(sumOf(m, 'llm_requests_total', { model: 'other' }), 2, 'the metrics still fold them')
 })
 
-t.test("bytes_out counts the error bodies the proxy wrote itself", async (t) => {
+t.test('bytes_out counts the error bodies the proxy wrote itself', async (t) => {
   const proxy = await startProxy({ routes: [{ prefix: '/dead', upstream: 'http://127.0.0.1:9', provider: 'openai' }] })
   t.teardown(() => proxy.close())
   const res = await fetch(`${proxy.url}/dead/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m"}' })

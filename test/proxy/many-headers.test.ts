@@ -23,7 +23,11 @@ t.test('a request with 1,500 headers reaches the upstream with every one of them
   const names: string[] = []
   for (let i = 0; i < got.length; i += 2) if (/^h\d+$/.test(got[i])) names.push(`${got[i]}:${got[i + 1]}`)
   t.equal(names.length, 1500, 'all 1,500 arrived')
-  t.same(names, Array.from({ length: 1500 }, (_, i) => `h${i}:${i % 10}`), 'names, values and order intact')
+  t.same(
+    names,
+    Array.from({ length: 1500 }, (_, i) => `h${i}:${i % 10}`),
+    'names, values and order intact',
+  )
 })
 
 t.test('headers larger than the proxy takes are refused with 431 before anything goes upstream', async (t) => {

@@ -10,7 +10,9 @@ const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex
 
 /** A chat request with a large base64 image, `model` first as SDKs write it. */
 function imageBody(model: string, bytes: number): Buffer {
-  const image = randomBytes(Math.ceil((bytes * 3) / 4)).toString('base64').slice(0, bytes)
+  const image = randomBytes(Math.ceil((bytes * 3) / 4))
+    .toString('base64')
+    .slice(0, bytes)
   return Buffer.from(JSON.stringify({ model, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${image}` } }] }] }))
 }
 
@@ -83,10 +85,13 @@ t.test('a body whose Content-Length is over the limit gets 413 and never reaches
 })
 
 t.test('a chunked body that outgrows the limit aborts the upstream request and gets 413', async (t) => {
-  const upstream = await startUpstream((req) => {
-    // reads the body but never answers: the proxy must give up
-    req.resume()
-  }, { raw: true })
+  const upstream = await startUpstream(
+    (req) => {
+      // reads the body but never answers: the proxy must give up
+      req.resume()
+    },
+    { raw: true },
+  )
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], server: { host: '127.0.0.1', port: 0, body_limit_bytes: 256 * 1024 } })
   t.teardown(() => proxy.close())

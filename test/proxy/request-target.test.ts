@@ -42,7 +42,12 @@ t.test('through the proxy, an absolute-form target reaches the upstream as the p
     res.end('ok')
   })
   t.teardown(() => upstream.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/vllm', upstream: `${upstream.url}/base` }, { prefix: '/other', upstream: upstream.url }] })
+  const proxy = await startProxy({
+    routes: [
+      { prefix: '/vllm', upstream: `${upstream.url}/base` },
+      { prefix: '/other', upstream: upstream.url },
+    ],
+  })
   t.teardown(() => proxy.close())
   const port = portOf(proxy.url)
   const send = (target: string): Promise<string> => rawExchange(port, `GET ${target} HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n`).then((b) => b.toString('latin1'))
@@ -55,18 +60,25 @@ t.test('through the proxy, an absolute-form target reaches the upstream as the p
   t.match(refused, /^HTTP\/1\.1 400 /)
   t.match(refused, /"code":"TOKENTAP_ERR_BAD_TARGET"/)
   t.notOk(refused.includes('evil') || refused.includes('AIza'))
-  t.same(upstream.requests.map((r) => r.url), ['/base/v1/models', '/v1/models?a=1', '/base/v1/x'])
+  t.same(
+    upstream.requests.map((r) => r.url),
+    ['/base/v1/models', '/v1/models?a=1', '/base/v1/x'],
+  )
   for (const r of upstream.requests) t.notOk(r.url.includes('evil') || r.url.includes('#'), 'no client authority or fragment upstream')
 })
 
-t.test('an unmatched path answers the proxy\'s own 404 JSON error without echoing the URL or query', async (t) => {
+t.test("an unmatched path answers the proxy's own 404 JSON error without echoing the URL or query", async (t) => {
   const upstream = await startUpstream((_req, res) => {
     res.end('ok')
   })
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/gemini', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
-  for (const [method, path] of [['GET', '/v1beta/models?key=AIzaSyDUMMYSECRET'], ['POST', '/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse&key=AIzaSyDUMMYSECRET'], ['PROPFIND', '/gemini/v1?key=AIzaSyDUMMYSECRET']] as const) {
+  for (const [method, path] of [
+    ['GET', '/v1beta/models?key=AIzaSyDUMMYSECRET'],
+    ['POST', '/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse&key=AIzaSyDUMMYSECRET'],
+    ['PROPFIND', '/gemini/v1?key=AIzaSyDUMMYSECRET'],
+  ] as const) {
     const res = await fetch(`${proxy.url}${path}`, { method })
     t.equal(res.status, 404, `${method} ${path}`)
     t.match(res.headers.get('content-type'), /^application\/json/)

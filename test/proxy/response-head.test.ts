@@ -21,7 +21,11 @@ const statusLine = (b: Buffer): Buffer => b.subarray(0, b.indexOf('\r\n'))
 
 async function nothingInFlight(t: Test, proxy: RunningProxy): Promise<void> {
   const m = await proxy.scrape()
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0], 'nothing left in flight')
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+    'nothing left in flight',
+  )
   const snap = (await (await fetch(`${proxy.adminUrl}/debug/streams`)).json()) as { in_flight: number; streams: unknown[] }
   t.same([snap.in_flight, snap.streams.length], [0, 0], '/debug/streams is empty')
 }
@@ -64,7 +68,7 @@ t.test('the reason phrase reaches the client byte for byte, UTF-8 included', asy
 })
 
 t.test('103 Early Hints is relayed and 102 dropped before an intact, measured final response', async (t) => {
-  const body = chatEvent(' the') + chatEvent(' end') + 'data: [DONE]\n\n'
+  const body = `${chatEvent(' the') + chatEvent(' end')}data: [DONE]\n\n`
   const upstream = await answering(
     'HTTP/1.1 102 Processing\r\n\r\n' +
       'HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n' +

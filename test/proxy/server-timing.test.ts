@@ -3,7 +3,15 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 
-const PLAN = { ttft_ms: 20, first_tokens: 1, chunks: [[10, 1], [10, 2], [30, 1]] as [number, number][] }
+const PLAN = {
+  ttft_ms: 20,
+  first_tokens: 1,
+  chunks: [
+    [10, 1],
+    [10, 2],
+    [30, 1],
+  ] as [number, number][],
+}
 const body = JSON.stringify({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [] })
 
 /** A node:http request that reads the response's trailers. */
@@ -19,7 +27,13 @@ function get(url: string, headers: Record<string, string>): Promise<{ headers: R
   })
 }
 
-const figures = (value: string): Record<string, string> => Object.fromEntries(value.split(', ').map((p) => p.split(';')).map(([name, v]) => [name, v.split('=')[1]]))
+const figures = (value: string): Record<string, string> =>
+  Object.fromEntries(
+    value
+      .split(', ')
+      .map((p) => p.split(';'))
+      .map(([name, v]) => [name, v.split('=')[1]]),
+  )
 
 t.test('server_timing adds a Server-Timing trailer with the log line figures when the client sends TE: trailers', async (t) => {
   const proxy = await startProxy({ routes: [{ ...simRoute(), server_timing: true }] })
@@ -53,9 +67,7 @@ t.test('echo_request_id tells the caller the id its figures are kept under, read
   const proxy = await startProxy({ routes: [{ ...simRoute(), echo_request_id: true }] })
   t.teardown(() => proxy.close())
   const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test' })
-  const { data: stream, response } = await client.chat.completions
-    .create({ model: 'gpt-4o-mini', messages: [], stream: true }, simPlan(PLAN))
-    .withResponse()
+  const { data: stream, response } = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [], stream: true }, simPlan(PLAN)).withResponse()
   for await (const _ of stream) {
     // drain
   }

@@ -90,16 +90,19 @@ t.test('the total timeout cuts a stream that has started and answers 504 to one 
   t.same(await res.json(), { error: { message: 'the upstream request took longer than 300 ms', type: 'proxy_error', code: 'TOKENTAP_ERR_UPSTREAM_TIMEOUT' } })
 
   const lines = await proxy.waitForRequests(2)
-  t.same(lines.map((l) => [l.outcome, l.error]), [
-    ['error', 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'],
-    ['error', 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'],
-  ])
+  t.same(
+    lines.map((l) => [l.outcome, l.error]),
+    [
+      ['error', 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'],
+      ['error', 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'],
+    ],
+  )
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '504' }), 1)
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '200' }), 1)
 })
 
-t.test('the headers timeout answers 504 with its code on the proxy\'s own timer, also after a streamed request body', async (t) => {
+t.test("the headers timeout answers 504 with its code on the proxy's own timer, also after a streamed request body", async (t) => {
   const upstream = await startUpstream(() => {}, { raw: true })
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { headers_timeout_ms: 300 } })
@@ -111,7 +114,13 @@ t.test('the headers timeout answers 504 with its code on the proxy\'s own timer,
     t.equal(body.error.code, 'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT')
   }
   const lines = await proxy.waitForRequests(2)
-  t.same(lines.map((l) => [l.outcome, l.status]), [['error', 504], ['error', 504]])
+  t.same(
+    lines.map((l) => [l.outcome, l.status]),
+    [
+      ['error', 504],
+      ['error', 504],
+    ],
+  )
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_requests_total', { status_code: '504' }), 2)
 })

@@ -16,18 +16,7 @@ async function provider(): Promise<TestUpstream> {
     const url = new URL(req.url ?? '/', 'http://x')
     switch (url.pathname) {
       case '/api/v1/chat/completions': {
-        res.writeHead(200, [
-          'Content-Type',
-          'text/event-stream; charset=utf-8',
-          'Set-Cookie',
-          'a=1; Path=/',
-          'Set-Cookie',
-          'b=2; Path=/',
-          'X-Request-Id',
-          'req-123',
-          'openai-processing-ms',
-          '42',
-        ])
+        res.writeHead(200, ['Content-Type', 'text/event-stream; charset=utf-8', 'Set-Cookie', 'a=1; Path=/', 'Set-Cookie', 'b=2; Path=/', 'X-Request-Id', 'req-123', 'openai-processing-ms', '42'])
         await replay(
           res,
           EVENTS.map((e) => ({ afterMs: 5, bytes: e })),
@@ -38,7 +27,10 @@ async function provider(): Promise<TestUpstream> {
         const body = gzipSync(STREAM)
         res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' })
         // Compressed bytes arrive in several reads; the proxy inflates a copy per read.
-        await replay(res, [0, 1, 2, 3].map((i) => ({ afterMs: 5, bytes: body.subarray((i * body.length) / 4, ((i + 1) * body.length) / 4) })))
+        await replay(
+          res,
+          [0, 1, 2, 3].map((i) => ({ afterMs: 5, bytes: body.subarray((i * body.length) / 4, ((i + 1) * body.length) / 4) })),
+        )
         return
       }
       case '/api/v1/br': {
@@ -120,7 +112,15 @@ t.test('the request reaches the upstream intact: method, path, query, headers, b
   const body = JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'héllo' }] })
   await rawRequest(`${proxy.url}/openai/v1/json?api-version=2024-10-21&x=%2F`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-live', 'OpenAI-Organization': 'org-1', 'x-custom': ['a', 'b'], connection: 'keep-alive, x-hop', 'x-hop': 'secret', 'keep-alive': 'timeout=5' },
+    headers: {
+      'content-type': 'application/json',
+      authorization: 'Bearer sk-live',
+      'OpenAI-Organization': 'org-1',
+      'x-custom': ['a', 'b'],
+      connection: 'keep-alive, x-hop',
+      'x-hop': 'secret',
+      'keep-alive': 'timeout=5',
+    },
     body,
   })
   const seen = up.requests.at(-1)!

@@ -22,8 +22,7 @@ async function drain(res: Response): Promise<{ text: string; outcome: 'end' | 'b
   }
 }
 
-const post = (url: string, model = 'gpt-4o'): Promise<Response> =>
-  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(model) })
+const post = (url: string, model = 'gpt-4o'): Promise<Response> => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(model) })
 
 t.test('an upstream reset mid-stream breaks the client stream and is counted as an error', async (t) => {
   const upstream = await startUpstream(async (_req, res) => {
@@ -51,7 +50,10 @@ t.test('an upstream reset mid-stream breaks the client stream and is counted as 
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '200', model: 'gpt-4o' }), 1)
   t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count'), 1, 'the content that arrived is still timed')
   t.equal(sumOf(m, 'llm_time_per_output_token_seconds_count'), 0)
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0])
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+  )
 })
 
 /** A raw TCP upstream that writes `head` + `body` then closes cleanly (FIN): a truncated response. */
@@ -106,7 +108,15 @@ t.test('a provider error event inside a 200 stream is counted as an error', asyn
   const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test', maxRetries: 0 })
   const stream = await client.chat.completions.create(
     { model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], stream: true },
-    simPlan({ ttft_ms: 10, chunks: [[10, 1], [10, 1], [10, 1]], error_after: 2 }),
+    simPlan({
+      ttft_ms: 10,
+      chunks: [
+        [10, 1],
+        [10, 1],
+        [10, 1],
+      ],
+      error_after: 2,
+    }),
   )
   let text = ''
   await t.rejects(async () => {
@@ -127,7 +137,15 @@ t.test('a simulated upstream reset reaches the SDK as an error and is counted', 
   const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test', maxRetries: 0 })
   const stream = await client.chat.completions.create(
     { model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], stream: true },
-    simPlan({ ttft_ms: 10, chunks: [[10, 1], [10, 1], [10, 1]], reset_after: 2 }),
+    simPlan({
+      ttft_ms: 10,
+      chunks: [
+        [10, 1],
+        [10, 1],
+        [10, 1],
+      ],
+      reset_after: 2,
+    }),
   )
   await t.rejects(async () => {
     for await (const _ of stream);
@@ -167,7 +185,10 @@ t.test('an unreachable upstream answers 502 with a JSON error the OpenAI SDK sho
   await proxy.waitForRequests(2)
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '502' }), 2)
-  t.same(select(m, 'llm_requests_in_flight').map((s) => s.value), [0])
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+  )
 })
 
 t.test('an upstream that sends no headers in time answers 504 with a JSON error the OpenAI SDK shows', async (t) => {

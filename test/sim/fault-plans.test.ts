@@ -35,7 +35,14 @@ t.test('reset_after n delivers exactly n content chunks, then breaks the stream'
       t.same(r, { contents: n, ended: 'broken' }, `reset_after ${n}, chunks ${gap} ms apart`)
     }
   }
-  const whole = await stream(url, { ttft_ms: 1, chunks: [[0, 1], [0, 1]], reset_after: 3 })
+  const whole = await stream(url, {
+    ttft_ms: 1,
+    chunks: [
+      [0, 1],
+      [0, 1],
+    ],
+    reset_after: 3,
+  })
   t.same(whole, { contents: 3, ended: 'broken' }, 'a reset after the last chunk still comes before the end')
   const none = await stream(url, { ttft_ms: 1, chunks: [[0, 1]], reset_after: 0 })
   t.same(none, { contents: 0, ended: 'broken' }, 'reset_after 0 breaks the stream before any content')

@@ -17,7 +17,14 @@ async function startSim(t: Test): Promise<string> {
   return `http://127.0.0.1:${(sim.server.address() as AddressInfo).port}`
 }
 
-const plan = { ttft_ms: 5, first_tokens: 2, chunks: [[5, 1], [5, 3]] }
+const plan = {
+  ttft_ms: 5,
+  first_tokens: 2,
+  chunks: [
+    [5, 1],
+    [5, 3],
+  ],
+}
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tokentap-sim': JSON.stringify(plan), ...headers }, body: JSON.stringify(body) })
 
@@ -27,7 +34,11 @@ t.test('the simulator streams Ollama /api/chat and /api/generate as NDJSON with 
     const res = await post(`${url}/api/${api}`, api === 'chat' ? { model: 'llama3.2', messages: [{ role: 'user', content: 'hi' }] } : { model: 'llama3.2', prompt: 'hi' })
     t.equal(res.headers.get('content-type'), 'application/x-ndjson')
     const bytes = Buffer.from(await res.arrayBuffer())
-    const lines = bytes.toString().trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>)
+    const lines = bytes
+      .toString()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, any>)
     t.equal(lines.length, 4, 'three content lines and the done line')
     const last = lines[3]
     t.equal(last.done, true)
@@ -36,7 +47,11 @@ t.test('the simulator streams Ollama /api/chat and /api/generate as NDJSON with 
     if (api === 'chat') t.equal(lines[0].message.content.split(' ').length - 1, 2)
     else t.equal(lines[2].response.split(' ').length - 1, 3)
     const r = feed(new OllamaParser(parserContext()), [bytes])
-    t.same(r.events.map((e) => e.tokens), [2, 1, 3], 'every simulated word is one token')
+    t.same(
+      r.events.map((e) => e.tokens),
+      [2, 1, 3],
+      'every simulated word is one token',
+    )
     t.equal(r.summary.usage?.output, 6)
     t.equal(r.summary.model, 'llama3.2')
   }
@@ -51,11 +66,23 @@ t.test('the simulator answers Ollama stream:false whole, errors inside the strea
   const gen = (await (await post(`${url}/api/generate`, { stream: false, prompt: 'x' })).json()) as Record<string, any>
   t.equal(gen.response.split(' ').length - 1, 6)
   const errored = await (await post(`${url}/api/chat`, {}, { 'x-tokentap-sim': JSON.stringify({ ...plan, error_after: 1 }) })).text()
-  t.same(errored.trim().split('\n').map((l) => Object.keys(JSON.parse(l))), [['model', 'created_at', 'message', 'done'], ['error']])
+  t.same(
+    errored
+      .trim()
+      .split('\n')
+      .map((l) => Object.keys(JSON.parse(l))),
+    [['model', 'created_at', 'message', 'done'], ['error']],
+  )
   const failed = await post(`${url}/api/chat`, {}, { 'x-tokentap-sim': JSON.stringify({ status: 503 }) })
   t.equal(failed.status, 503)
   t.same(await failed.json(), { error: 'simulated 503' })
-  const seeded = await (await fetch(`${url}/api/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ options: { num_predict: 3 }, tokentap_sim: { ttft_ms: 1, chunks: [] } }) })).text()
+  const seeded = await (
+    await fetch(`${url}/api/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ options: { num_predict: 3 }, tokentap_sim: { ttft_ms: 1, chunks: [] } }),
+    })
+  ).text()
   t.equal(JSON.parse(seeded.trim().split('\n').at(-1)!).eval_count, 1, 'a body plan wins')
 })
 
@@ -66,7 +93,10 @@ t.test('the simulator streams TGI /generate_stream one token an event, with deta
   const bytes = Buffer.from(await res.arrayBuffer())
   const events = bytes.toString().split('\n\n').filter(Boolean)
   t.equal(events.length, 6)
-  t.ok(events.every((e) => e.startsWith('data:{')), 'no space after data:, as TGI writes it')
+  t.ok(
+    events.every((e) => e.startsWith('data:{')),
+    'no space after data:, as TGI writes it',
+  )
   const last = JSON.parse(events[5].slice(5)) as Record<string, any>
   t.same(last.details, { finish_reason: 'length', generated_tokens: 6, seed: null })
   t.equal(last.generated_text.split(' ').length - 1, 6)
@@ -79,6 +109,8 @@ t.test('the simulator streams TGI /generate_stream one token an event, with deta
   t.equal(feed(new TgiParser(parserContext()), [Buffer.from(errored)]).summary.error, 'generation')
   const failed = await post(`${url}/generate`, {}, { 'x-tokentap-sim': JSON.stringify({ status: 422 }) })
   t.equal(failed.status, 422)
-  const sized = await (await fetch(`${url}/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: 'x', parameters: { max_new_tokens: 4 } }) })).text()
+  const sized = await (
+    await fetch(`${url}/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: 'x', parameters: { max_new_tokens: 4 } }) })
+  ).text()
   t.equal(sized.split('\n\n').filter(Boolean).length, 4, 'max_new_tokens sizes a seeded plan')
 })

@@ -11,11 +11,19 @@ import type { StreamParser } from '../../src/parsers/types.ts'
 import { countTokens, feed, parserContext } from '../helpers/split-feed.ts'
 
 // A plan the test knows: 2 tokens first, then 1 and 3: N = 6 in three content chunks.
-const PLAN = { ttft_ms: 5, first_tokens: 2, chunks: [[5, 1], [5, 3]] }
+const PLAN = {
+  ttft_ms: 5,
+  first_tokens: 2,
+  chunks: [
+    [5, 1],
+    [5, 3],
+  ],
+}
 const N = 6
 
 async function startSim(t: { teardown(fn: () => unknown): void }, overrides: Record<string, unknown> = {}): Promise<string> {
-  const cfg = validateConfig({ routes: [{ prefix: '/sim', simulator: { jitter_ms: 0, stall_probability: 0, burst_every: 0, ttft_ms: 1, itl_ms: 1, tokens: 5, ...overrides } }] }).routes[0].simulator as SimulatorConfig
+  const cfg = validateConfig({ routes: [{ prefix: '/sim', simulator: { jitter_ms: 0, stall_probability: 0, burst_every: 0, ttft_ms: 1, itl_ms: 1, tokens: 5, ...overrides } }] }).routes[0]
+    .simulator as SimulatorConfig
   const sim = buildSimulator(cfg)
   await sim.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => sim.close())
@@ -42,7 +50,11 @@ t.test('the simulated Anthropic stream has the planned chunks and reports the pl
   const text = r.bytes.toString('utf8')
   for (const name of ['message_start', 'content_block_start', 'ping', 'content_block_stop', 'message_delta', 'message_stop']) t.match(text, `event: ${name}\n`)
   const { events, summary } = read(() => new AnthropicMessagesParser(parserContext('/v1/messages', r.type)), r.bytes)
-  t.same(events.map((e) => e.tokens), [2, 1, 3], 'one event per planned chunk, each word one token')
+  t.same(
+    events.map((e) => e.tokens),
+    [2, 1, 3],
+    'one event per planned chunk, each word one token',
+  )
   t.equal(summary.usage?.output, N)
   t.equal(summary.model, 'claude-sim')
   t.ok((summary.usage?.input ?? 0) >= 1)
@@ -72,14 +84,25 @@ t.test('the simulated Anthropic answer, whole, and its errors', async (t) => {
 t.test('the simulated Gemini stream, SSE and JSON array, counts each chunk exactly from its cumulative usage', async (t) => {
   const url = await startSim(t)
   const body = { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }
-  for (const base of ['/v1beta/models/gemini-sim', '/v1/projects/p/locations/us-central1/publishers/google/models/gemini-sim', '/v1beta1/projects/p/locations/global/publishers/google/models/gemini-sim']) {
+  for (const base of [
+    '/v1beta/models/gemini-sim',
+    '/v1/projects/p/locations/us-central1/publishers/google/models/gemini-sim',
+    '/v1beta1/projects/p/locations/global/publishers/google/models/gemini-sim',
+  ]) {
     const path = `${base}:streamGenerateContent`
     const sse = await post(`${url}${path}?alt=sse`, body)
     t.equal(sse.status, 200, path)
     t.equal(sse.type, 'text/event-stream')
     t.match(sse.bytes.toString('utf8'), /\r\n\r\n$/, 'CRLF framing like Google')
     const s = read(() => new GeminiSseParser(parserContext(path, sse.type)), sse.bytes)
-    t.same(s.events.map((e) => [e.tokens, e.exact]), [[2, true], [1, true], [3, true]])
+    t.same(
+      s.events.map((e) => [e.tokens, e.exact]),
+      [
+        [2, true],
+        [1, true],
+        [3, true],
+      ],
+    )
     t.equal(s.summary.usage?.output, N)
     t.equal(s.summary.model, 'gemini-sim')
   }
@@ -90,7 +113,10 @@ t.test('the simulated Gemini stream, SSE and JSON array, counts each chunk exact
   t.equal(chunks.length, 3, 'a JSON array of the planned chunks')
   t.equal(chunks[2].candidates[0].finishReason, 'STOP')
   const a = read(() => new GeminiArrayParser(parserContext(path, 'application/json')), array.bytes)
-  t.same(a.events.map((e) => e.tokens), [2, 1, 3])
+  t.same(
+    a.events.map((e) => e.tokens),
+    [2, 1, 3],
+  )
   t.equal(a.summary.usage?.output, N)
 })
 
@@ -110,7 +136,7 @@ t.test('the simulated Gemini generateContent answer, errors and unknown methods'
   for (const after of [0, 1]) {
     const arrayError = await post(`${url}${path}`, {}, { ...PLAN, error_after: after })
     const parsed = JSON.parse(arrayError.bytes.toString('utf8'))
-    t.equal(parsed.length, after + 1, 'the error is the array\'s last element')
+    t.equal(parsed.length, after + 1, "the error is the array's last element")
     t.equal(read(() => new GeminiArrayParser(parserContext(path, 'application/json')), arrayError.bytes).summary.error, 'INTERNAL')
   }
   t.equal((await post(`${url}/v1beta/models/gemini-sim:countTokens`, {})).status, 404)
@@ -123,9 +149,13 @@ t.test('the simulated Responses API stream and answer report the planned usage',
   const r = await post(`${url}/v1/responses`, { model: 'gpt-sim', input: 'hi', stream: true })
   t.equal(r.status, 200)
   const text = r.bytes.toString('utf8')
-  for (const name of ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added', 'response.output_text.done', 'response.completed']) t.match(text, `event: ${name}\n`)
+  for (const name of ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added', 'response.output_text.done', 'response.completed'])
+    t.match(text, `event: ${name}\n`)
   const { events, summary } = read(() => new OpenAIResponsesParser(parserContext('/v1/responses', r.type)), r.bytes)
-  t.same(events.map((e) => e.tokens), [2, 1, 3])
+  t.same(
+    events.map((e) => e.tokens),
+    [2, 1, 3],
+  )
   t.same(summary.usage, { output: N, input: summary.usage?.input, reasoning: 0 })
   t.equal(summary.model, 'gpt-sim')
   const whole = JSON.parse((await post(`${url}/v1/responses`, { model: 'gpt-sim', input: 'hi', max_output_tokens: 50 })).bytes.toString('utf8'))
@@ -148,7 +178,11 @@ t.test('the simulated Cohere v2 stream has the planned chunks, named events and 
   const text = r.bytes.toString('utf8')
   for (const name of ['message-start', 'content-start', 'content-delta', 'content-end', 'message-end']) t.match(text, `event: ${name}\ndata: {`)
   const { events, summary } = read(() => new CohereChatParser(parserContext('/v2/chat', r.type)), r.bytes)
-  t.same(events.map((e) => e.tokens), [2, 1, 3], 'one event per planned chunk, each word one token')
+  t.same(
+    events.map((e) => e.tokens),
+    [2, 1, 3],
+    'one event per planned chunk, each word one token',
+  )
   t.equal(summary.usage?.output, N)
   t.ok((summary.usage?.input ?? 0) >= 1)
   const whole = JSON.parse((await post(`${url}/v2/chat`, { model: 'command-sim', messages: [] })).bytes.toString('utf8'))

@@ -74,5 +74,8 @@ t.test('a clock going backwards keeps exact times', async (t) => {
   const log = new ChunkLog()
   const times = [100, 101.5, 99.25, 102]
   for (const at of times) log.add(at, 1, MarkKind.text, true)
-  t.same([0, 1, 2, 3].map((i) => log.at(i)), times)
+  t.same(
+    [0, 1, 2, 3].map((i) => log.at(i)),
+    times,
+  )
 })

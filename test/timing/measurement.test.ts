@@ -28,7 +28,12 @@ const close = (t: Test, got: number | undefined, want: number, msg: string) => t
 
 t.test('an ok stream with provider usage: tokens rescaled to the bill, figures by hand', async (t) => {
   // Estimates 1, 1, 1, 1 (4), provider says 8: each chunk becomes 2.
-  const chunks = log([[100, 1], [110, 1], [130, 1], [400, 1]])
+  const chunks = log([
+    [100, 1],
+    [110, 1],
+    [130, 1],
+    [400, 1],
+  ])
   const m = measure(facts({ chunks, summary: { usage: { output: 8, input: 12 } }, slo: { ttft_seconds: 0.2, itl_p99_seconds: 0.1 } }))
   t.equal(m.outcome, 'ok')
   t.equal(m.statusCode, 200)
@@ -49,20 +54,41 @@ t.test('an ok stream with provider usage: tokens rescaled to the bill, figures b
 })
 
 t.test('per-token events with no reported total are counted exactly: source stream', async (t) => {
-  const m = measure(facts({ chunks: log([[50, 1], [60, 1], [70, 1]], true) }))
+  const m = measure(
+    facts({
+      chunks: log(
+        [
+          [50, 1],
+          [60, 1],
+          [70, 1],
+        ],
+        true,
+      ),
+    }),
+  )
   t.equal(m.outputSource, 'stream')
   t.equal(m.outputTokens, 3)
   t.equal(m.estimateRatio, undefined)
 })
 
 t.test('tokenizer estimates with no usage: source estimate', async (t) => {
-  const m = measure(facts({ chunks: log([[50, 2], [60, 3]]) }))
+  const m = measure(
+    facts({
+      chunks: log([
+        [50, 2],
+        [60, 3],
+      ]),
+    }),
+  )
   t.equal(m.outputSource, 'estimate')
   t.equal(m.outputTokens, 5)
 })
 
 t.test('a client that left is cancelled with 499 when no head was written, and keeps its estimates', async (t) => {
-  const chunks = log([[50, 1], [60, 1]])
+  const chunks = log([
+    [50, 1],
+    [60, 1],
+  ])
   const m = measure(facts({ statusCode: 0, tHeaders: undefined, clientGone: true, chunks, summary: { usage: { output: 10 } } }))
   t.equal(m.outcome, 'cancelled')
   t.equal(m.statusCode, 499)

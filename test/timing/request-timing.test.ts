@@ -201,9 +201,30 @@ t.test('folding runs of equal chunks gives the same gaps and token counts, in or
   // Bursts (several chunks in one read: gap 0), repeats, multi-token chunks, and a last run.
   const cases: [number, number][][] = [
     [[5, 1]],
-    [[5, 1], [5, 1], [5, 1], [9, 2], [9, 1], [9, 1], [12, 1], [15, 1], [18, 1], [18, 3]],
-    [[0, 1], [10, 1], [20, 1], [30, 1]],
-    [[1, 2], [1, 2], [1, 2], [1, 2]],
+    [
+      [5, 1],
+      [5, 1],
+      [5, 1],
+      [9, 2],
+      [9, 1],
+      [9, 1],
+      [12, 1],
+      [15, 1],
+      [18, 1],
+      [18, 3],
+    ],
+    [
+      [0, 1],
+      [10, 1],
+      [20, 1],
+      [30, 1],
+    ],
+    [
+      [1, 2],
+      [1, 2],
+      [1, 2],
+      [1, 2],
+    ],
   ]
   let seed = 7
   const rnd = (n: number): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n

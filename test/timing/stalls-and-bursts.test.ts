@@ -11,7 +11,15 @@ function logOf(marks: [number, number, MarkKind?][]): ChunkLog {
 
 t.test('stalls are the gaps strictly longer than the threshold', async (t) => {
   // Gaps: 20, 1500, 20, 0, 1000 (exactly the threshold: not a stall), 1001.
-  const log = logOf([[100, 1], [120, 1], [1620, 1], [1640, 4], [1640, 8], [2640, 1], [3641, 1]])
+  const log = logOf([
+    [100, 1],
+    [120, 1],
+    [1620, 1],
+    [1640, 4],
+    [1640, 8],
+    [2640, 1],
+    [3641, 1],
+  ])
   t.equal(countStalls(log, 1), 2)
   t.equal(countStalls(log, 0.01), 5, 'every gap above 10 ms: all but the burst')
   t.equal(countStalls(log, 5), 0)
@@ -21,7 +29,12 @@ t.test('stalls are the gaps strictly longer than the threshold', async (t) => {
 
 t.test('the request ITL P99 is the token-weighted nearest-rank quantile of the log line', async (t) => {
   // Chunk 2: 20 ms for 1 token; chunk 3: 300 ms for 10 tokens (30 ms each); chunk 4: 100 ms for 1 token.
-  const log = logOf([[0, 1], [20, 1], [320, 10], [420, 1]])
+  const log = logOf([
+    [0, 1],
+    [20, 1],
+    [320, 10],
+    [420, 1],
+  ])
   t.equal(requestItlP99(log), 0.1, 'below 100 observations the P99 is the largest g/k')
   t.same(itlQuantiles(log, [0.5]), [0.03], 'the median is the burst chunk, weighted by its 10 tokens')
   t.equal(requestItlP99(log), itlQuantiles(log, [0.99])[0])
@@ -37,7 +50,12 @@ t.test('the request ITL P99 is the token-weighted nearest-rank quantile of the l
 })
 
 t.test('tokens per chunk visits every content chunk, the first included', async (t) => {
-  const log = logOf([[0, 2], [10, 1], [20, 8], [20, 4, MarkKind.reasoning]])
+  const log = logOf([
+    [0, 2],
+    [10, 1],
+    [20, 8],
+    [20, 4, MarkKind.reasoning],
+  ])
   const seen: number[] = []
   forEachChunkTokens(log, (k) => seen.push(k))
   t.same(seen, [2, 1, 8, 4])
@@ -45,7 +63,11 @@ t.test('tokens per chunk visits every content chunk, the first included', async 
 })
 
 t.test('time to first output token skips reasoning chunks', async (t) => {
-  const log = logOf([[100, 3, MarkKind.reasoning], [400, 3, MarkKind.reasoning], [900, 1, MarkKind.text]])
+  const log = logOf([
+    [100, 3, MarkKind.reasoning],
+    [400, 3, MarkKind.reasoning],
+    [900, 1, MarkKind.text],
+  ])
   const timing = summarize(0, 1000, log)
   t.equal(timing.ttft, 0.1)
   t.equal(timing.ttfot, 0.9)

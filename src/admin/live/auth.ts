@@ -40,7 +40,7 @@ function cookieOf(header: string | undefined): string | undefined {
 export function allowed(headers: IncomingHttpHeaders, token: string | undefined): boolean {
   if (token === undefined) return true
   const auth = headers.authorization
-  if (auth !== undefined && auth.startsWith('Bearer ') && same(auth.slice(7), token)) return true
+  if (auth?.startsWith('Bearer ') && same(auth.slice(7), token)) return true
   const cookie = cookieOf(headers.cookie)
   return cookie !== undefined && same(cookie, cookieValue(token))
 }

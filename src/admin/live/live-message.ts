@@ -226,11 +226,13 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       routes.push(b.sent as Record<string, unknown>)
       continue
     }
-    routes.push((b.sent = {
-      route,
-      length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
-      concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
-    }))
+    routes.push(
+      (b.sent = {
+        route,
+        length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
+        concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
+      }),
+    )
   }
   const streams: Record<string, unknown>[] = []
   const stallMs = stallSeconds * 1000

@@ -90,7 +90,10 @@ class EventHub {
 }
 
 function denied(reply: FastifyReply, what: string): FastifyReply {
-  return reply.code(401).header('www-authenticate', 'Bearer').send({ error: `a bearer token (or the live page's cookie) is required for ${what}` })
+  return reply
+    .code(401)
+    .header('www-authenticate', 'Bearer')
+    .send({ error: `a bearer token (or the live page's cookie) is required for ${what}` })
 }
 
 /**
@@ -113,7 +116,11 @@ export function registerLive(admin: FastifyInstance, state: LiveState): void {
       return reply.code(303).header('set-cookie', setCookie(token)).header('location', '/').header('cache-control', 'no-store').send()
     }
     if (!allowed(request.headers, token)) {
-      return reply.code(401).header('www-authenticate', 'Bearer').type('text/plain; charset=utf-8').send('admin.token is set: open /?token=<the token> once (it is kept in an HttpOnly cookie), or send Authorization: Bearer <token>')
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer')
+        .type('text/plain; charset=utf-8')
+        .send('admin.token is set: open /?token=<the token> once (it is kept in an HttpOnly cookie), or send Authorization: Bearer <token>')
     }
     return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(PAGE_HTML)
   })
