@@ -188,15 +188,22 @@ const WINDOW_SECONDS = [60, 300, 900] as const
 export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
   const scratch: number[] = [0, 0, 0]
   const second = Math.floor(now / 1000)
-  // Which series are the busiest is re-ranked every few seconds (it touches every series), and
-  // at once when a series came or went.
+  // Which series are the busiest is re-ranked every few seconds, and at once when a series came
+  // or went. The ranking reads each series' 15-minute request count as last counted: every
+  // message recounts a fifth of the series (staggered by creation order, like the long windows),
+  // so no message pays for all of them (with 1,000 series that was most of a ranking second).
   let ranking = stats.ranking
+  if (ranking?.second !== second) {
+    for (const s of stats.series.values()) if (s.busy < 0 || (second + s.seq) % LONG_REFRESH_SECONDS === 0) s.busy = requestsIn(s, 2, now)
+  }
   if (ranking === undefined || ranking.size !== stats.series.size || (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)) {
     stats.forget(now)
-    const ranked: { s: Series; n: number }[] = []
-    for (const s of stats.series.values()) ranked.push({ s, n: requestsIn(s, 2, now) })
-    ranked.sort((a, b) => b.n - a.n || a.s.seq - b.s.seq)
-    ranking = stats.ranking = { second, size: stats.series.size, shown: ranked.slice(0, MAX_SERIES_SHOWN).map((r) => r.s) }
+    const ranked = [...stats.series.values()]
+    for (const s of ranked) if (s.busy < 0) s.busy = requestsIn(s, 2, now)
+    ranked.sort((a, b) => b.busy - a.busy || a.seq - b.seq)
+    ranking = stats.ranking = { second, size: stats.series.size, shown: ranked.slice(0, MAX_SERIES_SHOWN) }
+  } else if (ranking.second !== second) {
+    ranking = stats.ranking = { ...ranking, second }
   }
   const shown = ranking.shown
   const series = shown.map((s, i) => {

@@ -58,6 +58,8 @@ export class Series {
   lastAt = 0
   /** Creation order: ties in the ranking, and which second refreshes its longer windows. */
   readonly seq: number
+  /** Requests over the last 15 minutes when last counted for the ranking (−1: not yet; live-message.ts). */
+  busy = -1
   /** Per metric: the quantiles last computed and the sketch version they were computed at. */
   readonly cache = new Map<LiveMetric, { version: number; longVersion: number; values: (number | null)[] }>()
 
