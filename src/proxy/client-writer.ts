@@ -159,12 +159,29 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
-    this.flush()
     this.#upstreamDone = true
-    if (this.#trailer && !this.#res.destroyed) {
+    const res = this.#res
+    if (this.#trailer && !res.destroyed) {
+      // The trailer's figures include the last read, so it is measured before the end is written.
+      this.flush()
       const m = this.#ex.measureNow(this.#o.now())
-      if (m !== undefined) this.#res.addTrailers({ 'Server-Timing': serverTimingValue(m) })
+      if (m !== undefined) res.addTrailers({ 'Server-Timing': serverTimingValue(m) })
+      this.#end()
+      return
     }
+    // The end usually comes in the same upstream read as the last bytes (`data: [DONE]` and the
+    // chunked terminator): those bytes and the client's terminator go out in one write, not two
+    // (one syscall and one packet less per request; a short request's largest single cost).
+    // Measuring still waits until they are written.
+    const socket = res.socket
+    socket?.cork()
+    const chunk = this.#write(false)
+    this.#end()
+    socket?.uncork()
+    if (chunk !== undefined) this.#ex.data(chunk, this.#pendingAt, this.#o.now())
+  }
+
+  #end(): void {
     const filter = this.#filter
     if (filter !== undefined) this.#res.end(filter.end())
     else this.#res.end()
@@ -191,25 +208,31 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
 
   /** Writes what the current read gathered, then lets the exchange measure it. */
   flush(): void {
+    const chunk = this.#write(true)
+    if (chunk !== undefined) this.#ex.data(chunk, this.#pendingAt, this.#o.now())
+  }
+
+  /** Writes what the current read gathered; returns it (undefined: nothing, or the client is gone). */
+  #write(uncork: boolean): Buffer | undefined {
     const pending = this.#pending
     const n = pending.length
-    if (n === 0) return
+    if (n === 0) return undefined
     const chunk = n === 1 ? pending[0] : Buffer.concat(pending)
     this.#pending = []
     const res = this.#res
-    if (res.destroyed) return
+    if (res.destroyed) return undefined
     // With usage injection the client gets the stream less the added usage chunk; the tap still
     // sees every upstream byte.
     const out = this.#filter === undefined ? chunk : this.#filter.push(chunk)
     if (out.length > 0) {
       if (!res.write(out) && this.#controller !== undefined) this.#wait(this.#controller)
       // Node's res.write corks the socket and only writes on the next tick (connectionCorkNT in
-      // node:_http_outgoing), which would make the client's bytes wait for the parse below. The
-      // chunk is complete (size line, data, CRLF), so it goes to the kernel now; the later uncork
-      // finds nothing corked and does nothing.
-      res.socket?.uncork()
+      // node:_http_outgoing), which would make the client's bytes wait for the parse after this.
+      // The chunk is complete (size line, data, CRLF), so it goes to the kernel now; the later
+      // uncork finds nothing corked and does nothing.
+      if (uncork) res.socket?.uncork()
     }
-    this.#ex.data(chunk, this.#pendingAt, this.#o.now())
+    return chunk
   }
 
   #wait(c: Dispatcher.DispatchController): void {
