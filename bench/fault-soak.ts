@@ -2,7 +2,9 @@
  * Fault soak: mixed traffic through a real tokentap process for a set time, with a hostile
  * upstream (resets, stalls, 1xx answers, status lines Node cannot write, oversize events, gzip
  * bombs) and hostile clients (aborts at random points, slow readers), a scrape every second and
- * a SIGTERM at the end. It reports what it survived and returns the problems it found.
+ * a SIGTERM at the end. It reports what it survived and returns the problems it found. The
+ * first round of requests is one of each kind (its abort fires on the first body bytes), so even
+ * a run of a few seconds exercises every fault; a kind whose fault never happened is a problem.
  *
  *   npm run soak -- --faults            10 minutes
  *   npm run soak -- --faults --quick    2 minutes
@@ -37,6 +39,8 @@ export interface FaultSoakOptions {
 export interface FaultSoakReport {
   /** Requests by kind and what the client saw. */
   readonly outcomes: Record<string, number>
+  /** Per kind (and `sim`), the requests in which its fault really happened (an abort that fired, a stall cut, …). */
+  readonly exercised: Record<Kind | 'sim', number>
   readonly requests: number
   /** Normal streams whose bytes were compared with the upstream's, and how many differed. */
   readonly compared: number
@@ -57,7 +61,9 @@ export interface FaultSoakReport {
 }
 
 const KINDS = ['normal', 'normal', 'normal', 'normal', 'slow', 'abort', 'abort', 'reset', 'stall', 'info', 'badstatus', 'utf8status', 'oversize', 'bomb'] as const
-type Kind = (typeof KINDS)[number]
+export type Kind = (typeof KINDS)[number]
+/** Every kind once, and the simulator route: the first round of requests, so that even a run of a few seconds exercises each. */
+export const EVERY_KIND: readonly (Kind | 'sim')[] = [...new Set(KINDS), 'sim']
 
 const IDLE_TIMEOUT_MS = 3000
 const DRAIN_SECONDS = 2
@@ -295,27 +301,28 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
 
     const agent = new Agent({ keepAliveTimeout: 500, headersTimeout: 30_000, bodyTimeout: 30_000 })
     const outcomes: Record<string, number> = {}
-    const count = (k: string): void => {
+    const exercised = Object.fromEntries(EVERY_KIND.map((k) => [k, 0])) as Record<Kind | 'sim', number>
+    /** What the client saw; `fault`: the kind's fault (or normal stream) really happened in this request. */
+    const count = (kind: Kind | 'sim', what: string, fault: boolean): void => {
+      const k = `${kind}: ${what}`
       outcomes[k] = (outcomes[k] ?? 0) + 1
+      if (fault) exercised[kind]++
     }
     let requests = 0
     let compared = 0
     let mismatched = 0
     const r = rng(opts.seed ?? 1)
     const endAt = Date.now() + opts.seconds * 1000
-    const one = async (kind: Kind | 'sim', seed: number): Promise<void> => {
+    /** `firstRound`: an abort then fires once the first body bytes came (a mid-stream abort for certain), not at a random point. */
+    const one = async (kind: Kind | 'sim', seed: number, firstRound = false): Promise<void> => {
       requests++
       const ac = new AbortController()
       let aborted = false
-      if (kind === 'abort') {
-        setTimeout(
-          () => {
-            aborted = true
-            ac.abort()
-          },
-          Math.floor(r() * 120),
-        ).unref()
+      const abort = (): void => {
+        aborted = true
+        ac.abort()
       }
+      if (kind === 'abort' && !firstRound) setTimeout(abort, Math.floor(r() * 120)).unref()
       const path = kind === 'sim' ? '/sim/v1/chat/completions' : `/up/v1/chat/completions?kind=${kind}&seed=${seed}`
       const body = JSON.stringify({ model: `soak-${kind}`, stream: true, messages: [{ role: 'user', content: 'soak' }] })
       const parts: Buffer[] = []
@@ -325,33 +332,34 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
         status = res.statusCode
         for await (const c of res.body) {
           parts.push(c as Buffer)
+          if (kind === 'abort' && firstRound && !aborted) abort()
           if (kind === 'slow') await sleep(Math.floor(r() * 30))
         }
       } catch {
-        if (aborted) return count(`${kind}: aborted by the client`)
-        if ((kind === 'reset' || kind === 'stall') && status === 200) return count(`${kind}: broken stream (expected)`)
+        if (aborted) return count(kind, 'aborted by the client', kind === 'abort')
+        if ((kind === 'reset' || kind === 'stall') && status === 200) return count(kind, 'broken stream (expected)', true)
         // An upstream reset that comes with the head breaks the client's connection before the
         // head reached it (the proxy destroys the socket the head was still queued on): also a break.
-        if (kind === 'reset' && status === 0) return count(`${kind}: broken before the head (expected)`)
-        if (kind === 'bomb' && status === 200) return count(`${kind}: broken stream`)
+        if (kind === 'reset' && status === 0) return count(kind, 'broken before the head (expected)', true)
+        if (kind === 'bomb' && status === 200) return count(kind, 'broken stream', true)
         problems.length < 50 && problems.push(`${kind} seed ${seed}: the stream broke (status ${status})`)
-        return count(`${kind}: unexpected break`)
+        return count(kind, 'unexpected break', false)
       }
       // (An abort timer that fires after the end changes nothing: the stream is compared as any other.)
       const got = Buffer.concat(parts)
       if (kind === 'badstatus') {
         const ok = status === 502 && /"code":"TOKENTAP_ERR_UPSTREAM_(BAD_RESPONSE|FAILED)"/.test(got.toString())
         if (!ok) problems.push(`badstatus: status ${status}, body ${got.toString().slice(0, 200)}`)
-        return count(`badstatus: ${ok ? '502 JSON error (expected)' : 'wrong answer'}`)
+        return count(kind, ok ? '502 JSON error (expected)' : 'wrong answer', ok)
       }
       if (kind === 'reset' || kind === 'stall') {
         problems.push(`${kind}: a clean end (status ${status})`)
-        return count(`${kind}: clean end (wrong)`)
+        return count(kind, 'clean end (wrong)', false)
       }
       if (kind === 'sim') {
         const ok = status === 200 && got.toString().includes('[DONE]')
         if (!ok) problems.push(`sim: status ${status}, body ${got.toString().slice(0, 200)}`)
-        return count(ok ? 'sim: ok' : 'sim: wrong')
+        return count(kind, ok ? 'ok' : 'wrong', ok)
       }
       const expected =
         kind === 'bomb'
@@ -365,13 +373,18 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
       if (status !== 200 || !got.equals(expected)) {
         mismatched++
         problems.length < 50 && problems.push(`${kind} seed ${seed}: status ${status}, ${got.length} bytes, expected ${expected.length}`)
-        return count(`${kind}: bytes differ`)
+        return count(kind, 'bytes differ', false)
       }
-      count(`${kind}: ok, bytes identical`)
+      // An abort whose timer came after the end is a normal stream, compared as any other.
+      count(kind, 'ok, bytes identical', kind !== 'abort')
     }
+    const firstRound = [...EVERY_KIND]
     const client = async (): Promise<void> => {
+      for (let kind = firstRound.shift(); kind !== undefined; kind = firstRound.shift()) await one(kind, Math.floor(r() * 1e9), true)
       while (Date.now() < endAt) {
-        const kind = r() < 0.15 ? 'sim' : KINDS[Math.floor(r() * KINDS.length)]
+        let kind: Kind | 'sim' = r() < 0.15 ? 'sim' : KINDS[Math.floor(r() * KINDS.length)]
+        // A stall lasts the idle timeout: none starts that would outlast the traffic.
+        if (kind === 'stall' && Date.now() + IDLE_TIMEOUT_MS > endAt) kind = 'normal'
         await one(kind, Math.floor(r() * 1e9))
       }
     }
@@ -380,8 +393,15 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
     clearInterval(progress)
     await agent.close()
     clearInterval(scrapeTimer)
-    // Let keep-alive on both sides run out (the proxy's upstream pool: 1 s), then count.
-    await sleep(2500)
+    // Let keep-alive on both sides run out (the proxy's upstream pool: 1 s, on undici's coarse
+    // timers), then count: at most 5 s for the proxy's sockets to come back to where they were.
+    const restStart = Date.now()
+    for (;;) {
+      const now = proxySockets(pid, proxyPort, upstream.port)
+      if ((now.client <= socketsBefore.client && now.upstream <= socketsBefore.upstream) || Date.now() - restStart > 5000) break
+      await sleep(100)
+    }
+    log(`proxy sockets at rest ${Date.now() - restStart} ms after the traffic`)
     // Requests whose bytes are done may still be measuring on a loaded machine: wait up to 15 s
     // for them; what is left then is a leak.
     const settleStart = Date.now()
@@ -391,7 +411,7 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
       await sleep(500)
       inFlightAtEnd = metric(await (await fetch(`${listening.admin}/metrics`)).text(), 'llm_requests_in_flight')
     }
-    log(`in flight 2.5 s after the traffic: ${inFlightAfterTraffic}; ${inFlightAtEnd} after ${Date.now() - settleStart} ms more`)
+    log(`in flight once the sockets were at rest: ${inFlightAfterTraffic}; ${inFlightAtEnd} after ${Date.now() - settleStart} ms more`)
     const snap = (await (await fetch(`${listening.admin}/debug/streams`)).json()) as { in_flight: number; streams: { model?: string }[] }
     const stuck: Record<string, number> = {}
     for (const st of snap.streams) stuck[st.model ?? '?'] = (stuck[st.model ?? '?'] ?? 0) + 1
@@ -412,9 +432,12 @@ export async function runFaultSoak(opts: FaultSoakOptions): Promise<FaultSoakRep
     if (exitCode !== 0) problems.push(`tokentap on SIGTERM: ${exitCode}`)
     if (mismatched > 0) problems.push(`${mismatched} of ${compared} normal streams differed from the upstream's bytes`)
     if (scrapes < opts.seconds * 0.8) problems.push(`only ${scrapes} scrapes in ${opts.seconds} s`)
+    const missed = EVERY_KIND.filter((k) => exercised[k] === 0)
+    if (missed.length > 0) problems.push(`never exercised: ${missed.join(', ')}`)
     if (/\n\s+at /.test(stderr)) problems.push(`stack trace on stderr: ${stderr.slice(-1000)}`)
     return {
       outcomes,
+      exercised,
       requests,
       compared,
       mismatched,
@@ -443,6 +466,9 @@ export function formatReport(r: FaultSoakReport): string {
   const lines = ['requests by outcome:']
   for (const [k, v] of Object.entries(r.outcomes).sort()) lines.push(`  ${String(v).padStart(7)}  ${k}`)
   lines.push(
+    `faults exercised (requests in which each really happened): ${Object.entries(r.exercised)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
     `total ${r.requests}; normal streams compared byte for byte: ${r.compared}, differing: ${r.mismatched}`,
     `in flight at the end: ${r.inFlightAtEnd} (metric), ${r.debugStreamsAtEnd} (/debug/streams)`,
     `proxy sockets at rest (client side / upstream side): before ${r.socketsBefore.client} / ${r.socketsBefore.upstream}, after ${r.socketsAfter.client} / ${r.socketsAfter.upstream}`,

@@ -4,6 +4,7 @@ import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
 import { clientResponseHeaders, rawHeader, withoutHeader } from './headers.ts'
 import { UsageChunkFilter } from './inject-usage.ts'
+import { IdleDeadline } from './idle-deadline.ts'
 import { relayInformational, writeResponseHead } from './response-head.ts'
 import { serverTimingValue } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
@@ -60,8 +61,12 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   #waiting = false
   /** The head announced a `Server-Timing` trailer. */
   #trailer = false
+  /** `upstream.idle_timeout_ms` between two reads of the body, on the proxy's own timer. */
+  readonly #idle: IdleDeadline
   readonly #resume = (): void => {
     this.#waiting = false
+    // Before the controller: resuming parses what waited, which may pause again at once.
+    this.#idle.resume()
     this.#controller?.resume()
   }
 
@@ -79,6 +84,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#ex = ex
     this.#res = res
     this.#o = options
+    this.#idle = new IdleDeadline(options.upstream.idle_timeout_ms, () => this.#idleTimeout())
   }
 
   /** The upstream response ended or failed (nothing is left to abort). */
@@ -89,6 +95,11 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   /** Stops the upstream request (the client left, or a proxy timeout fired). */
   abort(reason: Error): void {
     this.#controller?.abort(reason)
+  }
+
+  /** The client's response closed: no timer of this exchange may outlive it. */
+  responseClosed(): void {
+    this.#idle.clear()
   }
 
   onRequestStart(c: Dispatcher.DispatchController): void {
@@ -137,6 +148,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       c.abort(err)
       return
     }
+    this.#idle.start()
     // Send headers within this tick: an SSE client should see the response start before the
     // first event. When body bytes came in the same read, they go out with the headers in one
     // write instead (the data flush is queued after this one). Not `res.headersSent`: that is
@@ -151,6 +163,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     if (res.destroyed) return
     if (this.#pending.length === 0) {
       this.#pendingAt = this.#o.now()
+      this.#idle.read()
       queueMicrotask(this.#flush)
     }
     this.#pending.push(chunk)
@@ -159,6 +172,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    this.#idle.clear()
     this.#upstreamDone = true
     const res = this.#res
     if (this.#trailer && !res.destroyed) {
@@ -188,6 +202,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.#idle.clear()
     this.flush()
     this.#upstreamDone = true
     this.#o.headed()
@@ -197,6 +212,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     if (res.headersSent) {
       // Mid-stream failure: the client must see a broken stream, never a clean end.
       const code = codeOf(err)
+      // undici's own body timeout is off on tokentap's agents; a dispatcher passed in may still have one.
       if (code === 'UND_ERR_BODY_TIMEOUT') this.#ex.fail('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', code)
       else if (err instanceof TokentapError) this.#ex.fail(err.code)
       else this.#ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', code || err.message)
@@ -235,8 +251,20 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     return chunk
   }
 
+  /**
+   * The upstream went silent for `idle_timeout_ms` after the head or a read: a broken stream for
+   * the client (the head is out, so no error answer), the upstream request stopped.
+   */
+  #idleTimeout(): void {
+    const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', this.#o.upstream.idle_timeout_ms)
+    this.#ex.fail(err.code)
+    this.abort(err)
+    this.#res.destroy()
+  }
+
   #wait(c: Dispatcher.DispatchController): void {
     c.pause()
+    this.#idle.pause()
     if (this.#waiting) return
     this.#waiting = true
     this.#res.once('drain', this.#resume)

@@ -56,6 +56,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
 
   res.once('close', () => {
     headersDeadline.clear()
+    writer?.responseClosed()
     if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
     if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new Error('client closed the connection'))

@@ -17,14 +17,16 @@ type AgentOptions = Agent.Options
 
 /**
  * Keep-alive, no pipelining, and no automatic retries (undici retries nothing unless asked, so a
- * POST is never sent twice). Body timeout is the idle gap between two reads, never a cap on a
- * long healthy stream.
+ * POST is never sent twice). undici's body timeout is off: `idle_timeout_ms` runs on the
+ * proxy's own timer (idle-deadline.ts), which covers the whole body from the head to the end
+ * and fires within ms of its setting; undici's would fire up to ~1 s later than that, so as a
+ * backstop it could never act, and it would only cost a timer refresh per HTTP chunk.
  */
 function agentOptions(upstream: Config['upstream']): AgentOptions {
   return {
     connect: { timeout: upstream.connect_timeout_ms },
     headersTimeout: upstream.headers_timeout_ms,
-    bodyTimeout: upstream.idle_timeout_ms,
+    bodyTimeout: 0,
     keepAliveTimeout: upstream.keep_alive_timeout_ms,
     pipelining: 1,
   }

@@ -6,9 +6,15 @@ import type { RunningProxy } from './proxy.ts'
 
 /**
  * A proxy with its sockets in view, for tests of what it buffers: the upstream connections of
- * its undici agent and the client connections of its listener.
+ * its undici agent and the client connections of its listener. `config` adds to the proxy's
+ * configuration (its one route is `/up` → `upstreamUrl`).
  */
-export async function proxyWithSockets(t: Test, upstreamUrl: string, agent: Omit<Agent.Options, 'connect'> = {}): Promise<{ proxy: RunningProxy; upstreamSockets: Socket[]; clientSockets: Socket[] }> {
+export async function proxyWithSockets(
+  t: Test,
+  upstreamUrl: string,
+  agent: Omit<Agent.Options, 'connect'> = {},
+  config: Record<string, unknown> = {},
+): Promise<{ proxy: RunningProxy; upstreamSockets: Socket[]; clientSockets: Socket[] }> {
   const upstreamSockets: Socket[] = []
   const connector = buildConnector({})
   const dispatcher = new Agent({
@@ -20,7 +26,7 @@ export async function proxyWithSockets(t: Test, upstreamUrl: string, agent: Omit
       }),
   })
   t.teardown(() => dispatcher.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstreamUrl }] }, { dispatcher })
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstreamUrl }], ...config }, { dispatcher })
   t.teardown(() => proxy.close())
   const clientSockets: Socket[] = []
   proxy.app.server.on('connection', (s: Socket) => clientSockets.push(s))

@@ -26,9 +26,9 @@ t.test('a client that stops reading stops tokentap reading from the upstream, wi
   })
   t.teardown(() => upstream.close())
 
-  // A short idle limit (as createAgent maps idle_timeout_ms, ~1 s resolution in undici): time
-  // the proxy itself holds the upstream back is not idleness.
-  const { proxy, upstreamSockets, clientSockets } = await proxyWithSockets(t, upstream.url, { bodyTimeout: 1000 })
+  // A short idle limit on the proxy's own timer (undici's body timeout off, as on tokentap's
+  // agents): time the proxy itself holds the upstream back is not idleness.
+  const { proxy, upstreamSockets, clientSockets } = await proxyWithSockets(t, upstream.url, { bodyTimeout: 0 }, { upstream: { idle_timeout_ms: 1000 } })
 
   const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: chatBody() })
   res.pause() // the client stops reading
@@ -52,7 +52,10 @@ t.test('a client that stops reading stops tokentap reading from the upstream, wi
   let received = 0
   res.on('data', (c: Buffer) => (received += c.length))
   res.resume()
-  await new Promise((r) => res.once('end', r))
+  await new Promise<void>((resolve, reject) => {
+    res.once('end', resolve)
+    res.once('close', () => (res.complete ? resolve() : reject(new Error('the stream was cut before its end'))))
+  })
   t.equal(received, TOTAL_PIECES * PIECE.length, 'every byte arrived once the client read again (the pause outlasted the idle limit)')
   const [line] = await proxy.waitForRequests(1)
   t.equal(line.outcome, 'ok')

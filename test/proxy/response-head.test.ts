@@ -102,3 +102,44 @@ t.test('an HTTP/1.0 client gets no 103, only the final response', async (t) => {
   t.match(text, /^HTTP\/1\.1 200 OK\r\n/)
   t.ok(text.endsWith('\r\n\r\nok'))
 })
+
+t.test('an unsolicited 100 Continue from the upstream is answered 502, as undici refuses it, counted once and leaving nothing in flight', async (t) => {
+  // undici 7 (and 8) destroys the connection on any 100 (lib/dispatcher/client-h1.js,
+  // onHeadersComplete), though RFC 9110 §15.2 has a client parse unexpected 1xx. tokentap never
+  // sends `Expect` upstream, so a 100 is always unsolicited; the README states this answer.
+  const upstream = await answering('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\n', 'ok')
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+  const expected = '{"error":{"message":"the upstream request failed: UND_ERR_SOCKET","type":"proxy_error","code":"TOKENTAP_ERR_UPSTREAM_FAILED"}}'
+
+  const plain = (await get(proxy)).toString('latin1')
+  t.match(plain, /^HTTP\/1\.1 502 Bad Gateway\r\n/)
+  t.ok(plain.endsWith(`\r\n\r\n${expected}`), 'the proxy JSON error, not the 200')
+
+  // A client's own `Expect: 100-continue` is answered by tokentap's listener and never goes upstream.
+  const body = '{}'
+  const expecting = (
+    await rawExchange(portOf(proxy.url), `POST /up/v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`)
+  ).toString('latin1')
+  t.match(expecting, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 502 Bad Gateway\r\n/, "the listener's own 100, then the 502")
+  t.ok(expecting.endsWith(`\r\n\r\n${expected}`))
+  t.same(
+    upstream.heads.map((h) => /\r\nexpect:/i.test(h)),
+    [false, false],
+    'no Expect header reached the upstream',
+  )
+
+  const lines = await proxy.waitForRequests(2)
+  t.same(
+    lines.map((l) => [l.outcome, l.status, l.error]),
+    [
+      ['error', 502, 'TOKENTAP_ERR_UPSTREAM_FAILED'],
+      ['error', 502, 'TOKENTAP_ERR_UPSTREAM_FAILED'],
+    ],
+  )
+  const m = await proxy.scrape()
+  t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '502' }), 2)
+  t.equal(sumOf(m, 'llm_requests_total'), 2)
+  await nothingInFlight(t, proxy)
+})
