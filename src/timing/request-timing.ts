@@ -154,7 +154,7 @@ function select(a: Float64Array, k: number, lo: number, hi: number): void {
     const x = a[lo]
     const y = a[mid]
     const z = a[hi]
-    const pivot = x < y ? (y < z ? y : Math.max(x , z)) : x < z ? x : Math.max(y , z)
+    const pivot = x < y ? (y < z ? y : Math.max(x, z)) : x < z ? x : Math.max(y, z)
     let i = lo
     let j = hi
     while (i <= j) {
