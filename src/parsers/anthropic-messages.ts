@@ -1,5 +1,5 @@
 import { SseJsonParser } from './sse-json-parser.ts'
-import { ContentKind } from './types.ts'
+import { ContentKind, usageOf } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
 import { isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
@@ -94,7 +94,7 @@ export class AnthropicMessagesParser extends SseJsonParser {
 
   #usage(usage: Json, final: boolean): void {
     readInput(usage, this.#input)
-    const u = (this.summary.usage ??= {})
+    const u = usageOf(this.summary)
     const input = inputTotal(this.#input)
     if (input !== undefined) u.input = input
     // message_start's output_tokens is a placeholder (1–5); only message_delta's is a count.

@@ -1,7 +1,7 @@
 import { EventStreamDecoder } from './eventstream-decoder.ts'
 import type { EventFrame } from './eventstream-decoder.ts'
 import { DecodedParser } from './decoded-parser.ts'
-import { ContentKind } from './types.ts'
+import { ContentKind, usageOf } from './types.ts'
 import type { ParserContext, StreamSummary } from './types.ts'
 import { isObject, nonEmpty, isCount } from './json.ts'
 import type { Json } from './json.ts'
@@ -41,14 +41,14 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
   if (nonEmpty(value.model)) summary.model = value.model
   const u = value.usage
   if (isObject(u)) {
-    if (isCount(u.outputTokens)) (summary.usage ??= {}).output = u.outputTokens
-    if (isCount(u.inputTokens)) (summary.usage ??= {}).input = u.inputTokens
-    if (isCount(u.output_tokens)) (summary.usage ??= {}).output = u.output_tokens
-    if (isCount(u.input_tokens)) (summary.usage ??= {}).input = u.input_tokens
+    if (isCount(u.outputTokens)) usageOf(summary).output = u.outputTokens
+    if (isCount(u.inputTokens)) usageOf(summary).input = u.inputTokens
+    if (isCount(u.output_tokens)) usageOf(summary).output = u.output_tokens
+    if (isCount(u.input_tokens)) usageOf(summary).input = u.input_tokens
   }
   // Llama / Titan InvokeModel answers.
-  if (isCount(value.generation_token_count)) (summary.usage ??= {}).output = value.generation_token_count
-  if (isCount(value.prompt_token_count)) (summary.usage ??= {}).input = value.prompt_token_count
+  if (isCount(value.generation_token_count)) usageOf(summary).output = value.generation_token_count
+  if (isCount(value.prompt_token_count)) usageOf(summary).input = value.prompt_token_count
   return summary
 }
 
@@ -117,8 +117,8 @@ export class BedrockParser extends DecodedParser {
 
   #converseUsage(usage: unknown): void {
     if (!isObject(usage)) return
-    if (isCount(usage.outputTokens)) (this.summary.usage ??= {}).output = usage.outputTokens
-    if (isCount(usage.inputTokens)) (this.summary.usage ??= {}).input = usage.inputTokens
+    if (isCount(usage.outputTokens)) usageOf(this.summary).output = usage.outputTokens
+    if (isCount(usage.inputTokens)) usageOf(this.summary).input = usage.inputTokens
   }
 
   /** InvokeModelWithResponseStream: the model's own chunk, base64 in `bytes`. */
@@ -135,15 +135,15 @@ export class BedrockParser extends DecodedParser {
     const summary = this.summary
     const metrics = inner['amazon-bedrock-invocationMetrics']
     if (isObject(metrics)) {
-      if (isCount(metrics.outputTokenCount)) (summary.usage ??= {}).output = metrics.outputTokenCount
-      if (isCount(metrics.inputTokenCount)) (summary.usage ??= {}).input = metrics.inputTokenCount
+      if (isCount(metrics.outputTokenCount)) usageOf(summary).output = metrics.outputTokenCount
+      if (isCount(metrics.inputTokenCount)) usageOf(summary).input = metrics.inputTokenCount
     }
     switch (inner.type) {
       case 'message_start': {
         const message = inner.message
         if (isObject(message)) {
           if (summary.model === undefined && nonEmpty(message.model)) summary.model = message.model
-          if (isObject(message.usage) && isCount(message.usage.input_tokens) && summary.usage?.input === undefined) (summary.usage ??= {}).input = message.usage.input_tokens
+          if (isObject(message.usage) && isCount(message.usage.input_tokens) && summary.usage?.input === undefined) usageOf(summary).input = message.usage.input_tokens
         }
         return
       }
@@ -158,7 +158,7 @@ export class BedrockParser extends DecodedParser {
       case 'message_delta': {
         // Cumulative output; Bedrock's invocation metrics, when they come, say the same or win.
         const u = inner.usage
-        if (isObject(u) && isCount(u.output_tokens) && !isObject(metrics)) (summary.usage ??= {}).output = u.output_tokens
+        if (isObject(u) && isCount(u.output_tokens) && !isObject(metrics)) usageOf(summary).output = u.output_tokens
         return
       }
       case 'error':

@@ -1,7 +1,7 @@
 import { isCount, isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
-import { ContentKind } from './types.ts'
+import { ContentKind, usageOf } from './types.ts'
 import type { StreamSummary } from './types.ts'
 
 /**
@@ -26,8 +26,8 @@ function readUsage(usage: unknown, summary: StreamSummary): void {
   const billed = isObject(usage.billed_units) ? usage.billed_units : {}
   const output = isCount(tokens.output_tokens) ? tokens.output_tokens : isCount(billed.output_tokens) ? billed.output_tokens : undefined
   const input = isCount(tokens.input_tokens) ? tokens.input_tokens : isCount(billed.input_tokens) ? billed.input_tokens : undefined
-  if (output !== undefined) (summary.usage ??= {}).output = output
-  if (input !== undefined) (summary.usage ??= {}).input = input
+  if (output !== undefined) usageOf(summary).output = output
+  if (input !== undefined) usageOf(summary).input = input
 }
 
 /** The `message` inside an event's `delta`, where every Cohere v2 event keeps its payload. */

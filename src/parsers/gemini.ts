@@ -3,7 +3,7 @@ import { JsonBodyParser } from './json-body-parser.ts'
 import type { JsonArraySink } from './json-array-decoder.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { DecodedParser } from './decoded-parser.ts'
-import { ContentKind } from './types.ts'
+import { ContentKind, usageOf } from './types.ts'
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
 import { isObject, nonEmpty, isCount } from './json.ts'
 import type { Json } from './json.ts'
@@ -127,7 +127,7 @@ class GeminiReader {
   /** Records the usage; returns the cumulative counts it reports. */
   #usage(meta: Json): { candidates?: number; thoughts?: number } {
     const summary = this.#summary
-    const usage = (summary.usage ??= {})
+    const usage = usageOf(summary)
     if (isCount(meta.promptTokenCount)) usage.input = meta.promptTokenCount
     const candidates = isCount(meta.candidatesTokenCount) ? meta.candidatesTokenCount : undefined
     const thoughts = isCount(meta.thoughtsTokenCount) ? meta.thoughtsTokenCount : undefined

@@ -102,19 +102,27 @@ export class JsonArrayDecoder {
           this.#bare = true
           this.#begin()
           from = i
-        } else return this.#invalid(sink, 'the body is not a JSON array')
+        } else {
+          this.#invalid(sink, 'the body is not a JSON array')
+          return
+        }
       } else if (state === State.between) {
         if (isSpace(b) || b === COMMA) i++
         else if (b === CLOSE_BRACKET) {
           this.#state = State.done
           i++
-        } else if (b === CLOSE_BRACE) return this.#invalid(sink, 'unbalanced brace between array elements')
-        else {
+        } else if (b === CLOSE_BRACE) {
+          this.#invalid(sink, 'unbalanced brace between array elements')
+          return
+        } else {
           this.#begin()
           from = i
         }
       } else if (state === State.done) {
-        if (!isSpace(b)) return this.#invalid(sink, 'bytes after the end of the array')
+        if (!isSpace(b)) {
+          this.#invalid(sink, 'bytes after the end of the array')
+          return
+        }
         i++
       } else return
     }

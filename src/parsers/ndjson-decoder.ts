@@ -13,7 +13,6 @@ export type NdjsonOversizeSink = (bytes: number) => void
 
 const LF = 10
 const CR = 13
-const EMPTY = Buffer.alloc(0)
 
 /** Decodes one response's NDJSON lines; `push` each read, `end` once. */
 export class NdjsonDecoder {

@@ -1,6 +1,6 @@
 import { NdjsonDecoder } from './ndjson-decoder.ts'
 import { DecodedParser } from './decoded-parser.ts'
-import { ContentKind } from './types.ts'
+import { ContentKind, usageOf } from './types.ts'
 import type { ParserContext, StreamSummary } from './types.ts'
 import { isObject, nonEmpty, isCount } from './json.ts'
 import type { Json } from './json.ts'
@@ -24,10 +24,11 @@ function readFinal(value: Json, summary: StreamSummary): void {
     summary.error = typeof value.error === 'string' ? value.error : isObject(value.error) && nonEmpty(value.error.message) ? value.error.message : 'error'
   }
   if (value.done !== true) return
-  if (isCount(value.eval_count)) (summary.usage ??= {}).output = value.eval_count
-  if (isCount(value.prompt_eval_count)) (summary.usage ??= {}).input = value.prompt_eval_count
+  if (isCount(value.eval_count)) usageOf(summary).output = value.eval_count
+  if (isCount(value.prompt_eval_count)) usageOf(summary).input = value.prompt_eval_count
   if (isCount(value.eval_duration) && value.eval_duration > 0) {
-    const extra = (summary.extra ??= {})
+    const extra: Record<string, number | string> = summary.extra ?? {}
+    summary.extra = extra
     extra.eval_duration_ms = Math.round(value.eval_duration / 1e3) / 1e3
     if (isCount(value.eval_count)) extra.eval_rate_tps = Math.round((value.eval_count / value.eval_duration) * 1e9 * 100) / 100
   }

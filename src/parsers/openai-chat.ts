@@ -1,7 +1,7 @@
 import { ownCopy } from './bytes.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
-import { ContentKind } from './types.ts'
+import { ContentKind, usageOf } from './types.ts'
 import { isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
 
@@ -205,7 +205,7 @@ export class OpenAIChatParser extends SseJsonParser {
 
   #usage(usage: Json): void {
     const summary = this.summary
-    const u = (summary.usage ??= {})
+    const u = usageOf(summary)
     if (typeof usage.completion_tokens === 'number') u.output = usage.completion_tokens
     if (typeof usage.prompt_tokens === 'number') u.input = usage.prompt_tokens
     const details = usage.completion_tokens_details
@@ -221,8 +221,7 @@ export class OpenAIChatParser extends SseJsonParser {
     }
     const timings = value.timings
     if (!isObject(timings) || this.#topLevelUsage) return
-    this.summary.usage ??= {}
-    const u = this.summary.usage
+    const u = usageOf(this.summary)
     if (typeof timings.predicted_n === 'number') u.output = timings.predicted_n
     // prompt_n counts the prompt tokens evaluated; those reused from the KV cache are cache_n (-1: none).
     const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? timings.cache_n : 0

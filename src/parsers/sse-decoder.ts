@@ -76,7 +76,8 @@ export class SseDecoder {
       buf = head.subarray(skip)
       this.#partial = EMPTY
       pos = 0
-      return this.push(buf, onEvent, onOversize)
+      this.push(buf, onEvent, onOversize)
+      return
     }
     if (this.#partial.length > 0 || this.#lineTooLong) {
       // The line begun in an earlier read ends in this one (or not yet).

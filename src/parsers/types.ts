@@ -45,6 +45,12 @@ export interface StreamSummary {
   extra?: Record<string, number | string>
 }
 
+/** The summary's usage, created empty the first time a parser records a field of it. */
+export function usageOf(summary: StreamSummary): Usage {
+  if (summary.usage === undefined) summary.usage = {}
+  return summary.usage
+}
+
 export interface StreamParser {
   /** Feed raw (decoded) response bytes; returns the content events this read completed. Never throws on bad input. */
   push(chunk: Uint8Array): readonly ContentEvent[]
