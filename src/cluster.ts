@@ -141,7 +141,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     const id = nextRequest++
     const live = workers()
     const reports = await Promise.all(live.map((w) => ask(w, id)))
-    live.forEach((w, i) => lastReport.set(w.id, reports[i]))
+    for (let i = 0; i < live.length; i++) lastReport.set(live[i].id, reports[i])
     return AggregatorRegistry.aggregate([...reports, retired]).metrics()
   }
 

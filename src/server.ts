@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net'
 import { buildApp } from './app.ts'
 import { outcomeOf, parseCli } from './cli.ts'
 import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
+import type { Config } from './config/schema.ts'
 import { closeLogger } from './logger.ts'
 
 /**
@@ -16,7 +17,7 @@ import { closeLogger } from './logger.ts'
 
 async function main(): Promise<void> {
   const worker = isClusterWorker()
-  let config
+  let config: Config
   if (worker) config = workerConfig()
   else {
     const cmd = parseCli(process.argv.slice(2), process.env)

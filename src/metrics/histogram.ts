@@ -119,11 +119,21 @@ export class Histogram extends Metric<HistogramSeries> {
    * OpenMetrics shares the cached bytes of every series without exemplars.
    */
   *chunks(openMetrics = false): Generator<Buffer> {
-    if (openMetrics) yield (this.#headerOpenMetrics ??= Buffer.from(header(this.name, this.help, this.type, true)))
-    else yield (this.#header ??= Buffer.from(header(this.name, this.help, this.type)))
+    if (openMetrics) {
+      if (this.#headerOpenMetrics === undefined) this.#headerOpenMetrics = Buffer.from(header(this.name, this.help, this.type, true))
+      yield this.#headerOpenMetrics
+    } else {
+      if (this.#header === undefined) this.#header = Buffer.from(header(this.name, this.help, this.type))
+      yield this.#header
+    }
     for (const s of this.series.values()) {
-      if (openMetrics && s.exemplars !== undefined) yield (s.expositionWithExemplars ??= this.#render(s, true))
-      else yield (s.exposition ??= this.#render(s, false))
+      if (openMetrics && s.exemplars !== undefined) {
+        if (s.expositionWithExemplars === undefined) s.expositionWithExemplars = this.#render(s, true)
+        yield s.expositionWithExemplars
+      } else {
+        if (s.exposition === undefined) s.exposition = this.#render(s, false)
+        yield s.exposition
+      }
     }
   }
 

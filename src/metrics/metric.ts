@@ -71,7 +71,7 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
   /** `{name: value}` of a series' labels, for the JSON form. */
   protected labelRecord(values: readonly string[]): Record<string, string> {
     const labels: Record<string, string> = {}
-    this.labelNames.forEach((n, i) => (labels[n] = values[i]))
+    for (let i = 0; i < this.labelNames.length; i++) labels[this.labelNames[i]] = values[i]
     return labels
   }
 

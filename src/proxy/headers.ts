@@ -17,7 +17,9 @@ function connectionTokens(raw: readonly string[]): Set<string> | undefined {
     if (raw[i].length === 10 && raw[i].toLowerCase() === 'connection') {
       for (const t of raw[i + 1].split(',')) {
         const name = t.trim().toLowerCase()
-        if (name) (tokens ??= new Set()).add(name)
+        if (!name) continue
+        if (tokens === undefined) tokens = new Set()
+        tokens.add(name)
       }
     }
   }

@@ -72,8 +72,7 @@ export class ChunkLog {
       const offset = Math.round((at - this.#base[p]) * US)
       if (offset >= 0 && offset <= MAX_OFFSET) this.#offset[p][j] = offset
       else {
-        this.#widen()
-        this.#exact![p][j] = at
+        this.#widen()[p][j] = at
       }
     }
     this.#count = i + 1
@@ -120,8 +119,8 @@ export class ChunkLog {
     return marks
   }
 
-  /** Switches every page to exact Float64 times (rare: see the class comment). */
-  #widen(): void {
+  /** Switches every page to exact Float64 times (rare: see the class comment); returns the pages. */
+  #widen(): Float64Array[] {
     const exact: Float64Array[] = []
     for (let p = 0; p < this.#marks.length; p++) {
       const page = new Float64Array(this.#marks[p].length)
@@ -134,5 +133,6 @@ export class ChunkLog {
     }
     this.#exact = exact
     this.#offset = []
+    return exact
   }
 }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { binOf, MAX_VALUE, MIN_VALUE, RELATIVE_ACCURACY, SlidingCounter, SlidingSketch, valueOf } from '../../src/admin/live/sliding-sketch.ts'
+import { binOf, MAX_VALUE, MIN_VALUE, RELATIVE_ACCURACY, SlidingCounter, SlidingSketch, binValue } from '../../src/admin/live/sliding-sketch.ts'
 
 /** The exact nearest-rank quantile of a list of values. */
 const exact = (values: number[], q: number): number => {
@@ -9,12 +9,12 @@ const exact = (values: number[], q: number): number => {
 
 t.test('every bin stands for its values within 1 %', async (t) => {
   let worst = 0
-  for (let v = 1e-6; v < 1e4; v *= 1.0137) worst = Math.max(worst, Math.abs(valueOf(binOf(v)) - v) / v)
+  for (let v = 1e-6; v < 1e4; v *= 1.0137) worst = Math.max(worst, Math.abs(binValue(binOf(v)) - v) / v)
   t.ok(worst <= RELATIVE_ACCURACY + 1e-12, `worst relative error ${worst}`)
-  t.equal(valueOf(binOf(0)), 0, 'zero is the zero bin')
-  t.equal(valueOf(binOf(MIN_VALUE / 2)), 0, 'below a microsecond counts as zero')
+  t.equal(binValue(binOf(0)), 0, 'zero is the zero bin')
+  t.equal(binValue(binOf(MIN_VALUE / 2)), 0, 'below a microsecond counts as zero')
   t.equal(binOf(MAX_VALUE * 10), binOf(MAX_VALUE), 'huge values are kept at the top bin')
-  t.equal(valueOf(binOf(Number.NaN)), 0, 'NaN goes to the zero bin')
+  t.equal(binValue(binOf(Number.NaN)), 0, 'NaN goes to the zero bin')
 })
 
 t.test('quantiles of a window are the exact nearest-rank quantiles to 1 %', async (t) => {

@@ -90,10 +90,10 @@ interface RawRequest {
   resourceMetrics?: { resource?: { attributes?: KeyValue[] }; scopeMetrics?: { scope?: { name?: string; version?: string }; metrics?: RawMetric[] }[] }[]
 }
 
-const valueOf = (v: AnyValue): AttributeValue => v.stringValue ?? v.boolValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue as number))
+const attributeValue = (v: AnyValue): AttributeValue => v.stringValue ?? v.boolValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue as number))
 
 /** Attributes as a plain object (string, boolean and number values). */
-export const attrsOf = (kvs: KeyValue[] | undefined): Attrs => Object.fromEntries((kvs ?? []).map((kv) => [kv.key, valueOf(kv.value)]))
+export const attrsOf = (kvs: KeyValue[] | undefined): Attrs => Object.fromEntries((kvs ?? []).map((kv) => [kv.key, attributeValue(kv.value)]))
 
 function normalize(raw: RawRequest, path: string, headers: Export['headers']): Export {
   if (raw.resourceMetrics?.length !== 1) throw new Error(`expected one ResourceMetrics, got ${raw.resourceMetrics?.length}`)

@@ -1,5 +1,5 @@
 import type { ChunkLog } from '../../timing/chunk-log.ts'
-import { valueOf, ZERO_BIN } from './sliding-sketch.ts'
+import { binValue, ZERO_BIN } from './sliding-sketch.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
 import { CONCURRENCY_BANDS, LENGTH_BANDS, LIVE_METRICS } from './live-stats.ts'
 import type { LiveStats, Series } from './live-stats.ts'
@@ -104,7 +104,7 @@ function distribution(sketch: SlidingSketch, now: number): { zero: number; x: nu
     const g = Math.floor(bin / DIST_GROUP)
     if (g !== group) {
       group = g
-      x.push(r2(valueOf(g * DIST_GROUP) * 1000))
+      x.push(r2(binValue(g * DIST_GROUP) * 1000))
       y.push(0)
     }
     y[y.length - 1] += count / total
@@ -233,13 +233,13 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       routes.push(b.sent as Record<string, unknown>)
       continue
     }
-    routes.push(
-      (b.sent = {
-        route,
-        length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
-        concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
-      }),
-    )
+    const sent = {
+      route,
+      length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
+      concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
+    }
+    b.sent = sent
+    routes.push(sent)
   }
   const streams: Record<string, unknown>[] = []
   const stallMs = stallSeconds * 1000

@@ -127,7 +127,10 @@ export class LiveStats {
     if (r.tps !== undefined) sk.tps.observe(r.tps, 1, now)
 
     let bands = this.routes.get(r.route)
-    if (bands === undefined) this.routes.set(r.route, (bands = new RouteBands(this.#seq++)))
+    if (bands === undefined) {
+      bands = new RouteBands(this.#seq++)
+      this.routes.set(r.route, bands)
+    }
     bands.lastAt = now
     const byLength = bands.length[bandOf(LENGTH_BANDS, r.outputTokens)]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]

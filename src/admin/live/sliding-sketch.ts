@@ -45,7 +45,7 @@ export function binOf(value: number): number {
 }
 
 /** The value a bin stands for (0 for the zero bin). */
-export function valueOf(bin: number): number {
+export function binValue(bin: number): number {
   if (bin < MIN_INDEX) return 0
   return (2 * GAMMA ** bin) / (GAMMA + 1)
 }
@@ -124,11 +124,11 @@ class Store {
       seen += counts[j]
       // A tolerance of a millionth of a count: the totals are float sums.
       while (q < qs.length && seen >= rank - 1e-6) {
-        out[q++] = valueOf(this.lo + j)
+        out[q++] = binValue(this.lo + j)
         if (q < qs.length) rank = Math.max(1e-9, qs[q] * this.total)
       }
     }
-    for (; q < qs.length; q++) out[q] = valueOf(this.lo + counts.length - 1)
+    for (; q < qs.length; q++) out[q] = binValue(this.lo + counts.length - 1)
   }
 
   /** Calls `visit(bin, count)` for every non-empty bin, ascending. */
