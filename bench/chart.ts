@@ -71,7 +71,7 @@ export function gapChart(panels: readonly Panel[], caption: string): string {
   const height = H + 22
   let out = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`
   out += `<rect width="100%" height="100%" fill="#fff"/>`
-  panels.forEach((p, i) => (out += panel(p, i * W)))
+  for (let i = 0; i < panels.length; i++) out += panel(panels[i], i * W)
   out += `<text x="${width / 2}" y="${height - 6}" text-anchor="middle" font-family="sans-serif" font-size="10" fill="#555">${esc(caption)}</text>`
   return `${out}</svg>\n`
 }

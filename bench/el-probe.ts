@@ -33,7 +33,8 @@ let gc: Record<string, GcTally> = {}
 function tally(entries: readonly PerformanceEntry[]): void {
   for (const e of entries) {
     const kind = KINDS[(e as unknown as { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other'
-    const t = (gc[kind] ??= { count: 0, ms: 0, max_ms: 0 })
+    const t = gc[kind] ?? { count: 0, ms: 0, max_ms: 0 }
+    gc[kind] = t
     t.count++
     t.ms += e.duration
     if (e.duration > t.max_ms) t.max_ms = e.duration

@@ -11,7 +11,7 @@ import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
 import type { Job } from './load-client.ts'
 import { evenPlan, requestBody, warmUpJob } from './plans.ts'
-import { cpuMicros, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import { cpuMicros, pidOf, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
 import type { TokentapProcess } from './proc.ts'
 import { summary } from './stats.ts'
 
@@ -123,14 +123,14 @@ async function main(): Promise<void> {
   const perRequest: Record<'off' | 'on', number[]> = { off: [], on: [] }
   const paths = ['off', 'on'] as const
   for (let round = 0; round < ROUNDS; round++) {
-    const pids = paths.map((p) => procs[p].proc.pid as number)
+    const pids = paths.map((p) => pidOf(procs[p].proc))
     const c0 = pids.map((pid) => cpuMicros([pid]))
     const t0 = performance.now()
     await Promise.all(paths.map((p) => load.job(streams(procs[p], PER_ROUND, `r${round}-${p}`))))
     // Requests are recorded when they end; the last ones are done well within this pause.
     await new Promise((r) => setTimeout(r, 50))
     const us = pids.map((pid, i) => (cpuMicros([pid]) - c0[i]) / PER_ROUND)
-    paths.forEach((p, i) => perRequest[p].push(us[i]))
+    for (let i = 0; i < paths.length; i++) perRequest[paths[i]].push(us[i])
     process.stderr.write(`[otel-cost] round ${round}: off ${us[0].toFixed(1)}, on ${us[1].toFixed(1)} µs CPU/request (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`)
   }
   const ratios = perRequest.on.map((v, i) => v / perRequest.off[i])

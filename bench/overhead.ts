@@ -37,14 +37,13 @@ export function bucketDiff(after: Buckets, before: Buckets): Buckets {
  * (as PromQL's histogram_quantile does); NaN without observations.
  */
 export function bucketQuantile(b: Buckets, q: number): number {
-  const bounds = [...b.keys()].sort((x, y) => x - y)
-  const total = bounds.length === 0 ? 0 : b.get(bounds[bounds.length - 1])!
+  const buckets = [...b].sort(([x], [y]) => x - y)
+  const total = buckets.length === 0 ? 0 : buckets[buckets.length - 1][1]
   if (!(total > 0)) return NaN
   const rank = q * total
   let prevBound = 0
   let prevCount = 0
-  for (const le of bounds) {
-    const c = b.get(le)!
+  for (const [le, c] of buckets) {
     if (c >= rank) {
       // The +Inf bucket has no upper bound: answer the highest finite one.
       if (le === Infinity) return prevBound

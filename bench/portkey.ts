@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { askChild, freePort } from './proc.ts'
+import { askChild, freePort, piped } from './proc.ts'
 
 /**
  * The Portkey AI gateway (`@portkey-ai/gateway`, TypeScript on Hono) as the benchmark's real
@@ -88,10 +88,12 @@ export async function startPortkey(script: string, dist: string): Promise<Portke
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, NODE_ENV: 'production' } })
   let lines = 0
   let last = ''
-  proc.stderr!.setEncoding('utf8').on('data', (s: string) => {
-    for (const c of s) if (c === '\n') lines++
-    last = (last + s).slice(-2000)
-  })
+  piped(proc.stderr, 'stderr')
+    .setEncoding('utf8')
+    .on('data', (s: string) => {
+      for (const c of s) if (c === '\n') lines++
+      last = (last + s).slice(-2000)
+    })
   proc.on('exit', (code) => {
     if (code !== 0 && code !== null) process.stderr.write(`portkey exited with ${code}; its last output:\n${last}\n`)
   })

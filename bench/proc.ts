@@ -2,6 +2,7 @@ import { fork, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
+import type { Readable } from 'node:stream'
 import { createInterface } from 'node:readline'
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -59,6 +60,18 @@ export function rssBytes(pids: readonly number[]): number {
   return kb * 1024
 }
 
+/** A child's pid (undefined only when the spawn failed: there is nothing to measure then). */
+export function pidOf(proc: ChildProcess): number {
+  if (proc.pid === undefined) throw new Error(`${proc.spawnfile} did not start`)
+  return proc.pid
+}
+
+/** A child's stdout or stderr that its `stdio` made a pipe (Node types it nullable for the other stdio kinds). */
+export function piped(stream: Readable | null, what: string): Readable {
+  if (stream === null) throw new Error(`${what} is not a pipe`)
+  return stream
+}
+
 /**
  * Sends `{cmd}` to a child over its IPC channel and resolves with the first message whose `cmd`
  * is `reply` (the proxy's el-probe: `el-start` → `el-started`, `gc` → `gc-done`, …).
@@ -87,7 +100,7 @@ export async function startPortPrinter(
 ): Promise<{ proc: ChildProcess; port: number; ask: (cmd: string, reply: string) => Promise<Record<string, number>> }> {
   const pre = probe === undefined ? [] : ['--expose-gc', '--import', probe]
   const proc = spawn(process.execPath, [...pre, script, '--port', '0', ...args], { stdio: probe === undefined ? ['ignore', 'pipe', 'inherit'] : ['ignore', 'pipe', 'inherit', 'ipc'] })
-  const line = await new Promise<string>((res) => createInterface({ input: proc.stdout! }).once('line', res))
+  const line = await new Promise<string>((res) => createInterface({ input: piped(proc.stdout, 'stdout') }).once('line', res))
   return { proc, port: (JSON.parse(line) as { port: number }).port, ask: (cmd, reply) => askChild(proc, cmd, reply) }
 }
 
@@ -168,7 +181,7 @@ ${(opts.extraRoutes ?? []).map((r) => `  - prefix: ${r.prefix}\n    upstream: ${
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
   let listening: () => void = () => {}
   const ready = new Promise<void>((r) => (listening = r))
-  createInterface({ input: proc.stdout! }).on('line', (text) => {
+  createInterface({ input: piped(proc.stdout, 'stdout') }).on('line', (text) => {
     if (text.includes('"msg":"tokentap listening"')) listening()
     opts.onLine?.(text)
   })

@@ -5,18 +5,19 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { performance } from 'node:perf_hooks'
 import { abortPhase, startCountingUpstream } from './abort-phase.ts'
+import type { AbortFigures } from './abort-phase.ts'
 import { gapChart } from './chart.ts'
 import type { Job, StreamResult } from './load-client.ts'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
 import { bucketCount, bucketDiff, bucketQuantile, scrapeOverhead } from './overhead.ts'
 import { PORTKEY_HINT, ensurePortkey, portkeyHeaders, startPortkey } from './portkey.ts'
-import { rssBytes, startLoadClient, startPortPrinter, startTokentap as startTokentapProcess, stopOnExit } from './proc.ts'
+import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap as startTokentapProcess, stopOnExit } from './proc.ts'
 import type { LoadClient, TokentapProcess } from './proc.ts'
 import { LOAD_CHUNKS, LOAD_GAP_MS, SHORT_CHUNKS, SHORT_CONCURRENCY, evenPlan, loadJob, request, requestBody, turns, warmUpJob } from './plans.ts'
 import type { Target } from './plans.ts'
 import { SAT_CHUNKS, SAT_CONCURRENCY, SAT_STREAMS, saturationPhase } from './saturation-phase.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
-import type { ScrapeDeps } from './scrape-phase.ts'
+import type { ScrapeDeps, ScrapeFigures } from './scrape-phase.ts'
 import { round, sorted, summary } from './stats.ts'
 import type { Summary } from './stats.ts'
 
@@ -174,7 +175,7 @@ async function main(): Promise<void> {
     'http-proxy': { url: `http://127.0.0.1:${fhp.port}/v1/chat/completions` },
     'direct@50': { url: `${simBase}/chat/completions`, ttftMs: SLOW_TTFT_MS },
   }
-  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [tt.proc.pid!], 'node-relay': [relay.proc.pid!], 'tcp-relay': [tcpRelay.proc.pid!], 'http-proxy': [fhp.proc.pid!] }
+  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [pidOf(tt.proc)], 'node-relay': [pidOf(relay.proc)], 'tcp-relay': [pidOf(tcpRelay.proc)], 'http-proxy': [pidOf(fhp.proc)] }
   const asks: Partial<Record<Path, Ask>> = { tokentap: tt.ask, 'node-relay': relay.ask, 'tcp-relay': tcpRelay.ask, 'http-proxy': fhp.ask }
   // Each path's way to the counting upstream of the abort phase (the TCP relay cannot route by path).
   const abortUrl: Partial<Record<Path, { url: string; headers?: Record<string, string> }>> = {
@@ -200,8 +201,8 @@ async function main(): Promise<void> {
     const url = `http://127.0.0.1:${pk.port}/v1/chat/completions`
     target.portkey = { url, headers: (plan) => portkeyHeaders(simBase, plan) }
     target['portkey@50'] = { url, headers: (plan) => portkeyHeaders(simBase, plan), ttftMs: SLOW_TTFT_MS }
-    proxyPids.portkey = [pk.proc.pid!]
-    proxyPids['portkey@50'] = [pk.proc.pid!]
+    proxyPids.portkey = [pidOf(pk.proc)]
+    proxyPids['portkey@50'] = [pidOf(pk.proc)]
     asks.portkey = pk.ask
     asks['portkey@50'] = pk.ask
     abortUrl.portkey = { url, headers: portkeyHeaders(`${abortOrigin}/v1`, evenPlan(1, 0)) }
@@ -212,7 +213,11 @@ async function main(): Promise<void> {
   const paths = all.filter((p) => !isSlow(p))
   const slowPaths = all.filter(isSlow)
   const proxies = paths.filter((p) => p !== 'direct')
-  const tgt = (p: Path): Target => target[p]!
+  const tgt = (p: Path): Target => {
+    const t = target[p]
+    if (t === undefined) throw new Error(`no target for ${p}`)
+    return t
+  }
 
   // Warm up every path (JIT, connection pools); the @50 paths share their processes.
   log(`paths: ${all.join(', ')}`)
@@ -307,10 +312,7 @@ async function main(): Promise<void> {
   // --- client aborts: what the upstream still sends after the client is gone
   log(`client abort: a stream of ${P.abortChunks} chunks ${P.abortGapMs} ms apart, the client leaves after ${P.abortAfter}`)
   const abortJobs = Object.fromEntries(
-    (Object.keys(abortUrl) as Path[]).map((p) => [
-      p,
-      { kind: 'abort' as const, url: abortUrl[p]!.url, headers: abortUrl[p]!.headers, body: requestBody(evenPlan(1, 0), 'abort-model'), after: P.abortAfter },
-    ]),
+    Object.entries(abortUrl).map(([p, { url, headers }]) => [p, { kind: 'abort' as const, url, headers, body: requestBody(evenPlan(1, 0), 'abort-model'), after: P.abortAfter }]),
   )
   const aborts = await abortPhase({ job, jobs: abortJobs, upstream: abortUpstream, rounds: P.abortRounds, streamMs: P.abortChunks * P.abortGapMs })
   for (const [p, a] of Object.entries(aborts)) log(`  ${p}: ${a.chunks_after_abort} chunks (${a.bytes_after_abort} B) sent after the abort, upstream open ${a.upstream_open_ms_after_abort} ms longer`)
@@ -320,7 +322,7 @@ async function main(): Promise<void> {
   const scrapeDeps: ScrapeDeps = {
     job,
     ask: tt.ask,
-    pid: tt.proc.pid!,
+    pid: pidOf(tt.proc),
     streamUrl: tgt('tokentap').url,
     metricsUrl: overheadUrl,
     accept: PROMETHEUS_ACCEPT,
@@ -443,7 +445,10 @@ async function main(): Promise<void> {
   /** Ratios of two paths' per-round figures, round by round. */
   const ratios = (a: readonly number[], b: readonly number[]): number[] => a.map((x, i) => x / b[i]).filter((x) => Number.isFinite(x))
   const ratioTarget = (name: string, rs: number[], ok: (r: number) => boolean, what = '×'): void => {
-    if (rs.length === 0) return T(name, 'n/a', null)
+    if (rs.length === 0) {
+      T(name, 'n/a', null)
+      return
+    }
     const m = median(rs)
     T(name, `${round(m, 2)}${what} (median of ${rs.length} rounds: ${fmt(rs)})`, ok(m))
   }
@@ -635,7 +640,11 @@ async function memoryPhase(
     await sleep(200)
     return { rss: rssBytes(pids), held }
   }
-  const run = (key: string, v: number): void => void (runs[`${p}_${key}`] ??= []).push(round(v, 1))
+  const run = (key: string, v: number): void => {
+    const name = `${p}_${key}`
+    if (runs[name] === undefined) runs[name] = []
+    runs[name].push(round(v, 1))
+  }
   const kib = (bytes: number, n: number): number => bytes / n / 1024
   const streamsInFlight = async (): Promise<{ n: number; chunks: number }> => {
     const r = (await (await fetch(`http://127.0.0.1:${tt.adminPort}/debug/streams`)).json()) as { in_flight: number; streams: { chunks: number }[] }
@@ -793,10 +802,26 @@ function machine(
   return { nproc: cpus().length, cpu, node: process.version, nginx: nginxBin ?? null, portkey: pk, kernel, loadavg_1m_at_start: round(LOAD_AT_START, 2), loadavg_1m_at_end: round(loadavg()[0], 2) }
 }
 
-function table(r: any, paths: Path[]): string {
+/** What `table` reads of the run's result (the JSON it writes). */
+interface Report {
+  readonly unloaded_ttft_ms: Record<string, Record<string, number>>
+  readonly added_ttft_ms: Record<string, { p50: number; p99: number }>
+  readonly load: Record<number, Record<string, { ttft: Record<string, number>; gap_distortion: Record<string, number>; one_way_delay: Record<string, number>; inside: Record<string, number> | null }>>
+  readonly saturation: Record<string, { chunks_per_s: number; cpu_us_per_chunk: number | null }>
+  readonly short_requests: Record<string, { cpu_ms_per_request: number }>
+  readonly memory: Record<string, number>
+  readonly client_abort: Record<string, AbortFigures>
+  readonly scrape: { target: ScrapeFigures; stress: ScrapeFigures }
+  readonly accuracy: Record<string, { requests: number; ttft_abs_error_ms: Record<string, number>; itl_p50_abs_error_ms: Record<string, number> }>
+  readonly overhead: { metric: string; requests: number; p50_ms: number | null; client_added_ttft_p50_ms: number }
+  readonly machine: { cpu: string; nproc: number; node: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number }
+  readonly targets: readonly { target: string; value: string; met: boolean | null }[]
+}
+
+function table(r: Report, paths: Path[]): string {
   const rows: string[][] = []
   const line = (...cells: (string | number | null | undefined)[]): void => void rows.push(cells.map((c) => (c === undefined || c === null || Number.isNaN(c) ? '–' : String(c))))
-  const at = (o: Record<string, any> | undefined, p: Path): any => o?.[p]
+  const at = <T>(o: Record<string, T>, p: Path): T | undefined => o[p]
   line('metric', ...paths)
   line('unloaded TTFT p50 (ms)', ...paths.map((p) => r.unloaded_ttft_ms[p].p50))
   line('unloaded TTFT p99 (ms)', ...paths.map((p) => r.unloaded_ttft_ms[p].p99))
@@ -843,7 +868,7 @@ function table(r: any, paths: Path[]): string {
   let out = `\n${rows.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')).join('\n')}\n`
   out += `(@${SLOW_TTFT_MS} columns: the simulator's TTFT ${SLOW_TTFT_MS} ms higher, included in their TTFT rows; their added TTFT is against direct@${SLOW_TTFT_MS})\n`
   out += `\nscrape, target scale: ${describeScrape(r.scrape.target)}\nscrape, stress: ${describeScrape(r.scrape.stress)}\n`
-  for (const [k, a] of Object.entries(r.accuracy) as [string, any][]) {
+  for (const [k, a] of Object.entries(r.accuracy)) {
     out += `accuracy (${k}, ${a.requests} requests): TTFT |proxy − client| mean ${a.ttft_abs_error_ms.mean} ms, p99 ${a.ttft_abs_error_ms.p99} ms; ITL p50 |error| mean ${a.itl_p50_abs_error_ms.mean} ms, p99 ${a.itl_p50_abs_error_ms.p99} ms\n`
   }
   const o = r.overhead

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
 import { LOAD_CHUNKS, LOAD_GAP_MS, evenPlan, loadJob, turns, warmUpJob } from './plans.ts'
-import { startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import { pidOf, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
 import { SAT_CHUNKS, SAT_CONCURRENCY, SAT_STREAMS, saturationPhase } from './saturation-phase.ts'
 
 /**
@@ -32,7 +32,7 @@ async function main(): Promise<void> {
   const started = async (script: string[], args: string[], path?: string): Promise<number> => {
     const s = await startPortPrinter(join(DIST, ...script), args)
     stopOnExit(s.proc)
-    if (path !== undefined) pids[path] = [s.proc.pid!]
+    if (path !== undefined) pids[path] = [pidOf(s.proc)]
     return s.port
   }
   const simPort = await started(['src', 'sim', 'cli.js'], [])
@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     'tcp-relay': `http://127.0.0.1:${await started(['bench', 'tcp-relay.js'], upstream, 'tcp-relay')}/v1/chat/completions`,
     'node-relay': `http://127.0.0.1:${await started(['bench', 'node-relay.js'], upstream, 'node-relay')}/v1/chat/completions`,
   }
-  pids.tokentap = [tt.proc.pid!]
+  pids.tokentap = [pidOf(tt.proc)]
   const nginxBin = findNginx()
   if (nginxBin === undefined) process.stdout.write(`${NGINX_HINT}\n`)
   else {

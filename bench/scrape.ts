@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Job } from './load-client.ts'
 import { requestBody, warmUpJob } from './plans.ts'
-import { startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import { pidOf, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
 import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
 
 /**
@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   stopOnExit(load.proc)
   const job = <T>(j: Job): Promise<T> => load.job<T>(j)
   const deps = {
-    pid: tt.proc.pid!,
+    pid: pidOf(tt.proc),
     job,
     ask: tt.ask,
     streamUrl: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`,

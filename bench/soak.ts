@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Agent, request } from 'undici'
 import { formatReport, runFaultSoak } from './fault-soak.ts'
+import { pidOf, piped } from './proc.ts'
 
 const { values } = parseArgs({
   options: {
@@ -108,10 +109,10 @@ async function main(): Promise<void> {
   // so RSS that still grows is memory really held. SOAK_SERVER_NODE_ARGS='' runs uncapped.
   const nodeArgs = (process.env.SOAK_SERVER_NODE_ARGS ?? '--max-old-space-size=160').split(' ').filter(Boolean)
   const child = spawn(process.execPath, [...nodeArgs, SERVER, '--config', configFile], { stdio: ['ignore', 'pipe', 'inherit'] })
-  const pid = child.pid as number
+  const pid = pidOf(child)
   const listening = await new Promise<{ proxy: string; admin: string }>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`tokentap exited with ${code}`)))
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: piped(child.stdout, 'stdout') }).on('line', (line) => {
       if (line.includes('tokentap listening')) {
         const l = JSON.parse(line) as { proxy: string; admin: string }
         resolve({ proxy: `http://${l.proxy}`, admin: `http://${l.admin}` })
