@@ -12,8 +12,9 @@ import { buildSimulator } from '../src/sim/sim-app.ts'
 import { simPlan } from './helpers/proxy.ts'
 import { startUpstream } from './helpers/upstream.ts'
 import { parseMetrics, sumOf } from './helpers/prometheus.ts'
+import { defined } from './helpers/defined.ts'
 
-const SIM = validateConfig({ routes: [{ prefix: '/s', simulator: { jitter_ms: 0, stall_probability: 0, burst_every: 0 } }] }).routes[0].simulator!
+const SIM = defined(validateConfig({ routes: [{ prefix: '/s', simulator: { jitter_ms: 0, stall_probability: 0, burst_every: 0 } }] }).routes[0].simulator, 'a simulator config')
 const FIRST = 2
 const GAPS: [number, number][] = [
   [5, 1],
@@ -98,7 +99,7 @@ t.test('a client that leaves an @fastify/http-proxy stream is recorded as cancel
     headers: { 'content-type': 'application/json', ...simPlan({ ttft_ms: 1, first_tokens: 1, chunks: [[10_000, 1]] }).headers },
     body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [] }),
   })
-  const reader = res.body!.getReader()
+  const reader = defined(res.body, 'a response body').getReader()
   await reader.read()
   ac.abort()
   await reader.cancel().catch(() => {})

@@ -21,9 +21,68 @@ function walk(dir: string): string[] {
   })
 }
 
-// A loose shape of the manifests this test reads.
-type Doc = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any
-const load = (file: string): Doc => parse(readFileSync(file, 'utf8')) as Doc
+// The fields of the files this test reads, as it expects them (parsed YAML, not validated: a
+// field that is missing fails the assertion that reads it).
+type Labels = Record<string, string>
+interface Manifest {
+  apiVersion?: string
+  kind: string
+  metadata: { name: string; labels: Labels }
+}
+interface Probe {
+  httpGet: { path: string; port: string }
+}
+interface Container {
+  ports: { name: string; containerPort: number }[]
+  readinessProbe: Probe
+  livenessProbe: Probe
+  lifecycle?: { preStop?: { exec?: { command?: string[] } } }
+  resources: { requests: { cpu?: string; memory?: string }; limits: { cpu?: string; memory?: string } }
+  securityContext: { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean }
+  env: { name: string; value: string }[]
+  volumeMounts: { name: string; mountPath: string }[]
+}
+interface Deployment extends Manifest {
+  spec: {
+    replicas: number
+    selector: { matchLabels: Labels }
+    template: {
+      metadata: { labels: Labels }
+      spec: { containers: Container[]; terminationGracePeriodSeconds: number; securityContext: { runAsNonRoot: boolean; runAsUser: number }; volumes: { name: string; configMap: { name: string } }[] }
+    }
+  }
+}
+interface Service extends Manifest {
+  spec: { selector: Labels; ports: { targetPort: string }[] }
+}
+interface ConfigMap extends Manifest {
+  data: Record<string, string>
+}
+interface ServiceMonitor extends Manifest {
+  spec: { selector: { matchLabels: Labels }; endpoints: { port: string; path: string }[] }
+}
+interface PodDisruptionBudget extends Manifest {
+  spec: { selector: { matchLabels: Labels }; minAvailable: number }
+}
+interface HorizontalPodAutoscaler extends Manifest {
+  spec: { scaleTargetRef: { kind: string; name: string }; minReplicas: number }
+}
+interface RuleGroups {
+  groups: unknown[]
+}
+interface PrometheusRule extends Manifest {
+  spec: RuleGroups
+}
+interface ComposeService {
+  volumes?: string[]
+  build?: { context: string; dockerfile: string }
+  environment: Record<string, string>
+  stop_grace_period: string
+}
+interface Compose {
+  services: Record<string, ComposeService>
+}
+const load = <T>(file: string): T => parse(readFileSync(file, 'utf8')) as T
 
 t.test('every YAML file under deploy/ parses', async (t) => {
   const files = walk(DEPLOY).filter((f) => /\.ya?ml$/.test(f))
@@ -41,19 +100,19 @@ t.test('every YAML file under deploy/ parses', async (t) => {
 })
 
 t.test('the Kubernetes manifests fit together and follow the contract', async (t) => {
-  const kustomization = load(join(K8S, 'kustomization.yaml'))
-  const byKind = new Map<string, Doc>()
-  for (const r of kustomization.resources as string[]) {
+  const kustomization = load<{ resources: string[] }>(join(K8S, 'kustomization.yaml'))
+  const byKind = new Map<string, Manifest>()
+  for (const r of kustomization.resources) {
     t.ok(existsSync(join(K8S, r)), `${r} exists`)
-    const doc = load(join(K8S, r))
+    const doc = load<Manifest>(join(K8S, r))
     t.ok(doc.apiVersion && doc.kind && doc.metadata?.name, `${r} has apiVersion, kind and name`)
     byKind.set(doc.kind, doc)
   }
   for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'ServiceMonitor', 'PrometheusRule'])
     t.ok(byKind.has(kind), `kustomization includes a ${kind}`)
-  const deployment = byKind.get('Deployment') as Doc
-  const service = byKind.get('Service') as Doc
-  const configMap = byKind.get('ConfigMap') as Doc
+  const deployment = byKind.get('Deployment') as Deployment
+  const service = byKind.get('Service') as Service
+  const configMap = byKind.get('ConfigMap') as ConfigMap
 
   const config = validateConfig(parse(configMap.data['config.yaml']))
   t.pass('the ConfigMap holds a valid tokentap config')
@@ -62,7 +121,7 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   const [container] = pod.containers
   t.equal(deployment.spec.replicas, 2, 'two replicas')
   t.same(deployment.spec.selector.matchLabels, deployment.spec.template.metadata.labels, 'the selector matches the pod labels')
-  const port = (name: string): number => container.ports.find((p: Doc) => p.name === name).containerPort
+  const port = (name: string): number | undefined => container.ports.find((p) => p.name === name)?.containerPort
   t.equal(port('http'), config.server.port, 'the http container port is the config\u2019s server.port')
   t.equal(port('admin'), config.admin.port, 'the admin container port is the config\u2019s admin.port')
   t.same([container.readinessProbe.httpGet.path, container.readinessProbe.httpGet.port], ['/readyz', 'admin'], 'readiness on /readyz')
@@ -78,24 +137,25 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   t.equal(String(pod.securityContext.runAsUser), imageUser, 'the pod runs as the image\u2019s user')
   t.equal(container.securityContext.readOnlyRootFilesystem, true, 'read-only root filesystem')
   t.equal(container.securityContext.allowPrivilegeEscalation, false)
-  const env = Object.fromEntries((container.env as Doc[]).map((e) => [e.name, e.value]))
-  const configMount = (container.volumeMounts as Doc[]).find((m) => m.name === 'config')
+  const env = Object.fromEntries(container.env.map((e) => [e.name, e.value]))
+  const configMount = container.volumeMounts.find((m) => m.name === 'config')
   t.equal(env.TOKENTAP_CONFIG, `${configMount?.mountPath}/config.yaml`, 'TOKENTAP_CONFIG points at the mounted ConfigMap')
-  t.equal(pod.volumes.find((v: Doc) => v.name === 'config').configMap.name, configMap.metadata.name)
+  t.equal(pod.volumes.find((v) => v.name === 'config')?.configMap.name, configMap.metadata.name)
 
   t.same(service.spec.selector, deployment.spec.template.metadata.labels, 'the Service selects the pods')
-  t.same((service.spec.ports as Doc[]).map((p) => p.targetPort).sort(), ['admin', 'http'], 'the Service exposes the proxy and admin ports')
-  const monitor = byKind.get('ServiceMonitor') as Doc
+  t.same(service.spec.ports.map((p) => p.targetPort).sort(), ['admin', 'http'], 'the Service exposes the proxy and admin ports')
+  const monitor = byKind.get('ServiceMonitor') as ServiceMonitor
   t.same(monitor.spec.selector.matchLabels, service.metadata.labels, 'the ServiceMonitor selects the Service')
   t.same(
-    monitor.spec.endpoints.map((e: Doc) => [e.port, e.path]),
+    monitor.spec.endpoints.map((e) => [e.port, e.path]),
     [['admin', '/metrics']],
     'and scrapes its admin port',
   )
   t.equal(monitor.metadata.name === service.metadata.name && service.metadata.name, 'tokentap', 'the scrape job is named tokentap, as the alerts expect')
-  t.same((byKind.get('PodDisruptionBudget') as Doc).spec.selector.matchLabels, deployment.spec.selector.matchLabels, 'the PDB covers the pods')
-  t.ok((byKind.get('PodDisruptionBudget') as Doc).spec.minAvailable < deployment.spec.replicas, 'the PDB lets a node drain')
-  const hpa = byKind.get('HorizontalPodAutoscaler') as Doc
+  const pdb = byKind.get('PodDisruptionBudget') as PodDisruptionBudget
+  t.same(pdb.spec.selector.matchLabels, deployment.spec.selector.matchLabels, 'the PDB covers the pods')
+  t.ok(pdb.spec.minAvailable < deployment.spec.replicas, 'the PDB lets a node drain')
+  const hpa = byKind.get('HorizontalPodAutoscaler') as HorizontalPodAutoscaler
   t.same([hpa.spec.scaleTargetRef.kind, hpa.spec.scaleTargetRef.name], ['Deployment', deployment.metadata.name], 'the HPA scales the Deployment')
   t.ok(hpa.spec.minReplicas >= deployment.spec.replicas, 'the HPA keeps at least the Deployment\u2019s replicas')
 
@@ -103,25 +163,25 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   const shipped = readdirSync(rulesDir)
     .filter((f) => f.endsWith('.yaml'))
     .sort()
-    .flatMap((f) => load(join(rulesDir, f)).groups)
-  t.same((byKind.get('PrometheusRule') as Doc).spec.groups, shipped, 'the PrometheusRule holds exactly the rules of deploy/prometheus/rules')
+    .flatMap((f) => load<RuleGroups>(join(rulesDir, f)).groups)
+  t.same((byKind.get('PrometheusRule') as PrometheusRule).spec.groups, shipped, 'the PrometheusRule holds exactly the rules of deploy/prometheus/rules')
 })
 
 t.test('the compose setup mounts files that exist, and its configs are valid', async (t) => {
-  const compose = load(join(COMPOSE, 'docker-compose.yaml'))
+  const compose = load<Compose>(join(COMPOSE, 'docker-compose.yaml'))
   for (const name of ['tokentap', 'prometheus', 'grafana']) t.ok(compose.services[name], `compose runs ${name}`)
-  for (const [name, service] of Object.entries(compose.services as Record<string, Doc>)) {
-    for (const volume of (service.volumes ?? []) as string[]) {
+  for (const [name, service] of Object.entries(compose.services)) {
+    for (const volume of service.volumes ?? []) {
       const source = volume.split(':')[0]
       if (source.startsWith('.')) t.ok(existsSync(resolve(COMPOSE, source)), `${name} mounts ${source}, which exists`)
     }
     if (service.build) t.ok(existsSync(join(resolve(COMPOSE, service.build.context), service.build.dockerfile)), `${name} builds from the Dockerfile`)
   }
   const mounted = (service: string, target: string): string => {
-    const v = (compose.services[service].volumes as string[]).find((v) => v.split(':')[1] === target) as string
+    const v = (compose.services[service].volumes ?? []).find((v) => v.split(':')[1] === target) as string
     return resolve(COMPOSE, v.split(':')[0])
   }
-  const config = validateConfig(load(mounted('tokentap', '/etc/tokentap/config.yaml')))
+  const config = validateConfig(load<unknown>(mounted('tokentap', '/etc/tokentap/config.yaml')))
   t.ok(
     config.routes.some((r) => r.simulator !== undefined),
     'the compose tokentap has a simulator route',
@@ -130,11 +190,11 @@ t.test('the compose setup mounts files that exist, and its configs are valid', a
   const drainS = config.server.drain_seconds
   t.ok(Number.parseInt(compose.services.tokentap.stop_grace_period, 10) > drainS, 'compose waits longer than the drain')
   // Grafana loads the dashboard from where the provisioning file says.
-  const provider = load(join(DEPLOY, 'grafana/provisioning/dashboards/tokentap.yaml')).providers[0]
+  const provider = load<{ providers: { options: { path: string } }[] }>(join(DEPLOY, 'grafana/provisioning/dashboards/tokentap.yaml')).providers[0]
   t.equal(mounted('grafana', provider.options.path), join(DEPLOY, 'grafana/dashboards'), 'the dashboards are mounted where provisioning looks')
   t.equal(mounted('grafana', '/etc/grafana/provisioning'), join(DEPLOY, 'grafana/provisioning'))
   t.equal(mounted('prometheus', '/etc/prometheus/rules'), join(DEPLOY, 'prometheus/rules'), 'Prometheus loads the shipped rules')
-  const datasource = load(join(DEPLOY, 'grafana/provisioning/datasources/prometheus.yaml')).datasources[0]
+  const datasource = load<{ datasources: { url: string }[] }>(join(DEPLOY, 'grafana/provisioning/datasources/prometheus.yaml')).datasources[0]
   t.equal(new URL(datasource.url).hostname, 'prometheus', 'Grafana reaches the compose Prometheus')
 
   const promtool = findTool(t, 'promtool')

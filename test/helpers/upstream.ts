@@ -103,11 +103,10 @@ export async function replay(res: ServerResponse, pieces: readonly Piece[], opti
 export function sseEvents(body: string): string[] {
   const out: string[] = []
   const re = /[\s\S]*?(?:\r\n\r\n|\n\n|\r\r)/g
-  let m: RegExpExecArray | null
   let last = 0
-  while ((m = re.exec(body)) !== null) {
+  for (const m of body.matchAll(re)) {
     out.push(m[0])
-    last = re.lastIndex
+    last = m.index + m[0].length
   }
   if (last < body.length) out.push(body.slice(last))
   return out

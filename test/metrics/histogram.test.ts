@@ -59,7 +59,14 @@ t.test('histograms and counters expose prom-client JSON for the cluster aggregat
 
 t.test('a collected gauge counts at scrape time and keeps seen label sets at 0', async (t) => {
   let live: string[][] = [['p', 'm', 'r']]
-  const g = new CollectedGauge({ name: 'g', help: 'g', labelNames: ['provider', 'model', 'route'], collect: (add) => live.forEach((l) => add(l, 1)) })
+  const g = new CollectedGauge({
+    name: 'g',
+    help: 'g',
+    labelNames: ['provider', 'model', 'route'],
+    collect: (add) => {
+      for (const l of live) add(l, 1)
+    },
+  })
   t.equal(sumOf(parseMetrics(exposition(g)), 'g'), 1)
   live = []
   g.touch(['p', 'm2', 'r'])

@@ -3,6 +3,7 @@ import { BedrockParser, bedrockModelFromPath, summarizeBedrockBody } from '../..
 import { selectParser, PROVIDERS } from '../../src/parsers/registry.ts'
 import { feed, fixture, parserContext, splitAt, splitOffsets, totals } from '../helpers/feed.ts'
 import { chunkFrame, eventFrame, frame, walkFrames } from '../helpers/eventstream.ts'
+import { defined } from '../helpers/defined.ts'
 
 const ctx = parserContext({ path: '/model/x/converse-stream', contentType: 'application/vnd.amazon.eventstream' })
 
@@ -147,11 +148,14 @@ t.test('whole Converse and InvokeModel answers give the usage', async (t) => {
   t.same(summarizeBedrockBody(null), {})
   const sel = selectParser('auto', '/model/amazon.nova-lite-v1%3A0/converse', 'application/json', ctx)
   t.equal(sel.provider, 'bedrock')
-  t.same(feed(sel.parser!, [Buffer.from('{"usage":{"inputTokens":1,"outputTokens":2}}')]).summary.usage, { output: 2, input: 1 })
+  t.same(feed(defined(sel.parser, 'a parser'), [Buffer.from('{"usage":{"inputTokens":1,"outputTokens":2}}')]).summary.usage, { output: 2, input: 1 })
 })
 
 t.test('Bedrock paths are recognised, the model decoded, and the eventstream type alone is enough', async (t) => {
-  const bedrock = PROVIDERS.find((p) => p.name === 'bedrock')!
+  const bedrock = defined(
+    PROVIDERS.find((p) => p.name === 'bedrock'),
+    'the bedrock entry',
+  )
   t.ok(bedrock.ownsPath('/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream'))
   t.ok(bedrock.ownsPath('/model/m/invoke'))
   t.notOk(bedrock.ownsPath('/model/m/other'))

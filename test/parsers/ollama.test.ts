@@ -2,6 +2,7 @@ import t from 'tap'
 import { OllamaParser, summarizeOllamaBody } from '../../src/parsers/ollama.ts'
 import { selectParser } from '../../src/parsers/registry.ts'
 import { feed, fixture, parserContext, splitAt, splitOffsets, totals } from '../helpers/feed.ts'
+import { defined } from '../helpers/defined.ts'
 
 const ctx = parserContext({ path: '/api/chat', contentType: 'application/x-ndjson' })
 
@@ -98,7 +99,7 @@ t.test('a whole stream:false answer gives the usage and the model', async (t) =>
   t.same(summarizeOllamaBody('nope'), {})
   const sel = selectParser('auto', '/api/generate', 'application/json; charset=utf-8', ctx)
   t.equal(sel.provider, 'ollama')
-  t.same(feed(sel.parser!, [Buffer.from(JSON.stringify(answer))]).summary.usage, { output: 7, input: 12 })
+  t.same(feed(defined(sel.parser, 'a parser'), [Buffer.from(JSON.stringify(answer))]).summary.usage, { output: 7, input: 12 })
 })
 
 t.test('Ollama is chosen by path, by configuration, and by an NDJSON body on an unknown path', async (t) => {

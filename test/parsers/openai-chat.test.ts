@@ -5,7 +5,23 @@ import { feed, fixture, parserContext, splitAt, splitOffsets, sseFromDataLines, 
 
 const ctx = parserContext({ path: '/v1/chat/completions', contentType: 'text/event-stream' })
 
-type Json = Record<string, any>
+/** The fields of a Chat Completions / Completions chunk the reference reading looks at (any may be missing). */
+interface Chunk {
+  error?: { code?: string; type?: string }
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number }
+  choices?: Choice[]
+}
+interface Choice {
+  index?: number
+  text?: string
+  delta?: {
+    content?: string | { type?: string; text?: string; thinking?: { text?: string }[] }[] | null
+    refusal?: string | null
+    reasoning_content?: string | null
+    reasoning?: string | null
+    tool_calls?: { function?: { arguments?: string } }[]
+  }
+}
 
 /**
  * The reference reading, written plainly and separately from the parser: events split on blank
@@ -24,9 +40,9 @@ function reference(body: Buffer): { kinds: string; output?: number; error?: stri
       .map((l) => l.slice(5).replace(/^ /, ''))
       .join('\n')
     if (data === '' || data === '[DONE]') continue
-    let v: Json
+    let v: Chunk
     try {
-      v = JSON.parse(data) as Json
+      v = JSON.parse(data) as Chunk
     } catch {
       continue // an event cut by the end of the capture
     }
@@ -42,12 +58,12 @@ function reference(body: Buffer): { kinds: string; output?: number; error?: stri
       if (Array.isArray(d.content)) {
         for (const p of d.content) {
           if (p.type === 'text' && p.text) text = true
-          if (p.type === 'thinking' && (p.thinking ?? []).some((x: Json) => x.text)) reasoning = true
+          if (p.type === 'thinking' && (p.thinking ?? []).some((x) => x.text)) reasoning = true
         }
       }
       if (d.refusal) text = true
       if (d.reasoning_content || d.reasoning) reasoning = true
-      if ((d.tool_calls ?? []).some((c: Json) => c.function?.arguments)) tool = true
+      if ((d.tool_calls ?? []).some((c) => c.function?.arguments)) tool = true
     }
     if (text) kinds += 't'
     else if (tool) kinds += 'o'
@@ -136,7 +152,7 @@ function withContinuousUsage(bytes: Buffer, perChunk: (j: number) => number): { 
     .split('\n\n')
     .map((event) => {
       if (!event.startsWith('data: {')) return event
-      const v = JSON.parse(event.slice(6)) as Json
+      const v = JSON.parse(event.slice(6)) as Chunk & { choices: Choice[] }
       if (v.choices.length === 0) return event // the final usage chunk stays as recorded
       if (v.choices[0].delta?.content) {
         const k = perChunk(j++)
@@ -179,7 +195,7 @@ t.test('vLLM continuous usage stats give exact per-chunk counts from the cumulat
 })
 
 t.test('continuous usage whose first chunk already carries text is exact from the first chunk', async (t) => {
-  const ev = (v: Json) => `data: ${JSON.stringify(v)}\n\n`
+  const ev = (v: Chunk) => `data: ${JSON.stringify(v)}\n\n`
   const body =
     ev({ choices: [{ index: 0, text: 'Hello there' }], usage: { prompt_tokens: 3, completion_tokens: 2 } }) +
     ev({ choices: [{ index: 0, text: ' you' }], usage: { prompt_tokens: 3, completion_tokens: 3 } }) +
@@ -195,7 +211,7 @@ t.test('continuous usage whose first chunk already carries text is exact from th
 })
 
 t.test('a chunk whose running usage does not advance falls back to the tokenizer', async (t) => {
-  const ev = (v: Json) => `data: ${JSON.stringify(v)}\n\n`
+  const ev = (v: Chunk) => `data: ${JSON.stringify(v)}\n\n`
   const body = ev({ choices: [{ index: 0, delta: { content: 'a' } }], usage: { completion_tokens: 1 } }) + ev({ choices: [{ index: 0, delta: { content: 'b' } }], usage: { completion_tokens: 1 } })
   const r = feed(new OpenAIChatParser(ctx), [Buffer.from(body)])
   t.same(

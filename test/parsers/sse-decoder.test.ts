@@ -45,8 +45,10 @@ function reference(text: string): Ev[] {
     const field = colon < 0 ? line : line.slice(0, colon)
     let value = colon < 0 ? '' : line.slice(colon + 1)
     if (value.startsWith(' ')) value = value.slice(1)
-    if (field === 'data') (data ??= []).push(value)
-    else if (field === 'event') event = value
+    if (field === 'data') {
+      if (data === undefined) data = []
+      data.push(value)
+    } else if (field === 'event') event = value
   }
   return out
 }

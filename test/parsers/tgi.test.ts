@@ -3,6 +3,7 @@ import { summarizeTgiBody, TgiParser } from '../../src/parsers/tgi.ts'
 import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
 import { selectParser } from '../../src/parsers/registry.ts'
 import { feed, fixture, parserContext, splitAt, splitOffsets, totals } from '../helpers/feed.ts'
+import { defined } from '../helpers/defined.ts'
 
 const ctx = parserContext({ path: '/generate_stream', contentType: 'text/event-stream' })
 
@@ -51,7 +52,7 @@ t.test('a whole /generate answer gives the usage', async (t) => {
   t.same(summarizeTgiBody({ error: 'Input validation error', error_type: 'validation' }), { error: 'validation' })
   const sel = selectParser('auto', '/generate', 'application/json', ctx)
   t.equal(sel.provider, 'tgi')
-  t.same(feed(sel.parser!, [Buffer.from('{"generated_text":"x","details":{"generated_tokens":2}}')]).summary.usage, { output: 2 })
+  t.same(feed(defined(sel.parser, 'a parser'), [Buffer.from('{"generated_text":"x","details":{"generated_tokens":2}}')]).summary.usage, { output: 2 })
   t.equal(selectParser('auto', '/generate_stream', 'text/event-stream', ctx).provider, 'tgi')
   t.equal(selectParser('tgi', '/generate_stream', 'text/plain', ctx).parser, undefined)
 })
@@ -67,7 +68,7 @@ t.test("TGI's /v1/chat/completions (1.4.4: no space after data:, role in every c
   const sel = selectParser('auto', '/v1/chat/completions', 'text/event-stream', ctx)
   t.equal(sel.provider, 'openai')
   t.type(sel.parser, OpenAIChatParser)
-  const whole = feed(sel.parser!, [bytes])
+  const whole = feed(defined(sel.parser, 'a parser'), [bytes])
   t.equal(contents, 100, 'one content chunk per generated token in this capture')
   t.equal(whole.events.length, contents)
   t.equal(whole.summary.model, 'teknium/OpenHermes-2.5-Mistral-7B')

@@ -8,7 +8,7 @@ const openConnections = (server: import('node:http').Server): Promise<number> =>
 
 t.test('a client that goes away before the response headers aborts the upstream request and is counted cancelled', async (t) => {
   let upstreamClosedAt = 0
-  const upstream = await startUpstream((req, res) => {
+  const upstream = await startUpstream((_req, res) => {
     // Never answers: the proxy waits for headers.
     res.once('close', () => (upstreamClosedAt = performance.now()))
   })

@@ -6,6 +6,7 @@ import type { TestUpstream } from '../helpers/upstream.ts'
 import { endToEndHeaders, rawRequest } from '../helpers/http.ts'
 import { fixture } from '../helpers/fixtures.ts'
 import { sumOf } from '../helpers/prometheus.ts'
+import { defined } from '../helpers/defined.ts'
 
 const STREAM = fixture('openai/chat-text-role-first-usage-chunk.sse')
 const EVENTS = sseEvents(STREAM.toString('utf8'))
@@ -123,7 +124,7 @@ t.test('the request reaches the upstream intact: method, path, query, headers, b
     },
     body,
   })
-  const seen = up.requests.at(-1)!
+  const seen = defined(up.requests.at(-1), 'a request upstream')
   t.equal(seen.method, 'POST')
   t.equal(seen.url, '/api/v1/json?api-version=2024-10-21&x=%2F', 'prefix replaced by the upstream base path, query kept byte for byte')
   t.equal(seen.body.toString('utf8'), body)

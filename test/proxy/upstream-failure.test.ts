@@ -6,10 +6,11 @@ import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
 import { SSE_HEADERS, chatBody, chatEvent, readAll, openRequest, sleep, waitFor } from '../helpers/faults.ts'
+import { defined } from '../helpers/defined.ts'
 
 /** Reads a fetch body to its end; resolves 'end' or the error's message. */
 async function drain(res: Response): Promise<{ text: string; outcome: 'end' | 'broken' }> {
-  const reader = res.body!.getReader()
+  const reader = defined(res.body, 'a response body').getReader()
   let text = ''
   try {
     for (;;) {

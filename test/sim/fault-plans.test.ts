@@ -4,6 +4,7 @@ import t from 'tap'
 import { buildSimulator } from '../../src/sim/sim-app.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
 import type { SimPlanRequest } from '../../src/sim/schedule.ts'
+import { defined } from '../helpers/defined.ts'
 
 /** Streams one simulated chat completion; resolves with the content events received (the role-only head has empty content) and how it ended. */
 function stream(url: string, plan: SimPlanRequest): Promise<{ contents: number; ended: 'end' | 'broken' }> {
@@ -24,7 +25,7 @@ function stream(url: string, plan: SimPlanRequest): Promise<{ contents: number; 
 
 t.test('reset_after n delivers exactly n content chunks, then breaks the stream', async (t) => {
   const simConfig = validateConfig({ routes: [{ prefix: '/sim', simulator: { jitter_ms: 0, stall_probability: 0, burst_every: 0 } }] }).routes[0].simulator
-  const sim = buildSimulator(simConfig!)
+  const sim = buildSimulator(defined(simConfig, 'a simulator config'))
   await sim.listen({ host: '127.0.0.1', port: 0 })
   t.teardown(() => sim.close())
   const url = `http://127.0.0.1:${(sim.server.address() as AddressInfo).port}`

@@ -25,6 +25,20 @@ const plan = {
     [5, 3],
   ],
 }
+/** The Ollama line and whole-answer fields these tests read. */
+interface OllamaLine {
+  done: boolean
+  eval_count: number
+  eval_duration: number
+  prompt_eval_count: number
+  message: { content: string }
+  response: string
+}
+/** The TGI event and whole-answer fields these tests read. */
+interface TgiAnswer {
+  details: unknown
+  generated_text: string
+}
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-tokentap-sim': JSON.stringify(plan), ...headers }, body: JSON.stringify(body) })
 
@@ -38,7 +52,7 @@ t.test('the simulator streams Ollama /api/chat and /api/generate as NDJSON with 
       .toString()
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, any>)
+      .map((l) => JSON.parse(l) as OllamaLine)
     t.equal(lines.length, 4, 'three content lines and the done line')
     const last = lines[3]
     t.equal(last.done, true)
@@ -59,11 +73,11 @@ t.test('the simulator streams Ollama /api/chat and /api/generate as NDJSON with 
 
 t.test('the simulator answers Ollama stream:false whole, errors inside the stream, and error statuses', async (t) => {
   const url = await startSim(t)
-  const whole = (await (await post(`${url}/api/chat`, { stream: false, messages: [] })).json()) as Record<string, any>
+  const whole = (await (await post(`${url}/api/chat`, { stream: false, messages: [] })).json()) as OllamaLine
   t.equal(whole.done, true)
   t.equal(whole.eval_count, 6)
   t.equal(whole.message.content.split(' ').length - 1, 6)
-  const gen = (await (await post(`${url}/api/generate`, { stream: false, prompt: 'x' })).json()) as Record<string, any>
+  const gen = (await (await post(`${url}/api/generate`, { stream: false, prompt: 'x' })).json()) as OllamaLine
   t.equal(gen.response.split(' ').length - 1, 6)
   const errored = await (await post(`${url}/api/chat`, {}, { 'x-tokentap-sim': JSON.stringify({ ...plan, error_after: 1 }) })).text()
   t.same(
@@ -83,7 +97,8 @@ t.test('the simulator answers Ollama stream:false whole, errors inside the strea
       body: JSON.stringify({ options: { num_predict: 3 }, tokentap_sim: { ttft_ms: 1, chunks: [] } }),
     })
   ).text()
-  t.equal(JSON.parse(seeded.trim().split('\n').at(-1)!).eval_count, 1, 'a body plan wins')
+  const seededLines = seeded.trim().split('\n')
+  t.equal((JSON.parse(seededLines[seededLines.length - 1]) as OllamaLine).eval_count, 1, 'a body plan wins')
 })
 
 t.test('the simulator streams TGI /generate_stream one token an event, with details on the last', async (t) => {
@@ -97,13 +112,13 @@ t.test('the simulator streams TGI /generate_stream one token an event, with deta
     events.every((e) => e.startsWith('data:{')),
     'no space after data:, as TGI writes it',
   )
-  const last = JSON.parse(events[5].slice(5)) as Record<string, any>
+  const last = JSON.parse(events[5].slice(5)) as TgiAnswer
   t.same(last.details, { finish_reason: 'length', generated_tokens: 6, seed: null })
   t.equal(last.generated_text.split(' ').length - 1, 6)
   const r = feed(new TgiParser(parserContext()), [bytes])
   t.equal(r.events.length, 6)
   t.same(r.summary.usage, { output: 6 })
-  const whole = (await (await post(`${url}/generate`, { inputs: 'hi' })).json()) as Record<string, any>
+  const whole = (await (await post(`${url}/generate`, { inputs: 'hi' })).json()) as TgiAnswer
   t.same(whole.details, { finish_reason: 'length', generated_tokens: 6, seed: null })
   const errored = await (await post(`${url}/generate_stream`, {}, { 'x-tokentap-sim': JSON.stringify({ ...plan, error_after: 1 }) })).text()
   t.equal(feed(new TgiParser(parserContext()), [Buffer.from(errored)]).summary.error, 'generation')

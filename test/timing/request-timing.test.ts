@@ -2,6 +2,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { forEachChunkTokens, forEachChunkTokensRun, forEachGap, forEachGapRun, itlQuantiles, reconcileTokens, summarize } from '../../src/timing/request-timing.ts'
+import { defined } from '../helpers/defined.ts'
 
 /** A log from [ms, tokens] marks (kind text, estimated counts unless said). */
 function log(marks: [number, number, MarkKind?][], exact = false): ChunkLog {
@@ -133,7 +134,7 @@ t.test('the classic two-request example: request-weighted TPOT vs token-weighted
     [150, 1],
     [200, 1],
   ])
-  const tpots = [summarize(0, 1100, a).tpot!, summarize(0, 200, b).tpot!]
+  const tpots = [defined(summarize(0, 1100, a).tpot, 'TPOT A'), defined(summarize(0, 200, b).tpot, 'TPOT B')]
   close(t, tpots[0], 0.01, 'TPOT A')
   close(t, tpots[1], 0.05, 'TPOT B')
   close(t, (tpots[0] + tpots[1]) / 2, 0.03, 'mean TPOT over requests = 30 ms')
@@ -227,11 +228,17 @@ t.test('folding runs of equal chunks gives the same gaps and token counts, in or
     ],
   ]
   let seed = 7
-  const rnd = (n: number): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n
+  const rnd = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31
+    return seed % n
+  }
   for (let c = 0; c < 50; c++) {
     const marks: [number, number][] = []
     let at = 0
-    for (let i = 0; i < 1 + rnd(40); i++) marks.push([(at += rnd(3) * 5), 1 + rnd(2)])
+    for (let i = 0; i < 1 + rnd(40); i++) {
+      at += rnd(3) * 5
+      marks.push([at, 1 + rnd(2)])
+    }
     cases.push(marks)
   }
   for (const marks of cases) {

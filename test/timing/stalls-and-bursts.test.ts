@@ -42,8 +42,11 @@ t.test('the request ITL P99 is the token-weighted nearest-rank quantile of the l
   // 199 tokens at 10 ms and one at 500 ms: rank 0.99 × 200 = 198 falls on the 10 ms ones.
   const marks: [number, number][] = [[0, 1]]
   let at = 0
-  for (let i = 0; i < 199; i++) marks.push([(at += 10), 1])
-  marks.push([(at += 500), 1])
+  for (let i = 0; i < 199; i++) {
+    at += 10
+    marks.push([at, 1])
+  }
+  marks.push([at + 500, 1])
   t.equal(requestItlP99(logOf(marks)), 0.01, 'one slow token in 200 is above the P99')
 
   t.equal(requestItlP99(logOf([[10, 5]])), undefined, 'a single chunk has no ITL')
