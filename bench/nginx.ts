@@ -18,7 +18,7 @@ export function findNginx(): string | undefined {
   return found === '' ? undefined : found
 }
 
-export function nginxConf(dir: string, listen: number, upstreamPort: number, altPort?: number): string {
+function nginxConf(dir: string, listen: number, upstreamPort: number, altPort?: number): string {
   return `daemon off;
 master_process on;
 worker_processes 1;

@@ -5,7 +5,7 @@
  * scrapes subtracted, so only the requests between them count.
  */
 
-export const OVERHEAD_METRIC = 'llm_proxy_overhead_seconds'
+const OVERHEAD_METRIC = 'llm_proxy_overhead_seconds'
 
 /** Cumulative bucket counts by upper bound (seconds), summed over the phase's series; empty when the metric is absent. */
 export type Buckets = Map<number, number>

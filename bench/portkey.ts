@@ -20,8 +20,8 @@ import { askChild, freePort, piped } from './proc.ts'
  *   `x-portkey-forward-headers` lets through to the upstream.
  */
 
-export const PORTKEY_VERSION = '~1.15.2'
-export const HONO_NODE_SERVER_VERSION = '~1.13.8'
+const PORTKEY_VERSION = '~1.15.2'
+const HONO_NODE_SERVER_VERSION = '~1.13.8'
 export const PORTKEY_HINT = `Portkey gateway not installed (npm install of @portkey-ai/gateway@${PORTKEY_VERSION} failed or npm unreachable): skipping its columns`
 
 const entry = (dir: string): string => join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js')

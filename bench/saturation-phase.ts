@@ -24,7 +24,7 @@ export interface SaturationDeps {
   readonly idPrefix?: string
 }
 
-export interface SaturationRound {
+interface SaturationRound {
   /** Content chunks the client counted. */
   chunks: number
   /** Requests that completed. */

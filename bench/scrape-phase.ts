@@ -51,7 +51,7 @@ export interface ScrapeFigures {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
-export const modelName = (i: number): string => `bench-model-${String(i).padStart(4, '0')}`
+const modelName = (i: number): string => `bench-model-${String(i).padStart(4, '0')}`
 const plan = (chunks: number, gapMs: number): object => ({ ttft_ms: 0, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1]) })
 
 /** What Prometheus 2.x/3.x sends by default (scrape_protocols): OpenMetrics first. */

@@ -10,7 +10,7 @@ import { listenerTlsOptions } from './listener-tls.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
 import { configureListener } from './proxy/listener.ts'
 import { frameworkError, notFound } from './proxy/not-found.ts'
-import { tokentap } from './plugin.ts'
+import tokentap from './plugin.ts'
 import type { TokentapState } from './plugin.ts'
 
 /**

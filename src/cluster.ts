@@ -24,7 +24,7 @@ import { wholeTextSource } from './metrics/source.ts'
  */
 
 /** Messages on the cluster IPC channel (prom-client's own use different `type`s). */
-export const ClusterMessage = {
+const ClusterMessage = {
   metricsRequest: 'tokentap:metrics-request',
   metricsResponse: 'tokentap:metrics-response',
   listening: 'tokentap:listening',

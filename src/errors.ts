@@ -3,7 +3,7 @@
  * (`%s` filled in order) and, for errors answered to a client, the HTTP status.
  */
 
-export const ERRORS = {
+const ERRORS = {
   TOKENTAP_ERR_CONFIG_READ: { message: "cannot read config file '%s': %s", status: 500 },
   TOKENTAP_ERR_CONFIG_YAML: { message: "config file '%s' is not valid YAML: %s", status: 500 },
   TOKENTAP_ERR_CONFIG_INVALID: { message: 'invalid configuration: %s', status: 500 },

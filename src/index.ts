@@ -4,7 +4,7 @@
  *
  *   import tokentap, { tokentapReplyOptions } from 'tokentap'
  */
-export { tokentap as default, tokentap } from './plugin.ts'
+export { default, default as tokentap } from './plugin.ts'
 export type { TokentapOptions, TokentapState, TokentapConfigOptions } from './plugin.ts'
 export { tokentapReplyOptions } from './http-proxy.ts'
 export type { HttpProxyTapOptions, TokentapReplyOptions } from './http-proxy.ts'

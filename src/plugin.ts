@@ -192,5 +192,5 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
 }
 
 /** The tokentap Fastify plugin (wrapped with fastify-plugin, so `app.tokentap` is visible to the caller). */
-export const tokentap = fp(tokentapPlugin, { fastify: '5.x', name: 'tokentap' })
+const tokentap = fp(tokentapPlugin, { fastify: '5.x', name: 'tokentap' })
 export default tokentap

@@ -12,7 +12,7 @@ const MAX_STREAMS = 1000
 /** Model names are cut to this length (the same as the `model` label). */
 const MAX_MODEL = 128
 
-export interface StreamView {
+interface StreamView {
   readonly request_id: string
   readonly route: string
   readonly provider: string

@@ -40,7 +40,7 @@ export function header(name: string, help: string, type: string, openMetrics = f
 }
 
 /** Sample lines per buffer for counters and gauges: a few KiB, so no chunk holds a whole family. */
-export const LINES_PER_CHUNK = 64
+const LINES_PER_CHUNK = 64
 
 /** The lines of `items` as buffers of `LINES_PER_CHUNK` lines each. */
 export function* lineChunks<T>(items: Iterable<T>, line: (item: T) => string): Generator<Buffer> {

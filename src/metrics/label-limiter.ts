@@ -2,7 +2,7 @@
  * Bounds a user-controlled label (the model name) per route: the first `max` distinct values
  * are kept, later ones become `other`, so a flood of random names cannot grow the scrape.
  */
-export const OTHER = 'other'
+const OTHER = 'other'
 export const UNKNOWN = 'unknown'
 
 /** Longest label value kept; longer model names are cut (they are still one value each). */

@@ -43,24 +43,24 @@ export interface LlmMetricsOptions {
 }
 
 /** Per-request token counts: 1 … 1M, ×4. */
-export const TOKEN_COUNT_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576] as const
+const TOKEN_COUNT_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576] as const
 /** A route's requests in flight: 1 … 4096, ×2. */
-export const CONCURRENCY_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096] as const
+const CONCURRENCY_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096] as const
 /** The proxy's own cost: 10 µs … 100 ms. */
-export const OVERHEAD_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1] as const
+const OVERHEAD_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1] as const
 
 /** The `length_band` of a request with this many output tokens. */
-export function lengthBand(outputTokens: number): 'short' | 'medium' | 'long' {
+function lengthBand(outputTokens: number): 'short' | 'medium' | 'long' {
   return outputTokens < 64 ? 'short' : outputTokens < 512 ? 'medium' : 'long'
 }
 
 /** The `phase` values of llm_proxy_overhead_seconds. */
-export const OverheadPhase = { request: 'request', firstChunk: 'first_chunk', chunk: 'chunk' } as const
+const OverheadPhase = { request: 'request', firstChunk: 'first_chunk', chunk: 'chunk' } as const
 
 /** Burstiness: how many tokens one content chunk carries. */
-export const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
+const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
 /** Estimate ÷ usage: dense around 1, where a good tokenizer lands. */
-export const ESTIMATE_RATIO_BUCKETS = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.5, 2] as const
+const ESTIMATE_RATIO_BUCKETS = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.5, 2] as const
 
 const BASE = ['provider', 'model', 'route'] as const
 

@@ -33,7 +33,7 @@ const CONTENT: ReadonlyMap<string, ContentKind> = new Map([
 ])
 
 /** `usage` of a response object: `{input_tokens, output_tokens, output_tokens_details.reasoning_tokens}`. */
-export function responsesUsage(usage: unknown): Usage | undefined {
+function responsesUsage(usage: unknown): Usage | undefined {
   if (!isObject(usage)) return undefined
   const u: Usage = {}
   if (typeof usage.output_tokens === 'number') u.output = usage.output_tokens

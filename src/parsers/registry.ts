@@ -64,7 +64,7 @@ const NDJSON = 'application/x-ndjson'
 const EVENTSTREAM = 'application/vnd.amazon.eventstream'
 
 /** Ollama native: NDJSON lines (streaming is its default) or one JSON answer. */
-export const ollama: ProviderSpec<'ollama'> = {
+const ollama: ProviderSpec<'ollama'> = {
   name: 'ollama',
   ownsPath: (path) => /^\/api\/(chat|generate)$/.test(path),
   parser: (ctx, mediaType) => {
@@ -75,7 +75,7 @@ export const ollama: ProviderSpec<'ollama'> = {
 }
 
 /** Hugging Face TGI native: `/generate_stream` (SSE, one token an event) and `/generate`. */
-export const tgi: ProviderSpec<'tgi'> = {
+const tgi: ProviderSpec<'tgi'> = {
   name: 'tgi',
   ownsPath: (path) => /(^|\/)generate(_stream)?$/.test(path),
   parser: (ctx, mediaType) => {
@@ -86,7 +86,7 @@ export const tgi: ProviderSpec<'tgi'> = {
 }
 
 /** AWS Bedrock Runtime: ConverseStream / InvokeModelWithResponseStream (eventstream), Converse / InvokeModel (JSON). */
-export const bedrock: ProviderSpec<'bedrock'> = {
+const bedrock: ProviderSpec<'bedrock'> = {
   name: 'bedrock',
   ownsPath: (path) => bedrockModelFromPath(path) !== undefined,
   parser: (ctx, mediaType) => {
@@ -100,7 +100,7 @@ export const bedrock: ProviderSpec<'bedrock'> = {
 /** Vertex AI's Claude: `…/publishers/anthropic/models/{model}:streamRawPredict` (or `:rawPredict`). */
 const VERTEX_ANTHROPIC = /\/publishers\/anthropic\/models\/([^/:]+):(?:stream)?[rR]awPredict$/
 
-export const anthropic: ProviderSpec<'anthropic'> = {
+const anthropic: ProviderSpec<'anthropic'> = {
   name: 'anthropic',
   // `/v1/threads/{id}/messages` is OpenAI's Assistants API, not Anthropic's.
   ownsPath: (path) => (/\/messages(\/count_tokens)?$/.test(path) && !path.includes('/threads/')) || VERTEX_ANTHROPIC.test(path),
@@ -112,7 +112,7 @@ export const anthropic: ProviderSpec<'anthropic'> = {
   modelFromPath: (path) => VERTEX_ANTHROPIC.exec(path)?.[1],
 }
 
-export const gemini: ProviderSpec<'gemini'> = {
+const gemini: ProviderSpec<'gemini'> = {
   name: 'gemini',
   ownsPath: isGeminiPath,
   parser: createGeminiParser,
@@ -120,7 +120,7 @@ export const gemini: ProviderSpec<'gemini'> = {
 }
 
 /** Cohere Chat API v2: `/v2/chat` (SSE with `"stream": true`, else one JSON answer). */
-export const cohere: ProviderSpec<'cohere'> = {
+const cohere: ProviderSpec<'cohere'> = {
   name: 'cohere',
   ownsPath: (path) => /(^|\/)v2\/chat$/.test(path),
   parser: (ctx, mediaType) => {

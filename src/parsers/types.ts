@@ -59,7 +59,7 @@ export interface StreamParser {
 }
 
 /** Counts the tokens of a piece of generated text (the tokenizer for the request's model). */
-export type TokenCounter = (text: string) => number
+type TokenCounter = (text: string) => number
 
 /** Facts about the request/response a parser factory may look at. */
 export interface ParserContext {

@@ -60,7 +60,7 @@ export interface ExchangeIdentity {
   readonly failureDetail: string | undefined
 }
 
-export interface ProxyOverhead {
+interface ProxyOverhead {
   readonly request: number | undefined
   readonly firstChunk: number | undefined
   readonly chunk: number | undefined

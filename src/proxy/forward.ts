@@ -34,7 +34,7 @@ export interface ForwardOptions {
 }
 
 /** Ends the request with a proxy error answer (or a cut connection once the response started). */
-export function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError): void {
+function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError): void {
   ex.fail(err.code)
   // The rest of a body over the limit is never read: close the connection after the answer.
   if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE') res.shouldKeepAlive = false

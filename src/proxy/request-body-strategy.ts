@@ -21,7 +21,7 @@ import type { Exchange } from './exchange.ts'
  * head and body in one syscall instead of pulling an async iterator chunk by chunk. undici keeps
  * that buffer until the response ends, so the bound is also what a long stream holds for it.
  */
-export const WHOLE_BODY_BYTES = 16 * 1024
+const WHOLE_BODY_BYTES = 16 * 1024
 
 export interface OutgoingRequest {
   readonly headers: string[]

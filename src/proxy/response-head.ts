@@ -16,7 +16,7 @@ const ASCII_REASON = /^[\x20-\x7e]*$/
  * Réussi` stays C3 A9). Bytes that were not UTF-8 were replaced by U+FFFD when decoded and
  * cannot be restored: undefined, and the caller refuses the response.
  */
-export function reasonBytes(statusMessage: string): string | undefined {
+function reasonBytes(statusMessage: string): string | undefined {
   if (ASCII_REASON.test(statusMessage)) return statusMessage
   if (statusMessage.includes('\ufffd')) return undefined
   return Buffer.from(statusMessage, 'utf8').toString('latin1')

@@ -33,7 +33,7 @@ function agentOptions(upstream: Config['upstream']): AgentOptions {
 }
 
 /** The pooled connections to every upstream that needs no TLS or proxy settings of its own. */
-export function createAgent(upstream: Config['upstream']): Agent {
+function createAgent(upstream: Config['upstream']): Agent {
   return new Agent(agentOptions(upstream))
 }
 

@@ -6,7 +6,7 @@ import { createRng } from './rng.ts'
  * then each further chunk's gap and token count. Deterministic for a seed.
  */
 
-export interface SimChunk {
+interface SimChunk {
   /** Wait before this chunk, ms (for the first chunk: the TTFT). */
   readonly afterMs: number
   readonly tokens: number

@@ -28,9 +28,9 @@ export const TokenSource = { usage: 'usage', estimate: 'estimate', stream: 'stre
 export type TokenSource = (typeof TokenSource)[keyof typeof TokenSource]
 
 /** The status recorded for a request the client left before any response head (nginx's convention). */
-export const CLIENT_CLOSED_STATUS = 499
+const CLIENT_CLOSED_STATUS = 499
 /** The status recorded for a request that failed before any response head without an answer of the proxy's. */
-export const NO_RESPONSE_STATUS = 502
+const NO_RESPONSE_STATUS = 502
 
 /** What the exchange saw, as it was when the response closed. */
 export interface ExchangeFacts {

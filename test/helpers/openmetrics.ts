@@ -7,13 +7,13 @@
  * are not cumulative or whose +Inf differs from `_count`).
  */
 
-export interface OmExemplar {
+interface OmExemplar {
   readonly labels: Readonly<Record<string, string>>
   readonly value: number
   readonly timestamp: number | undefined
 }
 
-export interface OmSample {
+interface OmSample {
   readonly name: string
   readonly labels: Readonly<Record<string, string>>
   readonly value: number

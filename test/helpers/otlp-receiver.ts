@@ -16,8 +16,8 @@ root.resolvePath = (_origin, target) => join(PROTO_DIR, target)
 root.loadSync('opentelemetry/proto/collector/metrics/v1/metrics_service.proto')
 const Request = root.lookupType('opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest')
 
-export type AttributeValue = string | boolean | number
-export type Attrs = Record<string, AttributeValue>
+type AttributeValue = string | boolean | number
+type Attrs = Record<string, AttributeValue>
 
 export interface Point {
   readonly attributes: Attrs
@@ -31,7 +31,7 @@ export interface Point {
   readonly timeUnixNano: bigint
 }
 
-export interface Metric {
+interface Metric {
   readonly name: string
   readonly unit: string
   readonly description: string
@@ -93,7 +93,7 @@ interface RawRequest {
 const attributeValue = (v: AnyValue): AttributeValue => v.stringValue ?? v.boolValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue as number))
 
 /** Attributes as a plain object (string, boolean and number values). */
-export const attrsOf = (kvs: KeyValue[] | undefined): Attrs => Object.fromEntries((kvs ?? []).map((kv) => [kv.key, attributeValue(kv.value)]))
+const attrsOf = (kvs: KeyValue[] | undefined): Attrs => Object.fromEntries((kvs ?? []).map((kv) => [kv.key, attributeValue(kv.value)]))
 
 function normalize(raw: RawRequest, path: string, headers: Export['headers']): Export {
   if (raw.resourceMetrics?.length !== 1) throw new Error(`expected one ResourceMetrics, got ${raw.resourceMetrics?.length}`)
@@ -131,7 +131,7 @@ function normalize(raw: RawRequest, path: string, headers: Export['headers']): E
 const TO_OBJECT = { longs: String, enums: Number, arrays: true } as const
 
 /** Decodes one request body by its content type (protobuf or JSON). */
-export function decodeExport(body: Buffer, contentType: string | undefined, path = '', headers: Export['headers'] = {}): Export {
+function decodeExport(body: Buffer, contentType: string | undefined, path = '', headers: Export['headers'] = {}): Export {
   const message =
     contentType === 'application/json' ? Request.fromObject(JSON.parse(body.toString('utf8')) as Record<string, unknown>) : contentType === 'application/x-protobuf' ? Request.decode(body) : undefined
   if (message === undefined) throw new Error(`unexpected content-type ${contentType}`)

@@ -22,7 +22,7 @@ export const GAPS: [number, number][] = [
   [30, 3],
 ]
 export const N = FIRST_TOKENS + GAPS.reduce((n, [, k]) => n + k, 0)
-export const DECODE_S = GAPS.reduce((s, [g]) => s + g, 0) / 1000
+const DECODE_S = GAPS.reduce((s, [g]) => s + g, 0) / 1000
 const TTFT_MS = 40
 export const PLAN: SimPlanRequest = { ttft_ms: TTFT_MS, first_tokens: FIRST_TOKENS, chunks: GAPS }
 

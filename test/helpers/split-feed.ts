@@ -54,7 +54,7 @@ export function feed(make: () => StreamParser, bytes: Buffer, cuts: readonly num
  * The ways to cut a body: every single offset for small bodies (a sample of `sample` offsets for
  * big ones), one byte a read, and `random` runs of random read sizes.
  */
-export function cutPlans(length: number, { everyUpTo = 6000, sample = 600, random = 20 } = {}): number[][] {
+function cutPlans(length: number, { everyUpTo = 6000, sample = 600, random = 20 } = {}): number[][] {
   const plans: number[][] = []
   const next = createRng(length)
   if (length <= everyUpTo) for (let i = 1; i < length; i++) plans.push([i])
@@ -89,13 +89,6 @@ export function splitDifferences(make: () => StreamParser, bytes: Buffer, whole:
     }
   }
   return { runs: plans.length, differing, first }
-}
-
-/** Σ tokens of events, by kind. */
-export function tokensByKind(events: readonly ContentEvent[]): Record<string, number> {
-  const out: Record<string, number> = {}
-  for (const e of events) out[e.kind] = (out[e.kind] ?? 0) + e.tokens
-  return out
 }
 
 /** Number of events, by kind. */

@@ -35,14 +35,14 @@ export function decodeInPieces(factory: DecoderFactory, bytes: Uint8Array, cuts:
 }
 
 /** A stream and sorted cut points inside it. */
-export function splitStreams(streams: Arbitrary<Uint8Array>): Arbitrary<{ bytes: Uint8Array; cuts: number[] }> {
+function splitStreams(streams: Arbitrary<Uint8Array>): Arbitrary<{ bytes: Uint8Array; cuts: number[] }> {
   return streams.chain((bytes) =>
     fc.uniqueArray(fc.integer({ min: 0, max: Math.max(0, bytes.length) }), { maxLength: Math.min(64, bytes.length + 1) }).map((cuts) => ({ bytes, cuts: cuts.sort((a, b) => a - b) })),
   )
 }
 
 /** Random bytes, biased toward the bytes decoders branch on (line ends, colons, braces, quotes, UTF-8 lead bytes). */
-export const junkBytes: Arbitrary<Uint8Array> = fc
+const junkBytes: Arbitrary<Uint8Array> = fc
   .array(fc.oneof(fc.integer({ min: 0, max: 255 }), fc.constantFrom(10, 13, 58, 32, 123, 125, 91, 93, 34, 92, 0xe2, 0xef, 0xbb, 0xbf, 0xf0)), { maxLength: 2048 })
   .map((a) => Uint8Array.from(a))
 

@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders } from 'node:http'
  * `Authorization: Bearer` header works everywhere too (curl, scripts).
  */
 
-export const COOKIE = 'tokentap_admin'
+const COOKIE = 'tokentap_admin'
 
 const same = (a: string, b: string): boolean => {
   const x = Buffer.from(a)
@@ -18,7 +18,7 @@ const same = (a: string, b: string): boolean => {
 }
 
 /** The cookie's value for a token. */
-export function cookieValue(token: string): string {
+function cookieValue(token: string): string {
   return createHmac('sha256', token).update('tokentap live page').digest('base64url')
 }
 

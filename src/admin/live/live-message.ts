@@ -26,11 +26,11 @@ export interface InFlight {
 export const MAX_SERIES_SHOWN = 40
 export const MAX_STREAMS_SHOWN = 48
 /** Series whose ITL distribution is sent (the busiest). */
-export const MAX_DISTRIBUTIONS = 12
+const MAX_DISTRIBUTIONS = 12
 /** Ticks of a stream in one message; a faster stream shows its latest. */
-export const MAX_TICKS = 2000
+const MAX_TICKS = 2000
 /** The strip's time span: a stream seen for the first time sends its chunks of this long. */
-export const STRIP_MS = 30_000
+const STRIP_MS = 30_000
 /**
  * The 5- and 15-minute quantiles and the bands move slowly: each series and route refreshes them
  * once every this many seconds (staggered by creation order, so every message does a like share)
@@ -43,7 +43,7 @@ const QS = [0.5, 0.95, 0.99] as const
 const DIST_GROUP = 8
 
 /** Per stream, what earlier messages already covered (kept per SSE audience). */
-export interface StreamCursor {
+interface StreamCursor {
   /** The next chunk to send. */
   next: number
   stalls: number

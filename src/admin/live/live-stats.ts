@@ -29,10 +29,10 @@ export const CONCURRENCY_BANDS = [
 ] as const
 
 /** The bands are read over the last 5 minutes only (one window keeps them small). */
-export const BAND_LEVELS: readonly SketchLevel[] = [{ slotMs: 60_000, windows: [5] }]
+const BAND_LEVELS: readonly SketchLevel[] = [{ slotMs: 60_000, windows: [5] }]
 
 /** Past this many route × model series, new ones are folded into the route's `other`. */
-export const MAX_SERIES = 2000
+const MAX_SERIES = 2000
 
 const bandOf = (bands: readonly { readonly below: number }[], value: number): number => {
   let i = 0

@@ -25,9 +25,9 @@ export interface LiveState {
 }
 
 /** One message a second. */
-export const EVENT_INTERVAL_MS = 1000
+const EVENT_INTERVAL_MS = 1000
 /** SSE clients at once (each costs a socket and its unsent bytes). */
-export const MAX_CLIENTS = 32
+const MAX_CLIENTS = 32
 /** A client with this much unsent is too slow and is dropped (bounded memory). */
 const MAX_BUFFERED = 4 * 1024 * 1024
 

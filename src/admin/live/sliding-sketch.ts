@@ -166,7 +166,7 @@ export interface SketchLevel {
 }
 
 /** The page's windows: the last minute from 10 s slots, the last 5 and 15 minutes from 1-minute slots. */
-export const LIVE_LEVELS: readonly SketchLevel[] = [
+const LIVE_LEVELS: readonly SketchLevel[] = [
   { slotMs: 10_000, windows: [6] },
   { slotMs: 60_000, windows: [5, 15] },
 ]
