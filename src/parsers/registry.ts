@@ -14,7 +14,8 @@ import type { ParserContext, StreamParser, StreamSummary } from './types.ts'
  * The provider list: which parser reads a response. The route's `provider` when set, else the
  * first provider whose API owns the request path, else a guess from the response content-type.
  * Adding a provider is one parser file plus one entry in PROVIDERS (the config's `provider`
- * values come from it), plus its fixture tests.
+ * values come from it), plus its fixtures and tests: the steps are in DEVELOPING.md, "Adding a
+ * provider".
  */
 
 export interface ProviderSpec<Name extends string = string> {
