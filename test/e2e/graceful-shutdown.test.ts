@@ -2,13 +2,11 @@ import { spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { openRequest, readAll, waitFor } from '../helpers/faults.ts'
+import { distPath, ROOT } from '../helpers/paths.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-// The built server (tap's `before` script builds dist/, test/helpers/build-dist.ts): plain node starts it in well under a second.
-const SERVER = join(ROOT, 'dist/src/server.js')
+const SERVER = distPath('src/server.js')
 
 interface Server {
   readonly proxy: string
