@@ -4,7 +4,9 @@
 // TypeScript: through tap's ts-node loader a test file cost about 6 CPU-s before its first
 // assertion, compiled about 0.7. Incremental (dist/.tests.tsbuildinfo), so a second run re-checks
 // only what changed. Then outputs whose source is gone are removed (a renamed test would still
-// run), and a stamp is written.
+// run), and a stamp is written. With declarations, rewritten as scripts/build.mjs does: dist/src is
+// then the package build too, and its stamp (.build-stamp) spares the package test and `npm start`
+// a second compile.
 //
 // `--check` (`npm test`'s first step): always, and type errors fail it.
 // No flag (tap's `before`): only when a source is newer than the stamp, so `npx tap
@@ -20,6 +22,7 @@ import { fileURLToPath } from 'node:url'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const DIST = join(ROOT, 'dist')
 const STAMP = join(DIST, '.built-for-tests')
+const PACKAGE_STAMP = join(DIST, '.build-stamp') // scripts/build-if-stale.mjs
 const BUILD_INFO = join(DIST, '.tests.tsbuildinfo')
 const TREES = ['src', 'test', 'bench']
 
@@ -57,12 +60,12 @@ function prune(dir, sourceDir) {
 }
 
 /** Typechecks and emits; returns the process exit code to use. */
-function buildTests(ifStale) {
+async function buildTests(ifStale) {
   if (ifStale && !stale()) return 0
   // tsc's incremental state says nothing about outputs deleted since: rebuild whole then.
   if (!existsSync(join(DIST, 'src', 'server.js')) || !existsSync(join(DIST, 'test'))) rmSync(BUILD_INFO, { force: true })
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
-  const r = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.json'), '--incremental', '--tsBuildInfoFile', BUILD_INFO], { cwd: ROOT, stdio: 'inherit' })
+  const r = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.json'), '--declaration', '--incremental', '--tsBuildInfoFile', BUILD_INFO], { cwd: ROOT, stdio: 'inherit' })
   for (const tree of TREES) prune(join(DIST, tree), join(ROOT, tree))
   if (r.status !== 0) {
     // tsc still emitted the JavaScript (noEmitOnError is off): one test can run on it. No stamp,
@@ -70,10 +73,14 @@ function buildTests(ifStale) {
     console.error(`build-dist: tsc found errors (exit ${r.status ?? r.signal})${ifStale ? '; npm test fails on them' : ''}`)
     return ifStale ? 0 : 1
   }
-  writeFileSync(STAMP, `${new Date().toISOString()}\n`)
+  const { rewriteDeclarations } = await import('../../scripts/declarations.mjs')
+  rewriteDeclarations(join(DIST, 'src'))
+  const now = `${new Date().toISOString()}\n`
+  writeFileSync(STAMP, now)
+  writeFileSync(PACKAGE_STAMP, now)
   return 0
 }
 
 const check = process.argv.includes('--check')
-process.exitCode = buildTests(!check)
+process.exitCode = await buildTests(!check)
 if (check && process.exitCode === 0) console.log('build-dist: typechecked, dist/ current')
