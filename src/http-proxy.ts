@@ -116,6 +116,12 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
         },
       })
       res.stream.once('error', (err) => tap.destroy(err))
+      // Fastify destroys the stream it sends when the client leaves; `pipe` would not pass that
+      // on, and the upstream answer would be read to its end. Dropping it is what reply-from
+      // does with its own stream (and no 'error': the exchange stays `cancelled`).
+      tap.once('close', () => {
+        if (!res.stream.readableEnded) res.stream.destroy()
+      })
       void reply.send(res.stream.pipe(tap))
     },
     onError(reply, { error }) {

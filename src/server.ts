@@ -62,8 +62,13 @@ async function main(): Promise<void> {
       }, 5_000).unref()
     }, config.server.drain_seconds * 1000)
     deadline.unref()
+    // close() ends the connections idle at that moment; one whose stream ends later stays open
+    // for keep-alive (Fastify's keepAliveTimeout: 72 s) and would hold close() to the deadline.
+    const idle = setInterval(() => app.server.closeIdleConnections(), 50)
+    idle.unref()
     // Stops accepting at once; in-flight requests run on; /readyz (admin) stays up and says 503.
     await app.close()
+    clearInterval(idle)
     clearTimeout(deadline)
     logger.info('stopped')
     // The last lines get a bounded wait: a log reader that is gone or stuck never holds the exit.

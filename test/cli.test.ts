@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { parseCli, USAGE } from '../src/cli.ts'
 import type { CliCommand } from '../src/cli.ts'
+import { distPath } from './helpers/paths.ts'
 
-const CLI = fileURLToPath(new URL('../src/cli.ts', import.meta.url))
+const CLI = distPath('src/cli.js')
 
 const run = (cmd: CliCommand) => {
   if (cmd.kind !== 'run') throw new Error(`expected a config, got ${cmd.kind}: ${'message' in cmd ? cmd.message : ''}`)
@@ -68,10 +68,10 @@ t.test('TOKENTAP_LOG_LEVEL=verbose is an error naming the environment variable',
   t.match(run(parseCli(['--upstream', 'http://x'], { TOKENTAP_LOG_LEVEL: 'debug' })), { log: { level: 'debug' } })
 })
 
-/** The real command (src/cli.ts as the bin runs it). */
+/** The real command (the built src/cli.ts, as the bin runs it). */
 function command(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...process.execArgv, CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s))

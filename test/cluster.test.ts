@@ -121,4 +121,8 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   const body = await long
   t.match(body, /data: \[DONE\]/, 'the in-flight stream ran to its end')
   t.equal(await server.exited, 0, 'the primary exits 0 after its workers drained')
+  t.notOk(
+    server.logs.some((l) => l.msg === 'drain deadline reached: ending open streams'),
+    'the workers exit once their streams end, not at drain_seconds',
+  )
 })

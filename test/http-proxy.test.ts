@@ -39,7 +39,7 @@ async function setup(t: Test) {
   const settled = async (): Promise<void> => {
     while (app.tokentap.active.size > 0) await new Promise((r) => setTimeout(r, 5))
   }
-  return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, settled }
+  return { app, sim, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, settled }
 }
 
 t.test('an @fastify/http-proxy registration with tokentapReplyOptions is measured like a tokentap route', async (t) => {
@@ -90,13 +90,15 @@ t.test('the bytes through @fastify/http-proxy are the upstream bytes, unchanged'
   t.equal(upstream.requests[0].url, '/v1/chat/completions')
 })
 
-t.test('a client that leaves an @fastify/http-proxy stream is recorded as cancelled', async (t) => {
-  const { app, url, settled } = await setup(t)
+t.test('a client that leaves an @fastify/http-proxy stream is recorded as cancelled, and the upstream request is closed too', async (t) => {
+  const { app, sim, url, settled } = await setup(t)
+  // The simulator's answer, closed before its end or not (the last chunk is a minute away).
+  const upstreamClosed = new Promise<boolean>((resolve) => sim.server.once('request', (_req, res) => res.once('close', () => resolve(!res.writableFinished))))
   const ac = new AbortController()
   const res = await fetch(`${url}/openai/v1/chat/completions`, {
     method: 'POST',
     signal: ac.signal,
-    headers: { 'content-type': 'application/json', ...simPlan({ ttft_ms: 1, first_tokens: 1, chunks: [[10_000, 1]] }).headers },
+    headers: { 'content-type': 'application/json', ...simPlan({ ttft_ms: 1, first_tokens: 1, chunks: [[60_000, 1]] }).headers },
     body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [] }),
   })
   const reader = defined(res.body, 'a response body').getReader()
@@ -107,4 +109,7 @@ t.test('a client that leaves an @fastify/http-proxy stream is recorded as cancel
   const m = parseMetrics(await app.tokentap.registry.text())
   t.equal(sumOf(m, 'llm_requests_total', { outcome: 'cancelled', status_code: '200' }), 1)
   t.equal(sumOf(m, 'llm_requests_in_flight'), 0)
+  // As reply-from does without the tap: the upstream answer is dropped, not read to its end.
+  const closed = await Promise.race([upstreamClosed, new Promise<string>((r) => setTimeout(r, 10_000, 'still open after 10 s').unref())])
+  t.equal(closed, true, 'the upstream answer closed before its end')
 })

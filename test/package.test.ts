@@ -3,14 +3,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { ROOT } from './helpers/paths.ts'
 import { parseMetrics, sumOf } from './helpers/prometheus.ts'
 import { startUpstream } from './helpers/upstream.ts'
 
 // The package as npm would publish it: packed, installed into a fresh folder, run with npx.
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const npm = (args: string[], cwd: string): string =>
   execFileSync('npm', args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_loglevel: 'error', npm_config_fund: 'false', npm_config_audit: 'false', npm_config_update_notifier: 'false' } })
 

@@ -3,13 +3,12 @@ import { spawn } from 'node:child_process'
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parse, parseAllDocuments } from 'yaml'
 import { validateConfig } from '../../src/config/load-config.ts'
+import { ROOT } from '../helpers/paths.ts'
 import { startProxy } from '../helpers/proxy.ts'
 import { findTool, run } from '../helpers/tools.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const DEPLOY = join(ROOT, 'deploy')
 const K8S = join(DEPLOY, 'kubernetes')
 const COMPOSE = join(DEPLOY, 'compose')

@@ -1,12 +1,12 @@
 import t from 'tap'
 import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parse } from 'yaml'
+import { repoPath } from '../helpers/paths.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { driveMixedTraffic } from '../helpers/traffic.ts'
 
-const DEPLOY = fileURLToPath(new URL('../../deploy/', import.meta.url))
+const DEPLOY = repoPath('deploy')
 const RULES_DIR = join(DEPLOY, 'prometheus/rules')
 const DASHBOARDS_DIR = join(DEPLOY, 'grafana/dashboards')
 

@@ -2,11 +2,11 @@ import t from 'tap'
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parse, stringify } from 'yaml'
+import { repoPath } from '../helpers/paths.ts'
 import { findTool, run } from '../helpers/tools.ts'
 
-const PROM_DIR = fileURLToPath(new URL('../../deploy/prometheus/', import.meta.url))
+const PROM_DIR = repoPath('deploy', 'prometheus')
 const ruleFiles = readdirSync(join(PROM_DIR, 'rules'))
   .filter((f) => f.endsWith('.yaml'))
   .map((f) => join(PROM_DIR, 'rules', f))

@@ -5,13 +5,13 @@ import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { repoPath } from '../helpers/paths.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { findTool } from '../helpers/tools.ts'
 
-const RULES_DIR = fileURLToPath(new URL('../../deploy/prometheus/rules/', import.meta.url))
+const RULES_DIR = repoPath('deploy', 'prometheus', 'rules')
 const ruleFiles = readdirSync(RULES_DIR)
   .filter((f) => f.endsWith('.yaml'))
   .map((f) => join(RULES_DIR, f))

@@ -6,8 +6,9 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { stringify } from 'yaml'
 import { LogDestination } from '../../src/logger.ts'
+import { distPath } from '../helpers/paths.ts'
 
-const SERVER = fileURLToPath(new URL('../../src/server.ts', import.meta.url))
+const SERVER = distPath('src/server.js')
 const DRAIN_SECONDS = 1
 
 /** The real server as a child process; resolves once it listens, with its proxy address. */
@@ -22,7 +23,7 @@ async function start(t: Test) {
       routes: [{ prefix: '/sim', simulator: { jitter_ms: 0, stall_probability: 0, ttft_ms: 1, itl_ms: 0 } }],
     }),
   )
-  const child = spawn(process.execPath, [...process.execArgv, SERVER, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [SERVER, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })

@@ -1,10 +1,10 @@
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { EVERY_KIND, formatReport, runFaultSoak } from '../../bench/fault-soak.ts'
+import { distPath } from '../helpers/paths.ts'
 
-// The built server (tap's `before` builds dist/, test/helpers/build-dist.ts): plain node starts in
-// well under a second, where the test runner's TypeScript loader took many.
-const SERVER = fileURLToPath(new URL('../../dist/src/server.js', import.meta.url))
+// The built server (tap's `before` builds dist/): plain node starts in well under a second, where
+// the test runner's TypeScript loader took many.
+const SERVER = distPath('src/server.js')
 
 t.test('a short fault soak exercises every fault and ends with every normal stream byte-identical, nothing in flight, no leaked socket and a clean SIGTERM', async (t) => {
   const report = await runFaultSoak({ seconds: 8, concurrency: 6, seed: 7, bombBytes: 8 * 1024 * 1024, server: [process.execPath, SERVER] })

@@ -2,13 +2,11 @@ import { spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { openRequest, readAll, waitFor } from '../helpers/faults.ts'
+import { distPath, ROOT } from '../helpers/paths.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-// The built server (tap's `before` script builds dist/, test/helpers/build-dist.ts): plain node starts it in well under a second.
-const SERVER = join(ROOT, 'dist/src/server.js')
+const SERVER = distPath('src/server.js')
 
 interface Server {
   readonly proxy: string
@@ -99,4 +97,34 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
   ])
   t.ok(server.logs.some((x) => x.msg === 'drain deadline reached: ending open streams'))
   t.ok(server.logs.some((x) => x.msg === 'stopped'))
+})
+
+t.test('once the streams open at SIGTERM have ended, the process exits without waiting for drain_seconds, though their keep-alive connections stay open', async (t) => {
+  const dir = t.testdir({})
+  const configFile = join(dir, 'tokentap.yaml')
+  writeFileSync(
+    configFile,
+    ['server: { host: 127.0.0.1, port: 0, drain_seconds: 30 }', 'admin: { host: 127.0.0.1, port: 0 }', 'routes:', '  - prefix: /sim', '    simulator: { jitter_ms: 0, stall_probability: 0 }', ''].join(
+      '\n',
+    ),
+  )
+  const server = await startServer(configFile)
+  t.teardown(() => server.kill('SIGKILL'))
+  // fetch keeps its connection open after the answer (keep-alive), unlike openRequest's.
+  const res = await fetch(`${server.proxy}/sim/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-tokentap-sim': planHeader(5, 60) },
+    body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
+  })
+  server.kill('SIGTERM')
+  t.match(await res.text(), /data: \[DONE\]/, 'the stream open at SIGTERM ran to its end')
+  t.equal(await server.exited, 0, 'the process exits 0')
+  t.notOk(
+    server.logs.some((x) => x.msg === 'drain deadline reached: ending open streams'),
+    'it did not wait for the deadline (the finished stream’s idle connection was closed)',
+  )
+  t.same(
+    server.logs.filter((x) => x.msg === 'request').map((r) => r.outcome),
+    ['ok'],
+  )
 })

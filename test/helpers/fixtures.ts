@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { repoPath } from './paths.ts'
 
 /** Bytes of a recorded stream under test/fixtures/. */
 export function fixture(path: string): Buffer {
-  return readFileSync(fileURLToPath(new URL(`../fixtures/${path}`, import.meta.url)))
+  return readFileSync(repoPath('test', 'fixtures', path))
 }
 
 /** A `.data.jsonl` recording (SSE data payloads one per line) framed back into SSE. */

@@ -1,6 +1,6 @@
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import protobuf from 'protobufjs'
+import { repoPath } from './paths.ts'
 import { startUpstream } from './upstream.ts'
 
 /**
@@ -10,7 +10,7 @@ import { startUpstream } from './upstream.ts'
  * messages), so both encodings are read into one shape and a test asserts on figures, not bytes.
  */
 
-const PROTO_DIR = join(dirname(fileURLToPath(import.meta.url)), '../fixtures/otlp-proto')
+const PROTO_DIR = repoPath('test', 'fixtures', 'otlp-proto')
 const root = new protobuf.Root()
 root.resolvePath = (_origin, target) => join(PROTO_DIR, target)
 root.loadSync('opentelemetry/proto/collector/metrics/v1/metrics_service.proto')

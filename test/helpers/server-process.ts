@@ -3,10 +3,10 @@ import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
+import { distPath } from './paths.ts'
 
-/** The real server in a child process, built: `dist/src/server.js` (tap's `before` script builds it, test/helpers/build-dist.ts). */
+/** The real server in a child process, built: `dist/src/server.js` (built before the tests: test/helpers/build-dist.mjs). */
 export interface ServerProcess {
   readonly child: ChildProcess
   /** JSON log lines from stdout so far. */
@@ -21,7 +21,7 @@ export interface ServerProcess {
   kill(): Promise<void>
 }
 
-const SERVER = fileURLToPath(new URL('../../dist/src/server.js', import.meta.url))
+const SERVER = distPath('src/server.js')
 
 export function startServerProcess(config: Record<string, unknown>): ServerProcess {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-server-'))

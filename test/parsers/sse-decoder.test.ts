@@ -1,8 +1,8 @@
 import t from 'tap'
 import { readdirSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { SseDecoder } from '../../src/parsers/sse-decoder.ts'
 import { fixture, splitOffsets } from '../helpers/fixtures.ts'
+import { repoPath } from '../helpers/paths.ts'
 
 type Ev = [string, string]
 
@@ -53,7 +53,7 @@ function reference(text: string): Ev[] {
   return out
 }
 
-const fixtureDir = fileURLToPath(new URL('../fixtures/', import.meta.url))
+const fixtureDir = repoPath('test', 'fixtures')
 const sseFixtures = readdirSync(fixtureDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.sse'))
 
 t.test('every recorded SSE stream decodes as the reference reading of the spec', async (t) => {
