@@ -36,9 +36,13 @@ export class CollectedGauge extends Metric<Entry> {
     this.#entry(labelValues)
   }
 
-  #entry(labelValues: readonly string[]): Entry {
+  /** `touch` with the label set's series key already made (`seriesKey(labelValues)`). */
+  touchKey(key: string, labelValues: readonly string[]): void {
+    this.#entry(labelValues, key)
+  }
+
+  #entry(labelValues: readonly string[], key = seriesKey(labelValues)): Entry {
     const entries = this.series
-    const key = seriesKey(labelValues)
     let e = entries.get(key)
     if (e === undefined) {
       if (entries.size >= MAX_REMEMBERED) {

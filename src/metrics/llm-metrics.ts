@@ -86,6 +86,12 @@ interface Bound {
   readonly overheadChunk: HistogramSeries
   /** Only for label sets of routes with an SLO: both made at the first such request, so rate() sees the 0. */
   slo?: { readonly met: CounterSeries; readonly missed: CounterSeries }
+  /** The label values and their series key (for the in-flight gauge). */
+  readonly values: readonly string[]
+  readonly key: string
+  /** The series with one more label, each made at its first request (so in the same order as before). */
+  readonly byOutcome: Partial<Record<Outcome, { readonly e2e: HistogramSeries; readonly requests: Map<number, CounterSeries> }>>
+  readonly bySource: Partial<Record<TokenSource, { readonly tokens: CounterSeries; readonly perRequest: HistogramSeries }>>
 }
 
 export class LlmMetrics {
@@ -305,6 +311,10 @@ export class LlmMetrics {
         overheadRequest: this.overhead.labels(...v, OverheadPhase.request),
         overheadFirstChunk: this.overhead.labels(...v, OverheadPhase.firstChunk),
         overheadChunk: this.overhead.labels(...v, OverheadPhase.chunk),
+        values: v,
+        key,
+        byOutcome: {},
+        bySource: {},
       }
       this.#bound.set(key, b)
     }
@@ -315,12 +325,22 @@ export class LlmMetrics {
   record(l: Labels, m: Measurement, r: RequestContext): void {
     const t = m.timing
     const b = this.#boundFor(l)
-    this.inFlight.touch([l.provider, l.model, l.route])
-    this.requests.labels(l.provider, l.model, l.route, m.outcome, String(m.statusCode)).inc()
+    this.inFlight.touchKey(b.key, b.values)
+    let byOutcome = b.byOutcome[m.outcome]
+    if (byOutcome === undefined) {
+      byOutcome = { e2e: this.e2e.labels(l.provider, l.model, l.route, m.outcome), requests: new Map() }
+      b.byOutcome[m.outcome] = byOutcome
+    }
+    let requests = byOutcome.requests.get(m.statusCode)
+    if (requests === undefined) {
+      requests = this.requests.labels(l.provider, l.model, l.route, m.outcome, String(m.statusCode))
+      byOutcome.requests.set(m.statusCode, requests)
+    }
+    requests.inc()
     // Exemplars carry wall-clock time (OpenMetrics), read once per request and only when asked for.
     const exemplar = this.#options.exemplars ? requestIdExemplar(r.id) : undefined
     const now = exemplar === undefined ? 0 : Date.now() / 1000
-    const e2e = this.e2e.labels(l.provider, l.model, l.route, m.outcome)
+    const e2e = byOutcome.e2e
     if (exemplar === undefined) e2e.observe(t.e2e)
     else e2e.observeWithExemplar(t.e2e, 1, exemplar, now)
     if (t.ttft !== undefined) {
@@ -361,8 +381,14 @@ export class LlmMetrics {
       if (t.tps !== undefined) b.tps.observe(t.tps)
     }
     if (m.outputTokens > 0 || m.outputSource === TokenSource.usage) {
-      this.outputTokens.labels(l.provider, l.model, l.route, m.outputSource).inc(m.outputTokens)
-      this.outputPerRequest.labels(l.provider, l.model, l.route, m.outputSource).observe(m.outputTokens)
+      const source = m.outputSource
+      let output = b.bySource[source]
+      if (output === undefined) {
+        output = { tokens: this.outputTokens.labels(l.provider, l.model, l.route, source), perRequest: this.outputPerRequest.labels(l.provider, l.model, l.route, source) }
+        b.bySource[source] = output
+      }
+      output.tokens.inc(m.outputTokens)
+      output.perRequest.observe(m.outputTokens)
     }
     if (m.inputTokens !== undefined) {
       if (m.inputTokens > 0) b.input.inc(m.inputTokens)

@@ -29,7 +29,7 @@ export interface JsonShape {
   readonly lits: readonly string[]
   readonly vals: readonly string[]
   readonly kinds: readonly Hole[]
-  /** Index of the content value in `vals`. */
+  /** Index of the content value in `vals` (-1: the shape has no content hole). */
   readonly content: number
 }
 
@@ -69,11 +69,12 @@ function isRawString(text: string, from: number, to: number): boolean {
 
 /**
  * Cuts `text`, which `JSON.parse` accepted, at its member scalars. `contentPath` names the string
- * that is the content hole (keys, and element indexes for arrays); `fixed(key)` says which members
- * must never become holes (values the reader looks at). Undefined when an object repeats a key or
+ * that is the content hole (keys, and element indexes for arrays), or is undefined for an event
+ * without content (then the shape has no content hole); `fixed(key)` says which members must
+ * never become holes (values the reader looks at). Undefined when an object repeats a key or
  * the content string is not there.
  */
-export function shapeOf(text: string, contentPath: readonly (string | number)[], fixed: (key: string) => boolean): JsonShape | undefined {
+export function shapeOf(text: string, contentPath: readonly (string | number)[] | undefined, fixed: (key: string) => boolean): JsonShape | undefined {
   const lits: string[] = []
   const vals: string[] = []
   const kinds: Hole[] = []
@@ -88,7 +89,7 @@ export function shapeOf(text: string, contentPath: readonly (string | number)[],
   }
   /** Whether the member being read sits at `contentPath`. */
   const atContent = (): boolean => {
-    if (frames.length !== contentPath.length) return false
+    if (contentPath === undefined || frames.length !== contentPath.length) return false
     for (let d = 1; d < frames.length; d++) if (frames[d].name !== contentPath[d - 1]) return false
     const top = frames[frames.length - 1]
     return (top.keys !== undefined ? top.key : top.index) === contentPath[contentPath.length - 1]
@@ -138,7 +139,7 @@ export function shapeOf(text: string, contentPath: readonly (string | number)[],
       i++
     }
   }
-  if (content < 0) return undefined
+  if (content < 0 && contentPath !== undefined) return undefined
   lits.push(text.slice(litStart))
   return { lits, vals, kinds, content }
 }
@@ -167,6 +168,7 @@ const MAX_COMPILED = 256
 export class EventTemplate {
   readonly #re: RegExp
   readonly #holes: number
+  readonly #content: boolean
 
   constructor(shape: JsonShape) {
     // Keyed by the shape itself (literals and hole kinds); the pattern is only written on a miss.
@@ -185,6 +187,7 @@ export class EventTemplate {
     }
     this.#re = re
     this.#holes = shape.vals.length
+    this.#content = shape.content >= 0
   }
 
   /** Number of holes (the content included). */
@@ -192,10 +195,11 @@ export class EventTemplate {
     return this.#holes
   }
 
-  /** The content string's value when `data` matches, else undefined. */
+  /** The content string's value when `data` matches ('' for a shape without content), else undefined. */
   match(data: string): string | undefined {
     const m = this.#re.exec(data)
     if (m === null) return undefined
+    if (!this.#content) return ''
     const content = m[1]
     if (content.indexOf('\\') < 0) return content
     // Escapes (\n, \", \uXXXX): JSON decodes the string alone; a bad one fails the match.

@@ -39,12 +39,16 @@ interface Piece {
   tool: number
 }
 
+/** A plain chunk without content: its only effect in onJson is its model (a role-less finish chunk, `delta: {}`). */
+const QUIET = null
+
 /**
  * Where the text of a plain chunk is, when `value` is one: a chunk whose only effect in onJson is
  * one string, `delta.content` (chat) or `text` (legacy completions), with one choice, no usage or
- * error object and no other content field. A template learned from it reads the next ones.
+ * error object and no other content field; QUIET for such a chunk with no content at all. A
+ * template learned from it reads the next ones.
  */
-function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | undefined {
+function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | typeof QUIET | undefined {
   if (!isObject(value) || isObject(value.error) || isObject(value.usage) || isObject(value.timings) || (isObject(value.x_groq) && isObject(value.x_groq.usage))) return undefined
   const choices = value.choices
   if (!Array.isArray(choices) || choices.length !== 1) return undefined
@@ -52,9 +56,33 @@ function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | und
   if (!isObject(choice)) return undefined
   const delta = choice.delta
   if (delta === undefined) return typeof choice.text === 'string' ? TEXT_PATH : undefined
-  if (nonEmpty(choice.text) || !isObject(delta) || typeof delta.content !== 'string') return undefined
+  if (nonEmpty(choice.text) || !isObject(delta)) return undefined
   const other = nonEmpty(delta.refusal) || nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning) || Array.isArray(delta.tool_calls) || isObject(delta.function_call)
-  return other ? undefined : CONTENT_PATH
+  if (other) return undefined
+  if (typeof delta.content === 'string') return CONTENT_PATH
+  // No string and no parts array (absent, null): nothing onJson would count.
+  return Array.isArray(delta.content) ? undefined : QUIET
+}
+
+/** A template and what onJson learned from the event it was cut from, besides its text. */
+interface Learned {
+  readonly template: EventTemplate
+  /** The event's `model` (a fixed member: the same in every event the template matches). */
+  readonly model: string | undefined
+}
+
+/**
+ * Templates learned by any stream, most recent first. A template reads exactly what the full
+ * parse would from any event it matches, whichever stream it was learned in, so a new stream of
+ * a known shape (same upstream, same model) takes none of its events through JSON.parse and
+ * learns nothing: a short request's largest parsing cost was learning its own templates.
+ */
+const known: Learned[] = []
+const MAX_KNOWN = 16
+
+function remember(learned: Learned): void {
+  if (known.length >= MAX_KNOWN) known.pop()
+  known.unshift(learned)
 }
 
 export class OpenAIChatParser extends SseJsonParser {
@@ -64,8 +92,8 @@ export class OpenAIChatParser extends SseJsonParser {
   /** A top-level `usage` was seen: a server's own report (llama.cpp `timings`) no longer replaces it. */
   #topLevelUsage = false
 
-  /** The stream's chunk text, learned from plain chunks that took the full parse. */
-  #template: EventTemplate | undefined
+  /** The stream's chunk text, learned from plain chunks that took the full parse (here or in another stream). */
+  #learned: Learned | undefined
   /** The text of the event now taking the full parse, when it may teach a template. */
   #pending: string | undefined
   /** Events since the template last matched. */
@@ -78,36 +106,59 @@ export class OpenAIChatParser extends SseJsonParser {
   /**
    * The fast path (most events of a chat stream): an event that matches the stream's template
    * (the text of the last plain chunk that took the full parse, with only its text and other
-   * scalars the parser does not read, such as ids, a timestamp or `obfuscation`, changed) is read
-   * without `JSON.parse`, with exactly the full parse's result. Anything else takes the full
-   * parse, and a plain chunk there teaches the template.
+   * scalars the parser does not read, such as ids, a timestamp or `obfuscation`, changed), or
+   * one another stream learned, is read without `JSON.parse`, with exactly the full parse's
+   * result. Anything else takes the full parse, and a plain chunk there teaches the template.
    */
   protected override scan(event: string, data: string): boolean {
     if (event !== '') return false
-    const text = this.#template?.match(data)
+    const own = this.#learned
+    let text = own?.template.match(data)
+    // Learning and recalling cost a scan each: a stream whose chunks never repeat (logprobs
+    // arrays, say) stops trying after a few, but for a rare retry.
+    const trying = this.#wasted < MAX_WASTED || (this.#misses & 255) === 0
+    if (text === undefined && trying) {
+      for (let i = 0; i < known.length; i++) {
+        const other = known[i]
+        if (other === own) continue
+        text = other.template.match(data)
+        if (text !== undefined) {
+          this.#adopt(other)
+          break
+        }
+      }
+    }
     if (text !== undefined) {
       this.#misses = 0
       this.#matched = true
-      // What onJson does for a plain chunk: no usage on this chunk, one text piece if non-empty.
+      // What onJson does for a plain chunk: no usage on this chunk, the model if none was seen
+      // yet, one text piece if non-empty.
       this.#usageOnEveryChunk = false
+      const model = (this.#learned as Learned).model
+      if (this.summary.model === undefined && model !== undefined) this.summary.model = model
       if (text.length > 0) this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
       return true
     }
-    // Learning costs a scan of the text and, for a new shape, compiling a pattern: a stream whose
-    // chunks never repeat (logprobs arrays, say) stops trying after a few, but for a rare retry.
-    if (this.#wasted < MAX_WASTED || (this.#misses & 255) === 0) this.#pending = data
+    if (trying) this.#pending = data
     this.#misses++
     return false
   }
 
-  /** A template from a plain chunk's text. */
-  #learn(data: string, path: typeof CONTENT_PATH | typeof TEXT_PATH): void {
-    // The template keeps pieces of the text: they must not keep the whole read alive.
-    const shape = shapeOf(ownCopy(data), path, fixed)
-    if (shape === undefined) return
-    if (this.#template !== undefined && !this.#matched) this.#wasted++
+  /** Takes `learned` as the stream's template. */
+  #adopt(learned: Learned): void {
+    if (this.#learned !== undefined && !this.#matched) this.#wasted++
     this.#matched = false
-    this.#template = new EventTemplate(shape)
+    this.#learned = learned
+  }
+
+  /** A template from a plain chunk's text. */
+  #learn(data: string, path: typeof CONTENT_PATH | typeof TEXT_PATH | typeof QUIET, value: Json): void {
+    // The template keeps pieces of the text: they must not keep the whole read alive.
+    const shape = shapeOf(ownCopy(data), path ?? undefined, fixed)
+    if (shape === undefined) return
+    const learned: Learned = { template: new EventTemplate(shape), model: nonEmpty(value.model) ? ownCopy(value.model) : undefined }
+    this.#adopt(learned)
+    remember(learned)
   }
 
   protected onJson(event: string, value: unknown): void {
@@ -115,7 +166,7 @@ export class OpenAIChatParser extends SseJsonParser {
     this.#pending = undefined
     if (pending !== undefined && event === '') {
       const path = plainPath(value)
-      if (path !== undefined) this.#learn(pending, path)
+      if (path !== undefined) this.#learn(pending, path, value as Json)
     }
     if (!isObject(value)) return
     if (event === 'error' || isObject(value.error)) {

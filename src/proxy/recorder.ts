@@ -4,6 +4,7 @@ import type { Labels, LlmMetrics } from '../metrics/llm-metrics.ts'
 import type { OtelMetrics } from '../metrics/otel.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { ExchangeIdentity } from './exchange.ts'
+import { writeInfoLine } from '../logger.ts'
 import { requestLogLine } from './request-log.ts'
 
 /**
@@ -55,7 +56,10 @@ export class Recorder {
     if (m.parseError !== undefined) {
       deps.logger.warn({ request_id: who.id, route: labels.route, provider: labels.provider, reason: m.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
     }
-    if (deps.logger.isLevelEnabled('info')) deps.logger.info(requestLogLine(who, labels, m), 'request')
+    if (deps.logger.isLevelEnabled('info')) {
+      const line = requestLogLine(who, labels, m)
+      if (!writeInfoLine(deps.logger, line, 'request')) deps.logger.info(line, 'request')
+    }
   }
 
   readonly onRecordError = (err: unknown, who: ExchangeIdentity): void => {

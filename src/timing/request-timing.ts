@@ -103,6 +103,14 @@ export function forEachGapRun(log: ChunkLog, observe: (gap: number, tokens: numb
 }
 
 /**
+ * The values itlQuantiles selects among, reused from request to request (the selection runs
+ * synchronously, and most requests have a few hundred tokens at most): no allocation per request.
+ * A larger request gets an array of its own, so a rare huge one does not stay allocated.
+ */
+let scratch = new Float64Array(1024)
+const SCRATCH_MAX = 1 << 16
+
+/**
  * Quantile of the token-weighted ITL of one request (for its log line): each gap g_j / k_j
  * weighted by k_j. Returns undefined with fewer than two chunks.
  */
@@ -115,7 +123,14 @@ export function itlQuantiles(log: ChunkLog, qs: readonly number[]): (number | un
   // Each gap g_j / k_j repeated k_j times in a typed array: a numeric sort, no objects. Bounded
   // by the streamed tokens; a pathological count (one chunk claiming millions) is capped.
   const size = Math.min(total, 1 << 22)
-  const values = new Float64Array(size)
+  if (size > SCRATCH_MAX) return selectQuantiles(log, qs, new Float64Array(size), size)
+  if (size > scratch.length) scratch = new Float64Array(Math.max(size, scratch.length * 2))
+  return selectQuantiles(log, qs, scratch, size)
+}
+
+/** itlQuantiles over `values` (at least `size` long; what is past `size` is never read). */
+function selectQuantiles(log: ChunkLog, qs: readonly number[], values: Float64Array, size: number): number[] {
+  const n = log.count
   let filled = 0
   for (let i = 1; i < n && filled < size; i++) {
     const k = log.tokens(i)
@@ -133,14 +148,27 @@ export function itlQuantiles(log: ChunkLog, qs: readonly number[]): (number | un
   // The smallest value whose cumulative weight reaches q × total (nearest rank): the rank-th
   // smallest, found by selection (linear) rather than a full sort. Ranks in ascending order, each
   // selected among the values not below the previous one.
-  const ranks = qs.map((q) => Math.min(size - 1, Math.max(0, Math.ceil(q * size) - 1)))
-  const order = ranks.map((_, i) => i).sort((a, b) => ranks[a] - ranks[b])
-  let lo = 0
-  for (const i of order) {
-    select(values, ranks[i], lo, size - 1)
-    lo = ranks[i]
+  const q = qs.length
+  const ranks: number[] = new Array(q)
+  const order: number[] = new Array(q)
+  for (let i = 0; i < q; i++) {
+    ranks[i] = Math.min(size - 1, Math.max(0, Math.ceil(qs[i] * size) - 1))
+    // Insertion by rank (stable: equal ranks keep their order), a handful of quantiles at most.
+    let j = i
+    while (j > 0 && ranks[order[j - 1]] > ranks[i]) {
+      order[j] = order[j - 1]
+      j--
+    }
+    order[j] = i
   }
-  return ranks.map((r) => values[r])
+  let lo = 0
+  for (let j = 0; j < q; j++) {
+    const r = ranks[order[j]]
+    select(values, r, lo, size - 1)
+    lo = r
+  }
+  for (let i = 0; i < q; i++) ranks[i] = values[ranks[i]]
+  return ranks
 }
 
 /**

@@ -194,3 +194,73 @@ t.test('a template makes holes of every member scalar but the fields the parser 
   t.equal(shapeOf('{"choices":[{"delta":{"content":"a","content":"b"}}]}', path, fixed), undefined, 'a repeated key gives no shape')
   t.equal(shapeOf('{"choices":[{"delta":{"text":"a"}}]}', path, fixed), undefined, 'no content string gives no shape')
 })
+
+/** The simulator's last chunk: no content, a finish reason. */
+const simFinish = (ms: string, model = 'm'): string =>
+  `{"id":"chatcmpl-sim1","object":"chat.completion.chunk","created":1796029992,"model":"${model}","tokentap_sent_ms":${ms},"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`
+
+t.test('a stream of a shape another stream learned reads every chunk by template, its model included', async (t) => {
+  // A model no other test uses: these shapes are new to the process.
+  const withModel = (datas: readonly string[]): string[] => datas.map((d) => d.replace('"model":"m"', '"model":"shared-model"'))
+  const stream = (from: number): string[] => withModel([...simStream(WORDS.slice(from, from + 5)), simFinish(`1796029993${from}.5`)])
+  const first = agree(t, stream(0), 'the first stream')
+  t.equal(first.matched, 4, 'the first stream learns the role, text and finish chunks: 3 full parses')
+  const second = agree(t, stream(3), 'the second stream')
+  t.equal(second.matched, 7, 'the second stream takes none through the full parse')
+  const summary = run(new OpenAIChatParser(ctx()), perEvent(stream(5))).summary
+  t.equal(summary.model, 'shared-model', "the model is the template's")
+})
+
+t.test('a chunk without content read by a template agrees with the full parse, and its variants do not match', async (t) => {
+  const learned = simFinish('1796029992600.5', 'quiet-model')
+  const variants = [
+    learned,
+    learned.replace('"finish_reason":"stop"', '"finish_reason":"length"'),
+    learned.replace('"delta":{}', '"delta":{"content":null}'),
+    learned.replace('"delta":{}', '"delta":{"content":" late"}'),
+    learned.replace('"delta":{}', '"delta":{"content":[{"type":"text","text":"hi"}]}'),
+    learned.replace('"delta":{}', '"delta":{"refusal":"no"}'),
+    learned.replace('"delta":{}', '"delta":{"reasoning_content":"hm"}'),
+    learned.replace('"delta":{}', '"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}'),
+    learned.replace('}]}', '}],"usage":{"prompt_tokens":3,"completion_tokens":9}}'),
+    learned.replace('}]}', '}],"x_groq":{"usage":{"completion_tokens":9}}}'),
+    learned.replace('}]}', '}],"timings":{"predicted_n":9}}'),
+    learned.replace('}]}', '}],"error":{"code":"boom"}}'),
+    learned.replace('"model":"quiet-model"', '"model":"other"'),
+    learned.replace('"finish_reason":"stop"}]', '"finish_reason":"stop","text":"x"}]'),
+  ]
+  for (const [i, v] of variants.entries()) agree(t, [learned, v, learned], `variant ${i}`)
+  const fast = agree(t, [learned, learned.replace('1796029992600.5', '1796029992601.5')], 'again')
+  t.equal(fast.matched, 2, 'both read by the template learned before')
+})
+
+t.test('randomly mutated chunks without content after a learned template get exactly the full parse result', async (t) => {
+  const base = [...simStream(WORDS.slice(0, 3)), simFinish('1796029992700.5'), simFinish('1796029992701.5')]
+  const alphabet = ['"', '\\', '{', '}', '[', ']', ',', ':', '0', '1', '.', '-', 'e', 'a', ' ', '\n', '\u0001', 'u']
+  const mutation = fc.record({ at: fc.nat(), op: fc.constantFrom('insert', 'delete', 'replace'), ch: fc.constantFrom(...alphabet) })
+  fc.assert(
+    fc.property(fc.array(mutation, { minLength: 1, maxLength: 3 }), (ms) => {
+      const datas = [...base]
+      const last = datas.length - 1
+      for (const m of ms) {
+        const d = datas[last]
+        const at = m.at % (d.length + 1)
+        datas[last] = m.op === 'insert' ? d.slice(0, at) + m.ch + d.slice(at) : m.op === 'delete' ? d.slice(0, at) + d.slice(at + 1) : d.slice(0, at) + m.ch + d.slice(at + 1)
+      }
+      const fast = run(new OpenAIChatParser(ctx()), perEvent(datas))
+      const full = run(new FullParseOnly(ctx()), perEvent(datas))
+      return JSON.stringify(fast) === JSON.stringify(full)
+    }),
+    { numRuns: 2000, seed: 11 },
+  )
+  t.pass('2000 mutated streams agree')
+})
+
+t.test('a shape without a content path has no content hole', async (t) => {
+  const shape = shapeOf('{"id":"x","model":"m","choices":[{"delta":{},"finish_reason":"stop"}]}', undefined, (key) => key === 'model' || key === 'delta')
+  if (shape === undefined) throw new Error('no shape')
+  t.equal(shape.content, -1)
+  const tpl = new EventTemplate(shape)
+  t.equal(tpl.match('{"id":"y","model":"m","choices":[{"delta":{},"finish_reason":"length"}]}'), '', 'a match reads no content')
+  t.equal(tpl.match('{"id":"y","model":"m","choices":[{"delta":{"content":"a"}},"finish_reason":"length"}]}'), undefined)
+})

@@ -67,3 +67,20 @@ t.test('quantiles asked in any order agree with the definition on long logs full
     { numRuns: 200 },
   )
 })
+
+t.test('a request with more weighted gaps than the reused array holds agrees with the definition, and so does a small one after it', async (t) => {
+  const big = new ChunkLog()
+  let at = 0
+  big.add(at, 1, MarkKind.text, false)
+  for (let i = 0; i < 40; i++) {
+    at += 1 + (i % 7)
+    big.add(at, 2000 + i, MarkKind.text, false)
+  }
+  const qs = [0.5, 0.99]
+  t.same(itlQuantiles(big, qs), reference(big, qs), '80,000 weighted gaps')
+  const small = new ChunkLog()
+  small.add(0, 1, MarkKind.text, false)
+  small.add(3, 1, MarkKind.text, false)
+  small.add(4, 2, MarkKind.text, false)
+  t.same(itlQuantiles(small, qs), reference(small, qs))
+})

@@ -9,6 +9,38 @@ import type { FinishedRequest } from './finished-request.ts'
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
 export type RecentRequest = Omit<FinishedRequest, 'gapSeconds' | 'gapTokens'>
 
+/**
+ * `r` without its per-gap arrays. Spelled out, not `{ gapSeconds, gapTokens, ...kept }`: an object
+ * rest copy of some twenty keys was the most expensive step of a short request's end. `satisfies`
+ * keeps the list complete when FinishedRequest grows.
+ */
+function withoutGaps(r: FinishedRequest): RecentRequest {
+  return {
+    id: r.id,
+    route: r.route,
+    provider: r.provider,
+    model: r.model,
+    outcome: r.outcome,
+    statusCode: r.statusCode,
+    ttft: r.ttft,
+    ttfot: r.ttfot,
+    headers: r.headers,
+    e2e: r.e2e,
+    tpot: r.tpot,
+    tps: r.tps,
+    itlP50: r.itlP50,
+    itlP99: r.itlP99,
+    maxGap: r.maxGap,
+    stalls: r.stalls,
+    outputTokens: r.outputTokens,
+    outputSource: r.outputSource,
+    inputTokens: r.inputTokens,
+    chunks: r.chunks,
+    concurrency: r.concurrency,
+    endedAt: r.endedAt,
+  } satisfies { readonly [K in keyof Required<RecentRequest>]: RecentRequest[K] }
+}
+
 export class RecentRequests {
   readonly capacity: number
   readonly #ring: (RecentRequest | undefined)[]
@@ -26,7 +58,7 @@ export class RecentRequests {
 
   add(r: FinishedRequest): void {
     if (this.capacity === 0) return
-    const { gapSeconds: _g, gapTokens: _k, ...kept } = r
+    const kept = withoutGaps(r)
     const old = this.#ring[this.#next]
     // The id may have been reused by a later request: only its own entry goes.
     if (old !== undefined && this.#byId.get(old.id) === old) this.#byId.delete(old.id)
