@@ -152,14 +152,21 @@ export interface TokentapProcess {
 
 /**
  * Starts `dist/src/server.js` with a generated config (one `/t` route to the simulator, logs at
- * info), `--expose-gc` and bench/el-probe.js preloaded, plus `flags`; each stdout line goes to
+ * info, the OTLP export with `otel`), `--expose-gc` and bench/el-probe.js preloaded, plus `flags`; each stdout line goes to
  * `onLine`. Resolves once it listens.
  */
 export async function startTokentap(
   dist: string,
   dir: string,
   simPort: number,
-  opts: { maxModels: number; flags?: readonly string[]; onLine?: (line: string) => void; extraRoutes?: readonly { prefix: string; upstream: string }[] },
+  opts: {
+    maxModels: number
+    flags?: readonly string[]
+    onLine?: (line: string) => void
+    extraRoutes?: readonly { prefix: string; upstream: string }[]
+    /** The OTLP export on, to `endpoint` every `intervalMs` (the config's `otel:` keys). */
+    otel?: { endpoint: string; intervalMs: number }
+  },
 ): Promise<TokentapProcess> {
   const port = await freePort()
   const adminPort = await freePort()
@@ -171,7 +178,7 @@ server: { host: 127.0.0.1, port: ${port} }
 admin: { host: 127.0.0.1, port: ${adminPort} }
 limits: { max_models_per_route: ${opts.maxModels} }
 log: { level: info }
-routes:
+${opts.otel === undefined ? '' : `otel: { endpoint: "${opts.otel.endpoint}", interval_ms: ${opts.otel.intervalMs} }\n`}routes:
   - prefix: /t
     upstream: http://127.0.0.1:${simPort}
     provider: openai

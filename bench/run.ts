@@ -9,6 +9,8 @@ import type { AbortFigures } from './abort-phase.ts'
 import { gapChart } from './chart.ts'
 import type { Job, StreamResult } from './load-client.ts'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
+import { OTEL_RATIO_TARGET, describeOtel, otelPhase } from './otel-phase.ts'
+import type { OtelPhaseResult } from './otel-phase.ts'
 import { bucketCount, bucketDiff, bucketQuantile, scrapeOverhead } from './overhead.ts'
 import { PORTKEY_HINT, ensurePortkey, portkeyHeaders, startPortkey } from './portkey.ts'
 import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap as startTokentapProcess, stopOnExit } from './proc.ts'
@@ -29,12 +31,27 @@ import type { Summary } from './stats.ts'
  * Prints a table and the issue's targets (ratios within this run, median of its rounds), writes
  * bench/results/latest.json and bench/results/gaps.svg.
  * `--quick` runs fewer rounds (a smoke test of the harness, not figures to quote).
+ * `--only cpu-short` runs the CPU-per-short-request phase (tokentap and the Node relay) and the OTel
+ * round alone, `--only otel` the OTel round alone (bench/otel-phase.ts), on a machine too busy for
+ * the whole run; they write bench/results/cpu-short.json / otel.json (quick.*.json with --quick).
+ * `--otel-interval-ms N` sets the OTel round's export period (default 1000), `--otel-cpu-prof DIR`
+ * has both processes of each of its rounds write a CPU profile (DIR/off-R, DIR/on-R), `--otel-control` runs that round with the export
+ * off in both processes (how far apart two equal processes measure).
  */
 
 const HERE = dirname(fileURLToPath(import.meta.url)) // dist/bench
 const ROOT = resolve(HERE, '..', '..')
 const DIST = resolve(HERE, '..')
 const QUICK = process.argv.includes('--quick')
+const argOf = (name: string): string | undefined => {
+  const i = process.argv.indexOf(name)
+  return i < 0 ? undefined : process.argv[i + 1]
+}
+const ONLY = argOf('--only')
+if (ONLY !== undefined && ONLY !== 'cpu-short' && ONLY !== 'otel') throw new Error(`--only takes cpu-short or otel, not ${ONLY}`)
+const OTEL_PROF = argOf('--otel-cpu-prof')
+/** `--otel-control`: the OTel round with the export off in both processes (how far apart two equal processes measure). */
+const OTEL_CONTROL = process.argv.includes('--otel-control')
 const LOAD_AT_START = loadavg()[0]
 const OUT_DIR = join(ROOT, 'bench', 'results')
 /** Where the Portkey gateway is installed on demand (gitignored). */
@@ -75,6 +92,16 @@ const P = {
   shortChunks: SHORT_CHUNKS,
   shortConcurrency: SHORT_CONCURRENCY,
   shortRounds: QUICK ? 1 : 3,
+  /**
+   * The OTel round: short requests through two fresh tokentap processes at once per round, export
+   * off and on (OTLP/HTTP protobuf to a sink in this process every otelIntervalMs). More requests
+   * per round than the short phase: /proc counts CPU in 10 ms ticks, and a few percent must show.
+   */
+  otelRequests: QUICK ? 500 : 3000,
+  /** Even: as many rounds with either process started and loaded first. */
+  otelRounds: QUICK ? 2 : 6,
+  otelWarmRequests: QUICK ? 500 : 2000,
+  otelIntervalMs: Number(argOf('--otel-interval-ms') ?? 1000),
   /** Fewer with --quick: a smoke run on a busy machine must not spend minutes opening streams. */
   openStreams: QUICK ? 200 : 1000,
   stallChunks: 50_000,
@@ -150,9 +177,130 @@ const median = (xs: readonly number[]): number => {
 /** Event-loop delay and GC inside a Node proxy over one load round (bench/el-probe.ts). */
 type LoopRound = Record<string, number>
 
+/** The targets of a run: each with its value and whether it is met (null: could not be judged). */
+interface Target_ {
+  target: string
+  value: string
+  met: boolean | null
+}
+
+/** The targets' list and how rows are added to it: a value, or the median of per-round ratios. */
+function targetList(): {
+  targets: Target_[]
+  T: (target: string, value: string, met: boolean | null) => void
+  fmt: (xs: readonly number[]) => string
+  ratios: (a: readonly number[], b: readonly number[]) => number[]
+  ratioTarget: (name: string, rs: number[], ok: (r: number) => boolean, what?: string) => void
+} {
+  const targets: Target_[] = []
+  const T = (target: string, value: string, met: boolean | null): void => void targets.push({ target, value, met })
+  const fmt = (xs: readonly number[]): string => xs.map((x) => round(x, 2)).join(', ')
+  /** Ratios of two paths' per-round figures, round by round. */
+  const ratios = (a: readonly number[], b: readonly number[]): number[] => a.map((x, i) => x / b[i]).filter((x) => Number.isFinite(x))
+  const ratioTarget = (name: string, rs: number[], ok: (r: number) => boolean, what = '×'): void => {
+    if (rs.length === 0) {
+      T(name, 'n/a', null)
+      return
+    }
+    const m = median(rs)
+    T(name, `${round(m, 2)}${what} (median of ${rs.length} rounds: ${fmt(rs)})`, ok(m))
+  }
+  return { targets, T, fmt, ratios, ratioTarget }
+}
+
+const otelTargetName = (): string => `(issue 15) OTel export on (OTLP/HTTP protobuf every ${P.otelIntervalMs} ms): CPU per short request ≤ ${OTEL_RATIO_TARGET} × off`
+const otelMethod =
+  'each of otelRounds rounds starts two tokentap processes with the same config but otel (the "on" one exports OTLP/HTTP protobuf to a sink in the bench process every otelIntervalMs, so collection, serialisation and the POST are in the figure), warms both, then loads both at once with otelRequests streams of shortChunks content chunks, shortConcurrency at a time each, and stops them (a fresh pair per round: one pair kept for the whole phase differed by a steady 3-10% with the export off in both); CPU = utime+stime of each process from /proc over the round, divided by the requests; ratio = on/off per round, median of the rounds'
+
+/** The OTel round (bench/otel-phase.ts) with this run's parameters. */
+function runOtelPhase(simPort: number, log: (s: string) => void): Promise<OtelPhaseResult> {
+  log(
+    `OTel round: ${P.otelRounds} × ${P.otelRequests} requests of ${P.shortChunks} content chunks, ${P.shortConcurrency} at a time, through tokentap with the export off and on (every ${P.otelIntervalMs} ms) at once`,
+  )
+  return otelPhase({
+    job,
+    dist: DIST,
+    simPort,
+    maxModels: 100,
+    chunks: P.shortChunks,
+    requests: P.otelRequests,
+    concurrency: P.shortConcurrency,
+    rounds: P.otelRounds,
+    warmRequests: P.otelWarmRequests,
+    intervalMs: P.otelIntervalMs,
+    control: OTEL_CONTROL,
+    cpuProfDir: OTEL_PROF === undefined ? undefined : resolve(OTEL_PROF),
+    log,
+  })
+}
+
+/**
+ * `--only cpu-short` / `--only otel`: the CPU-per-short-request phase (tokentap and the Node relay)
+ * and the OTel round, or the OTel round alone, with their targets.
+ */
+async function only(which: 'cpu-short' | 'otel'): Promise<void> {
+  const t0 = performance.now()
+  const log = (s: string): void => void process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0)}s] ${s}\n`)
+  const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
+  const sim = await startListener(['src', 'sim', 'cli.js'], [])
+  startLoad()
+  const { targets, T, ratios, ratioTarget } = targetList()
+  const out: Record<string, unknown> = {}
+  if (which === 'cpu-short') {
+    const tt = await startTokentapProcess(DIST, dir, sim.port, { maxModels: 100 })
+    stopOnExit(tt.proc)
+    const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`], true)
+    const urls = { tokentap: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`, 'node-relay': `http://127.0.0.1:${relay.port}/v1/chat/completions` }
+    for (const [p, u] of Object.entries(urls)) await job(warmUpJob(u, `warm-${p}`))
+    log(`short requests: ${P.shortRequests} × ${P.shortChunks} content chunks, ${P.shortConcurrency} at a time`)
+    const short = await saturationPhase({
+      job,
+      urls,
+      pids: { tokentap: [pidOf(tt.proc)], 'node-relay': [pidOf(relay.proc)] },
+      plan: evenPlan(P.shortChunks, 0),
+      streams: P.shortRequests,
+      concurrency: P.shortConcurrency,
+      rounds: P.shortRounds,
+      idPrefix: 'short',
+    })
+    const perRequestMs = (f: { cpuUs: number; requests: number }): number => f.cpuUs / f.requests / 1000
+    out.short_requests = Object.fromEntries(
+      Object.keys(urls).map((p) => [p, { cpu_ms_per_request: round(perRequestMs(short[p]), 3), requests: short[p].requests, rounds: short[p].rounds.map((r) => round(perRequestMs(r), 3)) }]),
+    )
+    ratioTarget("CPU per short request ≤ 1.25 × the Node relay's", ratios(short.tokentap.rounds.map(perRequestMs), short['node-relay'].rounds.map(perRequestMs)), (r) => r <= 1.25)
+    tt.proc.kill('SIGKILL')
+    relay.proc.kill('SIGKILL')
+  }
+  const otel = await runOtelPhase(sim.port, log)
+  T(otelTargetName(), describeOtel(otel), otel.met)
+  const result = {
+    date: new Date().toISOString(),
+    quick: QUICK,
+    only: which,
+    machine: machine(undefined, undefined),
+    parameters: P,
+    method: { cpu: 'utime+stime of the proxy process from /proc over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests', otel: otelMethod },
+    ...out,
+    otel_short_requests: otel,
+    targets,
+    seconds: round((performance.now() - t0) / 1000, 0),
+  }
+  mkdirSync(OUT_DIR, { recursive: true })
+  const jsonFile = join(OUT_DIR, QUICK ? `quick.${which}.json` : `${which}.json`)
+  writeFileSync(jsonFile, `${JSON.stringify(result, null, 2)}\n`)
+  process.stdout.write(
+    `\ntargets (${result.machine.cpu}, ${result.machine.nproc} cores, node ${result.machine.node}, load average ${result.machine.loadavg_1m_at_start} → ${result.machine.loadavg_1m_at_end}):\n`,
+  )
+  for (const t of targets) process.stdout.write(`  ${t.met === null ? 'n/a    ' : t.met ? 'met    ' : 'not met'}  ${t.target}: ${t.value}\n`)
+  process.stdout.write(`\nwrote ${jsonFile}\n`)
+  rmSync(dir, { recursive: true, force: true })
+  process.exit(0)
+}
+
 // ---------------------------------------------------------------- phases
 
 async function main(): Promise<void> {
+  if (ONLY !== undefined) return only(ONLY as 'cpu-short' | 'otel')
   const t0 = performance.now()
   const log = (s: string): void => void process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0)}s] ${s}\n`)
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
@@ -309,6 +457,10 @@ async function main(): Promise<void> {
     idPrefix: 'short',
   })
 
+  // --- the OTel round: the same short requests with the OTLP export off and on (issue 15)
+  const otel = await runOtelPhase(sim.port, log)
+  log(`  ${describeOtel(otel)}`)
+
   // --- client aborts: what the upstream still sends after the client is gone
   log(`client abort: a stream of ${P.abortChunks} chunks ${P.abortGapMs} ms apart, the client leaves after ${P.abortAfter}`)
   const abortJobs = Object.fromEntries(
@@ -438,20 +590,8 @@ async function main(): Promise<void> {
   }
 
   // ---------------------------------------------------------------- targets (issue 13): ratios within this run, median of its rounds
-  const targets: { target: string; value: string; met: boolean | null }[] = []
-  const T = (target: string, value: string, met: boolean | null): void => void targets.push({ target, value, met })
+  const { targets, T, fmt, ratios, ratioTarget } = targetList()
   const has = (p: Path): boolean => target[p] !== undefined
-  const fmt = (xs: readonly number[]): string => xs.map((x) => round(x, 2)).join(', ')
-  /** Ratios of two paths' per-round figures, round by round. */
-  const ratios = (a: readonly number[], b: readonly number[]): number[] => a.map((x, i) => x / b[i]).filter((x) => Number.isFinite(x))
-  const ratioTarget = (name: string, rs: number[], ok: (r: number) => boolean, what = '×'): void => {
-    if (rs.length === 0) {
-      T(name, 'n/a', null)
-      return
-    }
-    const m = median(rs)
-    T(name, `${round(m, 2)}${what} (median of ${rs.length} rounds: ${fmt(rs)})`, ok(m))
-  }
   const RELAY: Path = 'node-relay'
   for (const n of P.loadLevels) {
     const l = loadResults[n]
@@ -473,6 +613,7 @@ async function main(): Promise<void> {
     )
   }
   ratioTarget("CPU per short request ≤ 1.25 × the Node relay's", ratios(short.tokentap.rounds.map(perRequestMs), short[RELAY].rounds.map(perRequestMs)), (r) => r <= 1.25)
+  T(otelTargetName(), describeOtel(otel), otel.met)
   {
     const d = addedBlocks('tokentap')
       .map((v, i) => v - addedBlocks(RELAY)[i])
@@ -562,7 +703,8 @@ async function main(): Promise<void> {
         "bench/scrape-phase.ts, at two scales: `target` (scrapeTargetModels models, plus the earlier phases' one) judged against the targets, and `stress` (1,000 models) for information. /metrics fetched back to back with the headers Prometheus sends, each timed from request to the whole body; meanwhile 10 concurrent streams for random models keep series changing. Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Proxy CPU per scrape: utime+stime over the scrapes without traffic, divided by their number.",
       overhead: `tokentap's ${overhead.metric}: its buckets summed over series, the scrape after the unloaded phase minus the one before, p50 interpolated in the bucket (as histogram_quantile), beside the client-side added TTFT p50 of the same phase`,
       targets:
-        'issue 13: each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
+        'issue 13 (and issue 15 for the OTel round): each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
+      otel: otelMethod,
       accuracy: "proxy log line ttft_ms / itl_p50_ms against the client's own TTFT / median gap for the same request_id",
     },
     unloaded_ttft_ms: Object.fromEntries(all.map((p) => [p, pick(u[p])])),
@@ -572,6 +714,7 @@ async function main(): Promise<void> {
     load: loadOut,
     saturation: satOut,
     short_requests: shortOut,
+    otel_short_requests: otel,
     memory,
     memory_runs: memoryRuns,
     client_abort: aborts,

@@ -1,25 +1,28 @@
 import { hostname } from 'node:os'
 import { ValueType } from '@opentelemetry/api'
-import type { Attributes, Histogram } from '@opentelemetry/api'
+import type { Attributes } from '@opentelemetry/api'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import { AggregationTemporality, InstrumentType, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics'
 import type { PushMetricExporter } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
 import type { OtelConfig } from '../config/schema.ts'
-import { forEachGap } from '../timing/request-timing.ts'
+import { forEachGapRun } from '../timing/request-timing.ts'
 import { errorType, Outcome, TokenSource } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { Labels } from './llm-metrics.ts'
 import { otelProtocol } from './otel-config.ts'
 import type { Env } from './otel-config.ts'
 import { createOtlpExporter, LoggedExporter } from './otel-export.ts'
-import { PreAggregatedHistogram } from './otel-gaps.ts'
+import { PreAggregatedMetrics } from './otel-histograms.ts'
+import type { HistogramCell, PreAggregatedHistogram } from './otel-histograms.ts'
 
 /**
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/)
- * through the OpenTelemetry metrics SDK: histograms of one MeterProvider of tokentap's own (not
- * the global one, so an embedding app's OTel setup is left alone), a periodic reader and the
- * OTLP exporter of otel-export.ts. `record()` only maps a finished request's Measurement.
+ * through the OpenTelemetry metrics SDK: one MeterProvider of tokentap's own (not the global one,
+ * so an embedding app's OTel setup is left alone), its resource, a periodic reader and the OTLP
+ * exporter of otel-export.ts. The histograms are aggregated before the SDK (otel-histograms.ts, a
+ * MetricProducer of the reader), as the SDK's instruments cost ≈ 2 µs per value; `record()` only
+ * maps a finished request's Measurement.
  */
 
 /** Semconv bucket advice: latency in seconds, per-token/chunk latency, token counts. */
@@ -69,16 +72,90 @@ export interface OtelOptions {
   readonly env?: Env
 }
 
-interface AttributeSets {
-  /** The set's identity (its values joined). */
-  readonly key: string
-  readonly base: Attributes
-  readonly withError: Attributes
-  readonly input: Attributes
-  readonly output: Attributes
+/** The six GenAI histograms. */
+interface GenAiHistograms {
+  readonly duration: PreAggregatedHistogram
+  readonly tokenUsage: PreAggregatedHistogram
+  readonly timeToFirstChunk: PreAggregatedHistogram
+  readonly timePerOutputChunk: PreAggregatedHistogram
+  readonly timeToFirstToken: PreAggregatedHistogram
+  readonly timePerOutputToken: PreAggregatedHistogram
 }
 
-const ATTRIBUTE_CACHE = 4096
+/**
+ * One attribute set of a request (operation, provider, request and response model, error type):
+ * its attribute objects, built once, and its cell in each histogram, bound on first use (a
+ * histogram's cardinality limit counts a set when it is first recorded, as the SDK's does).
+ */
+class Series {
+  /** The set's identity (its values joined), error type included. */
+  readonly #key: string
+  /** The same without the error type: the sets of the metrics that have none. */
+  readonly #baseKey: string
+  readonly #base: Attributes
+  readonly #withError: Attributes
+  readonly #input: Attributes
+  readonly #output: Attributes
+  readonly #inputKey: string
+  readonly #outputKey: string
+  readonly #h: GenAiHistograms
+  /** The bound cells, by the slots of the methods below. */
+  readonly #cells: (HistogramCell | undefined)[] = [undefined, undefined, undefined, undefined, undefined, undefined, undefined]
+  /** `PreAggregatedMetrics.generation` the cells were bound in. */
+  generation: number
+
+  constructor(h: GenAiHistograms, key: string, baseKey: string, base: Attributes, error: string | undefined, generation: number) {
+    this.#h = h
+    this.#key = key
+    this.#baseKey = baseKey
+    this.#base = base
+    this.#withError = error === undefined ? base : { ...base, 'error.type': error }
+    this.#input = { ...base, 'gen_ai.token.type': 'input' }
+    this.#output = { ...base, 'gen_ai.token.type': 'output' }
+    this.#inputKey = `${baseKey}\u0000input`
+    this.#outputKey = `${baseKey}\u0000output`
+    this.generation = generation
+  }
+
+  duration(): HistogramCell {
+    return this.#bind(0, this.#h.duration, this.#key, this.#withError)
+  }
+  inputTokens(): HistogramCell {
+    return this.#bind(1, this.#h.tokenUsage, this.#inputKey, this.#input)
+  }
+  outputTokens(): HistogramCell {
+    return this.#bind(2, this.#h.tokenUsage, this.#outputKey, this.#output)
+  }
+  timeToFirstChunk(): HistogramCell {
+    return this.#bind(3, this.#h.timeToFirstChunk, this.#key, this.#withError)
+  }
+  timePerOutputChunk(): HistogramCell {
+    return this.#bind(4, this.#h.timePerOutputChunk, this.#key, this.#withError)
+  }
+  timeToFirstToken(): HistogramCell {
+    return this.#bind(5, this.#h.timeToFirstToken, this.#baseKey, this.#base)
+  }
+  timePerOutputToken(): HistogramCell {
+    return this.#bind(6, this.#h.timePerOutputToken, this.#baseKey, this.#base)
+  }
+
+  /** Forgets the bound cells (a delta collection dropped them). */
+  unbind(generation: number): void {
+    this.generation = generation
+    this.#cells.fill(undefined)
+  }
+
+  #bind(slot: number, histogram: PreAggregatedHistogram, key: string, attributes: Attributes): HistogramCell {
+    const bound = this.#cells[slot]
+    if (bound !== undefined) return bound
+    const cell = histogram.cell(key, attributes)
+    this.#cells[slot] = cell
+    return cell
+  }
+}
+
+/** Series kept for reuse; past this many the cache starts over (the histograms' limits bound the series). */
+const SERIES_CACHE = 4096
 
 const positive = (v: string | undefined): number | undefined => {
   const n = v === undefined || v.trim() === '' ? NaN : Number(v)
@@ -89,14 +166,10 @@ const positive = (v: string | undefined): number | undefined => {
 export class OtelMetrics {
   readonly #provider: MeterProvider
   readonly #logger: Logger
-  readonly #duration: Histogram
-  readonly #tokenUsage: Histogram
-  readonly #timeToFirstChunk: Histogram
-  /** time_per_output_chunk: once per gap, so aggregated before the SDK (otel-gaps.ts). */
-  readonly #timePerOutputChunk: PreAggregatedHistogram
-  readonly #timeToFirstToken: Histogram
-  readonly #timePerOutputToken: Histogram
-  readonly #attributeSets = new Map<string, AttributeSets>()
+  /** The histograms, aggregated before the SDK (otel-histograms.ts) and collected by its reader. */
+  readonly #producer: PreAggregatedMetrics
+  readonly #h: GenAiHistograms
+  readonly #series = new Map<string, Series>()
 
   constructor(options: OtelOptions) {
     const { config, logger } = options
@@ -106,21 +179,16 @@ export class OtelMetrics {
     const exporter = new LoggedExporter(options.exporter ?? createOtlpExporter(config, protocol), logger, protocol)
     // OTEL_METRIC_EXPORT_INTERVAL/TIMEOUT are the SDK spec's reader variables; the JS reader leaves them to its caller.
     const interval = config.interval_ms ?? positive(env.OTEL_METRIC_EXPORT_INTERVAL) ?? 60_000
-    this.#timePerOutputChunk = new PreAggregatedHistogram({
-      name: 'gen_ai.client.operation.time_per_output_chunk',
-      unit: 's',
-      description: 'Time between consecutive chunks of a streaming operation.',
-      bounds: PER_TOKEN_BOUNDS,
+    this.#producer = new PreAggregatedMetrics({
+      scope: 'tokentap',
       limit: options.cardinalityLimit ?? 2000,
       temporality: () => exporter.selectAggregationTemporality?.(InstrumentType.HISTOGRAM) ?? AggregationTemporality.CUMULATIVE,
-      scope: 'tokentap',
     })
     const reader = new PeriodicExportingMetricReader({
       exporter,
-      metricProducers: [this.#timePerOutputChunk],
+      metricProducers: [this.#producer],
       exportIntervalMillis: interval,
       exportTimeoutMillis: Math.min(interval, positive(env.OTEL_METRIC_EXPORT_TIMEOUT) ?? 30_000),
-      cardinalityLimits: options.cardinalityLimit === undefined ? undefined : { default: options.cardinalityLimit },
     })
     // Later resources win: OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME over tokentap's defaults
     // over the SDK's (telemetry.sdk.*).
@@ -128,66 +196,60 @@ export class OtelMetrics {
       .merge(resourceFromAttributes({ 'service.name': 'tokentap', 'service.instance.id': `${hostname()}:${process.pid}` }))
       .merge(detectResources({ detectors: [envDetector] }))
     this.#provider = new MeterProvider({ resource, readers: [reader] })
-    const meter = this.#provider.getMeter('tokentap')
-    const histogram = (name: string, unit: string, description: string, bounds: number[], valueType = ValueType.DOUBLE): Histogram =>
-      meter.createHistogram(name, { unit, description, valueType, advice: { explicitBucketBoundaries: bounds } })
-    this.#duration = histogram('gen_ai.client.operation.duration', 's', 'GenAI operation duration.', DURATION_BOUNDS)
-    this.#tokenUsage = histogram('gen_ai.client.token.usage', '{token}', 'Number of input and output tokens used.', TOKEN_BOUNDS, ValueType.INT)
-    this.#timeToFirstChunk = histogram('gen_ai.client.operation.time_to_first_chunk', 's', 'Time to receive the first chunk in a streaming operation.', DURATION_BOUNDS)
-    this.#timeToFirstToken = histogram('gen_ai.server.time_to_first_token', 's', 'Time to generate first token for successful responses.', DURATION_BOUNDS)
-    this.#timePerOutputToken = histogram('gen_ai.server.time_per_output_token', 's', 'Time per output token generated after the first token for successful responses.', PER_TOKEN_BOUNDS)
-  }
-
-  /** Maps one finished request's Measurement onto the GenAI histograms. */
-  record(labels: Labels, m: Measurement, r: OtelRequest): void {
-    const operation = operationFor(r.method, r.path)
-    if (operation === undefined) return
-    const error = errorType(m)
-    const a = this.#attributes(operation, labels, r.responseModel, error)
-    const t = m.timing
-    this.#duration.record(t.e2e, a.withError)
-    if (m.inputTokens !== undefined) this.#tokenUsage.record(m.inputTokens, a.input)
-    // A request with no reported total and no streamed content has no output count to report.
-    if (m.outputSource === TokenSource.usage || t.chunks > 0) this.#tokenUsage.record(m.outputTokens, a.output)
-    if (t.ttft !== undefined) {
-      this.#timeToFirstChunk.record(t.ttft, a.withError)
-      if (m.chunks.count >= 2) {
-        const cell = this.#timePerOutputChunk.cell(a.key, a.withError)
-        forEachGap(m.chunks, (gap) => cell.add(gap))
-      }
-      if (m.outcome === Outcome.ok) {
-        this.#timeToFirstToken.record(t.ttft, a.base)
-        if (t.tpot !== undefined) this.#timePerOutputToken.record(t.tpot, a.base)
-      }
+    const histogram = (name: string, unit: string, description: string, bounds: number[], valueType = ValueType.DOUBLE): PreAggregatedHistogram =>
+      this.#producer.histogram({ name, unit, description, bounds, valueType })
+    this.#h = {
+      duration: histogram('gen_ai.client.operation.duration', 's', 'GenAI operation duration.', DURATION_BOUNDS),
+      tokenUsage: histogram('gen_ai.client.token.usage', '{token}', 'Number of input and output tokens used.', TOKEN_BOUNDS, ValueType.INT),
+      timeToFirstChunk: histogram('gen_ai.client.operation.time_to_first_chunk', 's', 'Time to receive the first chunk in a streaming operation.', DURATION_BOUNDS),
+      timePerOutputChunk: histogram('gen_ai.client.operation.time_per_output_chunk', 's', 'Time between consecutive chunks of a streaming operation.', PER_TOKEN_BOUNDS),
+      timeToFirstToken: histogram('gen_ai.server.time_to_first_token', 's', 'Time to generate first token for successful responses.', DURATION_BOUNDS),
+      timePerOutputToken: histogram('gen_ai.server.time_per_output_token', 's', 'Time per output token generated after the first token for successful responses.', PER_TOKEN_BOUNDS),
     }
   }
 
-  /**
-   * The attribute objects of one request's series, built once per distinct set: the SDK hashes
-   * the attributes on every call anyway, but building them (spreads) cost as much again.
-   */
-  #attributes(operation: string, labels: Labels, responseModel: string | undefined, error: string | undefined): AttributeSets {
-    const key = `${operation}\u0000${labels.provider}\u0000${labels.model}\u0000${responseModel ?? ''}\u0000${error ?? ''}`
-    let a = this.#attributeSets.get(key)
-    if (a === undefined) {
+  /** Maps one finished request's Measurement onto the GenAI histograms: one series lookup, then a bucket search per value. */
+  record(labels: Labels, m: Measurement, r: OtelRequest): void {
+    const operation = operationFor(r.method, r.path)
+    if (operation === undefined) return
+    const s = this.#seriesOf(operation, labels, r.responseModel, errorType(m))
+    const t = m.timing
+    s.duration().add(t.e2e)
+    if (m.inputTokens !== undefined) s.inputTokens().add(m.inputTokens)
+    // A request with no reported total and no streamed content has no output count to report.
+    if (m.outputSource === TokenSource.usage || t.chunks > 0) s.outputTokens().add(m.outputTokens)
+    if (t.ttft === undefined) return
+    s.timeToFirstChunk().add(t.ttft)
+    if (m.chunks.count >= 2) {
+      const cell = s.timePerOutputChunk()
+      // Runs of equal gaps at once (a fast stream is a few runs, not one call per chunk).
+      forEachGapRun(m.chunks, (gap, _tokens, times) => cell.add(gap, times))
+    }
+    if (m.outcome === Outcome.ok) {
+      s.timeToFirstToken().add(t.ttft)
+      if (t.tpot !== undefined) s.timePerOutputToken().add(t.tpot)
+    }
+  }
+
+  /** The series of one request's attribute set, its cells still valid (a delta collection drops them). */
+  #seriesOf(operation: string, labels: Labels, responseModel: string | undefined, error: string | undefined): Series {
+    const baseKey = `${operation}\u0000${labels.provider}\u0000${labels.model}\u0000${responseModel ?? ''}`
+    const key = error === undefined ? baseKey : `${baseKey}\u0000${error}`
+    const generation = this.#producer.generation
+    let s = this.#series.get(key)
+    if (s === undefined) {
       const base: Attributes = {
         'gen_ai.operation.name': operation,
         'gen_ai.provider.name': PROVIDER_NAMES[labels.provider] ?? labels.provider,
         'gen_ai.request.model': labels.model,
       }
       if (responseModel !== undefined) base['gen_ai.response.model'] = responseModel
-      a = {
-        key,
-        base,
-        withError: error === undefined ? base : { ...base, 'error.type': error },
-        input: { ...base, 'gen_ai.token.type': 'input' },
-        output: { ...base, 'gen_ai.token.type': 'output' },
-      }
-      // A cache, not the series: past its bound it starts over (the SDK's limit bounds the series).
-      if (this.#attributeSets.size >= ATTRIBUTE_CACHE) this.#attributeSets.clear()
-      this.#attributeSets.set(key, a)
-    }
-    return a
+      s = new Series(this.#h, key, baseKey, base, error, generation)
+      // A cache, not the series: past its bound it starts over, and the cells stay in the histograms.
+      if (this.#series.size >= SERIES_CACHE) this.#series.clear()
+      this.#series.set(key, s)
+    } else if (s.generation !== generation) s.unbind(generation)
+    return s
   }
 
   /** Collects and exports now (waits for an export already running). Never throws. */

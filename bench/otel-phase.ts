@@ -1,0 +1,192 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Job } from './load-client.ts'
+import { evenPlan, requestBody, warmUpJob } from './plans.ts'
+import { cpuMicros, pidOf, startTokentap, stopOnExit } from './proc.ts'
+import type { TokentapProcess } from './proc.ts'
+import { round, sorted } from './stats.ts'
+
+/**
+ * The OTel round of the bench (issue 15: with the OTLP export on, CPU per short request at most
+ * 10% above it off). Each round starts two tokentap processes with the same config but `otel:`,
+ * the "on" one exporting OTLP/HTTP protobuf to a sink in the bench process every `intervalMs`
+ * (1 s: the collection, serialisation and POST are in the figure, not only `record()`), warms
+ * both, loads both at once with the short requests of the CPU phase and stops them. Loading them
+ * at once gives both the same contention on a shared machine, which taking turns does not (one
+ * process's CPU per request moved by ±40% from turn to turn there). CPU: utime+stime of each
+ * tokentap process from /proc; the figure is the median of the rounds' on/off ratios.
+ * `control`: both with the export off, how far apart two equal processes measure.
+ */
+
+/** An OTLP/HTTP collector that accepts every export and discards it, counting requests and bytes. */
+interface OtlpSink {
+  readonly url: string
+  exports(): number
+  bytes(): number
+  close(): Promise<void>
+}
+
+async function startOtlpSink(): Promise<OtlpSink> {
+  let exports = 0
+  let bytes = 0
+  const server = createServer((req, res) => {
+    req.on('data', (c: Buffer) => {
+      bytes += c.length
+    })
+    req.on('end', () => {
+      exports++
+      // An empty ExportMetricsServiceResponse: a full success.
+      res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/x-protobuf', 'content-length': '0' })
+      res.end()
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    exports: () => exports,
+    bytes: () => bytes,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections()
+        server.close(() => r())
+      }),
+  }
+}
+
+export interface OtelPhaseOptions {
+  job<T>(job: Job): Promise<T>
+  /** dist/ (tokentap's server and the bench's probe are started from it). */
+  readonly dist: string
+  readonly simPort: number
+  readonly maxModels: number
+  /** Content chunks per request (the short-request phase's 3). */
+  readonly chunks: number
+  readonly requests: number
+  readonly concurrency: number
+  /** Rounds, each with a fresh pair (even: as many with either process first). */
+  readonly rounds: number
+  /** Short requests through each process of a pair before its round counts (after the usual warm-up). */
+  readonly warmRequests: number
+  /** The "on" process's export period (`otel.interval_ms`). */
+  readonly intervalMs: number
+  /** Both processes with the export off: how far apart two equal processes measure. */
+  readonly control?: boolean
+  /**
+   * Where both processes of each round write a CPU profile (`DIR/off-R`, `DIR/on-R`): both, so
+   * the profiler's own cost is the same on either side and the two can be compared.
+   */
+  readonly cpuProfDir?: string
+  readonly log?: (line: string) => void
+}
+
+export interface OtelPhaseResult {
+  /** Median over the rounds of each process's CPU µs per request. */
+  readonly cpu_us_per_request: { readonly off: number; readonly on: number }
+  /** Median of the rounds' on/off ratios (each round's pair ran at the same time). */
+  readonly ratio_p50: number
+  readonly ratios: number[]
+  readonly rounds: { readonly off: number; readonly on: number }[]
+  readonly requests_per_round: number
+  readonly concurrency: number
+  readonly chunks: number
+  readonly interval_ms: number
+  readonly control: boolean
+  /** What the sink received over the whole phase (warm-up included). */
+  readonly exports_received: number
+  readonly export_bytes: number
+  readonly met: boolean
+}
+
+/** The issue's bound on the on/off ratio. */
+export const OTEL_RATIO_TARGET = 1.1
+
+/** The middle value, or the mean of the two middle ones (an even number of rounds: as many in each order). */
+const median = (xs: readonly number[]): number => {
+  const a = sorted(xs)
+  const m = a.length >> 1
+  return a.length === 0 ? NaN : a.length % 2 === 1 ? a[m] : (a[m - 1] + a[m]) / 2
+}
+
+export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
+  const sink = await startOtlpSink()
+  const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-otel-'))
+  const profiling = o.cpuProfDir !== undefined
+  let round_ = 0
+  const start = async (name: 'off' | 'on'): Promise<TokentapProcess> => {
+    const p = await startTokentap(o.dist, mkdtempSync(join(dir, `${name}-`)), o.simPort, {
+      maxModels: o.maxModels,
+      flags: o.cpuProfDir === undefined ? undefined : ['--cpu-prof', '--cpu-prof-dir', join(o.cpuProfDir, `${name}-${round_}`)],
+      otel: name === 'off' || o.control === true ? undefined : { endpoint: sink.url, intervalMs: o.intervalMs },
+    })
+    stopOnExit(p.proc)
+    return p
+  }
+  const stop = async (p: TokentapProcess): Promise<void> => {
+    if (p.proc.exitCode !== null || p.proc.signalCode !== null) return
+    const exited = new Promise((r) => p.proc.once('exit', r))
+    // SIGINT lets a profiled process drain and write its profile; the others have nothing to keep.
+    p.proc.kill(profiling ? 'SIGINT' : 'SIGKILL')
+    await exited
+  }
+  const url = (p: TokentapProcess): string => `http://127.0.0.1:${p.port}/t/v1/chat/completions`
+  const body = requestBody(evenPlan(o.chunks, 0))
+  const streams = (p: TokentapProcess, count: number, id: string): Job => ({ kind: 'streams', url: url(p), body, count, concurrency: o.concurrency, phaseMs: 0, idPrefix: id, detail: false })
+  const cpu = (p: TokentapProcess): number => cpuMicros([pidOf(p.proc)])
+  const rounds: { off: number; on: number }[] = []
+  try {
+    for (let r = 0; r < o.rounds; r++) {
+      round_ = r
+      // A fresh pair each round: two equal processes kept for a whole phase differed by a steady
+      // 3–10% in CPU per request, which more rounds with the same pair never average out.
+      // Which one is started, warmed and loaded first alternates: the first of two equal processes
+      // measured a few percent apart from the second over several pairs.
+      const swap = r % 2 === 1
+      const both = <T>(f: (p: 'off' | 'on') => Promise<T>): Promise<[T, T]> => (swap ? Promise.all([f('on'), f('off')]).then(([a, b]) => [b, a]) : Promise.all([f('off'), f('on')]))
+      const [off, on] = await both(start)
+      try {
+        // JIT and pools warm in both before the round counts.
+        const pair = { off, on }
+        await both(async (name) => {
+          await o.job(warmUpJob(url(pair[name]), `otel-warm-${r}-${name}`))
+          await o.job(streams(pair[name], o.warmRequests, `otel-warm3-${r}-${name}`))
+        })
+        const c0 = { off: cpu(off), on: cpu(on) }
+        await both((name) => o.job(streams(pair[name], o.requests, `otel-r${r}-${name}`)))
+        // Requests are recorded once they end: the last ones are done within this pause.
+        await new Promise((res) => setTimeout(res, 100))
+        const one = { off: (cpu(off) - c0.off) / o.requests, on: (cpu(on) - c0.on) / o.requests }
+        rounds.push(one)
+        o.log?.(`  otel round ${r}: off ${round(one.off, 1)}, on ${round(one.on, 1)} µs CPU/request (${round(one.on / one.off, 3)})`)
+      } finally {
+        await Promise.all([stop(off), stop(on)])
+      }
+    }
+  } finally {
+    await sink.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const ratios = rounds.map((x) => x.on / x.off)
+  const ratio = median(ratios)
+  return {
+    cpu_us_per_request: { off: round(median(rounds.map((x) => x.off)), 1), on: round(median(rounds.map((x) => x.on)), 1) },
+    ratio_p50: round(ratio, 3),
+    ratios: ratios.map((x) => round(x, 3)),
+    rounds: rounds.map((x) => ({ off: round(x.off, 1), on: round(x.on, 1) })),
+    requests_per_round: o.requests,
+    concurrency: o.concurrency,
+    chunks: o.chunks,
+    interval_ms: o.intervalMs,
+    control: o.control === true,
+    exports_received: sink.exports(),
+    export_bytes: sink.bytes(),
+    met: ratio <= OTEL_RATIO_TARGET,
+  }
+}
+
+/** One line for the report: on vs off and the ratio against the target. */
+export function describeOtel(r: OtelPhaseResult): string {
+  return `${r.cpu_us_per_request.on} µs on vs ${r.cpu_us_per_request.off} µs off = ${r.ratio_p50}× (median of ${r.ratios.length} rounds: ${r.ratios.join(', ')}; ${r.exports_received} exports received)`
+}
