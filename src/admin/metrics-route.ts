@@ -32,15 +32,20 @@ export function metricsRoute(admin: FastifyInstance, source: MetricsSource): voi
     // writes it saves (measured with bench/scrape.ts; see the commit removing gzip-blocks.ts).
     reply.hijack()
     const res = reply.raw
+    const recycle = source.recycle?.bind(source)
     try {
       for await (const batch of source.exposition(openMetrics)) {
         if (res.destroyed) break
         // The head goes out with the first batch: a source that fails before it still gets a 500.
         if (!res.headersSent) res.writeHead(200, { 'content-type': contentType, vary: 'accept' })
         // One writev for the batch: each buffer is a chunk of the chunked body, none is copied.
+        // The last write's callback runs once the socket wrote it all (or failed): the source
+        // may then reuse the buffers.
         res.cork()
         let more = true
-        for (const b of batch) more = res.write(b)
+        const last = batch.length - 1
+        for (let i = 0; i < last; i++) more = res.write(batch[i])
+        if (last >= 0) more = res.write(batch[last], recycle === undefined ? undefined : () => recycle(batch))
         res.uncork()
         // Node 26 can flush and emit 'drain' inside uncork(): only wait for a drain still to come.
         if (!more && res.writableNeedDrain) await drained(res)

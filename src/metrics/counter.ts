@@ -1,4 +1,5 @@
-import { formatValue, header, lineChunks, renderLabels } from './format.ts'
+import { lineChunks } from './byte-writer.ts'
+import { header, renderLabels } from './format.ts'
 import { Metric } from './metric.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
@@ -11,6 +12,8 @@ export class CounterSeries {
   readonly rendered: string
   /** `name{labels} `: the sample line up to its value. */
   readonly line: string
+  /** `line` as UTF-8, made at the first scrape. */
+  lineBytes: Buffer | undefined
   value = 0
 
   constructor(labelValues: readonly string[], rendered: string, line: string) {
@@ -47,7 +50,11 @@ export class Counter extends Metric<CounterSeries> {
   *chunks(openMetrics = false): Generator<Buffer> {
     const family = openMetrics ? this.name.slice(0, -'_total'.length) : this.name
     yield Buffer.from(header(family, this.help, this.type, openMetrics))
-    yield* lineChunks(this.series.values(), (s) => `${s.line}${formatValue(s.value)}\n`)
+    yield* lineChunks(
+      this.series.values(),
+      (s) => (s.lineBytes ??= Buffer.from(s.line)),
+      (s) => s.value,
+    )
   }
 
   protected samples(): SampleJson[] {

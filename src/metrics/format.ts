@@ -38,21 +38,3 @@ export function formatValue(value: number): string {
 export function header(name: string, help: string, type: string, openMetrics = false): string {
   return `# HELP ${name} ${escapeHelp(help, openMetrics)}\n# TYPE ${name} ${type}\n`
 }
-
-/** Sample lines per buffer for counters and gauges: a few KiB, so no chunk holds a whole family. */
-const LINES_PER_CHUNK = 64
-
-/** The lines of `items` as buffers of `LINES_PER_CHUNK` lines each. */
-export function* lineChunks<T>(items: Iterable<T>, line: (item: T) => string): Generator<Buffer> {
-  let out = ''
-  let n = 0
-  for (const item of items) {
-    out += line(item)
-    if (++n === LINES_PER_CHUNK) {
-      yield Buffer.from(out)
-      out = ''
-      n = 0
-    }
-  }
-  if (n > 0) yield Buffer.from(out)
-}

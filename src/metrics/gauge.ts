@@ -1,4 +1,5 @@
-import { formatValue, header, lineChunks, renderLabels } from './format.ts'
+import { lineChunks } from './byte-writer.ts'
+import { header, renderLabels } from './format.ts'
 import { Metric, seriesKey } from './metric.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
@@ -16,6 +17,8 @@ export interface CollectedGaugeOptions extends MetricOptions {
 interface Entry {
   readonly labelValues: readonly string[]
   readonly rendered: string
+  /** `name{labels} ` as UTF-8, made at the first scrape. */
+  line: Buffer | undefined
   value: number
 }
 
@@ -53,7 +56,7 @@ export class CollectedGauge extends Metric<Entry> {
           }
         }
       }
-      e = { labelValues: [...labelValues], rendered: renderLabels(this.labelNames, labelValues), value: 0 }
+      e = { labelValues: [...labelValues], rendered: renderLabels(this.labelNames, labelValues), line: undefined, value: 0 }
       entries.set(key, e)
     }
     return e
@@ -71,9 +74,13 @@ export class CollectedGauge extends Metric<Entry> {
   *chunks(openMetrics = false): Generator<Buffer> {
     // Counted in one go (in-flight requests only), so the values are one consistent snapshot.
     // The values are copied: a scrape running meanwhile counts again into the same entries.
-    const counted = Array.from(this.#snapshot().values(), (e) => ({ rendered: e.rendered, value: e.value }))
+    const counted = Array.from(this.#snapshot().values(), (e) => ({ entry: e, value: e.value }))
     yield Buffer.from(header(this.name, this.help, this.type, openMetrics))
-    yield* lineChunks(counted, (e) => `${this.name}{${e.rendered}} ${formatValue(e.value)}\n`)
+    yield* lineChunks(
+      counted,
+      (c) => (c.entry.line ??= Buffer.from(`${this.name}{${c.entry.rendered}} `)),
+      (c) => c.value,
+    )
   }
 
   protected samples(): SampleJson[] {

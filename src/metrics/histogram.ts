@@ -1,3 +1,4 @@
+import { MAX_NUMBER_BYTES, writer } from './byte-writer.ts'
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
 import { Metric } from './metric.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
@@ -33,6 +34,13 @@ export function requestIdExemplar(id: string): string {
   return `request_id="${escapeLabelValue(value)}"`
 }
 
+/** `name_bucket{labels,le="`, `name_sum{labels} `, `name_count{labels} `. */
+interface LineBytes {
+  readonly bucket: Buffer
+  readonly sum: Buffer
+  readonly count: Buffer
+}
+
 export class HistogramSeries {
   readonly labelValues: readonly string[]
   /** Rendered `a="x",b="y"` of this series' labels. */
@@ -44,12 +52,18 @@ export class HistogramSeries {
   /** Latest exemplar per bucket (same slots as `counts`), allocated on the first one. */
   exemplars: (Exemplar | undefined)[] | undefined
   /**
-   * This series' exposition lines, kept between scrapes until its next observation: without
-   * exemplars the Prometheus text and OpenMetrics lines are the same bytes.
+   * This series' exposition lines, kept between scrapes until its next observation (the dirty
+   * flag: undefined means render again): without exemplars the Prometheus text and OpenMetrics
+   * lines are the same bytes. A view of `store`, which the next render rewrites in place.
    */
   exposition: Buffer | undefined
   /** The OpenMetrics lines with exemplars (only when the series has any), cached like `exposition`. */
   expositionWithExemplars: Buffer | undefined
+  /** Where the lines are rendered to, reused from one render to the next while they fit. */
+  store: Buffer | undefined
+  storeWithExemplars: Buffer | undefined
+  /** The fixed parts of this series' lines as UTF-8, made at its first render. */
+  lineBytes: LineBytes | undefined
   readonly #bounds: Float64Array
 
   constructor(bounds: Float64Array, labelValues: readonly string[], rendered: string) {
@@ -88,11 +102,15 @@ export class HistogramSeries {
   }
 }
 
+const NEWLINE = 0x0a
+
 export class Histogram extends Metric<HistogramSeries> {
   readonly type = 'histogram'
   readonly buckets: readonly number[]
   readonly #bounds: Float64Array
-  readonly #leStrings: readonly string[]
+  /** `0.005"} ` … `+Inf"} `: each bucket line's bound and what follows it up to the count. */
+  readonly #leBytes: readonly Buffer[]
+  readonly #leMax: number
   #header: Buffer | undefined
   #headerOpenMetrics: Buffer | undefined
 
@@ -102,7 +120,8 @@ export class Histogram extends Metric<HistogramSeries> {
     super(opts)
     this.buckets = buckets
     this.#bounds = Float64Array.from(buckets)
-    this.#leStrings = [...buckets.map(formatValue), '+Inf']
+    this.#leBytes = [...buckets.map(formatValue), '+Inf'].map((le) => Buffer.from(`${le}"} `))
+    this.#leMax = Math.max(...this.#leBytes.map((b) => b.length))
   }
 
   /** The child for these label values (in `labelNames` order), created on first use. */
@@ -113,10 +132,11 @@ export class Histogram extends Metric<HistogramSeries> {
   /**
    * The exposition as bytes (Prometheus 0.0.4 and OpenMetrics share this shape; OpenMetrics adds
    * each bucket's exemplar: `… count # {request_id="x"} value timestamp`): the header, then one
-   * buffer per series. A series is rendered
-   * again only after it was observed, so a scrape of many quiet series is mostly a copy, and a
-   * big scrape is never one huge string (which V8 would have to flatten and encode in one go).
+   * buffer per series. A series is rendered again only after it was observed, so a scrape of
+   * many quiet series is mostly a copy, and a big scrape is never one huge string.
    * OpenMetrics shares the cached bytes of every series without exemplars.
+   * A series' buffer is rewritten in place when it is rendered again: copy what you keep past
+   * its next observation (the registry copies every piece into its batches as it comes).
    */
   *chunks(openMetrics = false): Generator<Buffer> {
     if (openMetrics) {
@@ -128,30 +148,67 @@ export class Histogram extends Metric<HistogramSeries> {
     }
     for (const s of this.series.values()) {
       if (openMetrics && s.exemplars !== undefined) {
-        if (s.expositionWithExemplars === undefined) s.expositionWithExemplars = this.#render(s, true)
+        if (s.expositionWithExemplars === undefined) {
+          this.#render(s, true)
+          const n = writer.length
+          s.storeWithExemplars = writer.into(s.storeWithExemplars)
+          s.expositionWithExemplars = s.storeWithExemplars.subarray(0, n)
+        }
         yield s.expositionWithExemplars
       } else {
-        if (s.exposition === undefined) s.exposition = this.#render(s, false)
+        if (s.exposition === undefined) {
+          this.#render(s, false)
+          const n = writer.length
+          s.store = writer.into(s.store)
+          s.exposition = s.store.subarray(0, n)
+        }
         yield s.exposition
       }
     }
   }
 
-  #render(s: HistogramSeries, openMetrics: boolean): Buffer {
-    const name = this.name
-    const le = this.#leStrings
-    const open = `${name}_bucket{${s.rendered.length > 0 ? `${s.rendered},` : ''}le="`
+  /**
+   * One series' lines, written into `writer` as bytes: its label bytes (made once) copied on
+   * every line, the bucket bounds from the family's bytes, the counts as digits. The same bytes as
+   * `${name}_bucket{${labels},le="${le}"} ${cumulative}` … line by line (test/metrics/exposition-exact.test.ts).
+   */
+  #render(s: HistogramSeries, openMetrics: boolean): void {
+    s.lineBytes ??= this.#lineBytes(s)
+    const fixed = s.lineBytes
+    const prefix = fixed.bucket
+    const le = this.#leBytes
+    const counts = s.counts
     const exemplars = openMetrics ? s.exemplars : undefined
-    let out = ''
+    let room = le.length * (prefix.length + this.#leMax + MAX_NUMBER_BYTES + 1) + fixed.sum.length + fixed.count.length + 2 * MAX_NUMBER_BYTES + 2
+    if (exemplars !== undefined) for (const e of exemplars) if (e !== undefined) room += 3 * e.labels.length + 3 * MAX_NUMBER_BYTES
+    const w = writer
+    w.reserve(room)
     let cumulative = 0
     for (let i = 0; i < le.length; i++) {
-      cumulative += s.counts[i]
+      cumulative += counts[i]
+      w.bytes(prefix)
+      w.short(le[i])
+      w.number(cumulative)
       const e = exemplars?.[i]
-      out += e === undefined ? `${open}${le[i]}"} ${cumulative}\n` : `${open}${le[i]}"} ${cumulative} # {${e.labels}} ${formatValue(e.value)} ${e.timestamp.toFixed(3)}\n`
+      if (e !== undefined) w.utf8(` # {${e.labels}} ${formatValue(e.value)} ${e.timestamp.toFixed(3)}`)
+      w.byte(NEWLINE)
     }
+    w.bytes(fixed.sum)
+    w.value(s.sum)
+    w.byte(NEWLINE)
+    w.bytes(fixed.count)
+    w.number(s.count)
+    w.byte(NEWLINE)
+  }
+
+  #lineBytes(s: HistogramSeries): LineBytes {
+    const name = this.name
     const braces = s.rendered.length > 0 ? `{${s.rendered}}` : ''
-    out += `${name}_sum${braces} ${formatValue(s.sum)}\n${name}_count${braces} ${s.count}\n`
-    return Buffer.from(out)
+    return {
+      bucket: Buffer.from(`${name}_bucket{${s.rendered.length > 0 ? `${s.rendered},` : ''}le="`),
+      sum: Buffer.from(`${name}_sum${braces} `),
+      count: Buffer.from(`${name}_count${braces} `),
+    }
   }
 
   protected samples(): SampleJson[] {

@@ -1,5 +1,7 @@
+import { channel } from 'node:diagnostics_channel'
 import { performance } from 'node:perf_hooks'
 import { Registry, collectDefaultMetrics } from 'prom-client'
+import { BatchPool } from './batch-pool.ts'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
 import type { Histogram } from './histogram.ts'
@@ -22,8 +24,27 @@ const EOF = Buffer.from('# EOF\n')
  * the event loop gets a turn: a scrape of any size never delays the proxied streams by more.
  */
 const SLICE_MS = 1
-/** Bytes handed to the caller at a time (one socket write). */
+/** Bytes handed to the caller at a time (one socket write, one chunk of the body). */
 export const BATCH_BYTES = 128 * 1024
+/** Batch buffers kept free between scrapes (2 MiB); a bigger scrape in flight allocates more. */
+const BATCHES_KEPT = 16
+
+/**
+ * Each scrape's figures, for the benchmark's probe (bench/el-probe.ts): published only when
+ * something subscribed. `ms` from the start to the last batch handed over; `work_ms` rendering
+ * and copying (the caller's writes excluded); `yields` and `yield_wait_ms` the turns given to
+ * the event loop and how long they took to come back; `longest_work_ms` the most work between
+ * two such turns.
+ */
+export interface ScrapeStats {
+  readonly ms: number
+  readonly work_ms: number
+  readonly yields: number
+  readonly yield_wait_ms: number
+  readonly longest_work_ms: number
+  readonly bytes: number
+}
+export const scrapeChannel = channel('tokentap:scrape')
 
 /** Lets the event loop run (I/O first) before the caller goes on. */
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
@@ -35,6 +56,7 @@ export class MetricsRegistry implements MetricsSource {
   readonly openMetrics = true
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
+  readonly #batches = new BatchPool(BATCH_BYTES, BATCHES_KEPT)
 
   constructor(opts: { processMetrics: boolean }) {
     if (opts.processMetrics) {
@@ -69,40 +91,80 @@ export class MetricsRegistry implements MetricsSource {
    * was at one instant; series created meanwhile are included when their family comes later.
    */
   async *exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
-    let batch: Buffer[] = []
+    const start = performance.now()
+    // The slice starts before the process metrics: they take a millisecond or two of their own.
+    let slice = start
+    let resumed = start
+    let work = 0
+    let sliceWork = 0
+    let longest = 0
+    let yields = 0
+    let waited = 0
     let bytes = 0
-    const add = (piece: Buffer): void => {
-      batch.push(piece)
-      bytes += piece.length
-    }
-    // Handed over as they are (not concatenated): most are cached, and a copy would cost more than a writev.
-    const take = (): Buffer[] => {
-      const out = batch
-      batch = []
-      bytes = 0
-      return out
-    }
     // prom-client's process metrics first, all at once (a few dozen samples), and sent last:
     // counted before the scrape's own yields, they never see its pending setImmediate
     // (nodejs_active_resources{type="Immediate"}) nor its writes.
     const processText = Buffer.from(openMetrics ? promClientToOpenMetrics((await this.#process.getMetricsAsJSON()) as unknown as PromClientMetric[]) : await this.#process.metrics())
-    let slice = performance.now()
-    for (const m of this.#own) {
-      for (const b of m.chunks(openMetrics)) {
-        add(b)
-        if (bytes >= BATCH_BYTES) yield take()
-        if (performance.now() - slice > SLICE_MS) {
-          if (bytes > 0) yield take()
-          await yieldToLoop()
-          slice = performance.now()
-        }
-      }
-      // OpenMetrics allows no blank lines between families.
-      if (!openMetrics) add(NEWLINE)
+    const out = this.#batches.batches()
+    // Time spent in here, not in the caller's writes of what was handed over.
+    let handedAt = start
+    const handOver = (batch: Buffer[]): Buffer[] => {
+      const now = performance.now()
+      handedAt = now
+      sliceWork += now - resumed
+      for (const b of batch) bytes += b.length
+      return batch
     }
-    add(processText)
-    if (openMetrics) add(EOF)
-    if (bytes > 0) yield take()
+    try {
+      for (const m of this.#own) {
+        for (const b of m.chunks(openMetrics)) {
+          const full = out.add(b)
+          if (full !== undefined) {
+            yield handOver(full)
+            resumed = performance.now()
+          }
+          if (performance.now() - slice > SLICE_MS) {
+            if (out.pending > 0) {
+              yield handOver(out.take())
+              resumed = performance.now()
+            }
+            const t = performance.now()
+            sliceWork += t - resumed
+            work += sliceWork
+            if (sliceWork > longest) longest = sliceWork
+            sliceWork = 0
+            await yieldToLoop()
+            slice = performance.now()
+            resumed = slice
+            yields++
+            waited += slice - t
+          }
+        }
+        // OpenMetrics allows no blank lines between families.
+        if (!openMetrics) out.add(NEWLINE)
+      }
+      const last = out.add(processText)
+      if (last !== undefined) {
+        yield handOver(last)
+        resumed = performance.now()
+      }
+      if (openMetrics) out.add(EOF)
+      if (out.pending > 0) yield handOver(out.take())
+      else sliceWork += performance.now() - resumed
+      work += sliceWork
+      if (sliceWork > longest) longest = sliceWork
+      if (scrapeChannel.hasSubscribers) {
+        const stats: ScrapeStats = { ms: handedAt - start, work_ms: work, yields, yield_wait_ms: waited, longest_work_ms: longest, bytes }
+        scrapeChannel.publish(stats)
+      }
+    } finally {
+      out.close()
+    }
+  }
+
+  /** The caller wrote these batches: their buffers can hold the next scrape's. */
+  recycle(batch: readonly Buffer[]): void {
+    this.#batches.recycle(batch)
   }
 
   /** Every family in the JSON form, own and process (what cluster workers send to the primary). */

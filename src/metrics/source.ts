@@ -7,6 +7,11 @@ export interface MetricsSource {
   readonly openMetrics: boolean
   /** The exposition in batches of buffers, each batch one socket write, as the scrape goes. */
   exposition(openMetrics: boolean): AsyncIterable<Buffer[]>
+  /**
+   * The caller is done with a batch (its socket write's callback ran, or failed): a source that
+   * reuses its buffers may fill them again. Optional; a batch never given back is collected.
+   */
+  recycle?(batch: readonly Buffer[]): void
 }
 
 /** Content types of the two text formats. */
