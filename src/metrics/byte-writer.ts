@@ -14,7 +14,7 @@ import { formatValue } from './format.ts'
 /** Longest `String(number)`: sign, 17 significant digits, point, `e-308`. */
 export const MAX_NUMBER_BYTES = 32
 
-export class ByteWriter {
+class ByteWriter {
   #buf: Buffer
   #pos = 0
 
@@ -122,7 +122,7 @@ export class ByteWriter {
 export const writer = new ByteWriter()
 
 /** Sample lines per buffer for counters and gauges: a few KiB, so no chunk holds a whole family. */
-export const LINES_PER_CHUNK = 64
+const LINES_PER_CHUNK = 64
 
 /**
  * `line(item)` (the sample name and labels, ending in a space), the value and a line feed per
