@@ -36,7 +36,7 @@ const BATCHES_KEPT = 16
  * the event loop and how long they took to come back; `longest_work_ms` the most work between
  * two such turns.
  */
-export interface ScrapeStats {
+interface ScrapeStats {
   readonly ms: number
   readonly work_ms: number
   readonly yields: number
@@ -44,7 +44,7 @@ export interface ScrapeStats {
   readonly longest_work_ms: number
   readonly bytes: number
 }
-export const scrapeChannel = channel('tokentap:scrape')
+const scrapeChannel = channel('tokentap:scrape')
 
 /** Lets the event loop run (I/O first) before the caller goes on. */
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
