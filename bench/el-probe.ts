@@ -1,3 +1,4 @@
+import { subscribe } from 'node:diagnostics_channel'
 import { PerformanceObserver, constants, monitorEventLoopDelay } from 'node:perf_hooks'
 import type { IntervalHistogram, PerformanceEntry } from 'node:perf_hooks'
 
@@ -8,6 +9,9 @@ import type { IntervalHistogram, PerformanceEntry } from 'node:perf_hooks'
  * GC pause (count, total and longest, by kind), so a stall seen in the gap distortion has a
  * visible cause inside the process that serves traffic. Off unless asked, so it costs nothing in
  * the other phases.
+ * tokentap's scrapes publish their own figures (src/metrics/registry.ts, `tokentap:scrape`): how
+ * long each took inside the proxy, how much of it was work and how much waiting for the event
+ * loop to come back; they are summed up the same way.
  * A `gc` message runs a full collection (the benchmark starts the process with --expose-gc), so
  * the memory figures count what the process holds rather than garbage not yet collected.
  */
@@ -29,6 +33,38 @@ interface GcTally {
 let h: IntervalHistogram | undefined
 let gcObserver: PerformanceObserver | undefined
 let gc: Record<string, GcTally> = {}
+
+/** Per scrape while measuring (the registry's ScrapeStats). */
+const scrapes = { ms: [] as number[], work: [] as number[], wait: [] as number[], yields: [] as number[], longest: [] as number[] }
+let measuring = false
+subscribe('tokentap:scrape', (message) => {
+  if (!measuring) return
+  const m = message as { ms: number; work_ms: number; yield_wait_ms: number; yields: number; longest_work_ms: number }
+  scrapes.ms.push(m.ms)
+  scrapes.work.push(m.work_ms)
+  scrapes.wait.push(m.yield_wait_ms)
+  scrapes.yields.push(m.yields)
+  scrapes.longest.push(m.longest_work_ms)
+})
+
+/** Nearest-rank percentile. */
+function pct(values: readonly number[], p: number): number {
+  if (values.length === 0) return 0
+  const a = [...values].sort((x, y) => x - y)
+  return a[Math.min(a.length - 1, Math.max(0, Math.ceil((p / 100) * a.length) - 1))]
+}
+
+/** Flat figures of the scrapes seen (none outside tokentap). */
+function scrapeFigures(): Record<string, number> {
+  const out: Record<string, number> = { scrape_count: scrapes.ms.length }
+  if (scrapes.ms.length === 0) return out
+  for (const [name, values] of Object.entries(scrapes)) {
+    out[`scrape_${name}_p50`] = pct(values, 50)
+    out[`scrape_${name}_p99`] = pct(values, 99)
+    out[`scrape_${name}_max`] = pct(values, 100)
+  }
+  return out
+}
 
 function tally(entries: readonly PerformanceEntry[]): void {
   for (const e of entries) {
@@ -55,6 +91,8 @@ if (typeof process.send === 'function') {
       h = monitorEventLoopDelay({ resolution: 1 })
       h.enable()
       startGc()
+      for (const values of Object.values(scrapes)) values.length = 0
+      measuring = true
       process.send?.({ cmd: 'el-started' })
     } else if (msg.cmd === 'gc') {
       // Only with --expose-gc: memory figures count what is held, not garbage not yet collected.
@@ -73,6 +111,7 @@ if (typeof process.send === 'function') {
       }, 100)
     } else if (msg.cmd === 'el-stop' && h !== undefined) {
       h.disable()
+      measuring = false
       // Entries still queued in the observer would be lost on disconnect.
       tally(gcObserver?.takeRecords() ?? [])
       gcObserver?.disconnect()
@@ -93,7 +132,7 @@ if (typeof process.send === 'function') {
         byKind[`gc_${kind}_ms`] = t.ms
         byKind[`gc_${kind}_max_ms`] = t.max_ms
       }
-      process.send?.({ cmd: 'el', p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count, gc_count: count, gc_ms: total, gc_max_ms: max, ...byKind })
+      process.send?.({ cmd: 'el', p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count, gc_count: count, gc_ms: total, gc_max_ms: max, ...byKind, ...scrapeFigures() })
       h = undefined
     }
   })

@@ -8,6 +8,7 @@ import { metricsRoute } from '../src/admin/metrics-route.ts'
 import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
 import { LlmMetrics } from '../src/metrics/llm-metrics.ts'
 import { MetricsRegistry } from '../src/metrics/registry.ts'
+import type { MetricsSource } from '../src/metrics/source.ts'
 import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
 import { round, summary } from './stats.ts'
@@ -15,7 +16,7 @@ import { round, summary } from './stats.ts'
 /**
  * The exposition's own cost, in one process, without the proxy, simulator or load generator:
  * `npm run build && node dist/bench/scrape-micro.js [--series 1000,2000] [--scrapes 300]
- * [--dirty 20] [--text] [--exemplars] [--http] [--cpu-prof]`.
+ * [--dirty 20|all] [--text] [--exemplars] [--http] [--cpu-prof]`.
  * Fills a registry with the llm_ families as requests for many models would (realistic labels,
  * default buckets), then per scrape records `--dirty` requests for random models (what 10
  * concurrent streams finish between two scrapes) and consumes `exposition()` whole. Reports CPU
@@ -32,7 +33,15 @@ const arg = (name: string, dflt: string): string => {
 }
 const SERIES = arg('--series', '1000,2000').split(',').map(Number)
 const SCRAPES = Number(arg('--scrapes', '300'))
-const DIRTY = Number(arg('--dirty', '20'))
+/** `all`: one request per model between scrapes, as Prometheus' 15 s interval sees a busy proxy. */
+const DIRTY_ARG = arg('--dirty', '20')
+const DIRTY = DIRTY_ARG === 'all' ? -1 : Number(DIRTY_ARG)
+
+/** The requests that end between two scrapes. */
+function between(m: LlmMetrics, models: number): void {
+  if (DIRTY < 0) for (let i = 0; i < models; i++) record(m, i)
+  else for (let k = 0; k < DIRTY; k++) record(m, Math.floor(random() * models))
+}
 const OPENMETRICS = !process.argv.includes('--text')
 const EXEMPLARS = process.argv.includes('--exemplars')
 const HTTP = process.argv.includes('--http')
@@ -121,21 +130,22 @@ interface Figures {
 }
 
 async function inProcess(registry: MetricsRegistry, m: LlmMetrics, models: number): Promise<Figures> {
+  const source: MetricsSource = registry
   const cpu: number[] = []
   const sys: number[] = []
   const wall: number[] = []
   const longest: number[] = []
   let bytes = 0
   for (let s = -20; s < SCRAPES; s++) {
-    for (let k = 0; k < DIRTY; k++) record(m, Math.floor(random() * models))
+    between(m, models)
     const probe = loopProbe()
     const c0 = process.cpuUsage()
     const t0 = performance.now()
     let n = 0
-    for await (const batch of registry.exposition(OPENMETRICS)) {
+    for await (const batch of source.exposition(OPENMETRICS)) {
       for (const b of batch) n += b.length
       // As /metrics does once the socket wrote them.
-      registry.recycle?.(batch)
+      source.recycle?.(batch)
     }
     const t1 = performance.now()
     const c = process.cpuUsage(c0)
@@ -181,7 +191,7 @@ async function overHttp(registry: MetricsRegistry, m: LlmMetrics, models: number
   let bytes = 0
   for (let s = -20; s < SCRAPES; s++) {
     // Between scrapes, as streams end: the next scrape renders these series anew.
-    for (let k = 0; k < DIRTY; k++) record(m, Math.floor(random() * models))
+    between(m, models)
     const probe = loopProbe()
     const c0 = process.cpuUsage()
     const done = new Promise<{ ms: number; bytes: number; cpu: number }>((resolve) => c.once('message', resolve))
@@ -226,7 +236,7 @@ async function main(): Promise<void> {
     gc.disconnect()
     const r = (s: ReturnType<typeof summary>) => `p50 ${round(s.p50, 2)} p99 ${round(s.p99, 2)} max ${round(s.max, 2)}`
     process.stdout.write(
-      `${f.series} histogram series (${models} models), ${(f.bytes / 2 ** 20).toFixed(2)} MiB, ${OPENMETRICS ? 'OpenMetrics' : 'text'}${EXEMPLARS ? ' with exemplars' : ''}, ${DIRTY} requests between scrapes${HTTP ? ', over HTTP' : ''}:\n` +
+      `${f.series} histogram series (${models} models), ${(f.bytes / 2 ** 20).toFixed(2)} MiB, ${OPENMETRICS ? 'OpenMetrics' : 'text'}${EXEMPLARS ? ' with exemplars' : ''}, ${DIRTY < 0 ? 'every model' : DIRTY} requests between scrapes${HTTP ? ', over HTTP' : ''}:\n` +
         `  CPU ms per scrape ${r(f.cpu_ms)} (system p50 ${round(f.sys_ms.p50, 2)}); wall ms ${r(f.wall_ms)}; longest synchronous run ms ${r(f.longest_sync_ms)}; GC ${round(gcMs / (SCRAPES + 20), 2)} ms per scrape (${gcCount} pauses)${f.reader_cpu_ms === undefined ? '' : `; reader CPU ms ${r(f.reader_cpu_ms)}`}\n`,
     )
   }

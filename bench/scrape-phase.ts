@@ -48,6 +48,36 @@ export interface ScrapeFigures {
   readonly event_loop_delay_traffic_only_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_scrapes_only_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_idle_ms: { p99: number; max: number }
+  /** Inside the proxy (its registry's figures, via bench/el-probe.ts), with traffic and without. */
+  readonly inside: { readonly with_traffic: InsideFigures; readonly without_traffic: InsideFigures }
+}
+
+/** Where a scrape's time went inside the proxy, and the GC pauses meanwhile. */
+interface InsideFigures {
+  readonly scrapes: number
+  /** From the scrape's start to its last batch handed to the socket. */
+  readonly ms: { p50: number; p99: number; max: number }
+  /** Rendering and copying, the socket writes excluded. */
+  readonly work_ms: { p50: number; p99: number; max: number }
+  /** Waiting for the event loop to come back after each slice (the traffic's turn). */
+  readonly yield_wait_ms: { p50: number; p99: number; max: number }
+  readonly yields: { p50: number; max: number }
+  /** The longest work between two turns of the loop (the slice the traffic waited behind). */
+  readonly longest_work_ms: number
+  readonly gc: { count: number; ms: number; max_ms: number }
+}
+
+function inside(el: Record<string, number>): InsideFigures {
+  const three = (name: string) => ({ p50: round(el[`scrape_${name}_p50`] ?? NaN), p99: round(el[`scrape_${name}_p99`] ?? NaN), max: round(el[`scrape_${name}_max`] ?? NaN) })
+  return {
+    scrapes: el.scrape_count ?? 0,
+    ms: three('ms'),
+    work_ms: three('work'),
+    yield_wait_ms: three('wait'),
+    yields: { p50: el.scrape_yields_p50 ?? NaN, max: el.scrape_yields_max ?? NaN },
+    longest_work_ms: round(el.scrape_longest_max ?? NaN),
+    gc: { count: el.gc_count ?? 0, ms: round(el.gc_ms ?? 0, 1), max_ms: round(el.gc_max_ms ?? 0, 1) },
+  }
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
@@ -122,6 +152,7 @@ export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number
     event_loop_delay_scrapes_only_ms: ms3(elAlone),
     event_loop_delay_traffic_only_ms: ms3(trafficOnly),
     event_loop_delay_idle_ms: { p99: round(idle.p99), max: round(idle.max) },
+    inside: { with_traffic: inside(el), without_traffic: inside(elAlone) },
   }
 }
 
@@ -130,6 +161,17 @@ export function describeScrape(f: ScrapeFigures): string {
   return (
     `${f.models} models = ${f.llm_histogram_series.toLocaleString('en')} llm_ histogram series (${f.llm_series.toLocaleString('en')} llm_ series, ${f.samples.toLocaleString('en')} samples, ${(f.bytes / 2 ** 20).toFixed(2)} MiB): ` +
     `with traffic p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms over ${f.scrapes} scrapes, event-loop delay p99 ${f.event_loop_delay_ms.p99} ms (traffic alone ${f.event_loop_delay_traffic_only_ms.p99} ms); ` +
-    `without traffic p50 ${f.ms_without_traffic.p50} ms, event-loop delay p99 ${f.event_loop_delay_scrapes_only_ms.p99} ms (idle ${f.event_loop_delay_idle_ms.p99} ms), proxy CPU ${f.proxy_cpu_ms_per_scrape} ms per scrape`
+    `without traffic p50 ${f.ms_without_traffic.p50} ms, event-loop delay p99 ${f.event_loop_delay_scrapes_only_ms.p99} ms (idle ${f.event_loop_delay_idle_ms.p99} ms), proxy CPU ${f.proxy_cpu_ms_per_scrape} ms per scrape` +
+    describeInside('with traffic', f.inside.with_traffic) +
+    describeInside('without', f.inside.without_traffic)
+  )
+}
+
+function describeInside(when: string, i: InsideFigures): string {
+  if (i.scrapes === 0) return ''
+  return (
+    `\n    inside the proxy, ${when}: p50 ${i.ms.p50} ms, p99 ${i.ms.p99} ms (work p50 ${i.work_ms.p50} / p99 ${i.work_ms.p99} ms, ` +
+    `waiting for the loop p50 ${i.yield_wait_ms.p50} / p99 ${i.yield_wait_ms.p99} ms over ${i.yields.p50} turns), longest work between turns ${i.longest_work_ms} ms; ` +
+    `GC ${i.gc.count} pauses, ${i.gc.ms} ms, longest ${i.gc.max_ms} ms`
   )
 }

@@ -9,7 +9,7 @@ import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.t
 
 /**
  * The benchmark's scrape phase alone, for A/B comparisons of the exposition:
- * `npm run build && node dist/bench/scrape.js [--models 91,1000] [--scrapes 100,10] [--text] [--identity]`
+ * `npm run build && node dist/bench/scrape.js [--models 59,1000] [--scrapes 100,10] [--text] [--identity]`
  * (`--text`: ask for the Prometheus text format instead of Prometheus's default Accept;
  * `--identity`: without `Accept-Encoding: gzip`).
  * Same processes as `npm run bench` (simulator, proxy with the el-probe, load generator).
@@ -20,7 +20,7 @@ const arg = (name: string, dflt: string): number[] => {
   const i = process.argv.indexOf(name)
   return (i < 0 ? dflt : process.argv[i + 1]).split(',').map(Number)
 }
-const MODELS = arg('--models', '91,1000')
+const MODELS = arg('--models', '59,1000')
 const SCRAPES = arg('--scrapes', '100,10')
 
 async function main(): Promise<void> {

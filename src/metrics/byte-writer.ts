@@ -5,8 +5,9 @@
  * as template strings and encoded with `Buffer.from`, that was most of a scrape's CPU
  * (bench/scrape-micro.ts, `--cpu-prof`).
  *
- * Used synchronously by one render at a time (`take()` and `into()` copy the bytes out, and no
- * render leaves bytes in it across a `yield`), so one writer serves every family.
+ * Used synchronously by one render at a time (`take()` copies the bytes out, `into()` … `done()`
+ * writes into a series' own store, and no render leaves bytes in it across a `yield`), so one
+ * writer serves every family.
  */
 
 import { formatValue } from './format.ts'
@@ -15,17 +16,24 @@ import { formatValue } from './format.ts'
 export const MAX_NUMBER_BYTES = 32
 
 class ByteWriter {
+  /** The scratch buffer, or a series' store between `into()` and `done()`. */
   #buf: Buffer
   #pos = 0
+  #scratch: Buffer
 
   constructor(size = 16 * 1024) {
-    this.#buf = Buffer.allocUnsafeSlow(size)
+    this.#scratch = Buffer.allocUnsafeSlow(size)
+    this.#buf = this.#scratch
   }
 
-  /** Makes room for `n` more bytes; the writes below assume it was made. */
+  /**
+   * Makes room for `n` more bytes; the writes below assume it was made (a typed array drops
+   * writes past its end without a word). Grows by an eighth more than asked: counts gain digits.
+   */
   reserve(n: number): void {
-    if (this.#pos + n <= this.#buf.length) return
-    const next = Buffer.allocUnsafeSlow(Math.max(this.#buf.length * 2, this.#pos + n))
+    const need = this.#pos + n
+    if (need <= this.#buf.length) return
+    const next = Buffer.allocUnsafe(need + (need >> 3))
     this.#buf.copy(next, 0, 0, this.#pos)
     this.#buf = next
   }
@@ -48,16 +56,18 @@ class ByteWriter {
     this.#pos = p
   }
 
-  /** An ASCII string (what `String(number)` gives): one byte per character. */
+  /** An ASCII string (what `String(number)` gives): one byte per character, room made here. */
   ascii(s: string): void {
+    this.reserve(s.length)
     const buf = this.#buf
     let p = this.#pos
     for (let i = 0; i < s.length; i++) buf[p++] = s.charCodeAt(i)
     this.#pos = p
   }
 
-  /** Any string, as UTF-8 (exemplar label values); reserve 3 bytes per UTF-16 unit. */
+  /** Any string, as UTF-8 (exemplar label values), room made here: 3 bytes per UTF-16 unit at most. */
   utf8(s: string): void {
+    this.reserve(3 * s.length)
     this.#pos += this.#buf.write(s, this.#pos, 'utf8')
   }
 
@@ -87,7 +97,7 @@ class ByteWriter {
     } while (x > 0)
   }
 
-  /** Bytes written since the last `take()` or `into()`. */
+  /** Bytes written since the last `take()`, or since `into()`. */
   get length(): number {
     return this.#pos
   }
@@ -101,23 +111,31 @@ class ByteWriter {
   }
 
   /**
-   * What was written, copied into `store` when it has room, else into a new store with some room
-   * to grow (counts gain digits); returns the store, which holds the bytes from 0 (read `length`
-   * first). Starts the next piece. A series rendered again this way allocates nothing once its
-   * store is big enough.
+   * Writes go straight to `store` (a series' bytes from its last render, rewritten in place) from
+   * its start, with `room` bytes made (a new store when it has less) until `done()`: no scratch
+   * and no copy, and nothing allocated once the store is big enough.
    */
-  into(store: Buffer | undefined): Buffer {
-    const n = this.#pos
-    const target = store !== undefined && store.length >= n ? store : Buffer.allocUnsafe(n + (n >> 3) + 16)
-    this.#buf.copy(target, 0, 0, n)
+  into(store: Buffer | undefined, room: number): void {
+    if (this.#buf !== this.#scratch || this.#pos !== 0) throw new Error('ByteWriter.into() while a piece is being written')
+    this.#buf = store ?? EMPTY
+    this.reserve(room)
+  }
+
+  /** Ends `into()`: the store now holding the bytes from 0 to the `length` read before. */
+  done(): Buffer {
+    const store = this.#buf
+    this.#buf = this.#scratch
     this.#pos = 0
-    return target
+    return store
   }
 }
 
+const EMPTY = Buffer.alloc(0)
+
 /**
  * The one writer every family renders with: renders are synchronous, copy their bytes out
- * (`take()`, `into()`) and leave nothing in it across a `yield`.
+ * (`take()`) or write into their own store (`into()` … `done()`), and leave nothing in it
+ * across a `yield`.
  */
 export const writer = new ByteWriter()
 

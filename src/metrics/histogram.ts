@@ -110,6 +110,8 @@ export class Histogram extends Metric<HistogramSeries> {
   readonly #bounds: Float64Array
   /** `0.005"} ` … `+Inf"} `: each bucket line's bound and what follows it up to the count. */
   readonly #leBytes: readonly Buffer[]
+  /** The bytes of all of them, and of the longest. */
+  readonly #leTotal: number
   readonly #leMax: number
   #header: Buffer | undefined
   #headerOpenMetrics: Buffer | undefined
@@ -121,6 +123,7 @@ export class Histogram extends Metric<HistogramSeries> {
     this.buckets = buckets
     this.#bounds = Float64Array.from(buckets)
     this.#leBytes = [...buckets.map(formatValue), '+Inf'].map((le) => Buffer.from(`${le}"} `))
+    this.#leTotal = this.#leBytes.reduce((n, b) => n + b.length, 0)
     this.#leMax = Math.max(...this.#leBytes.map((b) => b.length))
   }
 
@@ -149,17 +152,19 @@ export class Histogram extends Metric<HistogramSeries> {
     for (const s of this.series.values()) {
       if (openMetrics && s.exemplars !== undefined) {
         if (s.expositionWithExemplars === undefined) {
-          this.#render(s, true)
+          writer.into(s.storeWithExemplars, this.#room(s, s.exemplars))
+          this.#render(s, s.exemplars)
           const n = writer.length
-          s.storeWithExemplars = writer.into(s.storeWithExemplars)
+          s.storeWithExemplars = writer.done()
           s.expositionWithExemplars = s.storeWithExemplars.subarray(0, n)
         }
         yield s.expositionWithExemplars
       } else {
         if (s.exposition === undefined) {
-          this.#render(s, false)
+          writer.into(s.store, this.#room(s, undefined))
+          this.#render(s, undefined)
           const n = writer.length
-          s.store = writer.into(s.store)
+          s.store = writer.done()
           s.exposition = s.store.subarray(0, n)
         }
         yield s.exposition
@@ -168,24 +173,39 @@ export class Histogram extends Metric<HistogramSeries> {
   }
 
   /**
+   * What a store needs for a series' lines when its counts are whole numbers (as tokentap's
+   * are): the fixed parts, the bounds, and per count the digits of the total (a cumulative count
+   * never exceeds it). Only the first size of a store: the render makes room line by line.
+   */
+  #room(s: HistogramSeries, exemplars: readonly (Exemplar | undefined)[] | undefined): number {
+    if (s.lineBytes === undefined) s.lineBytes = this.#lineBytes(s)
+    const fixed = s.lineBytes
+    const countBytes = s.count >>> 0 === s.count ? String(s.count).length : MAX_NUMBER_BYTES
+    let room = this.#leBytes.length * (fixed.bucket.length + countBytes + 1) + this.#leTotal + fixed.sum.length + fixed.count.length + MAX_NUMBER_BYTES + countBytes + 2
+    if (exemplars !== undefined) {
+      // ` # {labels} value timestamp`, so the store is big enough from the first render.
+      for (const e of exemplars) if (e !== undefined) room += 3 * e.labels.length + 2 * MAX_NUMBER_BYTES + 7
+    }
+    return room
+  }
+
+  /**
    * One series' lines, written into `writer` as bytes: its label bytes (made once) copied on
    * every line, the bucket bounds from the family's bytes, the counts as digits. The same bytes as
    * `${name}_bucket{${labels},le="${le}"} ${cumulative}` … line by line (test/metrics/exposition-exact.test.ts).
    */
-  #render(s: HistogramSeries, openMetrics: boolean): void {
-    s.lineBytes ??= this.#lineBytes(s)
-    const fixed = s.lineBytes
+  #render(s: HistogramSeries, exemplars: readonly (Exemplar | undefined)[] | undefined): void {
+    const fixed = s.lineBytes as LineBytes
     const prefix = fixed.bucket
     const le = this.#leBytes
     const counts = s.counts
-    const exemplars = openMetrics ? s.exemplars : undefined
-    let room = le.length * (prefix.length + this.#leMax + MAX_NUMBER_BYTES + 1) + fixed.sum.length + fixed.count.length + 2 * MAX_NUMBER_BYTES + 2
-    if (exemplars !== undefined) for (const e of exemplars) if (e !== undefined) room += 3 * e.labels.length + 3 * MAX_NUMBER_BYTES
     const w = writer
-    w.reserve(room)
+    const line = prefix.length + this.#leMax + MAX_NUMBER_BYTES + 1
     let cumulative = 0
     for (let i = 0; i < le.length; i++) {
       cumulative += counts[i]
+      // A compare when the store is big enough (nearly always: see #room).
+      w.reserve(line)
       w.bytes(prefix)
       w.short(le[i])
       w.number(cumulative)
@@ -193,6 +213,7 @@ export class Histogram extends Metric<HistogramSeries> {
       if (e !== undefined) w.utf8(` # {${e.labels}} ${formatValue(e.value)} ${e.timestamp.toFixed(3)}`)
       w.byte(NEWLINE)
     }
+    w.reserve(fixed.sum.length + fixed.count.length + 2 * MAX_NUMBER_BYTES + 2)
     w.bytes(fixed.sum)
     w.value(s.sum)
     w.byte(NEWLINE)

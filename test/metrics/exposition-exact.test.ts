@@ -134,6 +134,8 @@ interface Op {
   readonly exemplar: { id: string; timestamp: number } | undefined
 }
 
+const exemplar = fc.option(fc.record({ id: requestId, timestamp: fc.double({ min: 1.6e9, max: 1.8e9, noNaN: true }) }), { nil: undefined })
+
 const familyPlan = fc.record({
   labelCount: fc.integer({ min: 0, max: 3 }),
   bounds: fc.uniqueArray(fc.constantFrom(...BOUNDS), { minLength: 1, maxLength: 14 }),
@@ -143,12 +145,12 @@ const familyPlan = fc.record({
       labels: fc.array(labelValue, { minLength: 3, maxLength: 3 }),
       value,
       weight,
-      exemplar: fc.option(fc.record({ id: requestId, timestamp: fc.double({ min: 1.6e9, max: 1.8e9, noNaN: true }) }), { nil: undefined }),
+      exemplar,
     }),
     { maxLength: 60 },
   ),
-  /** Ops applied after a first scrape: the cached series change, new ones appear. */
-  later: fc.array(fc.record({ labels: fc.array(labelValue, { minLength: 3, maxLength: 3 }), value, weight, exemplar: fc.constant(undefined) }), { maxLength: 20 }),
+  /** Ops applied after a first scrape: the cached series change (rewritten in place, longer or shorter), new ones appear. */
+  later: fc.array(fc.record({ labels: fc.array(labelValue, { minLength: 3, maxLength: 3 }), value, weight, exemplar }), { maxLength: 20 }),
 })
 
 interface Built {
