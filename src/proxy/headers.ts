@@ -24,13 +24,23 @@ function connectionTokens(raw: readonly string[]): Set<string> | undefined {
   return tokens
 }
 
+/**
+ * Whether a header name can be one of `HOP_BY_HOP` or the request's own (by length): a name of
+ * any other length goes through without being lower-cased (most of a request's headers).
+ */
+const DROPPABLE_LENGTH = new Uint8Array(18)
+for (const name of [...HOP_BY_HOP, ...REQUEST_OWN]) DROPPABLE_LENGTH[name.length] = 1
+
 function filter(raw: readonly string[], drop: ReadonlySet<string>): string[] {
   const listed = connectionTokens(raw)
   const out: string[] = []
   for (let i = 0; i < raw.length; i += 2) {
-    const lower = raw[i].toLowerCase()
-    if (HOP_BY_HOP.has(lower) || drop.has(lower) || listed?.has(lower)) continue
-    out.push(raw[i], raw[i + 1])
+    const name = raw[i]
+    if (listed !== undefined || (name.length < DROPPABLE_LENGTH.length && DROPPABLE_LENGTH[name.length] === 1)) {
+      const lower = name.toLowerCase()
+      if (HOP_BY_HOP.has(lower) || drop.has(lower) || listed?.has(lower)) continue
+    }
+    out.push(name, raw[i + 1])
   }
   return out
 }
