@@ -155,8 +155,8 @@ const destinations = new WeakMap<Logger, LogDestination>()
 /** String.prototype.isWellFormed (Node 20+; the project's TypeScript lib predates it). */
 const wellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed()
 
-/** Top-level keys createLogger's redaction paths start with: pino serializes those values itself. */
-const REDACTED_ROOTS = new Set(['req', 'res', 'headers'])
+/** `err`, and the top-level keys createLogger's redaction paths start with: pino serializes those values itself. */
+const pinoOwn = (key: string): boolean => (key.length === 3 && (key === 'err' || key === 'req' || key === 'res')) || key === 'headers'
 
 /**
  * Writes what `logger.info(fields, msg)` would write, byte for byte, when `logger` is
@@ -176,7 +176,7 @@ export function writeInfoLine(logger: Logger, fields: Readonly<Record<string, un
     if (typeof value === 'string') {
       if (!wellFormed(value)) return false
     } else if (typeof value !== 'number' && value !== undefined) return false
-    if (key === 'err' || REDACTED_ROOTS.has(key)) return false
+    if (pinoOwn(key)) return false
   }
   const json = JSON.stringify(fields)
   // pino: the level's cached prefix, `,"time":` + Date.now() (epochTime), `,"key":value` per defined field, `,"msg":…}`.
@@ -193,6 +193,7 @@ export function createLogger(config: Config, fd = 1): Logger {
       base: undefined,
       // Belt and braces: tokentap never logs request headers, but should anything carry them
       // (an error with a request attached), credentials are cut out.
+      // Their first keys are pinoOwn's: writeInfoLine leaves lines with them to pino.
       redact: {
         paths: [
           'req.headers.authorization',

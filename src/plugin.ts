@@ -132,7 +132,12 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   // body streams upstream untouched) does not change how the caller's other routes parse.
   await app.register(async (proxy) => {
     proxy.removeAllContentTypeParsers()
-    proxy.addContentTypeParser('*', (_request, _payload, done) => done(null))
+    const unread = (_request: FastifyRequest, _payload: unknown, done: (err: null) => void): void => done(null)
+    // The same parser under a pattern matching every type: Fastify caches the parser it found by
+    // a pattern, per content-type (at most 100), but looks the catch-all up anew on every
+    // request (parsing the type each time). '*' still takes a request without a content-type.
+    proxy.addContentTypeParser(/^/, unread)
+    proxy.addContentTypeParser('*', unread)
     proxy.decorateRequest('tokentapStart', 0)
     for (const [index, route] of config.routes.entries()) registerRoute(proxy, route, options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index))
   })
