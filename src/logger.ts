@@ -1,4 +1,4 @@
-import { write as fsWrite } from 'node:fs'
+import { constants, fstatSync, openSync, write as fsWrite } from 'node:fs'
 import pino from 'pino'
 import type { Logger } from 'pino'
 import type { Config } from './config/schema.ts'
@@ -184,9 +184,25 @@ export function writeInfoLine(logger: Logger, fields: Readonly<Record<string, un
   return true
 }
 
+/**
+ * A pipe on `fd` opened again in non-blocking mode (Linux: /proc/self/fd), else `fd` itself.
+ * A pipe inherited as stdout is blocking: with a reader that never reads, each write holds a
+ * libuv thread in write(2) for ever, and Node 26's exit waits for that thread, so the process
+ * never ended after SIGTERM. A non-blocking descriptor answers EAGAIN instead (LogDestination
+ * retries it). Only a FIFO is reopened: a reopened regular file would lose its append offset.
+ */
+function nonBlockingPipe(fd: number): number {
+  try {
+    if (process.platform !== 'linux' || !fstatSync(fd).isFIFO()) return fd
+    return openSync(`/proc/self/fd/${fd}`, constants.O_WRONLY | constants.O_NONBLOCK)
+  } catch {
+    return fd
+  }
+}
+
 /** The process logger on stdout (fd 1): JSON lines, credentials redacted. */
 export function createLogger(config: Config, fd = 1): Logger {
-  const destination = new LogDestination(fd)
+  const destination = new LogDestination(nonBlockingPipe(fd))
   const logger = pino(
     {
       level: config.log.level,
