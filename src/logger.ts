@@ -1,4 +1,5 @@
 import { constants, fstatSync, openSync, write as fsWrite } from 'node:fs'
+import { Socket } from 'node:net'
 import pino from 'pino'
 import type { Logger } from 'pino'
 import type { Config } from './config/schema.ts'
@@ -12,8 +13,11 @@ import type { Config } from './config/schema.ts'
  *
  * pino's own destination (sonic-boom) retried its final flush forever when stdout's reader was
  * gone (`tokentap | head -1`: write(1) = EPIPE in a loop, the process never exited) and blocks
- * the event loop on a full pipe whose reader never reads. Here every write is asynchronous (a
- * blocked one waits in libuv's thread pool, not on the event loop); an error other than EAGAIN
+ * the event loop on a full pipe whose reader never reads. Here every write is asynchronous and
+ * none can block a thread: a socket (what a spawning Node parent gives as stdout) is written
+ * through libuv's non-blocking stream, a pipe is reopened non-blocking (see nonBlockingPipe), a
+ * file through the thread pool. (A thread blocked in write(2) on a full pipe or socket holds
+ * Node 26's exit for ever: it joins the thread pool.) An error other than EAGAIN
  * (EPIPE, EBADF, EIO…) marks the destination dead and every later line is dropped; EAGAIN (a full
  * non-blocking pipe) is tried again on a timer, never in a loop; nothing is written at exit, so
  * exit cannot hang: shutdown waits for the last batch a bounded time (`closeLogger`).
@@ -50,8 +54,12 @@ export class LogDestination {
   /** Lines dropped: the buffer was full, or the destination is dead. */
   dropped = 0
 
+  /** The descriptor as a non-blocking libuv stream, when it is a socket. */
+  readonly #socket: Socket | undefined
+
   constructor(fd: number, options: LogDestinationOptions = {}) {
     this.#fd = fd
+    this.#socket = isSocket(fd) ? this.#openSocket(fd) : undefined
     this.#batch = options.batchBytes ?? LOG_BATCH_BYTES
     this.#flushMs = options.flushMs ?? LOG_FLUSH_MS
     this.#max = options.maxBufferBytes ?? LOG_BUFFER_BYTES
@@ -112,7 +120,25 @@ export class LogDestination {
     this.#out(data)
   }
 
+  #openSocket(fd: number): Socket | undefined {
+    let socket: Socket
+    try {
+      socket = new Socket({ fd, readable: false, writable: true })
+    } catch {
+      return undefined
+    }
+    // The log never keeps the process alive; shutdown waits for it a bounded time (drain).
+    socket.unref()
+    socket.on('error', (err: NodeJS.ErrnoException) => this.#fail(err))
+    return socket
+  }
+
   #out(data: Buffer): void {
+    if (this.#socket !== undefined) {
+      // libuv writes what the socket takes now and the rest as it drains, on the event loop.
+      this.#socket.write(data, (err) => (err ? this.#fail(err) : this.#written()))
+      return
+    }
     fsWrite(this.#fd, data, 0, data.length, null, (err, written) => {
       if (err !== null) {
         if (err.code === 'EAGAIN') {
@@ -126,15 +152,21 @@ export class LogDestination {
         this.#out(data.subarray(written))
         return
       }
-      this.#writing = false
-      if (this.#length >= this.#batch) this.#flush()
-      else if (this.#length > 0 && this.#idle.length > 0) this.#flush()
-      else if (this.#length > 0) this.#schedule()
-      else this.#settle()
+      this.#written()
     })
   }
 
+  #written(): void {
+    this.#writing = false
+    if (this.#length >= this.#batch) this.#flush()
+    else if (this.#length > 0 && this.#idle.length > 0) this.#flush()
+    else if (this.#length > 0) this.#schedule()
+    else this.#settle()
+  }
+
   #fail(err: NodeJS.ErrnoException): void {
+    // A socket reports one failure twice: to the write's callback and as 'error'.
+    if (this.failed !== undefined) return
     this.failed = err
     this.#writing = false
     this.dropped += this.#parts.length
@@ -147,6 +179,15 @@ export class LogDestination {
     const idle = this.#idle
     this.#idle = []
     for (const f of idle) f()
+  }
+}
+
+/** Whether `fd` is a socket (false when it cannot be inspected). */
+function isSocket(fd: number): boolean {
+  try {
+    return fstatSync(fd).isSocket()
+  } catch {
+    return false
   }
 }
 
