@@ -102,6 +102,9 @@ export function sniffModel(body: Buffer): string | undefined {
 }
 
 function decodeJsonString(inner: string): string {
+  // Without a backslash JSON.parse gives the text back (or throws on a raw control character,
+  // which gives it back too): the model names SDKs send.
+  if (inner.indexOf('\\') < 0) return inner
   try {
     return JSON.parse(`"${inner}"`) as string
   } catch {
