@@ -54,7 +54,8 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     if (!res.headersSent) fail(err)
   })
 
-  res.once('close', () => {
+  // 'close' comes once: a plain listener, not a once wrapper.
+  res.on('close', () => {
     headersDeadline.clear()
     writer?.responseClosed()
     if (totalTimer !== undefined) clearTimeout(totalTimer)

@@ -53,38 +53,36 @@ function streamed(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
 }
 
 function whole(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
-  readBody(req, o.limit).then(
-    (raw) => {
-      if (o.gone()) return
-      ex.bodyRead(sniffModel(raw), raw.length)
-      o.send({ headers: upstreamRequestHeaders(req.rawHeaders), body: raw, injected: false })
-    },
-    (err: TokentapError) => {
-      if (!o.gone()) o.fail(err)
-    },
-  )
+  readBody(req, o.limit, (err, raw) => {
+    if (o.gone()) return
+    if (err !== undefined) {
+      o.fail(err)
+      return
+    }
+    ex.bodyRead(sniffModel(raw), raw.length)
+    o.send({ headers: upstreamRequestHeaders(req.rawHeaders), body: raw, injected: false })
+  })
 }
 
 function usageInjected(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
-  readBody(req, o.limit).then(
-    (raw) => {
-      if (o.gone()) return
-      const prepared = prepareBody(raw)
-      ex.bodyRead(prepared.model, raw.length)
-      let headers = withoutHeader(upstreamRequestHeaders(req.rawHeaders), 'content-length')
-      headers.push('content-length', String(prepared.body.length))
-      if (prepared.injected) {
-        // An encoded answer could not have its usage chunk taken out: ask for it plain.
-        headers = withoutHeader(headers, 'accept-encoding')
-        headers.push('accept-encoding', 'identity')
-        ex.usageInjected()
-      }
-      o.send({ headers, body: prepared.body, injected: prepared.injected })
-    },
-    (err: TokentapError) => {
-      if (!o.gone()) o.fail(err)
-    },
-  )
+  readBody(req, o.limit, (err, raw) => {
+    if (o.gone()) return
+    if (err !== undefined) {
+      o.fail(err)
+      return
+    }
+    const prepared = prepareBody(raw)
+    ex.bodyRead(prepared.model, raw.length)
+    let headers = withoutHeader(upstreamRequestHeaders(req.rawHeaders), 'content-length')
+    headers.push('content-length', String(prepared.body.length))
+    if (prepared.injected) {
+      // An encoded answer could not have its usage chunk taken out: ask for it plain.
+      headers = withoutHeader(headers, 'accept-encoding')
+      headers.push('accept-encoding', 'identity')
+      ex.usageInjected()
+    }
+    o.send({ headers, body: prepared.body, injected: prepared.injected })
+  })
 }
 
 /**

@@ -65,35 +65,44 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
   return { watch, body: body() }
 }
 
-/** Reads a whole request body, up to `limit` bytes. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = []
-    let bytes = 0
-    const onData = (chunk: Buffer): void => {
-      bytes += chunk.length
-      if (bytes > limit) {
-        req.off('data', onData)
-        req.resume()
-        reject(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit))
-        return
-      }
-      parts.push(chunk)
+/**
+ * Reads a whole request body, up to `limit` bytes, then calls `done` once: with the body, or with
+ * the error (over the limit, a stream error, the client gone before the end). Plain listeners and
+ * a callback, not a Promise of `once` listeners: this runs for nearly every request.
+ */
+export function readBody(req: IncomingMessage, limit: number, done: (err: TokentapError | undefined, body: Buffer) => void): void {
+  let parts: Buffer[] = []
+  let bytes = 0
+  let settled = false
+  const settle = (err: TokentapError | undefined, body: Buffer): void => {
+    if (settled) return
+    settled = true
+    // The listeners still on `req` share this scope: emptied, it no longer keeps the socket
+    // reads the body came in alive beside the copy, for as long as the response streams.
+    parts = []
+    done(err, body)
+  }
+  const onData = (chunk: Buffer): void => {
+    bytes += chunk.length
+    if (bytes > limit) {
+      req.off('data', onData)
+      req.resume()
+      settle(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit), EMPTY)
+      return
     }
-    req.on('data', onData)
-    req.once('end', () => {
-      const body = Buffer.concat(parts, bytes)
-      // The listeners still on `req` share this scope: emptied, it no longer keeps the socket
-      // reads the body came in alive beside the copy, for as long as the response streams.
-      parts.length = 0
-      resolve(body)
-    })
-    req.once('error', (err) => reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message)))
-    req.once('close', () => {
-      if (!req.complete) reject(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'))
-    })
+    parts.push(chunk)
+  }
+  req.on('data', onData)
+  req.on('end', () => {
+    if (!settled) settle(undefined, Buffer.concat(parts, bytes))
+  })
+  req.on('error', (err) => settle(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message), EMPTY))
+  req.on('close', () => {
+    if (!req.complete) settle(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'), EMPTY)
   })
 }
+
+const EMPTY = Buffer.alloc(0)
 
 /** The `model` of a JSON body, from its first SNIFF_BYTES. */
 export function sniffModel(body: Buffer): string | undefined {
