@@ -8,11 +8,13 @@ import { fileURLToPath } from 'node:url'
 const root = fileURLToPath(new URL('..', import.meta.url))
 const stamp = join(root, 'dist', '.build-stamp')
 
+// Sources only: a bench run writes results under bench/, which the build does not read.
 function newest(dir) {
   let t = 0
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, entry.name)
-    t = Math.max(t, entry.isDirectory() ? newest(p) : statSync(p).mtimeMs)
+    if (entry.isDirectory()) t = Math.max(t, newest(p))
+    else if (entry.name.endsWith('.ts')) t = Math.max(t, statSync(p).mtimeMs)
   }
   return t
 }

@@ -16,8 +16,8 @@ const npm = (args: string[], cwd: string): string =>
 const dir = mkdtempSync(join(tmpdir(), 'tokentap-pack-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 
-// Compiles only when a source changed since the last build (the suite may have built already).
-execFileSync(process.execPath, [join(ROOT, 'scripts', 'build-if-stale.mjs')], { stdio: 'inherit' })
+// dist/src is current: tap's `before` (test/helpers/build-dist.mjs) builds it, declarations
+// included, when a source is newer. Not rebuilt here: other test files run from dist/ meanwhile.
 const packed = JSON.parse(npm(['pack', '--ignore-scripts', '--json', '--pack-destination', dir], ROOT)) as { filename: string; files: { path: string }[] }[]
 const tarball = join(dir, packed[0].filename)
 const app = join(dir, 'app')
