@@ -32,8 +32,9 @@ import type { Summary } from './stats.ts'
  * bench/results/latest.json and bench/results/gaps.svg.
  * `--quick` runs fewer rounds (a smoke test of the harness, not figures to quote).
  * `--only cpu-short` runs the CPU-per-short-request phase (tokentap and the Node relay) and the OTel
- * round alone, `--only otel` the OTel round alone (bench/otel-phase.ts), on a machine too busy for
- * the whole run; they write bench/results/cpu-short.json / otel.json (quick.*.json with --quick).
+ * round alone, `--only otel` the OTel round alone (bench/otel-phase.ts), `--only scrape` the scrape
+ * phase alone (bench/scrape-phase.ts, both scales), on a machine too busy for the whole run; they
+ * write bench/results/cpu-short.json / otel.json / scrape.json (quick.*.json with --quick).
  * `--otel-interval-ms N` sets the OTel round's export period (default 1000), `--otel-cpu-prof DIR`
  * has both processes of each of its rounds write a CPU profile (DIR/off-R, DIR/on-R), `--otel-control` runs that round with the export
  * off in both processes (how far apart two equal processes measure).
@@ -48,11 +49,16 @@ const argOf = (name: string): string | undefined => {
   return i < 0 ? undefined : process.argv[i + 1]
 }
 const ONLY = argOf('--only')
-if (ONLY !== undefined && ONLY !== 'cpu-short' && ONLY !== 'otel') throw new Error(`--only takes cpu-short or otel, not ${ONLY}`)
+const ONLY_PHASES = ['cpu-short', 'otel', 'scrape'] as const
+type OnlyPhase = (typeof ONLY_PHASES)[number]
+if (ONLY !== undefined && !(ONLY_PHASES as readonly string[]).includes(ONLY)) throw new Error(`--only takes ${ONLY_PHASES.join(', ')}, not ${ONLY}`)
 const OTEL_PROF = argOf('--otel-cpu-prof')
 /** `--otel-control`: the OTel round with the export off in both processes (how far apart two equal processes measure). */
 const OTEL_CONTROL = process.argv.includes('--otel-control')
 const LOAD_AT_START = loadavg()[0]
+/** How the scrape phase measures (the results' `method.scrape`). */
+const SCRAPE_METHOD =
+  "bench/scrape-phase.ts, at two scales: `target` (scrapeTargetModels models, plus the earlier phases' one) judged against the targets, and `stress` (1,000 models) for information. /metrics fetched back to back with the headers Prometheus sends, each timed from request to the whole body; meanwhile 10 concurrent streams for random models keep series changing. Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Proxy CPU per scrape: utime+stime over the scrapes without traffic, divided by their number. Inside the proxy: the registry's own figures per scrape (tokentap:scrape on node:diagnostics_channel): time to the last batch, work, waiting for the event loop after each slice, turns, and the GC pauses meanwhile."
 const OUT_DIR = join(ROOT, 'bench', 'results')
 /** Where the Portkey gateway is installed on demand (gitignored). */
 const PORTKEY_DIR = join(ROOT, 'bench', '.cache', 'portkey')
@@ -239,10 +245,11 @@ function runOtelPhase(simPort: number, log: (s: string) => void): Promise<OtelPh
 }
 
 /**
- * `--only cpu-short` / `--only otel`: the CPU-per-short-request phase (tokentap and the Node relay)
- * and the OTel round, or the OTel round alone, with their targets.
+ * `--only cpu-short` / `--only otel` / `--only scrape`: the CPU-per-short-request phase (tokentap
+ * and the Node relay) and the OTel round, the OTel round alone, or the scrape phase alone, with
+ * their targets.
  */
-async function only(which: 'cpu-short' | 'otel'): Promise<void> {
+async function only(which: OnlyPhase): Promise<void> {
   const t0 = performance.now()
   const log = (s: string): void => void process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0)}s] ${s}\n`)
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
@@ -275,15 +282,35 @@ async function only(which: 'cpu-short' | 'otel'): Promise<void> {
     tt.proc.kill('SIGKILL')
     relay.proc.kill('SIGKILL')
   }
-  const otel = await runOtelPhase(sim.port, log)
-  T(otelTargetName(), describeOtel(otel), otel.met)
+  if (which === 'scrape') {
+    const tt = await startTokentapProcess(DIST, dir, sim.port, { maxModels: P.models + 100 })
+    stopOnExit(tt.proc)
+    const streamUrl = `http://127.0.0.1:${tt.port}/t/v1/chat/completions`
+    await job(warmUpJob(streamUrl, 'warm'))
+    const deps: ScrapeDeps = { job, ask: tt.ask, pid: pidOf(tt.proc), streamUrl, metricsUrl: `http://127.0.0.1:${tt.adminPort}/metrics`, accept: PROMETHEUS_ACCEPT, gzip: true, body: requestBody }
+    log(`scrape: ${P.scrapeTargetModels} models (≈1,000 llm_ histogram series)`)
+    const target = await scrapePhase(deps, P.scrapeTargetModels, P.scrapesTarget)
+    log(`  ${describeScrape(target)}`)
+    log(`scrape: ${P.models} models (stress)`)
+    const stress = await scrapePhase(deps, P.models, P.scrapes)
+    log(`  ${describeScrape(stress)}`)
+    T(`/metrics p99 ≤ 20 ms with ${target.llm_histogram_series.toLocaleString('en')} llm_ histogram series and traffic running`, `${target.ms.p99} ms (p50 ${target.ms.p50} ms)`, target.ms.p99 <= 20)
+    out.scrape = { target, stress }
+    tt.proc.kill('SIGKILL')
+  }
+  const otel = which === 'scrape' ? undefined : await runOtelPhase(sim.port, log)
+  if (otel !== undefined) T(otelTargetName(), describeOtel(otel), otel.met)
   const result = {
     date: new Date().toISOString(),
     quick: QUICK,
     only: which,
     machine: machine(undefined, undefined),
     parameters: P,
-    method: { cpu: 'utime+stime of the proxy process from /proc over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests', otel: otelMethod },
+    method: {
+      cpu: 'utime+stime of the proxy process from /proc over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests',
+      otel: otelMethod,
+      scrape: SCRAPE_METHOD,
+    },
     ...out,
     otel_short_requests: otel,
     targets,
@@ -304,7 +331,7 @@ async function only(which: 'cpu-short' | 'otel'): Promise<void> {
 // ---------------------------------------------------------------- phases
 
 async function main(): Promise<void> {
-  if (ONLY !== undefined) return only(ONLY as 'cpu-short' | 'otel')
+  if (ONLY !== undefined) return only(ONLY as OnlyPhase)
   const t0 = performance.now()
   const log = (s: string): void => void process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0)}s] ${s}\n`)
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
@@ -703,8 +730,7 @@ async function main(): Promise<void> {
         'Stalled reader (tokentap): stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus the same once they are released and gone, divided by stallReaders = stalled_reader_held; ' +
         'stalled_reader_kib = that minus the same for a control of as many streams read normally to the same number of chunks and left open (control_held): what the stall itself pins.',
       abort: `a counting upstream in the bench process streams abortChunks content events abortGapMs apart; the client reads abortAfter of them through the path, then destroys its socket; chunks_after_abort / bytes_after_abort = what the upstream still wrote after that moment, upstream_open_ms_after_abort = how long its response stayed open (median of abortRounds); read_to_end = rounds in which the proxy read it to the end`,
-      scrape:
-        "bench/scrape-phase.ts, at two scales: `target` (scrapeTargetModels models, plus the earlier phases' one) judged against the targets, and `stress` (1,000 models) for information. /metrics fetched back to back with the headers Prometheus sends, each timed from request to the whole body; meanwhile 10 concurrent streams for random models keep series changing. Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Proxy CPU per scrape: utime+stime over the scrapes without traffic, divided by their number.",
+      scrape: SCRAPE_METHOD,
       overhead: `tokentap's ${overhead.metric}: its buckets summed over series, the scrape after the unloaded phase minus the one before, p50 interpolated in the bucket (as histogram_quantile), beside the client-side added TTFT p50 of the same phase`,
       targets:
         'issue 13 (and issue 15 for the OTel round): each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',

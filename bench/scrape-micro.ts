@@ -21,7 +21,7 @@ import { round, summary } from './stats.ts'
  * default buckets), then per scrape records `--dirty` requests for random models (what 10
  * concurrent streams finish between two scrapes) and consumes `exposition()` whole. Reports CPU
  * and wall ms per scrape, and the longest synchronous run the scrape held the event loop for
- * (a setImmediate chain beside it measures the longest gap between its turns).
+ * (a setImmediate chain beside it measures the longest gap between its turns, in wall and CPU time).
  * `--http`: the same through the admin route on a real listener, read by a child process
  * (CPU is this process's: rendering plus the HTTP writes; wall ms is the child's, request to
  * whole body).
@@ -97,22 +97,32 @@ function record(m: LlmMetrics, i: number): void {
 
 const histogramSeries = (m: LlmMetrics): number => m.all().reduce((n, x) => n + (x.type === 'histogram' ? x.seriesCount : 0), 0)
 
-/** The longest gap between turns of a setImmediate chain while `running()`: the longest synchronous run beside it. */
-function loopProbe(): { stop(): number } {
+/**
+ * The longest gap between turns of a setImmediate chain while it runs: the longest synchronous
+ * run beside it, as wall time (what a stream's next chunk waits, preemption by other processes
+ * included) and as this process's CPU time over that gap (the run itself, whatever the load).
+ */
+function loopProbe(): { stop(): { wall: number; cpu: number } } {
   let last = performance.now()
+  let lastCpu = process.cpuUsage()
   let longest = 0
+  let longestCpu = 0
   let on = true
   const tick = (): void => {
     const now = performance.now()
+    const cpu = process.cpuUsage(lastCpu)
     if (now - last > longest) longest = now - last
+    const used = (cpu.user + cpu.system) / 1000
+    if (used > longestCpu) longestCpu = used
     last = now
+    lastCpu = process.cpuUsage()
     if (on) setImmediate(tick)
   }
   setImmediate(tick)
   return {
     stop() {
       on = false
-      return longest
+      return { wall: longest, cpu: longestCpu }
     },
   }
 }
@@ -125,6 +135,7 @@ interface Figures {
   sys_ms: ReturnType<typeof summary>
   wall_ms: ReturnType<typeof summary>
   longest_sync_ms: ReturnType<typeof summary>
+  longest_sync_cpu_ms: ReturnType<typeof summary>
   /** `--http`: the reading process's CPU per scrape (parsing the chunked body). */
   reader_cpu_ms?: ReturnType<typeof summary>
 }
@@ -135,6 +146,7 @@ async function inProcess(registry: MetricsRegistry, m: LlmMetrics, models: numbe
   const sys: number[] = []
   const wall: number[] = []
   const longest: number[] = []
+  const longestCpu: number[] = []
   let bytes = 0
   for (let s = -20; s < SCRAPES; s++) {
     between(m, models)
@@ -157,9 +169,10 @@ async function inProcess(registry: MetricsRegistry, m: LlmMetrics, models: numbe
     cpu.push((c.user + c.system) / 1000)
     sys.push(c.system / 1000)
     wall.push(t1 - t0)
-    longest.push(l)
+    longest.push(l.wall)
+    longestCpu.push(l.cpu)
   }
-  return { series: histogramSeries(m), bytes, cpu_ms: summary(cpu), sys_ms: summary(sys), wall_ms: summary(wall), longest_sync_ms: summary(longest) }
+  return { series: histogramSeries(m), bytes, cpu_ms: summary(cpu), sys_ms: summary(sys), wall_ms: summary(wall), longest_sync_ms: summary(longest), longest_sync_cpu_ms: summary(longestCpu) }
 }
 
 /** The child: GETs /metrics each time the parent says so, reports each scrape's ms (request to whole body). */
@@ -188,6 +201,7 @@ async function overHttp(registry: MetricsRegistry, m: LlmMetrics, models: number
   const wall: number[] = []
   const reader: number[] = []
   const longest: number[] = []
+  const longestCpu: number[] = []
   let bytes = 0
   for (let s = -20; s < SCRAPES; s++) {
     // Between scrapes, as streams end: the next scrape renders these series anew.
@@ -205,11 +219,21 @@ async function overHttp(registry: MetricsRegistry, m: LlmMetrics, models: number
     sys.push(used.system / 1000)
     wall.push(r.ms)
     reader.push(r.cpu)
-    longest.push(l)
+    longest.push(l.wall)
+    longestCpu.push(l.cpu)
   }
   c.kill()
   await app.close()
-  return { series: histogramSeries(m), bytes, cpu_ms: summary(cpu), sys_ms: summary(sys), wall_ms: summary(wall), longest_sync_ms: summary(longest), reader_cpu_ms: summary(reader) }
+  return {
+    series: histogramSeries(m),
+    bytes,
+    cpu_ms: summary(cpu),
+    sys_ms: summary(sys),
+    wall_ms: summary(wall),
+    longest_sync_ms: summary(longest),
+    longest_sync_cpu_ms: summary(longestCpu),
+    reader_cpu_ms: summary(reader),
+  }
 }
 
 async function main(): Promise<void> {
@@ -237,7 +261,7 @@ async function main(): Promise<void> {
     const r = (s: ReturnType<typeof summary>) => `p50 ${round(s.p50, 2)} p99 ${round(s.p99, 2)} max ${round(s.max, 2)}`
     process.stdout.write(
       `${f.series} histogram series (${models} models), ${(f.bytes / 2 ** 20).toFixed(2)} MiB, ${OPENMETRICS ? 'OpenMetrics' : 'text'}${EXEMPLARS ? ' with exemplars' : ''}, ${DIRTY < 0 ? 'every model' : DIRTY} requests between scrapes${HTTP ? ', over HTTP' : ''}:\n` +
-        `  CPU ms per scrape ${r(f.cpu_ms)} (system p50 ${round(f.sys_ms.p50, 2)}); wall ms ${r(f.wall_ms)}; longest synchronous run ms ${r(f.longest_sync_ms)}; GC ${round(gcMs / (SCRAPES + 20), 2)} ms per scrape (${gcCount} pauses)${f.reader_cpu_ms === undefined ? '' : `; reader CPU ms ${r(f.reader_cpu_ms)}`}\n`,
+        `  CPU ms per scrape ${r(f.cpu_ms)} (system p50 ${round(f.sys_ms.p50, 2)}); wall ms ${r(f.wall_ms)}; longest synchronous run ms ${r(f.longest_sync_ms)} (its CPU ms ${r(f.longest_sync_cpu_ms)}); GC ${round(gcMs / (SCRAPES + 20), 2)} ms per scrape (${gcCount} pauses)${f.reader_cpu_ms === undefined ? '' : `; reader CPU ms ${r(f.reader_cpu_ms)}`}\n`,
     )
   }
 }

@@ -64,7 +64,18 @@ interface InsideFigures {
   readonly yields: { p50: number; max: number }
   /** The longest work between two turns of the loop (the slice the traffic waited behind). */
   readonly longest_work_ms: number
-  readonly gc: { count: number; ms: number; max_ms: number }
+  readonly gc: { count: number; ms: number; max_ms: number; readonly by_kind: Record<string, { count: number; ms: number; max_ms: number }> }
+}
+
+/** The probe's flat gc_<kind>_count / _ms / _max_ms, by kind. */
+function gcByKind(el: Record<string, number>): Record<string, { count: number; ms: number; max_ms: number }> {
+  const out: Record<string, { count: number; ms: number; max_ms: number }> = {}
+  for (const [key, count] of Object.entries(el)) {
+    const m = /^gc_(.+)_count$/.exec(key)
+    if (m === null) continue
+    out[m[1]] = { count, ms: round(el[`gc_${m[1]}_ms`] ?? 0, 1), max_ms: round(el[`gc_${m[1]}_max_ms`] ?? 0, 1) }
+  }
+  return out
 }
 
 function inside(el: Record<string, number>): InsideFigures {
@@ -76,7 +87,7 @@ function inside(el: Record<string, number>): InsideFigures {
     yield_wait_ms: three('wait'),
     yields: { p50: el.scrape_yields_p50 ?? NaN, max: el.scrape_yields_max ?? NaN },
     longest_work_ms: round(el.scrape_longest_max ?? NaN),
-    gc: { count: el.gc_count ?? 0, ms: round(el.gc_ms ?? 0, 1), max_ms: round(el.gc_max_ms ?? 0, 1) },
+    gc: { count: el.gc_count ?? 0, ms: round(el.gc_ms ?? 0, 1), max_ms: round(el.gc_max_ms ?? 0, 1), by_kind: gcByKind(el) },
   }
 }
 
@@ -172,6 +183,8 @@ function describeInside(when: string, i: InsideFigures): string {
   return (
     `\n    inside the proxy, ${when}: p50 ${i.ms.p50} ms, p99 ${i.ms.p99} ms (work p50 ${i.work_ms.p50} / p99 ${i.work_ms.p99} ms, ` +
     `waiting for the loop p50 ${i.yield_wait_ms.p50} / p99 ${i.yield_wait_ms.p99} ms over ${i.yields.p50} turns), longest work between turns ${i.longest_work_ms} ms; ` +
-    `GC ${i.gc.count} pauses, ${i.gc.ms} ms, longest ${i.gc.max_ms} ms`
+    `GC ${i.gc.count} pauses, ${i.gc.ms} ms, longest ${i.gc.max_ms} ms (${Object.entries(i.gc.by_kind)
+      .map(([kind, k]) => `${kind} ${k.count}: ${k.ms} ms, longest ${k.max_ms}`)
+      .join('; ')})`
   )
 }

@@ -76,9 +76,12 @@ export class MetricsRegistry implements MetricsSource {
    * its own (`reply.type(PROMETHEUS_CONTENT_TYPE).send(await app.tokentap.registry.text())`).
    */
   async text(openMetrics = false): Promise<string> {
-    const parts: Buffer[] = []
-    for await (const batch of this.exposition(openMetrics)) parts.push(...batch)
-    return Buffer.concat(parts).toString('utf8')
+    const batches: Buffer[][] = []
+    for await (const batch of this.exposition(openMetrics)) batches.push(batch)
+    const text = Buffer.concat(batches.flat()).toString('utf8')
+    // Read into the string: the buffers can take the next scrape.
+    for (const batch of batches) this.recycle(batch)
+    return text
   }
 
   /**
