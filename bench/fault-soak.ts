@@ -161,7 +161,8 @@ async function answer(socket: Socket, kind: Kind, seed: number, bomb: Buffer): P
     case 'utf8status':
       return stream('HTTP/1.1 200 Réussi'.replace('é', Buffer.from('é', 'utf8').toString('latin1')))
     case 'info':
-      write('HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </soak.css>; rel=preload; as=style\r\n\r\n')
+      // An unsolicited 100 (skipped), a 102 (dropped) and a 103 (relayed) before the final answer.
+      write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </soak.css>; rel=preload; as=style\r\n\r\n')
       await sleep(2)
       return stream('HTTP/1.1 200 OK')
     case 'reset':
