@@ -1,5 +1,4 @@
 import type { Socket } from 'node:net'
-import { buildConnector } from 'undici'
 
 /**
  * An upstream's unsolicited `100 Continue`, skipped before undici reads it.
@@ -41,7 +40,7 @@ export function continueLength(data: Buffer): number {
 }
 
 /** Makes `socket.read()` skip a 100 at the start of each response. */
-function skipUnsolicitedContinue(socket: Socket): void {
+export function skipUnsolicitedContinue(socket: Socket): void {
   const read = socket.read
   const write = socket.write
   let awaitingResponse = false
@@ -89,16 +88,4 @@ function skipUnsolicitedContinue(socket: Socket): void {
       data = data.subarray(skip)
     }
   }
-}
-
-type Connector = ReturnType<typeof buildConnector>
-
-/** undici's connector with `options`, its sockets skipping unsolicited 100s. */
-export function continueSkippingConnector(options: buildConnector.BuildOptions): Connector {
-  const connect = buildConnector(options)
-  return ((opts, callback) =>
-    connect(opts, (...args) => {
-      if (args[0] === null) skipUnsolicitedContinue(args[1])
-      callback(...args)
-    })) as Connector
 }

@@ -3,7 +3,7 @@ import { Agent, EnvHttpProxyAgent, ProxyAgent } from 'undici'
 import type { Dispatcher } from 'undici'
 import type { Config, RouteConfig, UpstreamTls } from '../config/schema.ts'
 import { TokentapError } from '../errors.ts'
-import { continueSkippingConnector } from './unsolicited-continue.ts'
+import { upstreamConnector } from './upstream-connector.ts'
 
 /**
  * The undici dispatchers that reach the upstreams: one shared pool for every route that needs
@@ -22,12 +22,12 @@ type AgentOptions = Agent.Options
  * proxy's own timer (idle-deadline.ts), which covers the whole body from the head to the end
  * and fires within ms of its setting; undici's would fire up to ~1 s later than that, so as a
  * backstop it could never act, and it would only cost a timer refresh per HTTP chunk.
- * Connections skip an upstream's unsolicited 100 (unsolicited-continue.ts); through a forward
- * proxy undici's ProxyAgent makes the connection itself, and a 100 still fails the request.
+ * Connections are opened by upstreamConnector (the proxy's own connect timer, an unsolicited 100
+ * skipped); through a forward proxy undici's ProxyAgent opens them itself, with undici's timer.
  */
 function agentOptions(upstream: Config['upstream']): AgentOptions {
   return {
-    connect: continueSkippingConnector({ timeout: upstream.connect_timeout_ms }),
+    connect: upstreamConnector({ timeout: upstream.connect_timeout_ms }),
     headersTimeout: upstream.headers_timeout_ms,
     bodyTimeout: 0,
     keepAliveTimeout: upstream.keep_alive_timeout_ms,
@@ -129,7 +129,7 @@ export class UpstreamDispatchers {
     // ProxyAgent with these, not with `connect`: each gets the connect timeout, the second the route's TLS.
     const tunnel = { proxyTls: { timeout }, requestTls: { timeout, ...tls } }
     if (proxy !== undefined) return new ProxyAgent({ ...options, ...tunnel, uri: proxy }).compose(keepRepeatedHeaders)
-    const direct: AgentOptions = { ...options, connect: continueSkippingConnector({ timeout, ...tls }) }
+    const direct: AgentOptions = { ...options, connect: upstreamConnector({ timeout, ...tls }) }
     const env = this.#env
     if (env.httpProxy === '' && env.httpsProxy === '') return new Agent(direct)
     return new EnvHttpProxyAgent({ ...direct, ...tunnel, ...env }).compose(keepRepeatedHeaders)

@@ -214,3 +214,29 @@ t.test('an upstream that sends no headers in time answers 504 with a JSON error 
   t.equal(line.outcome, 'error')
   t.equal(line.status, 504)
 })
+
+t.test('an https upstream that accepts the connection but never completes the TLS handshake is cut at the connect timeout: 502, the connect code, the socket closed', async (t) => {
+  // A TCP peer that never says a word: the TLS handshake cannot finish.
+  let accepted = 0
+  let closed = 0
+  const silent = createServer((socket) => {
+    accepted++
+    socket.on('error', () => {})
+    socket.on('close', () => closed++)
+    // Read (and ignore) the ClientHello, so the peer's close is seen.
+    socket.resume()
+  })
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => silent.close(() => r())))
+  const port = (silent.address() as AddressInfo).port
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: `https://127.0.0.1:${port}` }], upstream: { connect_timeout_ms: 300 } })
+  t.teardown(() => proxy.close())
+  const res = await post(`${proxy.url}/up/v1/chat/completions`)
+  t.equal(res.status, 502)
+  const body = (await res.json()) as { error: { code: string; message: string } }
+  t.equal(body.error.code, 'TOKENTAP_ERR_UPSTREAM_CONNECT')
+  t.match(body.error.message, /UND_ERR_CONNECT_TIMEOUT/)
+  await waitFor('the silent connection to close', () => closed === accepted && accepted > 0)
+  const [line] = await proxy.waitForRequests(1)
+  t.same([line.outcome, line.status, line.error], ['error', 502, 'TOKENTAP_ERR_UPSTREAM_CONNECT'])
+})
