@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# tokentap: compile with tsc, run on Node 24 (the current LTS) slim with production dependencies only, as the
+# tokentap: compile with tsc, run on Node 26 (the active LTS since October 2026) slim with production dependencies only, as the
 # unprivileged `node` user (uid 1000).
 #
 #   docker build -t tokentap .
@@ -8,7 +8,7 @@
 #
 # The config is read from $TOKENTAP_CONFIG (/etc/tokentap/config.yaml; the image ships
 # config/default.yaml there). TOKENTAP_PORT, TOKENTAP_ADMIN_PORT and TOKENTAP_LOG_LEVEL override it.
-ARG NODE_IMAGE=node:24-slim
+ARG NODE_IMAGE=node:26-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
