@@ -3,7 +3,7 @@ import { Agent, EnvHttpProxyAgent, ProxyAgent } from 'undici'
 import type { Dispatcher } from 'undici'
 import type { Config, RouteConfig, UpstreamTls } from '../config/schema.ts'
 import { TokentapError } from '../errors.ts'
-import { upstreamConnector } from './upstream-connector.ts'
+import { tunnelPoolFactory, upstreamConnector } from './upstream-connector.ts'
 
 /**
  * The undici dispatchers that reach the upstreams: one shared pool for every route that needs
@@ -23,7 +23,8 @@ type AgentOptions = Agent.Options
  * and fires within ms of its setting; undici's would fire up to ~1 s later than that, so as a
  * backstop it could never act, and it would only cost a timer refresh per HTTP chunk.
  * Connections are opened by upstreamConnector (the proxy's own connect timer, an unsolicited 100
- * skipped); through a forward proxy undici's ProxyAgent opens them itself, with undici's timer.
+ * skipped); through a forward proxy by undici's ProxyAgent, whose pools tunnelPoolFactory makes
+ * with the same timer and skip.
  */
 function agentOptions(upstream: Config['upstream']): AgentOptions {
   return {
@@ -127,7 +128,7 @@ export class UpstreamDispatchers {
     const timeout = this.#upstream.connect_timeout_ms
     // The connection to the proxy and the TLS session through its tunnel are made by undici's
     // ProxyAgent with these, not with `connect`: each gets the connect timeout, the second the route's TLS.
-    const tunnel = { proxyTls: { timeout }, requestTls: { timeout, ...tls } }
+    const tunnel = { proxyTls: { timeout }, requestTls: { timeout, ...tls }, factory: tunnelPoolFactory(timeout) }
     if (proxy !== undefined) return new ProxyAgent({ ...options, ...tunnel, uri: proxy }).compose(keepRepeatedHeaders)
     const direct: AgentOptions = { ...options, connect: upstreamConnector({ timeout, ...tls }) }
     const env = this.#env

@@ -1,6 +1,7 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { createServer as createHttpsServer } from 'node:https'
+import { createServer as createNetServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import type { TLSSocket } from 'node:tls'
 import { startProxy, simRoute } from '../helpers/proxy.ts'
@@ -12,6 +13,7 @@ import { fixture } from '../helpers/fixtures.ts'
 import { sumOf } from '../helpers/prometheus.ts'
 import { startTinyproxy } from '../helpers/tinyproxy.ts'
 import { makeTestCa } from '../helpers/test-ca.ts'
+import { startRawUpstream } from '../helpers/raw-socket.ts'
 
 // Egress as companies run it: every upstream reached through a corporate forward proxy, here
 // Debian's tinyproxy on loopback. The proxy only relays a CONNECT tunnel, so the client must get
@@ -171,4 +173,41 @@ t.test('a forward proxy that cannot be reached gives the client a 502 and the re
   t.equal(up.requests.length, 0)
   await proxy.waitForRequests(1)
   t.equal(sumOf(await proxy.scrape(), 'llm_requests_total', { route: 'oai', outcome: 'error', status_code: '502' }), 1)
+})
+
+t.test('through the forward proxy too, an upstream’s unsolicited 100 Continue is skipped and the final answer measured', async (t) => {
+  const tiny = await startTinyproxy(t)
+  if (tiny === undefined) return
+  const body = `${EVENTS.join('')}`
+  const upstream = await startRawUpstream((socket) => {
+    socket.write(`HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/openai', name: 'oai', upstream: upstream.url, provider: 'openai', proxy: tiny.url }] })
+  t.teardown(() => proxy.close())
+  const res = await rawRequest(`${proxy.url}/openai/v1/chat/completions`, post)
+  t.equal(res.status, 200)
+  t.ok(res.body.equals(STREAM), 'the recorded bytes, no 100')
+  t.same(tiny.connects(), [`127.0.0.1:${port(upstream.url)}`], 'through one CONNECT tunnel')
+  const [line] = await proxy.waitForRequests(1)
+  t.same([line.outcome, line.status, line.output_tokens], ['ok', 200, 9])
+})
+
+t.test('through the forward proxy, an https upstream that never completes the TLS handshake is cut at the connect timeout: 502, the connect code', async (t) => {
+  const tiny = await startTinyproxy(t)
+  if (tiny === undefined) return
+  const silent = createNetServer((socket) => {
+    socket.on('error', () => {})
+    socket.resume()
+  })
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => silent.close(() => r())))
+  const url = `https://127.0.0.1:${(silent.address() as AddressInfo).port}`
+  const proxy = await startProxy({ routes: [{ prefix: '/openai', upstream: url, provider: 'openai', proxy: tiny.url }], upstream: { connect_timeout_ms: 300 } })
+  t.teardown(() => proxy.close())
+  const res = await rawRequest(`${proxy.url}/openai/v1/chat/completions`, post)
+  t.equal(res.status, 502)
+  t.equal((JSON.parse(res.body.toString('utf8')) as { error: { code: string } }).error.code, 'TOKENTAP_ERR_UPSTREAM_CONNECT')
+  const [line] = await proxy.waitForRequests(1)
+  t.same([line.outcome, line.status], ['error', 502])
 })
