@@ -179,6 +179,17 @@ function job<T>(j: Job): Promise<T> {
   return load.job<T>(j)
 }
 
+/** The scrape phase at the target scale (≈1,000 llm_ histogram series) and at the stress scale. */
+async function scrapeBothScales(deps: ScrapeDeps, log: (s: string) => void): Promise<{ target: ScrapeFigures; stress: ScrapeFigures }> {
+  log(`scrape: ${P.scrapeTargetModels} models (≈1,000 llm_ histogram series)`)
+  const target = await scrapePhase(deps, P.scrapeTargetModels, P.scrapesTarget)
+  log(`  ${describeScrape(target)}`)
+  log(`scrape: ${P.models} models (stress)`)
+  const stress = await scrapePhase(deps, P.models, P.scrapes)
+  log(`  ${describeScrape(stress)}`)
+  return { target, stress }
+}
+
 const median = (xs: readonly number[]): number => {
   const a = sorted(xs)
   return a.length === 0 ? NaN : a[Math.floor((a.length - 1) / 2)]
@@ -288,12 +299,7 @@ async function only(which: OnlyPhase): Promise<void> {
     const streamUrl = `http://127.0.0.1:${tt.port}/t/v1/chat/completions`
     await job(warmUpJob(streamUrl, 'warm'))
     const deps: ScrapeDeps = { job, ask: tt.ask, pid: pidOf(tt.proc), streamUrl, metricsUrl: `http://127.0.0.1:${tt.adminPort}/metrics`, accept: PROMETHEUS_ACCEPT, gzip: true, body: requestBody }
-    log(`scrape: ${P.scrapeTargetModels} models (≈1,000 llm_ histogram series)`)
-    const target = await scrapePhase(deps, P.scrapeTargetModels, P.scrapesTarget)
-    log(`  ${describeScrape(target)}`)
-    log(`scrape: ${P.models} models (stress)`)
-    const stress = await scrapePhase(deps, P.models, P.scrapes)
-    log(`  ${describeScrape(stress)}`)
+    const { target, stress } = await scrapeBothScales(deps, log)
     T(`/metrics p99 ≤ 20 ms with ${target.llm_histogram_series.toLocaleString('en')} llm_ histogram series and traffic running`, `${target.ms.p99} ms (p50 ${target.ms.p50} ms)`, target.ms.p99 <= 20)
     out.scrape = { target, stress }
     tt.proc.kill('SIGKILL')
@@ -512,12 +518,7 @@ async function main(): Promise<void> {
     gzip: true,
     body: requestBody,
   }
-  log(`scrape: ${P.scrapeTargetModels} models (≈1,000 llm_ histogram series)`)
-  const scrapeTarget = await scrapePhase(scrapeDeps, P.scrapeTargetModels, P.scrapesTarget)
-  log(`  ${describeScrape(scrapeTarget)}`)
-  log(`scrape: ${P.models} models (stress)`)
-  const scrapeStress = await scrapePhase(scrapeDeps, P.models, P.scrapes)
-  log(`  ${describeScrape(scrapeStress)}`)
+  const { target: scrapeTarget, stress: scrapeStress } = await scrapeBothScales(scrapeDeps, log)
 
   // ---------------------------------------------------------------- report
   const u = Object.fromEntries(all.map((p) => [p, summary(unloaded[p])])) as Record<Path, Summary>
