@@ -184,6 +184,29 @@ const requestsIn = (s: Series, w: number, now: number): number => s.requests.ok.
 
 const WINDOW_SECONDS = [60, 300, 900] as const
 
+/** Ranks first: more requests, then created earlier. */
+const before = (a: Series, b: Series): boolean => a.busy > b.busy || (a.busy === b.busy && a.seq < b.seq)
+
+/**
+ * The `k` busiest series, busiest first: what sorting them all and taking the first `k` gives,
+ * in one pass that keeps the best `k` sorted (a series that ranks below the k-th costs one
+ * comparison).
+ */
+function busiest(all: Iterable<Series>, k: number): Series[] {
+  const top: Series[] = []
+  for (const s of all) {
+    if (top.length === k) {
+      if (!before(s, top[k - 1])) continue
+      top.pop()
+    }
+    let i = top.length
+    top.push(s)
+    for (; i > 0 && before(s, top[i - 1]); i--) top[i] = top[i - 1]
+    top[i] = s
+  }
+  return top
+}
+
 /** Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client). */
 export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
   const scratch: number[] = [0, 0, 0]
@@ -192,16 +215,20 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
   // or went. The ranking reads each series' 15-minute request count as last counted: every
   // message recounts a fifth of the series (staggered by creation order, like the long windows),
   // so no message pays for all of them (with 1,000 series that was most of a ranking second).
+  // The fifths are kept with the ranking, so a message touches only the series it recounts.
   let ranking = stats.ranking
-  if (ranking?.second !== second) {
-    for (const s of stats.series.values()) if (s.busy < 0 || (second + s.seq) % LONG_REFRESH_SECONDS === 0) s.busy = requestsIn(s, 2, now)
+  if (ranking !== undefined && ranking.second !== second) {
+    // (second + seq) % LONG_REFRESH_SECONDS === 0
+    for (const s of ranking.fifths[(LONG_REFRESH_SECONDS - (second % LONG_REFRESH_SECONDS)) % LONG_REFRESH_SECONDS]) s.busy = requestsIn(s, 2, now)
   }
   if (ranking === undefined || ranking.size !== stats.series.size || (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)) {
     stats.forget(now)
-    const ranked = [...stats.series.values()]
-    for (const s of ranked) if (s.busy < 0) s.busy = requestsIn(s, 2, now)
-    ranked.sort((a, b) => b.busy - a.busy || a.seq - b.seq)
-    ranking = stats.ranking = { second, size: stats.series.size, shown: ranked.slice(0, MAX_SERIES_SHOWN) }
+    const fifths: Series[][] = Array.from({ length: LONG_REFRESH_SECONDS }, () => [])
+    for (const s of stats.series.values()) {
+      if (s.busy < 0) s.busy = requestsIn(s, 2, now)
+      fifths[s.seq % LONG_REFRESH_SECONDS].push(s)
+    }
+    ranking = stats.ranking = { second, size: stats.series.size, shown: busiest(stats.series.values(), MAX_SERIES_SHOWN), fifths }
   } else if (ranking.second !== second) {
     ranking = stats.ranking = { ...ranking, second }
   }

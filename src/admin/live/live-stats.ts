@@ -105,7 +105,7 @@ export class LiveStats {
   readonly #maxSeries: number
   #seq = 0
   /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
-  ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[] } | undefined
+  ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[]; readonly fifths: readonly (readonly Series[])[] } | undefined
 
   constructor(maxSeries = MAX_SERIES) {
     this.#maxSeries = maxSeries
