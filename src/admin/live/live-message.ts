@@ -59,6 +59,8 @@ interface StreamCursor {
 export type Cursors = Map<InFlight, StreamCursor>
 
 const r2 = (x: number): number => Math.round(x * 100) / 100
+/** Tokens/s to 0.1; null for no value. */
+const tenths = (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10)
 /** Seconds → ms, to 0.01 ms; null for no value. */
 const ms = (seconds: number): number | null => (Number.isNaN(seconds) ? null : Math.round(seconds * 1e5) / 100)
 
@@ -70,15 +72,18 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
   const version = sketch.version
   if (cached !== undefined && cached.version === version && (cached.longVersion === version || !refreshLong)) return cached.values
   const long = refreshLong || cached === undefined
-  const values: (number | null)[] = []
-  const scale = metric === 'tps' ? (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10) : ms
+  const values: (number | null)[] = new Array(12)
+  const perSecond = metric === 'tps'
   for (let w = 0; w < 3; w++) {
+    const at = w * 4
     if (w > 0 && !long) {
-      for (let i = w * 4; i < w * 4 + 4; i++) values.push((cached as { values: (number | null)[] }).values[i])
+      const old = (cached as { values: (number | null)[] }).values
+      for (let i = at; i < at + 4; i++) values[i] = old[i]
       continue
     }
-    sketch.quantiles(w, QS, now, scratch)
-    values.push(scale(scratch[0]), scale(scratch[1]), scale(scratch[2]), Math.round(sketch.count(w, now)))
+    const count = sketch.read(w, QS, scratch)
+    for (let i = 0; i < 3; i++) values[at + i] = perSecond ? tenths(scratch[i]) : ms(scratch[i])
+    values[at + 3] = Math.round(count)
   }
   s.cache.set(metric, { version, longVersion: long ? version : (cached as { longVersion: number }).longVersion, values })
   return values
@@ -180,7 +185,7 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
 
 const inFlightShown = (streams: Record<string, unknown>[]): number => streams.reduce((n, s) => (s.ended === true ? n : n + 1), 0)
 
-const requestsIn = (s: Series, w: number, now: number): number => s.requests.ok.sum(w, now) + s.requests.error.sum(w, now) + s.requests.cancelled.sum(w, now)
+const requestsIn = (s: Series, w: number, now: number): number => s.requestCount.sum(w, now)
 
 const WINDOW_SECONDS = [60, 300, 900] as const
 

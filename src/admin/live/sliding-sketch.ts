@@ -44,10 +44,14 @@ export function binOf(value: number): number {
   return Math.ceil(Math.log(value) * INV_LOG_GAMMA)
 }
 
+const binValueOf = (bin: number): number => (bin < MIN_INDEX ? 0 : (2 * GAMMA ** bin) / (GAMMA + 1))
+/** Every bin's value, the zero bin's first: a quantile walk reads it, no power per answer. */
+const BIN_VALUES = Float64Array.from({ length: BIN_COUNT }, (_, i) => binValueOf(i + ZERO_BIN))
+
 /** The value a bin stands for (0 for the zero bin). */
 export function binValue(bin: number): number {
-  if (bin < MIN_INDEX) return 0
-  return (2 * GAMMA ** bin) / (GAMMA + 1)
+  const i = bin - ZERO_BIN
+  return i >= 0 && i < BIN_COUNT ? BIN_VALUES[i] : binValueOf(bin)
 }
 
 /**
@@ -302,6 +306,16 @@ export class SlidingSketch {
     this.advance(now)
     this.#total(window).quantiles(qs, out)
     return out
+  }
+
+  /**
+   * `quantiles` and `count` of a window at once, as of the last `advance` (the caller has
+   * moved the windows to its `now`): the quantiles into `out`, the count returned.
+   */
+  read(window: number, qs: readonly number[], out: number[]): number {
+    const total = this.#total(window)
+    total.quantiles(qs, out)
+    return total.total
   }
 
   /** `visit(value, count)` for each non-empty bin of a window, ascending (the distribution chart). */
