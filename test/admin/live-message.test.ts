@@ -154,6 +154,41 @@ t.test('at most MAX_SERIES_SHOWN series are sent, the busiest first', async (t) 
   t.equal(m.series[0].ok[0], 3, 'the busiest come first')
 })
 
+t.test('the series shown are the busiest of a full sort, ties by creation order', async (t) => {
+  const stats = new LiveStats()
+  // 120 series created in a scrambled order, with 1 … 4 requests each: many ties.
+  const created: { model: string; n: number }[] = []
+  for (let i = 0; i < 120; i++) {
+    const model = `m${(i * 37) % 120}`
+    const n = 1 + ((i * 7) % 4)
+    created.push({ model, n })
+    for (let k = 0; k < n; k++) stats.add(finished([[10, 1]], 20, 1000 + i, { model }))
+  }
+  const want = (xs: { model: string; n: number }[]): string[] =>
+    xs
+      .map((x, seq) => ({ ...x, seq }))
+      .sort((a, b) => b.n - a.n || a.seq - b.seq)
+      .slice(0, MAX_SERIES_SHOWN)
+      .map((x) => x.model)
+  const m = build(stats, [], 2000)
+  t.same(
+    m.series.map((s) => s.model),
+    want(created),
+  )
+  // More requests for the last-created series: at the next ranking second they lead.
+  for (const x of created.slice(-50)) {
+    for (let k = 0; k < 4; k++) stats.add(finished([[10, 1]], 20, 3000, { model: x.model }))
+    x.n += 4
+  }
+  const cursors: Cursors = new Map()
+  for (let at = 3000; at <= 10_000; at += 1000) build(stats, [], at, cursors)
+  t.same(
+    build(stats, [], 10_000, cursors).series.map((s) => s.model),
+    want(created),
+    'every series recounted, then ranked again',
+  )
+})
+
 t.test('past the series limit new models share the route’s other series', async (t) => {
   const stats = new LiveStats(2)
   for (const model of ['a', 'b', 'c', 'd']) stats.add(finished([[10, 1]], 20, 1000, { model }))

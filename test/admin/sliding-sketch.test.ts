@@ -37,6 +37,27 @@ t.test('quantiles of a window are the exact nearest-rank quantiles to 1 %', asyn
   t.equal(s.count(2, 6_000), 1000)
 })
 
+t.test('every quantile, walked from the bottom or the top, is the bin of the exact nearest-rank value', async (t) => {
+  const s = new SlidingSketch()
+  const values: number[] = []
+  // Zeros (bursts) and weights, so both walks cross the zero bin and count weights.
+  for (let i = 1; i <= 500; i++) {
+    const v = i % 10 === 0 ? 0 : 0.001 * (1 + ((i * i) % 499) * 2)
+    const k = 1 + (i % 3)
+    for (let j = 0; j < k; j++) values.push(v)
+    s.observe(v, k, 1_000 + i)
+  }
+  const qs = [0.01, 0.05, 0.1, 0.25, 0.5, 0.51, 0.75, 0.9, 0.95, 0.99, 0.999, 1]
+  const got = s.quantiles(0, qs, 2_000)
+  t.same(
+    got,
+    qs.map((q) => binValue(binOf(exact(values, q)))),
+  )
+  const zeros = new SlidingSketch()
+  zeros.observe(0, 5, 0)
+  t.same(zeros.quantiles(0, [0.5, 0.99], 0), [0, 0], 'a window of zeros reads 0 from both ends')
+})
+
 t.test('a weight counts as that many observations', async (t) => {
   const s = new SlidingSketch()
   s.observe(0.01, 9, 0)

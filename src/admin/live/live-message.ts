@@ -59,6 +59,8 @@ interface StreamCursor {
 export type Cursors = Map<InFlight, StreamCursor>
 
 const r2 = (x: number): number => Math.round(x * 100) / 100
+/** Tokens/s to 0.1; null for no value. */
+const tenths = (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10)
 /** Seconds → ms, to 0.01 ms; null for no value. */
 const ms = (seconds: number): number | null => (Number.isNaN(seconds) ? null : Math.round(seconds * 1e5) / 100)
 
@@ -70,15 +72,18 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
   const version = sketch.version
   if (cached !== undefined && cached.version === version && (cached.longVersion === version || !refreshLong)) return cached.values
   const long = refreshLong || cached === undefined
-  const values: (number | null)[] = []
-  const scale = metric === 'tps' ? (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10) : ms
+  const values: (number | null)[] = new Array(12)
+  const perSecond = metric === 'tps'
   for (let w = 0; w < 3; w++) {
+    const at = w * 4
     if (w > 0 && !long) {
-      for (let i = w * 4; i < w * 4 + 4; i++) values.push((cached as { values: (number | null)[] }).values[i])
+      const old = (cached as { values: (number | null)[] }).values
+      for (let i = at; i < at + 4; i++) values[i] = old[i]
       continue
     }
-    sketch.quantiles(w, QS, now, scratch)
-    values.push(scale(scratch[0]), scale(scratch[1]), scale(scratch[2]), Math.round(sketch.count(w, now)))
+    const count = sketch.read(w, QS, scratch)
+    for (let i = 0; i < 3; i++) values[at + i] = perSecond ? tenths(scratch[i]) : ms(scratch[i])
+    values[at + 3] = Math.round(count)
   }
   s.cache.set(metric, { version, longVersion: long ? version : (cached as { longVersion: number }).longVersion, values })
   return values
@@ -180,9 +185,32 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
 
 const inFlightShown = (streams: Record<string, unknown>[]): number => streams.reduce((n, s) => (s.ended === true ? n : n + 1), 0)
 
-const requestsIn = (s: Series, w: number, now: number): number => s.requests.ok.sum(w, now) + s.requests.error.sum(w, now) + s.requests.cancelled.sum(w, now)
+const requestsIn = (s: Series, w: number, now: number): number => s.requestCount.sum(w, now)
 
 const WINDOW_SECONDS = [60, 300, 900] as const
+
+/** Ranks first: more requests, then created earlier. */
+const before = (a: Series, b: Series): boolean => a.busy > b.busy || (a.busy === b.busy && a.seq < b.seq)
+
+/**
+ * The `k` busiest series, busiest first: what sorting them all and taking the first `k` gives,
+ * in one pass that keeps the best `k` sorted (a series that ranks below the k-th costs one
+ * comparison).
+ */
+function busiest(all: Iterable<Series>, k: number): Series[] {
+  const top: Series[] = []
+  for (const s of all) {
+    if (top.length === k) {
+      if (!before(s, top[k - 1])) continue
+      top.pop()
+    }
+    let i = top.length
+    top.push(s)
+    for (; i > 0 && before(s, top[i - 1]); i--) top[i] = top[i - 1]
+    top[i] = s
+  }
+  return top
+}
 
 /** Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client). */
 export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
@@ -192,16 +220,20 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
   // or went. The ranking reads each series' 15-minute request count as last counted: every
   // message recounts a fifth of the series (staggered by creation order, like the long windows),
   // so no message pays for all of them (with 1,000 series that was most of a ranking second).
+  // The fifths are kept with the ranking, so a message touches only the series it recounts.
   let ranking = stats.ranking
-  if (ranking?.second !== second) {
-    for (const s of stats.series.values()) if (s.busy < 0 || (second + s.seq) % LONG_REFRESH_SECONDS === 0) s.busy = requestsIn(s, 2, now)
+  if (ranking !== undefined && ranking.second !== second) {
+    // (second + seq) % LONG_REFRESH_SECONDS === 0
+    for (const s of ranking.fifths[(LONG_REFRESH_SECONDS - (second % LONG_REFRESH_SECONDS)) % LONG_REFRESH_SECONDS]) s.busy = requestsIn(s, 2, now)
   }
   if (ranking === undefined || ranking.size !== stats.series.size || (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)) {
     stats.forget(now)
-    const ranked = [...stats.series.values()]
-    for (const s of ranked) if (s.busy < 0) s.busy = requestsIn(s, 2, now)
-    ranked.sort((a, b) => b.busy - a.busy || a.seq - b.seq)
-    ranking = stats.ranking = { second, size: stats.series.size, shown: ranked.slice(0, MAX_SERIES_SHOWN) }
+    const fifths: Series[][] = Array.from({ length: LONG_REFRESH_SECONDS }, () => [])
+    for (const s of stats.series.values()) {
+      if (s.busy < 0) s.busy = requestsIn(s, 2, now)
+      fifths[s.seq % LONG_REFRESH_SECONDS].push(s)
+    }
+    ranking = stats.ranking = { second, size: stats.series.size, shown: busiest(stats.series.values(), MAX_SERIES_SHOWN), fifths }
   } else if (ranking.second !== second) {
     ranking = stats.ranking = { ...ranking, second }
   }

@@ -52,6 +52,8 @@ export class Series {
     tps: new SlidingSketch(),
   }
   readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
+  /** Requests of every outcome: the ranking reads one counter, not three. */
+  readonly requestCount = new SlidingCounter()
   readonly tokens = new SlidingCounter()
   readonly stalls = new SlidingCounter()
   /** When the last request ended (ms), to forget series idle for longer than the longest window. */
@@ -105,7 +107,7 @@ export class LiveStats {
   readonly #maxSeries: number
   #seq = 0
   /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
-  ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[] } | undefined
+  ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[]; readonly fifths: readonly (readonly Series[])[] } | undefined
 
   constructor(maxSeries = MAX_SERIES) {
     this.#maxSeries = maxSeries
@@ -117,6 +119,7 @@ export class LiveStats {
     s.lastAt = now
     s.provider = r.provider
     s.requests[r.outcome].add(1, now)
+    s.requestCount.add(1, now)
     this.requests[r.outcome].add(1, now)
     s.tokens.add(r.outputTokens, now)
     this.tokens.add(r.outputTokens, now)

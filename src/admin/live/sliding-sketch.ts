@@ -44,10 +44,14 @@ export function binOf(value: number): number {
   return Math.ceil(Math.log(value) * INV_LOG_GAMMA)
 }
 
+const binValueOf = (bin: number): number => (bin < MIN_INDEX ? 0 : (2 * GAMMA ** bin) / (GAMMA + 1))
+/** Every bin's value, the zero bin's first: a quantile walk reads it, no power per answer. */
+const BIN_VALUES = Float64Array.from({ length: BIN_COUNT }, (_, i) => binValueOf(i + ZERO_BIN))
+
 /** The value a bin stands for (0 for the zero bin). */
 export function binValue(bin: number): number {
-  if (bin < MIN_INDEX) return 0
-  return (2 * GAMMA ** bin) / (GAMMA + 1)
+  const i = bin - ZERO_BIN
+  return i >= 0 && i < BIN_COUNT ? BIN_VALUES[i] : binValueOf(bin)
 }
 
 /**
@@ -105,30 +109,57 @@ class Store {
 
   /**
    * Nearest-rank quantiles (the smallest value whose cumulative count reaches q × total), for
-   * ascending `qs`, into `out`. NaN for an empty store.
+   * ascending `qs`, into `out`. NaN for an empty store. Quantiles up to the median are walked
+   * from the bottom, the others from the top (a p99 passes ~1 % of the counts, not 99 %): the
+   * cumulative count below a bin is the total less the counts above it, the same sums as the
+   * bottom's while counts are whole (every weight here is), and within the millionth of a count
+   * that both walks allow for float sums.
    */
   quantiles(qs: readonly number[], out: number[]): void {
+    const n = qs.length
     if (this.total <= 0) {
-      for (let i = 0; i < qs.length; i++) out[i] = Number.NaN
+      for (let i = 0; i < n; i++) out[i] = Number.NaN
       return
     }
     const counts = this.counts ?? EMPTY
+    const total = this.total
+    let high = 0
+    while (high < n && qs[high] <= 0.5) high++
+    // From the bottom: qs[0 … high).
     let q = 0
-    let rank = Math.max(1e-9, qs[0] * this.total)
-    let seen = this.zero
-    while (q < qs.length && seen >= rank - 1e-6) {
-      out[q++] = 0
-      if (q < qs.length) rank = Math.max(1e-9, qs[q] * this.total)
-    }
-    for (let j = 0; j < counts.length && q < qs.length; j++) {
-      seen += counts[j]
-      // A tolerance of a millionth of a count: the totals are float sums.
-      while (q < qs.length && seen >= rank - 1e-6) {
-        out[q++] = binValue(this.lo + j)
-        if (q < qs.length) rank = Math.max(1e-9, qs[q] * this.total)
+    if (q < high) {
+      let rank = Math.max(1e-9, qs[0] * total)
+      let seen = this.zero
+      while (q < high && seen >= rank - 1e-6) {
+        out[q++] = 0
+        if (q < high) rank = Math.max(1e-9, qs[q] * total)
       }
+      for (let j = 0; j < counts.length && q < high; j++) {
+        seen += counts[j]
+        // A tolerance of a millionth of a count: the totals are float sums.
+        while (q < high && seen >= rank - 1e-6) {
+          out[q++] = binValue(this.lo + j)
+          if (q < high) rank = Math.max(1e-9, qs[q] * total)
+        }
+      }
+      for (; q < high; q++) out[q] = binValue(this.lo + counts.length - 1)
     }
-    for (; q < qs.length; q++) out[q] = binValue(this.lo + counts.length - 1)
+    // From the top: qs[high … n), the largest first. `seen` is the count up to bin j included;
+    // bin j is the answer for a rank once the count below it (seen − counts[j]) falls short.
+    q = n - 1
+    if (q < high) return
+    let rank = Math.max(1e-9, qs[q] * total)
+    let seen = total
+    for (let j = counts.length - 1; j >= 0 && q >= high; j--) {
+      const below = seen - counts[j]
+      while (q >= high && below < rank - 1e-6) {
+        out[q--] = binValue(this.lo + j)
+        if (q >= high) rank = Math.max(1e-9, qs[q] * total)
+      }
+      seen = below
+    }
+    // What is left lies in the zero bin.
+    for (; q >= high; q--) out[q] = 0
   }
 
   /** Calls `visit(bin, count)` for every non-empty bin, ascending. */
@@ -275,6 +306,16 @@ export class SlidingSketch {
     this.advance(now)
     this.#total(window).quantiles(qs, out)
     return out
+  }
+
+  /**
+   * `quantiles` and `count` of a window at once, as of the last `advance` (the caller has
+   * moved the windows to its `now`): the quantiles into `out`, the count returned.
+   */
+  read(window: number, qs: readonly number[], out: number[]): number {
+    const total = this.#total(window)
+    total.quantiles(qs, out)
+    return total.total
   }
 
   /** `visit(value, count)` for each non-empty bin of a window, ascending (the distribution chart). */
