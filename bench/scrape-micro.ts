@@ -140,18 +140,56 @@ interface Figures {
   reader_cpu_ms?: ReturnType<typeof summary>
 }
 
-async function inProcess(registry: MetricsRegistry, m: LlmMetrics, models: number): Promise<Figures> {
-  const source: MetricsSource = registry
+/** One scrape: its bytes, its wall ms, and the reader's CPU ms when another process read it. */
+interface Scrape {
+  readonly bytes: number
+  readonly ms: number
+  readonly readerCpu?: number
+}
+
+/** SCRAPES scrapes after 20 unmeasured ones, the series changed between them as streams end: this process's CPU, the wall time, the longest synchronous run. */
+async function timeScrapes(m: LlmMetrics, models: number, scrape: () => Promise<Scrape>): Promise<Figures> {
   const cpu: number[] = []
   const sys: number[] = []
   const wall: number[] = []
+  const reader: number[] = []
   const longest: number[] = []
   const longestCpu: number[] = []
   let bytes = 0
   for (let s = -20; s < SCRAPES; s++) {
+    // Between scrapes, as streams end: the next scrape renders these series anew.
     between(m, models)
     const probe = loopProbe()
     const c0 = process.cpuUsage()
+    const r = await scrape()
+    const c = process.cpuUsage(c0)
+    // One more turn so the probe sees the last slice.
+    await new Promise((resolve) => setImmediate(resolve))
+    const l = probe.stop()
+    if (s < 0) continue
+    bytes = r.bytes
+    cpu.push((c.user + c.system) / 1000)
+    sys.push(c.system / 1000)
+    wall.push(r.ms)
+    if (r.readerCpu !== undefined) reader.push(r.readerCpu)
+    longest.push(l.wall)
+    longestCpu.push(l.cpu)
+  }
+  return {
+    series: histogramSeries(m),
+    bytes,
+    cpu_ms: summary(cpu),
+    sys_ms: summary(sys),
+    wall_ms: summary(wall),
+    longest_sync_ms: summary(longest),
+    longest_sync_cpu_ms: summary(longestCpu),
+    ...(reader.length > 0 ? { reader_cpu_ms: summary(reader) } : {}),
+  }
+}
+
+function inProcess(registry: MetricsRegistry, m: LlmMetrics, models: number): Promise<Figures> {
+  const source: MetricsSource = registry
+  return timeScrapes(m, models, async () => {
     const t0 = performance.now()
     let n = 0
     for await (const batch of source.exposition(OPENMETRICS)) {
@@ -159,20 +197,8 @@ async function inProcess(registry: MetricsRegistry, m: LlmMetrics, models: numbe
       // As /metrics does once the socket wrote them.
       source.recycle?.(batch)
     }
-    const t1 = performance.now()
-    const c = process.cpuUsage(c0)
-    // One more turn so the probe sees the last slice.
-    await new Promise((r) => setImmediate(r))
-    const l = probe.stop()
-    if (s < 0) continue
-    bytes = n
-    cpu.push((c.user + c.system) / 1000)
-    sys.push(c.system / 1000)
-    wall.push(t1 - t0)
-    longest.push(l.wall)
-    longestCpu.push(l.cpu)
-  }
-  return { series: histogramSeries(m), bytes, cpu_ms: summary(cpu), sys_ms: summary(sys), wall_ms: summary(wall), longest_sync_ms: summary(longest), longest_sync_cpu_ms: summary(longestCpu) }
+    return { bytes: n, ms: performance.now() - t0 }
+  })
 }
 
 /** The child: GETs /metrics each time the parent says so, reports each scrape's ms (request to whole body). */
@@ -196,44 +222,15 @@ async function overHttp(registry: MetricsRegistry, m: LlmMetrics, models: number
   metricsRoute(app, registry)
   const address = await app.listen({ port: 0, host: '127.0.0.1' })
   const c: ChildProcess = fork(fileURLToPath(import.meta.url), ['--child', `${address}/metrics`, ...(OPENMETRICS ? [] : ['--text'])])
-  const cpu: number[] = []
-  const sys: number[] = []
-  const wall: number[] = []
-  const reader: number[] = []
-  const longest: number[] = []
-  const longestCpu: number[] = []
-  let bytes = 0
-  for (let s = -20; s < SCRAPES; s++) {
-    // Between scrapes, as streams end: the next scrape renders these series anew.
-    between(m, models)
-    const probe = loopProbe()
-    const c0 = process.cpuUsage()
+  const figures = await timeScrapes(m, models, async () => {
     const done = new Promise<{ ms: number; bytes: number; cpu: number }>((resolve) => c.once('message', resolve))
     c.send('go')
     const r = await done
-    const used = process.cpuUsage(c0)
-    const l = probe.stop()
-    if (s < 0) continue
-    bytes = r.bytes
-    cpu.push((used.user + used.system) / 1000)
-    sys.push(used.system / 1000)
-    wall.push(r.ms)
-    reader.push(r.cpu)
-    longest.push(l.wall)
-    longestCpu.push(l.cpu)
-  }
+    return { bytes: r.bytes, ms: r.ms, readerCpu: r.cpu }
+  })
   c.kill()
   await app.close()
-  return {
-    series: histogramSeries(m),
-    bytes,
-    cpu_ms: summary(cpu),
-    sys_ms: summary(sys),
-    wall_ms: summary(wall),
-    longest_sync_ms: summary(longest),
-    longest_sync_cpu_ms: summary(longestCpu),
-    reader_cpu_ms: summary(reader),
-  }
+  return figures
 }
 
 async function main(): Promise<void> {

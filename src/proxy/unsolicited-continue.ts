@@ -12,8 +12,11 @@ import type { Socket } from 'node:net'
  * (102 and 103 it already hands over, response-head.ts relays or drops them).
  *
  * Only the bytes that start a response are looked at: undici pipelines one request at a time,
- * so after it writes a request the next bytes read are that request's response. Once they are
- * not a 100, reads pass straight through until the next request is written.
+ * so after it writes a request head the next bytes read are that request's response. Once they
+ * are not a 100, reads pass straight through until the next request head is written. undici
+ * writes a head as a string that starts with the method (lib/dispatcher/client-h1.js, writeH1
+ * and the body writers); body bytes go as buffers, and chunked framing as strings that start
+ * with CR, so a body written while the response streams back never re-arms the check.
  */
 
 /** `HTTP/1.1 100 ` is 13 bytes: the shortest start that decides. */
@@ -46,7 +49,8 @@ export function skipUnsolicitedContinue(socket: Socket): void {
   let awaitingResponse = false
   let held: Buffer | undefined
   socket.write = function (this: Socket, ...args: Parameters<Socket['write']>): boolean {
-    awaitingResponse = true
+    const data = args[0]
+    if (typeof data === 'string' && data.charCodeAt(0) !== 0x0d) awaitingResponse = true
     return write.apply(this, args)
   } as Socket['write']
   socket.read = function (this: Socket, size?: number) {

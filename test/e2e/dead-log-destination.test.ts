@@ -1,5 +1,7 @@
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { closeSync, openSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
@@ -68,7 +70,7 @@ async function traffic(proxy: string, n: number, concurrency = 8): Promise<Map<n
 const within = (exited: Promise<number | string>, ms: number): Promise<number | string> => Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('still running'), ms).unref())])
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  t.test(`with stdout's reader gone (tokentap | head -1), the proxy keeps serving and ${signal} ends it within drain_seconds + 5 s`, async (t) => {
+  t.test(`on a socket (what a spawning Node parent gives) whose reader is gone, the proxy keeps serving and ${signal} ends it within drain_seconds + 5 s`, async (t) => {
     const server = await start(t)
     // The reader goes away: every later write to stdout fails with EPIPE.
     server.child.stdout.destroy()
@@ -80,11 +82,79 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   })
 }
 
-t.test('with a stdout reader that never reads, the proxy keeps serving and SIGTERM ends it within drain_seconds + 5 s', async (t) => {
+t.test('on a socket whose reader never reads, the proxy keeps serving and SIGTERM ends it within drain_seconds + 5 s', async (t) => {
   const server = await start(t)
   // Nothing reads any more: the pipe fills (64 KiB in the kernel, then this side's buffer) and
   // the server's writes to it block.
   server.child.stdout.pause()
+  const statuses = await traffic(server.proxy, 600)
+  t.same([...statuses], [[200, 600]], 'every request answered with the log pipe full')
+  server.child.kill('SIGTERM')
+  t.equal(await within(server.exited, (DRAIN_SECONDS + 5) * 1000), 0, 'exited 0 in time')
+})
+
+/** Two ports free right now (the server must know them in advance: its log goes where this test cannot read it). */
+async function freePorts(): Promise<[number, number]> {
+  const one = (): Promise<number> =>
+    new Promise((resolve) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = s.address() as AddressInfo
+        s.close(() => resolve(port))
+      })
+    })
+  return [await one(), await one()]
+}
+
+/**
+ * The real server with its stdout on a named pipe (what a shell's `tokentap | reader` gives),
+ * read by `reader` (a shell command run with the pipe as its stdin); resolves once /readyz answers.
+ */
+async function startOnFifo(t: Test, reader: string) {
+  const dir = t.testdir({})
+  const fifo = join(dir, 'stdout')
+  execFileSync('mkfifo', [fifo])
+  const [port, adminPort] = await freePorts()
+  const file = join(dir, 'c.yaml')
+  writeFileSync(
+    file,
+    stringify({
+      server: { host: '127.0.0.1', port, drain_seconds: DRAIN_SECONDS },
+      admin: { host: '127.0.0.1', port: adminPort },
+      routes: [{ prefix: '/sim', simulator: { jitter_ms: 0, stall_probability: 0, ttft_ms: 1, itl_ms: 0 } }],
+    }),
+  )
+  const readerProcess = spawn('sh', ['-c', `exec ${reader} < "${fifo}"`], { stdio: ['ignore', 'ignore', 'ignore'] })
+  // Opening a FIFO for writing waits for its reader: the shell above opens it at once.
+  const fd = openSync(fifo, 'w')
+  const child = spawn(process.execPath, [SERVER, '--config', file], { stdio: ['ignore', fd, 'ignore'] })
+  closeSync(fd)
+  t.teardown(() => {
+    for (const p of [child, readerProcess]) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL')
+  })
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
+  for (;;) {
+    const ready = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    )
+    if (ready) break
+    if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  return { child, proxy: `http://127.0.0.1:${port}`, exited }
+}
+
+t.test('on a named pipe whose reader left after one line (tokentap | head -1), the proxy keeps serving and SIGTERM ends it within drain_seconds + 5 s', async (t) => {
+  const server = await startOnFifo(t, 'head -1')
+  const statuses = await traffic(server.proxy, 200)
+  t.same([...statuses], [[200, 200]], 'every request answered after the log reader died')
+  server.child.kill('SIGTERM')
+  t.equal(await within(server.exited, (DRAIN_SECONDS + 5) * 1000), 0, 'exited 0 in time')
+})
+
+t.test('on a named pipe whose reader never reads (tokentap | sleep), the proxy keeps serving and SIGTERM ends it within drain_seconds + 5 s', async (t) => {
+  const server = await startOnFifo(t, 'sleep 600')
+  // 600 request lines are far more than the pipe's 64 KiB: its writes would block were it blocking.
   const statuses = await traffic(server.proxy, 600)
   t.same([...statuses], [[200, 600]], 'every request answered with the log pipe full')
   server.child.kill('SIGTERM')

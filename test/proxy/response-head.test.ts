@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
@@ -200,6 +201,49 @@ t.test('100s in pieces, with headers, several in a row, on a kept-alive connecti
     ],
   )
   await nothingInFlight(t, proxy)
+})
+
+t.test('a request body still being sent while the response streams back does not re-arm the 100 check: a body event that looks like a 100 arrives intact', { timeout: 20_000 }, async (t) => {
+  const lookalike = 'HTTP/1.1 100 Continue\r\n\r\n'
+  const first = chatEvent(' early')
+  const rest = `${lookalike}${chatEvent(' late')}data: [DONE]\n\n`
+  const bodyText = first + rest
+  const server = createServer((socket) => {
+    socket.on('error', () => {})
+    let buf = ''
+    let answered = false
+    socket.on('data', (c: Buffer) => {
+      buf += c.toString('latin1')
+      if (!answered && buf.includes('\r\n\r\n')) {
+        // Answer at the request head, before the body has come.
+        answered = true
+        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: ${Buffer.byteLength(bodyText)}\r\n\r\n${first}`)
+      }
+      // The chunked body's end: the rest of the answer, the look-alike first, in a write of its own.
+      if (answered && buf.endsWith('0\r\n\r\n')) socket.write(rest)
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())))
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }] })
+  t.teardown(() => proxy.close())
+  const text = await new Promise<string>((resolve, reject) => {
+    const req = httpRequest(`${proxy.url}/up/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+      let got = ''
+      res.setEncoding('utf8')
+      res.on('data', (c: string) => {
+        got += c
+        // The first event is through: now the rest of the request body goes upstream.
+        if (got === first) req.end('"messages":[]}')
+      })
+      res.on('end', () => resolve(got))
+    })
+    req.on('error', reject)
+    req.write('{"model":"gpt-4o",')
+  })
+  t.equal(text, bodyText, 'the body byte for byte, its 100 look-alike included')
+  const [line] = await proxy.waitForRequests(1)
+  t.same([line.outcome, line.status, line.output_tokens], ['ok', 200, 2])
 })
 
 t.test('continueLength finds a 100 response at the start of the bytes, waits on a start that may become one, and refuses anything else', async (t) => {
