@@ -6,9 +6,9 @@ import { skipUnsolicitedContinue } from './unsolicited-continue.ts'
 /**
  * How tokentap's undici agents open upstream connections: undici's own connector (TCP, TLS with
  * the route's settings), with two changes.
- * - The connect timeout runs on a plain timer of the proxy's own. undici's runs on its coarse
- *   timers (lib/util/timers.js: past 1 s a timeout is checked every 500 ms), so
- *   `connect_timeout_ms: 2000` could fire at 2.9 s; this one fires when set. It covers the TCP
+ * - The connect timeout runs on a plain timer of the proxy's own. undici's runs on its fast
+ *   timers (setFastTimeout in lib/util/timers.js), checked on a tick every 499 ms, so it fires up
+ *   to about a second late (a 300 ms setting fired at 1,026 ms); this one fires when set. It covers the TCP
  *   connect and, for https, the TLS handshake, as undici's does, and fails with undici's
  *   `UND_ERR_CONNECT_TIMEOUT` error (mapped to TOKENTAP_ERR_UPSTREAM_CONNECT).
  * - Each connection skips an unsolicited `100 Continue` (unsolicited-continue.ts).

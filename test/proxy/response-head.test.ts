@@ -1,12 +1,13 @@
 import { request as httpRequest } from 'node:http'
 import { createServer } from 'node:net'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
+import { PassThrough } from 'node:stream'
 import t from 'tap'
 import type { Test } from 'tap'
 import { select, sumOf } from '../helpers/prometheus.ts'
 import { startProxy } from '../helpers/proxy.ts'
 import type { RunningProxy } from '../helpers/proxy.ts'
-import { continueLength } from '../../src/proxy/unsolicited-continue.ts'
+import { continueLength, skipUnsolicitedContinue } from '../../src/proxy/unsolicited-continue.ts'
 import { chatEvent } from '../helpers/faults.ts'
 import { portOf, rawExchange, startRawUpstream } from '../helpers/raw-socket.ts'
 import type { RawUpstream } from '../helpers/raw-socket.ts'
@@ -244,6 +245,41 @@ t.test('a request body still being sent while the response streams back does not
   t.equal(text, bodyText, 'the body byte for byte, its 100 look-alike included')
   const [line] = await proxy.waitForRequests(1)
   t.same([line.outcome, line.status, line.output_tokens], ['ok', 200, 2])
+})
+
+t.test('skipUnsolicitedContinue: a 100 split across reads is held and dropped, the final response handed over whole, later reads untouched until the next request head', async (t) => {
+  // A stream standing in for the socket: read() and write() as undici calls them, no network, no clock.
+  const socket = new PassThrough()
+  const written: string[] = []
+  const readAll = (): string => {
+    let out = ''
+    for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read() as Buffer | null) out += chunk.toString('latin1')
+    return out
+  }
+  const feed = (s: string): void => {
+    socket.push(Buffer.from(s, 'latin1'))
+  }
+  socket.write = ((data: string) => {
+    written.push(data)
+    return true
+  }) as never
+  skipUnsolicitedContinue(socket as unknown as Socket)
+  socket.write('POST /x HTTP/1.1\r\nhost: u\r\n\r\n', 'latin1')
+  feed('HTTP/1.1 10')
+  t.equal(readAll(), '', 'undecided bytes are held')
+  feed('0 Continue\r\nX-A: b\r\n')
+  t.equal(readAll(), '', 'a 100 without its end is held')
+  feed('\r\nHTTP/1.1 200 OK\r\ncontent-length: 27\r\n\r\n')
+  t.equal(readAll(), 'HTTP/1.1 200 OK\r\ncontent-length: 27\r\n\r\n', 'the 100 dropped, the final head handed over')
+  feed('HTTP/1.1 100 Continue\r\n\r\n')
+  t.equal(readAll(), 'HTTP/1.1 100 Continue\r\n\r\n', 'body bytes are never looked at')
+  socket.write('\r\n5\r\n', 'latin1')
+  feed('HTTP/1.1 100 Continue\r\n\r\n')
+  t.equal(readAll(), 'HTTP/1.1 100 Continue\r\n\r\n', 'chunked framing written meanwhile does not re-arm the check')
+  socket.write('GET /y HTTP/1.1\r\nhost: u\r\n\r\n', 'latin1')
+  feed('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n')
+  t.equal(readAll(), 'HTTP/1.1 204 No Content\r\n\r\n', 'the next request head re-arms it')
+  t.equal(written.length, 3)
 })
 
 t.test('continueLength finds a 100 response at the start of the bytes, waits on a start that may become one, and refuses anything else', async (t) => {
