@@ -144,22 +144,20 @@ async function startOnFifo(t: Test, reader: string) {
   return { child, proxy: `http://127.0.0.1:${port}`, exited }
 }
 
-t.test('on a named pipe whose reader left after one line (tokentap | head -1), the proxy keeps serving and SIGTERM ends it within drain_seconds + 5 s', async (t) => {
-  const server = await startOnFifo(t, 'head -1')
-  const statuses = await traffic(server.proxy, 200)
-  t.same([...statuses], [[200, 200]], 'every request answered after the log reader died')
-  server.child.kill('SIGTERM')
-  t.equal(await within(server.exited, (DRAIN_SECONDS + 5) * 1000), 0, 'exited 0 in time')
-})
-
-t.test('on a named pipe whose reader never reads (tokentap | sleep), the proxy keeps serving and SIGTERM ends it within drain_seconds + 5 s', async (t) => {
-  const server = await startOnFifo(t, 'sleep 600')
-  // 600 request lines are far more than the pipe's 64 KiB: its writes would block were it blocking.
-  const statuses = await traffic(server.proxy, 600)
-  t.same([...statuses], [[200, 600]], 'every request answered with the log pipe full')
-  server.child.kill('SIGTERM')
-  t.equal(await within(server.exited, (DRAIN_SECONDS + 5) * 1000), 0, 'exited 0 in time')
-})
+// 600 request lines are far more than a pipe's 64 KiB: a blocking pipe's writes would block.
+const FIFO_READERS = [
+  { reader: 'head -1', what: 'whose reader left after one line (tokentap | head -1)', expect: 'every request answered after the log reader died' },
+  { reader: 'sleep 600', what: 'whose reader never reads (tokentap | sleep)', expect: 'every request answered with the log pipe full' },
+]
+for (const { reader, what, expect } of FIFO_READERS) {
+  t.test(`on a named pipe ${what}, the proxy keeps serving and SIGTERM ends it within drain_seconds + 5 s`, async (t) => {
+    const server = await startOnFifo(t, reader)
+    const statuses = await traffic(server.proxy, 600)
+    t.same([...statuses], [[200, 600]], expect)
+    server.child.kill('SIGTERM')
+    t.equal(await within(server.exited, (DRAIN_SECONDS + 5) * 1000), 0, 'exited 0 in time')
+  })
+}
 
 t.test('a destination whose descriptor fails (EBADF) drops lines from then on without throwing', async (t) => {
   // A descriptor just closed: nothing else in this process opens files meanwhile.
