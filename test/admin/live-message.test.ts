@@ -94,18 +94,18 @@ t.test('the message holds counts by outcome, window quantiles and the bands', as
   t.equal(s.route, '/sim')
   t.equal(s.model, 'm')
   t.same(s.stalls, [1, 1, 1])
-  // TTFT of the two requests that had content: 100 and 200 ms; count 2 in every window.
+  // TTFT of the two requests that had content: 100 and 200 ms (in µs on the wire); count 2 in every window.
   const ttft = s.q.ttft
   t.same([ttft[3], ttft[7], ttft[11]], [2, 2, 2])
-  t.ok(Math.abs((ttft[0] as number) - 100) <= 1, `p50 ${ttft[0]}`)
-  t.ok(Math.abs((ttft[2] as number) - 200) <= 2, `p99 ${ttft[2]}`)
+  t.ok(Math.abs((ttft[0] as number) - 100_000) <= 1000, `p50 ${ttft[0]} µs`)
+  t.ok(Math.abs((ttft[2] as number) - 200_000) <= 2000, `p99 ${ttft[2]} µs`)
   // Token-weighted ITL: 50 ms ×1, 750 ms ×2, 50 ms ×1 (first) and 20 ms ×1 (second): 5 tokens.
   t.equal(s.q.itl[3], 5)
-  t.ok(Math.abs((s.q.itl[2] as number) - 750) <= 7.5, `ITL p99 ${s.q.itl[2]}`)
-  t.ok(Math.abs((s.q.itl[0] as number) - 50) <= 0.5, `ITL p50 ${s.q.itl[0]}`)
+  t.ok(Math.abs((s.q.itl[2] as number) - 750_000) <= 7500, `ITL p99 ${s.q.itl[2]} µs`)
+  t.ok(Math.abs((s.q.itl[0] as number) - 50_000) <= 500, `ITL p50 ${s.q.itl[0]} µs`)
   t.equal(s.q.tpot[3], 1, 'TPOT only for the ok request')
   t.equal(s.q.e2e[3], 3, 'E2E for every request')
-  t.ok(s.dist !== undefined && Math.abs(s.dist.zero + s.dist.y.reduce((a, b) => a + b, 0) - 1) < 1e-3, 'the distribution sums to 1')
+  t.ok(s.dist !== undefined && Math.abs(s.dist.zero + s.dist.y.reduce((a, b) => a + b, 0) - 10_000) <= 2, 'the distribution sums to 10,000 parts')
   t.equal(s.dist?.zero, 0, 'no 0 ms gaps in this schedule')
   const bands = m.routes[0]
   t.equal(bands.route, '/sim')
@@ -205,19 +205,19 @@ t.test('each stream sends only the chunks that arrived since the previous messag
   const ex: InFlight = { id: 's1', route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: 1000, chunks }
   const cursors: Cursors = new Map()
   const first = build(stats, [ex], 2000, cursors)
-  t.same(first.streams[0].ticks, [100, 150])
+  t.same(first.streams[0].ticks, [100_000, 150_000], 'µs after t_req')
   t.same(first.streams[0].k, [1, 3])
   t.equal(first.streams[0].tokens, 4)
   chunks.add(2700, 1, MarkKind.text, false)
   const second = build(stats, [ex], 3000, cursors)
-  t.same(second.streams[0].ticks, [1700], 'only the new chunk')
+  t.same(second.streams[0].ticks, [1_700_000], 'only the new chunk')
   t.equal(second.streams[0].k, undefined, 'no token counts when all are 1')
   t.equal(second.streams[0].stalls, 1, 'the 1.55 s gap is a stall')
-  t.equal(second.streams[0].maxGap, 1550)
-  t.equal(second.streams[0].gap, 300)
+  t.equal(second.streams[0].maxGap, 1_550_000)
+  t.equal(second.streams[0].gap, 300_000)
   t.equal(second.streams[0].tokens, 5)
   const fresh = build(stats, [ex], 3000)
-  t.same(fresh.streams[0].ticks, [100, 150, 1700], 'a new audience gets the whole strip')
+  t.same(fresh.streams[0].ticks, [100_000, 150_000, 1_700_000], 'a new audience gets the whole strip')
 })
 
 t.test('a stream that stalled and ended between two messages is sent once more, ended, with its stall', async (t) => {
@@ -235,14 +235,53 @@ t.test('a stream that stalled and ended between two messages is sent once more, 
   chunks.add(2400, 1, MarkKind.text, false)
   const after = build(stats, [], 2700, cursors)
   t.equal(after.streams.length, 1)
-  t.same(after.streams[0].ticks, [1350, 1400], 'its last chunks')
+  t.same(after.streams[0].ticks, [1_350_000, 1_400_000], 'its last chunks')
   t.equal(after.streams[0].stalls, 1, 'the stall the page never saw in flight')
-  t.equal(after.streams[0].maxGap, 1200)
+  t.equal(after.streams[0].maxGap, 1_200_000)
   t.equal(after.streams[0].gap, 0, 'an ended stream waits for nothing')
   t.equal(after.streams[0].ended, true)
   t.equal(after.omittedStreams, 0)
   t.equal(cursors.size, 0, 'then its cursor is dropped')
   t.same(build(stats, [], 3700, cursors).streams, [], 'and it is not sent again')
+})
+
+t.test('every number on the wire is a whole number but tokens per second: µs and parts per 10,000', async (t) => {
+  const stats = new LiveStats()
+  stats.add(
+    finished(
+      [
+        [100.1234, 1],
+        [150.5678, 2],
+        [1650.9, 1],
+      ],
+      1800.4321,
+      1_000,
+    ),
+  )
+  const chunks = log([
+    [1100.25, 1],
+    [1150.75, 2],
+  ])
+  const ex: InFlight = { id: 's1', route: { label: '/sim' }, provider: 'openai', requestModel: 'm', tReq: 1000.125, chunks }
+  const m = build(stats, [ex], 2000.123)
+  const fractional: string[] = []
+  const walk = (v: unknown, path: string): void => {
+    if (typeof v === 'number') {
+      if (!Number.isInteger(v)) fractional.push(`${path} = ${v}`)
+    } else if (Array.isArray(v)) {
+      for (const [i, x] of v.entries()) walk(x, `${path}[${i}]`)
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) if (k !== 'tokensPerSecond' && k !== 'tps') walk(x, `${path}.${k}`)
+    }
+  }
+  walk(m, 'message')
+  t.same(fractional, [])
+  t.equal((m as unknown as { now: number }).now, 2_000_123, 'the clock in µs')
+  t.same(m.streams[0].ticks, [100_125, 150_625], 'ticks in µs after t_req, rounded')
+  t.ok(
+    m.series[0].dist?.x.every((x) => x >= 1000),
+    'bar edges in µs',
+  )
 })
 
 t.test('a long stream first seen sends only the strip’s last 30 seconds', async (t) => {
@@ -252,7 +291,7 @@ t.test('a long stream first seen sends only the strip’s last 30 seconds', asyn
   const m = build(new LiveStats(), [ex], 60_000)
   t.equal(m.streams[0].chunks, 60)
   t.equal(m.streams[0].ticks.length, 30)
-  t.equal(m.streams[0].ticks[0], 30_000)
+  t.equal(m.streams[0].ticks[0], 30_000_000)
 })
 
 t.test('at most MAX_STREAMS_SHOWN streams are sent and the rest counted', async (t) => {

@@ -58,11 +58,21 @@ interface StreamCursor {
  */
 export type Cursors = Map<InFlight, StreamCursor>
 
+/*
+ * On the wire every time and duration is a whole number of microseconds, and every share a
+ * whole number of parts per 10,000: JSON.stringify writes an integer in a fraction of the time
+ * a decimal takes (with 1,000 series that halved the serialisation), and the page divides once
+ * when a message arrives (page.ts, decode).
+ */
 const r2 = (x: number): number => Math.round(x * 100) / 100
 /** Tokens/s to 0.1; null for no value. */
 const tenths = (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10)
-/** Seconds → ms, to 0.01 ms; null for no value. */
-const ms = (seconds: number): number | null => (Number.isNaN(seconds) ? null : Math.round(seconds * 1e5) / 100)
+/** Seconds → whole µs; null for no value. */
+const micros = (seconds: number): number | null => (Number.isNaN(seconds) ? null : Math.round(seconds * 1e6))
+/** Milliseconds (the monotonic clock's unit) → whole µs. */
+const msToMicros = (milliseconds: number): number => Math.round(milliseconds * 1000)
+/** A share (0 … 1) → whole parts per 10,000. */
+const perTenThousand = (share: number): number => Math.round(share * 10_000)
 
 /** Per window [p50, p95, p99, count], flattened (12 numbers), for one sketch. */
 function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: number, scratch: number[], refreshLong: boolean): (number | null)[] {
@@ -82,7 +92,7 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
       continue
     }
     const count = sketch.read(w, QS, scratch)
-    for (let i = 0; i < 3; i++) values[at + i] = perSecond ? tenths(scratch[i]) : ms(scratch[i])
+    for (let i = 0; i < 3; i++) values[at + i] = perSecond ? tenths(scratch[i]) : micros(scratch[i])
     values[at + 3] = Math.round(count)
   }
   s.cache.set(metric, { version, longVersion: long ? version : (cached as { longVersion: number }).longVersion, values })
@@ -90,7 +100,8 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
 }
 
 /**
- * The ITL distribution of the last 5 minutes as bars: lower edges (ms) and shares of tokens;
+ * The ITL distribution of the last 5 minutes as bars: lower edges (µs) and shares of tokens
+ * (per 10,000);
  * `zero`: the share of 0 ms (tokens that came in the same read as the previous chunk), which a
  * log axis cannot show.
  */
@@ -109,18 +120,18 @@ function distribution(sketch: SlidingSketch, now: number): { zero: number; x: nu
     const g = Math.floor(bin / DIST_GROUP)
     if (g !== group) {
       group = g
-      x.push(r2(binValue(g * DIST_GROUP) * 1000))
+      x.push(micros(binValue(g * DIST_GROUP)) as number)
       y.push(0)
     }
     y[y.length - 1] += count / total
   })
-  for (let i = 0; i < y.length; i++) y[i] = Math.round(y[i] * 10_000) / 10_000
-  return { zero: Math.round(zero * 10_000) / 10_000, x, y }
+  for (let i = 0; i < y.length; i++) y[i] = perTenThousand(y[i])
+  return { zero: perTenThousand(zero), x, y }
 }
 
 function bandQuantiles(sketch: SlidingSketch, now: number, scratch: number[]): (number | null)[] {
   sketch.quantiles(0, [0.5, 0.99], now, scratch)
-  return [ms(scratch[0]), ms(scratch[1]), Math.round(sketch.count(0, now))]
+  return [micros(scratch[0]), micros(scratch[1]), Math.round(sketch.count(0, now))]
 }
 
 /** A stream's entry, advancing its cursor over the chunks that arrived since. */
@@ -160,7 +171,7 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
     // Token counts go only when some chunk is not one token (a burst).
     if (tokens !== 1 && k === undefined) k = ticks.map(() => 1)
     k?.push(tokens)
-    ticks.push(Math.round((log.at(i) - ex.tReq) * 10) / 10)
+    ticks.push(msToMicros(log.at(i) - ex.tReq))
   }
   c.next = n
   const model = ex.requestModel
@@ -169,13 +180,13 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
     route: ex.route.label,
     provider: ex.provider,
     model: model === undefined ? null : model.slice(0, 128),
-    t0: Math.round(ex.tReq * 10) / 10,
+    t0: msToMicros(ex.tReq),
     chunks: n,
     tokens: c.tokens,
-    ttft: n === 0 ? null : r2(log.at(0) - ex.tReq),
+    ttft: n === 0 ? null : msToMicros(log.at(0) - ex.tReq),
     // An ended stream is waiting for nothing.
-    gap: ended ? 0 : r2(now - (n === 0 ? ex.tReq : log.at(n - 1))),
-    maxGap: r2(c.maxGap),
+    gap: ended ? 0 : msToMicros(now - (n === 0 ? ex.tReq : log.at(n - 1))),
+    maxGap: msToMicros(c.maxGap),
     stalls: c.stalls,
     ticks,
     ...(k === undefined ? {} : { k }),
@@ -288,7 +299,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
   }
   const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
   return {
-    now: Math.round(now * 10) / 10,
+    now: msToMicros(now),
     stallSeconds,
     system: {
       inFlight: active.size,

@@ -266,7 +266,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         var cx = u.ctx, px = u.valToPos(m.p99, 'x', true)
         cx.save(); cx.strokeStyle = '#ff5c5c'; cx.lineWidth = 2 * devicePixelRatio; cx.setLineDash([6, 4])
         cx.beginPath(); cx.moveTo(px, u.bbox.top); cx.lineTo(px, u.bbox.top + u.bbox.height); cx.stroke()
-        cx.fillStyle = '#ff5c5c'; cx.font = (11 * devicePixelRatio) + 'px system-ui'; cx.fillText('p99 ' + m.p99 + ' ms', px + 4 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio)
+        cx.fillStyle = '#ff5c5c'; cx.font = (11 * devicePixelRatio) + 'px system-ui'; cx.fillText('p99 ' + msLabel(m.p99), px + 4 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio)
         cx.restore()
       }] },
     }, data, m.el.querySelector('.dist-plot'))
@@ -306,12 +306,42 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     })
   }
 
+  // The message carries times and durations in whole µs and shares per 10,000 (cheaper for the
+  // proxy to serialise, live-message.ts); the page works in ms and fractions.
+  var US = 1000
+  var msOf = function (v) { return v === null ? null : v / US }
+  function decode(msg) {
+    msg.now /= US
+    msg.series.forEach(function (s) {
+      ;['ttft', 'itl', 'tpot', 'e2e'].forEach(function (m) {
+        var q = s.q[m]
+        for (var i = 0; i < q.length; i++) if (i % 4 !== 3) q[i] = msOf(q[i])
+      })
+      if (s.dist) {
+        s.dist.zero /= 10000
+        s.dist.x = s.dist.x.map(function (v) { return v / US })
+        s.dist.y = s.dist.y.map(function (v) { return v / 10000 })
+      }
+    })
+    msg.routes.forEach(function (b) {
+      b.length.concat(b.concurrency).forEach(function (band) {
+        band.itl[0] = msOf(band.itl[0]); band.itl[1] = msOf(band.itl[1])
+        band.tpot[0] = msOf(band.tpot[0]); band.tpot[1] = msOf(band.tpot[1])
+      })
+    })
+    msg.streams.forEach(function (s) {
+      s.t0 /= US; s.ttft = msOf(s.ttft); s.gap /= US; s.maxGap /= US
+      s.ticks = s.ticks.map(function (v) { return v / US })
+    })
+    return msg
+  }
+
   function connect() {
     var es = new EventSource('/live/events')
     es.onopen = function () { var c = $('#conn'); c.dataset.conn = 'open'; c.textContent = 'live' }
     es.onerror = function () { var c = $('#conn'); c.dataset.conn = 'closed'; c.textContent = 'reconnecting…' }
     es.onmessage = function (ev) {
-      var msg = JSON.parse(ev.data)
+      var msg = decode(JSON.parse(ev.data))
       offset = msg.now - performance.now()
       stallMs = msg.stallSeconds * 1000
       last = msg
