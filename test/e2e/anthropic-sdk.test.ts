@@ -4,7 +4,7 @@ import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import { sumOf } from '../helpers/prometheus.ts'
 import { N, PLAN, checkStreamMetrics, normalise, startDirectSim } from '../helpers/provider-e2e.ts'
 
-const MODEL = 'claude-sonnet-4-5'
+const MODEL = 'claude-sonnet-5-5'
 
 async function streamEvents(client: Anthropic): Promise<{ events: unknown[]; text: string; output?: number }> {
   const stream = await client.messages.create({ model: MODEL, max_tokens: 1024, stream: true, messages: [{ role: 'user', content: 'count' }] }, simPlan(PLAN))

@@ -23,9 +23,9 @@ const TOKENS = [1, 1, 2, 8, 1]
 const APIS = [
   {
     provider: 'anthropic',
-    model: 'claude-sonnet-4-5',
+    model: 'claude-sonnet-5-5',
     path: '/v1/messages',
-    body: { model: 'claude-sonnet-4-5', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'hi' }] },
+    body: { model: 'claude-sonnet-5-5', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'hi' }] },
     otel: ['anthropic', 'chat'],
   },
   {

@@ -40,7 +40,16 @@ t.test('a client that stops reading pauses the upstream: the proxy does not buff
     res.writeHead(200, { 'content-type': 'text/event-stream' })
     const event = Buffer.from(`data: {"choices":[{"delta":{"content":"${'x'.repeat(1000)}"}}]}\n\n`)
     while (written < TOTAL && !res.destroyed) {
-      if (!res.write(event)) await new Promise((r) => res.once('drain', r).once('close', r))
+      if (!res.write(event)) {
+        // Both listeners go once either fires: a listener left per wait would pile up on res.
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            res.off('drain', done).off('close', done)
+            resolve()
+          }
+          res.on('drain', done).on('close', done)
+        })
+      }
       written += event.length
     }
     res.end()
