@@ -1,6 +1,7 @@
 import { subscribe } from 'node:diagnostics_channel'
 import { PerformanceObserver, constants, monitorEventLoopDelay } from 'node:perf_hooks'
 import type { IntervalHistogram, PerformanceEntry } from 'node:perf_hooks'
+import { writeHeapSnapshot } from 'node:v8'
 
 /**
  * Preloaded into a proxy process by the benchmark only (`node --import …/el-probe.js`; tokentap,
@@ -14,6 +15,7 @@ import type { IntervalHistogram, PerformanceEntry } from 'node:perf_hooks'
  * loop to come back; they are summed up the same way.
  * A `gc` message runs a full collection (the benchmark starts the process with --expose-gc), so
  * the memory figures count what the process holds rather than garbage not yet collected.
+ * A `snapshot` message with a `file` writes a heap snapshot there (bench/heap-per-stream.ts).
  */
 
 /** GC kinds as perf_hooks reports them (`entry.detail.kind`). */
@@ -85,7 +87,7 @@ function startGc(): void {
 }
 
 if (typeof process.send === 'function') {
-  process.on('message', (msg: { cmd?: string }) => {
+  process.on('message', (msg: { cmd?: string; file?: string }) => {
     if (msg.cmd === 'el-start') {
       h?.disable()
       h = monitorEventLoopDelay({ resolution: 1 })
@@ -109,6 +111,9 @@ if (typeof process.send === 'function') {
           process.send?.({ cmd: 'gc-done', collected: collect === undefined ? 0 : 1, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })
         }, 100)
       }, 100)
+    } else if (msg.cmd === 'snapshot') {
+      writeHeapSnapshot(msg.file)
+      process.send?.({ cmd: 'snapshot-done' })
     } else if (msg.cmd === 'el-stop' && h !== undefined) {
       h.disable()
       measuring = false
