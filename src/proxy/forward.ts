@@ -4,7 +4,7 @@ import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
 import { ClientWriter, errorBeforeHeaders } from './client-writer.ts'
 import { sendError } from './error-answer.ts'
-import { sendRequestBody } from './request-body-strategy.ts'
+import { BodyInHand, sendRequestBody } from './request-body-strategy.ts'
 import type { OutgoingRequest } from './request-body-strategy.ts'
 import { acceptsTrailers } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
@@ -88,7 +88,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     })
     // The headers timeout runs from when the request is out whole (undici's own, coarser timer
     // stays the backstop while a streamed body is still being written).
-    if (r.body === null || Buffer.isBuffer(r.body)) headersDeadline.start()
+    if (r.body === null || r.body instanceof BodyInHand) headersDeadline.start()
     else req.once('end', () => headersDeadline.start())
     try {
       opts.dispatcher.dispatch(

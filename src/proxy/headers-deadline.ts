@@ -30,5 +30,7 @@ export class HeadersDeadline {
   clear(): void {
     this.#over = true
     if (this.#timer !== undefined) clearTimeout(this.#timer)
+    // A cleared Timeout still holds its callback: let both go, not keep them for the whole stream.
+    this.#timer = undefined
   }
 }

@@ -71,35 +71,39 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
  * a callback, not a Promise of `once` listeners: this runs for nearly every request.
  */
 export function readBody(req: IncomingMessage, limit: number, done: (err: TokentapError | undefined, body: Buffer) => void): void {
-  let parts: Buffer[] = []
+  const parts: Buffer[] = []
   let bytes = 0
   let settled = false
   const settle = (err: TokentapError | undefined, body: Buffer): void => {
     if (settled) return
     settled = true
-    // The listeners still on `req` share this scope: emptied, it no longer keeps the socket
-    // reads the body came in alive beside the copy, for as long as the response streams.
-    parts = []
+    // Left on `req`, the listeners and what they hold (the socket reads the body came in, the
+    // caller's `done` and its scope) would live as long as the response streams. An
+    // IncomingMessage without an 'error' listener emits no error, so none is left needed.
+    req.off('data', onData)
+    req.off('end', onEnd)
+    req.off('error', onError)
+    req.off('close', onClose)
     done(err, body)
   }
   const onData = (chunk: Buffer): void => {
     bytes += chunk.length
     if (bytes > limit) {
-      req.off('data', onData)
       req.resume()
       settle(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit), EMPTY)
       return
     }
     parts.push(chunk)
   }
-  req.on('data', onData)
-  req.on('end', () => {
-    if (!settled) settle(undefined, Buffer.concat(parts, bytes))
-  })
-  req.on('error', (err) => settle(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message), EMPTY))
-  req.on('close', () => {
+  const onEnd = (): void => settle(undefined, Buffer.concat(parts, bytes))
+  const onError = (err: Error): void => settle(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message), EMPTY)
+  const onClose = (): void => {
     if (!req.complete) settle(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'), EMPTY)
-  })
+  }
+  req.on('data', onData)
+  req.on('end', onEnd)
+  req.on('error', onError)
+  req.on('close', onClose)
 }
 
 const EMPTY = Buffer.alloc(0)

@@ -5,18 +5,21 @@
  * 60,000 marks) and because a client that stops reading still has marks for every chunk the
  * kernel's socket buffers took (megabytes on loopback). 8 bytes a mark: the time as whole
  * microseconds since the first mark of its page (Uint32, up to 71 minutes) and the tokens with
- * the kind in the top two bits (Uint32). Storage grows by pages of 1,024 marks, never by
- * copying the whole log, so the slack is at most one page (8 KiB) and growing never needs
- * twice the memory. The first page starts at 16 marks (small typed arrays live inside the
- * JS object, no separate allocation) and doubles up to a full page.
+ * the kind in the top two bits (Uint32), side by side in one typed array per page (one array
+ * and its ArrayBuffer per page, not two: each costs about 200 bytes of objects, as much as 25
+ * marks). Storage grows by pages of 1,024 marks, never by copying the whole log, so the slack is
+ * at most one page (8 KiB) and growing never needs twice the memory. The first page starts at 8
+ * marks (a typed array of up to 64 bytes lives inside the JS object, no separate allocation)
+ * and doubles up to a full page. The per-page lists are made at their length, not with room for
+ * 16 pages a log of one page never uses.
  * A time that does not fit (a page spanning more than 71 minutes, or a clock going backwards)
- * switches the log to exact Float64 times (12 bytes a mark) from then on.
+ * switches the log to exact Float64 times beside the marks (12 bytes a mark) from then on.
  */
 
 export const MarkKind = { text: 0, reasoning: 1, tool: 2 } as const
 export type MarkKind = (typeof MarkKind)[keyof typeof MarkKind]
 
-const FIRST = 16
+const FIRST = 8
 const PAGE_BITS = 10
 const PAGE = 1 << PAGE_BITS
 const MASK = PAGE - 1
@@ -33,12 +36,15 @@ const stored = (tokens: number): number => (tokens >= MAX_MARK_TOKENS ? MAX_MARK
 export class ChunkLog {
   /** Per page: the time of its first mark (ms). */
   #base: number[] = []
-  /** Per page: µs since the page's base. */
-  #offset: Uint32Array[] = []
-  /** Per page: exact times, once a time did not fit an offset (then #offset is unused). */
+  /**
+   * Per page, two Uint32 a mark: µs since the page's base, then tokens | kind << 30. Once times
+   * are exact (#exact), one a mark: the tokens and kind only.
+   */
+  #pages: Uint32Array[] = []
+  /** Uint32 slots a mark in #pages (2, or 1 with exact times). */
+  #stride = 2
+  /** Per page: exact times, once a time did not fit an offset. */
   #exact: Float64Array[] | undefined
-  /** Per page: tokens | kind << 30. */
-  #marks: Uint32Array[] = []
   #count = 0
   /** Whether every count came from the provider (else some are tokenizer estimates). */
   #allExact = true
@@ -54,8 +60,8 @@ export class ChunkLog {
   /** Bytes of mark storage allocated (typed arrays only), for memory accounting. */
   get byteLength(): number {
     let n = 0
-    for (const m of this.#marks) n += m.byteLength
-    for (const o of this.#exact ?? this.#offset) n += o.byteLength
+    for (const page of this.#pages) n += page.byteLength
+    for (const exact of this.#exact ?? []) n += exact.byteLength
     return n
   }
 
@@ -63,17 +69,19 @@ export class ChunkLog {
     const i = this.#count
     const p = i >>> PAGE_BITS
     const j = i & MASK
-    let marks = this.#marks[p]
-    if (marks === undefined || j === marks.length) marks = this.#grow(p)
-    marks[j] = stored(tokens) | (kind << KIND_SHIFT)
+    const stride = this.#stride
+    let page = this.#pages[p]
+    if (page === undefined || j * stride === page.length) page = this.#grow(p)
+    page[j * stride + stride - 1] = stored(tokens) | (kind << KIND_SHIFT)
     if (this.#exact !== undefined) this.#exact[p][j] = at
     else {
-      if (j === 0) this.#base[p] = at
-      const offset = Math.round((at - this.#base[p]) * US)
-      if (offset >= 0 && offset <= MAX_OFFSET) this.#offset[p][j] = offset
-      else {
-        this.#widen()[p][j] = at
+      if (j === 0) {
+        if (p === 0) this.#base = [at]
+        else this.#base.push(at)
       }
+      const offset = Math.round((at - this.#base[p]) * US)
+      if (offset >= 0 && offset <= MAX_OFFSET) page[j * 2] = offset
+      else this.#widen()[p][j] = at
     }
     this.#count = i + 1
     if (!exact) this.#allExact = false
@@ -82,57 +90,68 @@ export class ChunkLog {
   at(i: number): number {
     const p = i >>> PAGE_BITS
     if (this.#exact !== undefined) return this.#exact[p][i & MASK]
-    return this.#base[p] + this.#offset[p][i & MASK] / US
+    return this.#base[p] + this.#pages[p][(i & MASK) * 2] / US
   }
 
   tokens(i: number): number {
-    return this.#marks[i >>> PAGE_BITS][i & MASK] & MAX_MARK_TOKENS
+    return this.#mark(i) & MAX_MARK_TOKENS
   }
 
   kind(i: number): MarkKind {
-    return (this.#marks[i >>> PAGE_BITS][i & MASK] >>> KIND_SHIFT) as MarkKind
+    return (this.#mark(i) >>> KIND_SHIFT) as MarkKind
   }
 
   /** Replace every chunk's token count (after reconciling with the provider's usage). */
   setTokens(i: number, tokens: number): void {
-    const page = this.#marks[i >>> PAGE_BITS]
-    const j = i & MASK
-    page[j] = stored(tokens) | (page[j] & ~MAX_MARK_TOKENS)
+    const page = this.#pages[i >>> PAGE_BITS]
+    const k = (i & MASK) * this.#stride + this.#stride - 1
+    page[k] = stored(tokens) | (page[k] & ~MAX_MARK_TOKENS)
+  }
+
+  #mark(i: number): number {
+    return this.#pages[i >>> PAGE_BITS][(i & MASK) * this.#stride + this.#stride - 1]
   }
 
   /** Room for mark `p << PAGE_BITS`…: a new page, or the first page doubled. */
   #grow(p: number): Uint32Array {
-    const old = this.#marks[p]
-    const n = old === undefined ? (p === 0 ? FIRST : PAGE) : old.length * 2
-    const marks = new Uint32Array(n)
-    if (old !== undefined) marks.set(old)
-    this.#marks[p] = marks
+    const old = this.#pages[p]
+    const marks = old === undefined ? (p === 0 ? FIRST : PAGE) : (old.length / this.#stride) * 2
+    const page = new Uint32Array(marks * this.#stride)
+    if (old !== undefined) page.set(old)
+    // A list made at its length: the first page of a log is mostly its only one.
+    if (old !== undefined) this.#pages[p] = page
+    else if (p === 0) this.#pages = [page]
+    else this.#pages.push(page)
     if (this.#exact !== undefined) {
-      const exact = new Float64Array(n)
-      if (old !== undefined) exact.set(this.#exact[p])
-      this.#exact[p] = exact
-    } else {
-      const offset = new Uint32Array(n)
-      if (old !== undefined) offset.set(this.#offset[p])
-      this.#offset[p] = offset
+      const exact = new Float64Array(marks)
+      if (old !== undefined) {
+        exact.set(this.#exact[p])
+        this.#exact[p] = exact
+      } else this.#exact.push(exact)
     }
-    return marks
+    return page
   }
 
-  /** Switches every page to exact Float64 times (rare: see the class comment); returns the pages. */
+  /** Switches every page to exact Float64 times beside the marks (rare: see the class comment); returns the times. */
   #widen(): Float64Array[] {
     const exact: Float64Array[] = []
-    for (let p = 0; p < this.#marks.length; p++) {
-      const page = new Float64Array(this.#marks[p].length)
-      const offset = this.#offset[p]
+    const pages: Uint32Array[] = []
+    for (let p = 0; p < this.#pages.length; p++) {
+      const old = this.#pages[p]
+      const marks = new Uint32Array(old.length / 2)
+      for (let j = 0; j < marks.length; j++) marks[j] = old[j * 2 + 1]
+      const times = new Float64Array(marks.length)
       const base = this.#base[p]
-      // Marks of this page written so far (the current one is written by the caller).
-      const n = Math.min(page.length, this.#count - (p << PAGE_BITS))
-      for (let j = 0; j < n; j++) page[j] = base + offset[j] / US
-      exact.push(page)
+      // Times of this page written so far (the current one is written by the caller).
+      const n = Math.min(marks.length, this.#count - (p << PAGE_BITS))
+      for (let j = 0; j < n; j++) times[j] = base + old[j * 2] / US
+      pages.push(marks)
+      exact.push(times)
     }
+    this.#pages = pages
+    this.#stride = 1
     this.#exact = exact
-    this.#offset = []
+    this.#base = []
     return exact
   }
 }

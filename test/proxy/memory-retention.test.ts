@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import type { IncomingMessage } from 'node:http'
 import v8 from 'node:v8'
 import vm from 'node:vm'
@@ -199,6 +200,40 @@ t.test('the socket reads a small request body came in are freed while its respon
   await waitFor('the first event to reach the client', () => received.includes('hello'))
   t.ok(reads.length > 0, 'the body came in socket reads')
   t.equal(await collectUntilFreed(reads), 0, 'none of them is kept once the body was copied and sent')
+  go()
+  await new Promise((r) => res.once('end', r))
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.outcome, 'ok')
+  t.equal(line.bytes_in, Buffer.byteLength(body))
+})
+
+t.test('a small request body read whole is freed once sent, while its response streams', async (t) => {
+  let go: () => void = () => {}
+  const later = new Promise<void>((r) => (go = r))
+  const upstream = await startUpstream(async (req, res) => {
+    for await (const _ of req);
+    res.writeHead(200, SSE_HEADERS)
+    res.write(chatEvent('hello'))
+    await later
+    res.end('data: [DONE]\n\n')
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
+  t.teardown(() => proxy.close())
+  // What undici wrote upstream as the body: the proxy's own copy of it (a Buffer body stayed in
+  // undici's request, and in its abort closure, until the response ended).
+  const sent: WeakRef<object>[] = []
+  const onChunk = (message: unknown): void => void sent.push(new WeakRef((message as { chunk: Buffer }).chunk))
+  subscribe('undici:request:bodyChunkSent', onChunk)
+  t.teardown(() => unsubscribe('undici:request:bodyChunkSent', onChunk))
+
+  const body = chatBody('gpt-4o-mini', { padding: 'p'.repeat(12 * 1024) })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body })
+  let received = ''
+  res.setEncoding('utf8').on('data', (s: string) => (received += s))
+  await waitFor('the first event to reach the client', () => received.includes('hello'))
+  t.equal(sent.length, 1, 'the body went upstream in one piece')
+  t.equal(await collectUntilFreed(sent), 0, 'the copy is not kept while the response streams')
   go()
   await new Promise((r) => res.once('end', r))
   const [line] = await proxy.waitForRequests(1)
