@@ -423,6 +423,9 @@ async function main(): Promise<void> {
   // --- unloaded TTFT, one request at a time, paths interleaved; the @50 paths in their own, shorter loop
   log('unloaded TTFT')
   const unloaded: Record<string, number[]> = Object.fromEntries(all.map((p) => [p, []]))
+  // The first content chunk's one-way delay (simulator's send stamp → client), per path: what a
+  // path adds to it is the client-side side of llm_proxy_overhead_seconds{phase="first_chunk"}.
+  const firstDelay: Record<string, number[]> = Object.fromEntries(all.map((p) => [p, []]))
   const ttftPlan = evenPlan(3, 1)
   const ttResults: StreamResult[] = []
   const overheadUrl = `http://127.0.0.1:${tt.adminPort}/metrics`
@@ -430,6 +433,7 @@ async function main(): Promise<void> {
   for (const { round: r, path: p } of turns(paths, P.unloadedRounds)) {
     const [res] = await job<StreamResult[]>({ kind: 'streams', ...request(tgt(p), ttftPlan), count: 1, concurrency: 1, phaseMs: 0, idPrefix: `ttft-${p}-${r}`, detail: true })
     unloaded[p].push(res.ok ? res.ttft : NaN)
+    firstDelay[p].push(res.ok && res.delays.length > 0 ? res.delays[0] : NaN)
     if (p === 'tokentap') ttResults.push(res)
   }
   const overhead1 = await scrapeOverhead(overheadUrl, 'first_chunk')
@@ -613,12 +617,22 @@ async function main(): Promise<void> {
   const overheadBuckets = bucketDiff(overhead1, overhead0)
   const overheadN = bucketCount(overheadBuckets)
   const overheadP50 = overheadN > 0 ? bucketQuantile(overheadBuckets, 0.5) * 1000 : NaN
+  // The client's side of the same span: what the path adds to the first chunk's one-way delay
+  // (p50 through tokentap minus p50 direct), less what one more hop adds on this machine (the
+  // TCP relay's own addition: a second loopback connection, a wake-up, a read and a write),
+  // which no proxy's account of its own work can see.
+  const firstP50 = (p: Path): number => summary(firstDelay[p]).p50
+  const firstAdded = round(firstP50('tokentap') - firstP50('direct'))
+  const hop = target['tcp-relay'] !== undefined ? round(firstP50('tcp-relay') - firstP50('direct')) : 0
   const overhead = {
     metric: 'llm_proxy_overhead_seconds{phase="first_chunk"}',
     requests: overheadN,
     p50_ms: overheadN > 0 ? round(overheadP50) : null,
+    client_added_first_chunk_p50_ms: firstAdded,
+    hop_first_chunk_p50_ms: hop,
+    client_added_beyond_hop_p50_ms: round(firstAdded - hop),
+    difference_ms: overheadN > 0 ? round(overheadP50 - (firstAdded - hop)) : null,
     client_added_ttft_p50_ms: round(added('tokentap', 'p50')),
-    difference_ms: overheadN > 0 ? round(overheadP50 - added('tokentap', 'p50')) : null,
   }
 
   // ---------------------------------------------------------------- targets (issue 13): ratios within this run, median of its rounds
@@ -668,9 +682,11 @@ async function main(): Promise<void> {
   const st = scrapeTarget
   T(`/metrics p99 ≤ 20 ms with ${st.llm_histogram_series.toLocaleString('en')} llm_ histogram series and traffic running`, `${st.ms.p99} ms (p50 ${st.ms.p50} ms)`, st.ms.p99 <= 20)
   T(
-    'llm_proxy_overhead_seconds{phase="first_chunk"} p50 within 0.1 ms of the client-side added TTFT p50 (unloaded)',
-    overheadN > 0 ? `${overhead.p50_ms} ms vs ${overhead.client_added_ttft_p50_ms} ms (${overheadN} requests)` : 'n/a (metric absent)',
-    overheadN > 0 ? Math.abs(overheadP50 - added('tokentap', 'p50')) <= 0.1 : null,
+    'llm_proxy_overhead_seconds{phase="first_chunk"} p50 within 0.1 ms of the client-side added latency of the first chunk (unloaded; beyond one TCP hop)',
+    overheadN > 0
+      ? `${overhead.p50_ms} ms vs ${overhead.client_added_beyond_hop_p50_ms} ms (first chunk's one-way delay p50 ${overhead.client_added_first_chunk_p50_ms} ms over direct, less the TCP relay's ${overhead.hop_first_chunk_p50_ms} ms; ${overheadN} requests)`
+      : 'n/a (metric absent)',
+    overheadN > 0 ? Math.abs(overhead.difference_ms ?? Infinity) <= 0.1 : null,
   )
   // Every row at least 3 × better than the Portkey path (its first-event wait hidden by a 50 ms
   // TTFT; the rows without a TTFT in them use the same process at TTFT 0).
@@ -732,7 +748,7 @@ async function main(): Promise<void> {
         'stalled_reader_kib = that minus the same for a control of as many streams read normally to the same number of chunks and left open (control_held): what the stall itself pins.',
       abort: `a counting upstream in the bench process streams abortChunks content events abortGapMs apart; the client reads abortAfter of them through the path, then destroys its socket; chunks_after_abort / bytes_after_abort = what the upstream still wrote after that moment, upstream_open_ms_after_abort = how long its response stayed open (median of abortRounds); read_to_end = rounds in which the proxy read it to the end`,
       scrape: SCRAPE_METHOD,
-      overhead: `tokentap's ${overhead.metric}: its buckets summed over series, the scrape after the unloaded phase minus the one before, p50 interpolated in the bucket (as histogram_quantile), beside the client-side added TTFT p50 of the same phase`,
+      overhead: `tokentap's ${overhead.metric}: its buckets summed over series, the scrape after the unloaded phase minus the one before, p50 interpolated in the bucket (as histogram_quantile), beside the client's side of the same span in the same phase: the first content chunk's one-way delay (simulator send stamp to client) p50 through tokentap minus direct, less the same through the TCP relay (one more loopback hop, which the proxy cannot see), and the added TTFT p50 for information`,
       targets:
         'issue 13 (and issue 15 for the OTel round): each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
       otel: otelMethod,
@@ -987,7 +1003,15 @@ interface Report {
   readonly client_abort: Record<string, AbortFigures>
   readonly scrape: { target: ScrapeFigures; stress: ScrapeFigures }
   readonly accuracy: Record<string, { requests: number; ttft_abs_error_ms: Record<string, number>; itl_p50_abs_error_ms: Record<string, number> }>
-  readonly overhead: { metric: string; requests: number; p50_ms: number | null; client_added_ttft_p50_ms: number }
+  readonly overhead: {
+    metric: string
+    requests: number
+    p50_ms: number | null
+    client_added_first_chunk_p50_ms: number
+    hop_first_chunk_p50_ms: number
+    client_added_beyond_hop_p50_ms: number
+    client_added_ttft_p50_ms: number
+  }
   readonly machine: { cpu: string; nproc: number; node: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number }
   readonly targets: readonly { target: string; value: string; met: boolean | null }[]
 }
@@ -1046,7 +1070,7 @@ function table(r: Report, paths: Path[]): string {
     out += `accuracy (${k}, ${a.requests} requests): TTFT |proxy − client| mean ${a.ttft_abs_error_ms.mean} ms, p99 ${a.ttft_abs_error_ms.p99} ms; ITL p50 |error| mean ${a.itl_p50_abs_error_ms.mean} ms, p99 ${a.itl_p50_abs_error_ms.p99} ms\n`
   }
   const o = r.overhead
-  out += `${o.metric} p50 (unloaded phase): ${o.p50_ms === null ? 'n/a (metric absent)' : `${o.p50_ms} ms over ${o.requests} requests`}; client-side added TTFT p50 ${o.client_added_ttft_p50_ms} ms\n`
+  out += `${o.metric} p50 (unloaded phase): ${o.p50_ms === null ? 'n/a (metric absent)' : `${o.p50_ms} ms over ${o.requests} requests`}; client side: the first chunk's one-way delay p50 ${o.client_added_first_chunk_p50_ms} ms over direct, ${o.client_added_beyond_hop_p50_ms} ms beyond the TCP relay's ${o.hop_first_chunk_p50_ms} ms (added TTFT p50 ${o.client_added_ttft_p50_ms} ms)\n`
   out += `\ntargets, issue 13 (${r.machine.cpu}, ${r.machine.nproc} cores, node ${r.machine.node}, load average ${r.machine.loadavg_1m_at_start} → ${r.machine.loadavg_1m_at_end}):\n`
   for (const t of r.targets) out += `  ${t.met === null ? 'n/a    ' : t.met ? 'met    ' : 'not met'}  ${t.target}: ${t.value}\n`
   return out

@@ -78,6 +78,12 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
    */
   #pending: Buffer[] = []
   #pendingAt = 0
+  /**
+   * When the response head was handled, until the end of its tick: body bytes parsed from the
+   * same socket read arrived with the head, so their read started then, not when undici got
+   * to them (the head's handling is part of what the first chunk waited for).
+   */
+  #headAt: number | undefined
   readonly #flush = (): void => this.flush()
 
   constructor(ex: Exchange, res: ServerResponse, options: ClientWriterOptions) {
@@ -153,7 +159,9 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     // first event. When body bytes came in the same read, they go out with the headers in one
     // write instead (the data flush is queued after this one). Not `res.headersSent`: that is
     // true as soon as writeHead stored the head, before any of it is sent.
+    this.#headAt = at
     queueMicrotask(() => {
+      this.#headAt = undefined
       if (this.#pending.length === 0 && !res.writableEnded && !res.destroyed) res.flushHeaders()
     })
   }
@@ -162,7 +170,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     const res = this.#res
     if (res.destroyed) return
     if (this.#pending.length === 0) {
-      this.#pendingAt = this.#o.now()
+      this.#pendingAt = this.#headAt ?? this.#o.now()
       this.#idle.read()
       queueMicrotask(this.#flush)
     }
