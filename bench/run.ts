@@ -98,6 +98,8 @@ const P = {
   shortChunks: SHORT_CHUNKS,
   shortConcurrency: SHORT_CONCURRENCY,
   shortRounds: QUICK ? 1 : 3,
+  /** Short requests through each path before its rounds, not counted (JIT warm-up for the shape). */
+  shortWarmUp: QUICK ? 100 : 300,
   /**
    * The OTel round: short requests through two fresh tokentap processes at once per round, export
    * off and on (OTLP/HTTP protobuf to a sink in this process every otelIntervalMs). More requests
@@ -284,6 +286,7 @@ async function only(which: OnlyPhase): Promise<void> {
       concurrency: P.shortConcurrency,
       rounds: P.shortRounds,
       idPrefix: 'short',
+      warmUp: P.shortWarmUp,
     })
     const perRequestMs = (f: { cpuUs: number; requests: number }): number => f.cpuUs / f.requests / 1000
     out.short_requests = Object.fromEntries(
@@ -313,7 +316,7 @@ async function only(which: OnlyPhase): Promise<void> {
     machine: machine(undefined, undefined),
     parameters: P,
     method: {
-      cpu: 'utime+stime of the proxy process from /proc over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests',
+      cpu: 'utime+stime of the proxy process from /proc over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests (after shortWarmUp uncounted requests of the same shape through each path)',
       otel: otelMethod,
       scrape: SCRAPE_METHOD,
     },
@@ -496,6 +499,7 @@ async function main(): Promise<void> {
     concurrency: P.shortConcurrency,
     rounds: P.shortRounds,
     idPrefix: 'short',
+    warmUp: P.shortWarmUp,
   })
 
   // --- the OTel round: the same short requests with the OTLP export off and on (issue 15)
@@ -741,7 +745,7 @@ async function main(): Promise<void> {
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
       inside:
         'bench/el-probe.ts preloaded into every Node proxy (tokentap, the relays, Portkey): monitorEventLoopDelay (1 ms) and every GC pause (perf_hooks gc entries, by kind) over each load round; p99 is the median of the rounds, max and longest pause the largest, counts and totals summed',
-      cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered; short requests: the same over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests',
+      cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered; short requests: the same over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests, after shortWarmUp uncounted requests of the same shape through each path',
       memory:
         'median of memoryRepeats runs (memoryRepeatsOthers for the paths other than tokentap), a full GC in the Node proxies before each sample (--expose-gc and the preloaded probe). Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream (Node paths): heapUsed + external with the streams open minus the same once they are released and gone, divided by openStreams. Portkey keeps reading an upstream after its client leaves, so its streams (60 chunks 100 ms apart) are left to end rather than released. ' +
         'Stalled reader (tokentap): stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus the same once they are released and gone, divided by stallReaders = stalled_reader_held; ' +

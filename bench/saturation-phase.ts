@@ -22,6 +22,12 @@ export interface SaturationDeps {
   readonly rounds: number
   /** Prefix of the request ids (default `sat`). */
   readonly idPrefix?: string
+  /**
+   * Streams of the same plan through each path before the rounds, not counted: the first few
+   * hundred requests of a new shape run code V8 has not optimised for it yet (the earlier
+   * phases streamed other shapes), and the rounds measure the steady state.
+   */
+  readonly warmUp?: number
 }
 
 interface SaturationRound {
@@ -48,6 +54,19 @@ export interface SaturationFigures extends SaturationRound {
 export async function saturationPhase(deps: SaturationDeps): Promise<Record<string, SaturationFigures>> {
   const paths = Object.keys(deps.urls)
   const sat: Record<string, SaturationFigures> = Object.fromEntries(paths.map((p) => [p, { chunks: 0, requests: 0, seconds: 0, cpuUs: 0, rounds: [] }]))
+  if ((deps.warmUp ?? 0) > 0) {
+    for (const p of paths) {
+      await deps.job<StreamResult[]>({
+        kind: 'streams',
+        ...request(deps.urls[p], deps.plan),
+        count: deps.warmUp ?? 0,
+        concurrency: deps.concurrency,
+        phaseMs: 0,
+        idPrefix: `${deps.idPrefix ?? 'sat'}-warm-${p}`,
+        detail: false,
+      })
+    }
+  }
   for (const { round: r, path: p } of turns(paths, deps.rounds)) {
     const pids = deps.pids[p] ?? []
     const cpu0 = cpuMicros(pids)
