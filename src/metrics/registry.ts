@@ -27,12 +27,12 @@ const EOF = Buffer.from('# EOF\n')
  * a scrape of ~1,000 series is about 2 ms of work once the process metrics are cached (below),
  * half of it the socket writes. At 1 ms it takes 1–2 turns, at 2 ms 0–1, each turn a chance to
  * queue behind the traffic (or another process on a busy host). The bench host (2 cores, shared)
- * could not tell 1 from 2 ms apart in p50 or p99 (bench/scrape.ts, interleaved A/B runs); the
- * fewer turns is the reason. Not more: the
- * streams' event-loop delay during scrapes grows with the slice (a chunk waits up to one slice
- * behind a scrape), and 2.5 and 4 ms bought no measurable latency over 2 on the 2-core bench host
- * while their event-loop delay p99 during scrapes ran 1–3 ms higher. Once per 15 s scrape, 2 ms
- * is less than a traffic turn or a scavenge.
+ * could not tell 1 from 2 ms apart in p99 (about 11 ms either way, p50 3.7–3.9 ms; bench/scrape.ts,
+ * interleaved A/B runs), and the streams' event-loop delay p99 during scrapes was about 1 ms
+ * higher at 2 ms (6.5 against 5.7): a chunk waits up to one slice behind a scrape. That ms buys
+ * fewer turns, a scrape that depends less on how busy the loop is; and no more: 2.5 and 4 ms
+ * bought no measurable latency over 2 while their event-loop delay p99 ran 1–3 ms higher still.
+ * Once per 15 s scrape, 2 ms is about a traffic turn, less than a scavenge.
  */
 const SLICE_MS = 2
 /**
