@@ -22,8 +22,29 @@ const EOF = Buffer.from('# EOF\n')
 /**
  * Longest run of scrape work (rendering, and the caller's writes of what was rendered) before
  * the event loop gets a turn: a scrape of any size never delays the proxied streams by more.
+ * Why 2 ms and not 1: with traffic running, every turn given away costs the scrape the traffic's
+ * whole turn (about 1.5 ms of callbacks on the bench machine, however short the slice was), and
+ * a scrape of ~1,000 series is about 2 ms of work once the process metrics are cached (below),
+ * half of it the socket writes. At 1 ms it takes 1–2 turns, at 2 ms 0–1, each turn a chance to
+ * queue behind the traffic (or another process on a busy host). The bench host (2 cores, shared)
+ * could not tell 1 from 2 ms apart in p99 (about 11 ms either way, p50 3.7–3.9 ms; bench/scrape.ts,
+ * interleaved A/B runs), and the streams' event-loop delay p99 during scrapes was about 1 ms
+ * higher at 2 ms (6.5 against 5.7): a chunk waits up to one slice behind a scrape. That ms buys
+ * fewer turns, a scrape that depends less on how busy the loop is; and no more: 2.5 and 4 ms
+ * bought no measurable latency over 2 while their event-loop delay p99 ran 1–3 ms higher still.
+ * Once per 15 s scrape, 2 ms is about a traffic turn, less than a scavenge.
  */
-const SLICE_MS = 1
+const SLICE_MS = 2
+/**
+ * prom-client's process metrics cost about 1 ms of every collection (synchronous reads of /proc,
+ * the event-loop delay histogram's percentiles), as much as the rest of a 1,000-series scrape's
+ * rendering. Scrapes less than this apart serve the same collection: Prometheus's 15–60 s interval
+ * collects afresh on every scrape, and what it saves is the scrapes that come together (two HA
+ * Prometheus servers, a scraper and a person's curl, a benchmark scraping back to back). The
+ * figures are then at most a second old; their own windows (the event-loop lag's, reset by each
+ * collection) run from one collection to the next, as before.
+ */
+const PROCESS_MAX_AGE_MS = 1000
 /** Bytes handed to the caller at a time (one socket write, one chunk of the body). */
 export const BATCH_BYTES = 128 * 1024
 /** Batch buffers kept free between scrapes (2 MiB); a bigger scrape in flight allocates more. */
@@ -57,6 +78,8 @@ export class MetricsRegistry implements MetricsSource {
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
   readonly #batches = new BatchPool(BATCH_BYTES, BATCHES_KEPT)
+  /** The latest collection of the process metrics: when (performance.now()), in which format, its bytes. */
+  #processCache: { readonly at: number; readonly openMetrics: boolean; readonly bytes: Buffer } | undefined
 
   constructor(opts: { processMetrics: boolean }) {
     if (opts.processMetrics) {
@@ -95,7 +118,7 @@ export class MetricsRegistry implements MetricsSource {
    */
   async *exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
     const start = performance.now()
-    // The slice starts before the process metrics: they take a millisecond or two of their own.
+    // The slice starts before the process metrics: collected anew, they take a millisecond or two.
     let slice = start
     let resumed = start
     let work = 0
@@ -107,7 +130,7 @@ export class MetricsRegistry implements MetricsSource {
     // prom-client's process metrics first, all at once (a few dozen samples), and sent last:
     // counted before the scrape's own yields, they never see its pending setImmediate
     // (nodejs_active_resources{type="Immediate"}) nor its writes.
-    const processText = Buffer.from(openMetrics ? promClientToOpenMetrics((await this.#process.getMetricsAsJSON()) as unknown as PromClientMetric[]) : await this.#process.metrics())
+    const processText = await this.#processBytes(openMetrics, start)
     const out = this.#batches.batches()
     // Time spent in here, not in the caller's writes of what was handed over.
     let handedAt = start
@@ -163,6 +186,15 @@ export class MetricsRegistry implements MetricsSource {
     } finally {
       out.close()
     }
+  }
+
+  /** prom-client's process metrics in this format: a collection less than `PROCESS_MAX_AGE_MS` old, or a new one. */
+  async #processBytes(openMetrics: boolean, now: number): Promise<Buffer> {
+    const c = this.#processCache
+    if (c !== undefined && c.openMetrics === openMetrics && now - c.at < PROCESS_MAX_AGE_MS) return c.bytes
+    const bytes = Buffer.from(openMetrics ? promClientToOpenMetrics((await this.#process.getMetricsAsJSON()) as unknown as PromClientMetric[]) : await this.#process.metrics())
+    this.#processCache = { at: now, openMetrics, bytes }
+    return bytes
   }
 
   /** The caller wrote these batches: their buffers can hold the next scrape's. */
