@@ -22,19 +22,15 @@ const EOF = Buffer.from('# EOF\n')
 /**
  * Longest run of scrape work (rendering, and the caller's writes of what was rendered) before
  * the event loop gets a turn: a scrape of any size never delays the proxied streams by more.
- * Why 2 ms and not 1: with traffic running, every turn given away costs the scrape the traffic's
- * whole turn (about 1.5 ms of callbacks on the bench machine, however short the slice was), and
- * a scrape of ~1,000 series is about 2 ms of work once the process metrics are cached (below),
- * half of it the socket writes. At 1 ms it takes 1–2 turns, at 2 ms 0–1, each turn a chance to
- * queue behind the traffic (or another process on a busy host). The bench host (2 cores, shared)
- * could not tell 1 from 2 ms apart in p99 (about 11 ms either way, p50 3.7–3.9 ms; bench/scrape.ts,
- * interleaved A/B runs), and the streams' event-loop delay p99 during scrapes was about 1 ms
- * higher at 2 ms (6.5 against 5.7): a chunk waits up to one slice behind a scrape. That ms buys
- * fewer turns, a scrape that depends less on how busy the loop is; and no more: 2.5 and 4 ms
- * bought no measurable latency over 2 while their event-loop delay p99 ran 1–3 ms higher still.
- * Once per 15 s scrape, 2 ms is about a traffic turn, less than a scavenge.
+ * Why 1 ms and not 2: a chunk waits up to one slice behind a scrape, and cadence is what tokentap
+ * measures. Interleaved A/B runs on the bench host (bench/scrape.ts, ~1,000 series, traffic on)
+ * could not tell 1 from 2 ms apart in the scrape's p99 (about 11 ms either way, p50 3.7–3.9 ms;
+ * a scrape is about 2 ms of work once the process metrics are cached, below), while the streams'
+ * event-loop delay p99 during scrapes was about 1 ms higher at 2 ms (6.5 against 5.7 ms), and
+ * 2.5 or 4 ms only raised it further. Fewer, longer slices would buy a scrape that depends less
+ * on how busy the loop is; the streams' cadence comes first.
  */
-const SLICE_MS = 2
+const SLICE_MS = 1
 /**
  * prom-client's process metrics cost about 1 ms of every collection (synchronous reads of /proc,
  * the event-loop delay histogram's percentiles), as much as the rest of a 1,000-series scrape's
