@@ -420,7 +420,11 @@ async function main(): Promise<void> {
     if (target[p] === undefined || pids === undefined || pids.length === 0) continue
     Object.assign(memory, await memoryPhase(p, tgt(p), pids, asks[p], tt, memoryRuns))
     const held = memory[`${p}_held_per_stream_kib`]
-    log(`  ${p}: ${memory[`${p}_rss_per_stream_kib`]} KiB RSS/stream${held === undefined ? '' : ` (heap+external ${held})`}`)
+    const stall = memory[`${p}_stalled_reader_kib`]
+    log(
+      `  ${p}: ${memory[`${p}_rss_per_stream_kib`]} KiB RSS/stream${held === undefined ? '' : ` (heap+external ${held})`}` +
+        (stall === undefined ? '' : `, stalled reader ${stall} KiB beyond a normal one (held ${memory[`${p}_stalled_reader_held_kib`]} KiB, ${memory[`${p}_stalled_reader_chunks`]} chunks)`),
+    )
   }
 
   // --- unloaded TTFT, one request at a time, paths interleaved; the @50 paths in their own, shorter loop
@@ -880,22 +884,25 @@ async function memoryPhase(
       rssOpen = open.rss
     }
     if (p !== 'tokentap') continue
-    // Let the cancelled streams finish recording before the next baseline.
-    await sleep(2500)
 
-    // Stalled readers.
+    // Stalled readers. (No pause before the baselines beyond idle(): a stream leaves
+    // /debug/streams once it is recorded, and the simulator, backpressured, holds nothing for the
+    // streams it was writing.)
     await idle()
     const s0 = await sample()
     const stalled = await job<number>({ kind: 'stall', url: target.url, body: stallBody, count: P.stallReaders })
     let chunks = NaN
     {
-      // Settled when no stream moved a chunk for 500 ms.
+      // Settled when no stream moved a chunk for 500 ms (looked at every 100 ms, for at most 30 s).
       let prev = -1
-      for (let i = 0; i < 60; i++) {
-        await sleep(500)
+      let since = performance.now()
+      for (let i = 0; i < 300; i++) {
+        await sleep(100)
         const f = await streamsInFlight()
-        if (f.chunks === prev) break
-        prev = f.chunks
+        if (f.chunks !== prev) {
+          prev = f.chunks
+          since = performance.now()
+        } else if (performance.now() - since >= 500) break
       }
       chunks = prev / stalled
     }
@@ -906,7 +913,6 @@ async function memoryPhase(
     const s2 = await sample()
     run('stalled_reader_held_kib', kib(s1.held - s2.held, stalled))
     run('stalled_reader_chunks', chunks)
-    await sleep(2500)
 
     // Control: as many streams, read normally up to the same number of chunks, then idle.
     const k = Math.max(2, Math.round(chunks))
@@ -930,7 +936,6 @@ async function memoryPhase(
     run('control_held_kib', kib(c1.held - c2.held, reading))
     run('control_rss_kib', kib(c1.rss - c0.rss, reading))
     run('stalled_reader_kib', kib(s1.held - s2.held, stalled) - kib(c1.held - c2.held, reading))
-    await sleep(2500)
   }
   const out: Record<string, number> = {
     [`${p}_open_streams`]: P.openStreams,

@@ -70,7 +70,13 @@ export function sendWhole(res: ServerResponse, plan: SimPlan, answer: () => unkn
   res.once('close', () => clearTimeout(timer))
 }
 
-/** Streams the plan: each chunk at its planned offset from the start, an error or a reset where the plan asks. */
+/**
+ * Streams the plan: each chunk at its planned offset from the start, an error or a reset where the
+ * plan asks. Backpressured like a provider behind TCP: once `res.write` reports the socket's buffer
+ * full, no further chunk is written until it drains (chunks that fell due meanwhile then go out
+ * back to back), and the next batch starts on a later turn of the event loop, so one fast stream
+ * to a reader that stopped (or a slow one) holds neither the simulator's memory nor its loop.
+ */
 export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFormat): void {
   res.writeHead(200, { 'content-type': format.contentType, 'cache-control': 'no-cache', connection: 'keep-alive' })
   // A reset must come after the bytes already written reach the kernel: Node's res.write corks
@@ -81,19 +87,31 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
     unflushed--
     if (resetWhenFlushed && unflushed === 0) res.socket?.destroy()
   }
-  const write = (text: string): void => {
+  /** Writes `text`; false when the socket's buffer is full (wait for 'drain' before the next). */
+  const write = (text: string): boolean => {
     unflushed++
-    res.write(text, flushed)
+    return res.write(text, flushed)
   }
   const head = format.head()
-  if (head.length > 0) write(head)
+  let headFits = true
+  if (head.length > 0) headFits = write(head)
   else res.flushHeaders()
 
   const start = performance.now()
   let due = 0
   let i = 0
   let timer: NodeJS.Timeout | undefined
-  res.once('close', () => clearTimeout(timer))
+  let resume: NodeJS.Immediate | undefined
+  // 'drain' can come in the same tick as the write that filled the buffer (the kernel took it
+  // all at once): resuming on the next turn lets the loop's I/O and timers run between batches.
+  const drained = (): void => {
+    resume = setImmediate(tick)
+  }
+  res.once('close', () => {
+    clearTimeout(timer)
+    clearImmediate(resume)
+    res.off('drain', drained)
+  })
   const tick = (): void => {
     for (;;) {
       if (res.destroyed) return
@@ -119,9 +137,14 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
         return
       }
       due += chunk.afterMs
-      write(format.content(i, chunkText(i, chunk.tokens), i === plan.chunks.length - 1))
+      const fits = write(format.content(i, chunkText(i, chunk.tokens), i === plan.chunks.length - 1))
       i++
+      if (!fits) {
+        res.once('drain', drained)
+        return
+      }
     }
   }
-  tick()
+  if (headFits) tick()
+  else res.once('drain', drained)
 }

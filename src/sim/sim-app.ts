@@ -58,8 +58,11 @@ function errorBody(status: number, message: string): string {
   return JSON.stringify({ error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: `sim_${status}` } })
 }
 
+/** Bytes a response's socket buffers before `res.write` asks the player to wait for 'drain'. */
+const SOCKET_HIGH_WATER_MARK = 256 * 1024
+
 export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024 })
+  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024, http: { highWaterMark: SOCKET_HIGH_WATER_MARK } })
   let seq = 0
 
   const handle = (api: Api) => async (request: { body: unknown; headers: Record<string, string | string[] | undefined> }, reply: { hijack(): void; raw: ServerResponse }) => {
