@@ -872,7 +872,8 @@ async function memoryPhase(
     await job(ends ? { kind: 'drain', timeoutMs: 15_000 } : { kind: 'release' })
     // Less RSS with 1,000 streams open than without: the baseline still held pages of the repeat
     // before (Portkey, whose streams end on their own, frees ~100 KiB a stream of them late), so
-    // this repeat measures nothing and is left out of the median (counted in `invalid_runs`).
+    // this repeat's RSS measures nothing and is left out of the median (counted in
+    // `invalid_runs`), with its heap figure for the paths whose baseline is `before` too.
     const valid = open.rss >= before.rss
     if (valid) {
       run('rss_per_stream_kib', kib(open.rss - before.rss, opened))
@@ -884,7 +885,8 @@ async function memoryPhase(
     const after = await sample()
     // tokentap's `after` waits until nothing is in flight; the others' can still hold the aborted
     // streams' leftovers on a busy machine (it came out above `open`): the lower baseline counts.
-    if (ask !== undefined && valid) run('held_per_stream_kib', kib(open.held - (p === 'tokentap' ? after.held : Math.min(before.held, after.held)), opened))
+    // tokentap's live memory is measured against its own `after`, which RSS does not touch.
+    if (ask !== undefined && (valid || p === 'tokentap')) run('held_per_stream_kib', kib(open.held - (p === 'tokentap' ? after.held : Math.min(before.held, after.held)), opened))
     if (r === 0) {
       rssBefore = before.rss
       rssOpen = open.rss
