@@ -3,9 +3,11 @@ import type { IncomingMessage } from 'node:http'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import t from 'tap'
+import type { Test } from 'tap'
 import { Agent } from 'undici'
 import type { Dispatcher } from 'undici'
 import { startProxy } from '../helpers/proxy.ts'
+import type { RunningProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 import { proxyWithSockets } from '../helpers/watched-sockets.ts'
 import { SSE_HEADERS, chatBody, chatEvent, openRequest, sleep, waitFor } from '../helpers/faults.ts'
@@ -177,37 +179,13 @@ t.test('a stalled reader costs the proxy its marks (8 bytes a chunk) and bounded
   t.ok(buffered < 512 * 1024, `bytes buffered in the proxy: ${Math.round(buffered / 1024)} KiB`)
 })
 
-t.test('the socket reads a small request body came in are freed while its response streams', async (t) => {
-  let go: () => void = () => {}
-  const later = new Promise<void>((r) => (go = r))
-  const upstream = await startUpstream(async (_req, res) => {
-    res.writeHead(200, SSE_HEADERS)
-    res.write(chatEvent('hello'))
-    await later
-    res.end('data: [DONE]\n\n')
-  })
-  t.teardown(() => upstream.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
-  t.teardown(() => proxy.close())
-  const reads: WeakRef<ArrayBufferLike>[] = []
-  proxy.app.server.on('request', (req: IncomingMessage) => req.on('data', (chunk: Buffer) => reads.push(new WeakRef(chunk.buffer))))
-
-  // 12 KiB: under the 16 KiB bound, so read whole before the upstream request starts (not streamed).
-  const body = chatBody('gpt-4o-mini', { padding: 'p'.repeat(12 * 1024) })
-  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body })
-  let received = ''
-  res.setEncoding('utf8').on('data', (s: string) => (received += s))
-  await waitFor('the first event to reach the client', () => received.includes('hello'))
-  t.ok(reads.length > 0, 'the body came in socket reads')
-  t.equal(await collectUntilFreed(reads), 0, 'none of them is kept once the body was copied and sent')
-  go()
-  await new Promise((r) => res.once('end', r))
-  const [line] = await proxy.waitForRequests(1)
-  t.equal(line.outcome, 'ok')
-  t.equal(line.bytes_in, Buffer.byteLength(body))
-})
-
-t.test('a small request body read whole is freed once sent, while its response streams', async (t) => {
+/**
+ * A streamed request with a 12 KiB body (under the 16 KiB bound, so read whole before the
+ * upstream request starts), whose upstream sends one event and then holds the response open
+ * until `finish`: what the proxy still keeps of the body is looked at in between. `watch` runs
+ * once the proxy listens, before the request is sent.
+ */
+async function heldAfterFirstEvent(t: Test, watch: (proxy: RunningProxy) => void): Promise<{ body: string; finish: () => Promise<Record<string, unknown>> }> {
   let go: () => void = () => {}
   const later = new Promise<void>((r) => (go = r))
   const upstream = await startUpstream(async (req, res) => {
@@ -220,23 +198,44 @@ t.test('a small request body read whole is freed once sent, while its response s
   t.teardown(() => upstream.close())
   const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }] })
   t.teardown(() => proxy.close())
+  watch(proxy)
+  const body = chatBody('gpt-4o-mini', { padding: 'p'.repeat(12 * 1024) })
+  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body })
+  let received = ''
+  res.setEncoding('utf8').on('data', (s: string) => (received += s))
+  await waitFor('the first event to reach the client', () => received.includes('hello'))
+  return {
+    body,
+    async finish() {
+      go()
+      await new Promise((r) => res.once('end', r))
+      const [line] = await proxy.waitForRequests(1)
+      return line
+    },
+  }
+}
+
+t.test('the socket reads a small request body came in are freed while its response streams', async (t) => {
+  const reads: WeakRef<ArrayBufferLike>[] = []
+  const held = await heldAfterFirstEvent(t, (proxy) => proxy.app.server.on('request', (req: IncomingMessage) => req.on('data', (chunk: Buffer) => reads.push(new WeakRef(chunk.buffer)))))
+  t.ok(reads.length > 0, 'the body came in socket reads')
+  t.equal(await collectUntilFreed(reads), 0, 'none of them is kept once the body was copied and sent')
+  const line = await held.finish()
+  t.equal(line.outcome, 'ok')
+  t.equal(line.bytes_in, Buffer.byteLength(held.body))
+})
+
+t.test('a small request body read whole is freed once sent, while its response streams', async (t) => {
   // What undici wrote upstream as the body: the proxy's own copy of it (a Buffer body stayed in
   // undici's request, and in its abort closure, until the response ended).
   const sent: WeakRef<object>[] = []
   const onChunk = (message: unknown): void => void sent.push(new WeakRef((message as { chunk: Buffer }).chunk))
   subscribe('undici:request:bodyChunkSent', onChunk)
   t.teardown(() => unsubscribe('undici:request:bodyChunkSent', onChunk))
-
-  const body = chatBody('gpt-4o-mini', { padding: 'p'.repeat(12 * 1024) })
-  const { res } = await openRequest(`${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body })
-  let received = ''
-  res.setEncoding('utf8').on('data', (s: string) => (received += s))
-  await waitFor('the first event to reach the client', () => received.includes('hello'))
+  const held = await heldAfterFirstEvent(t, () => {})
   t.equal(sent.length, 1, 'the body went upstream in one piece')
   t.equal(await collectUntilFreed(sent), 0, 'the copy is not kept while the response streams')
-  go()
-  await new Promise((r) => res.once('end', r))
-  const [line] = await proxy.waitForRequests(1)
+  const line = await held.finish()
   t.equal(line.outcome, 'ok')
-  t.equal(line.bytes_in, Buffer.byteLength(body))
+  t.equal(line.bytes_in, Buffer.byteLength(held.body))
 })
