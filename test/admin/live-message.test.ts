@@ -334,6 +334,62 @@ t.test('recent requests keep the last N by id, with no per-gap arrays', async (t
   t.equal(none.size, 0, 'capacity 0 keeps nothing')
 })
 
+t.test('a request read back from the ring has every figure it was added with, and only those', async (t) => {
+  const recent = new RecentRequests(2000)
+  // Distinct values in every field, so a column written in one order and read in another shows.
+  const full: FinishedRequest = {
+    id: 'full',
+    route: '/r',
+    provider: 'anthropic',
+    model: 'm1',
+    outcome: 'error',
+    statusCode: 502,
+    ttft: 0.101,
+    ttfot: 0.102,
+    headers: 0.103,
+    e2e: 0.104,
+    tpot: 0.105,
+    tps: 106,
+    itlP50: 0.107,
+    itlP99: 0.108,
+    maxGap: 0.109,
+    stalls: 110,
+    outputTokens: 111,
+    outputSource: 'provider',
+    inputTokens: 112,
+    chunks: 113,
+    gapSeconds: new Float64Array([1]),
+    gapTokens: new Uint32Array([1]),
+    concurrency: 114,
+    endedAt: 115,
+  }
+  const { gapSeconds: _s, gapTokens: _t, ...kept } = full
+  const bare = {
+    ...full,
+    id: 'bare',
+    ttft: undefined,
+    ttfot: undefined,
+    headers: undefined,
+    tpot: undefined,
+    tps: undefined,
+    itlP50: undefined,
+    itlP99: undefined,
+    maxGap: undefined,
+    inputTokens: undefined,
+  }
+  recent.add(full)
+  recent.add(bare)
+  // Past the first page of rows (1,024), so a row on a later page reads back too.
+  for (let i = 0; i < 1500; i++) recent.add({ ...full, id: `x${i}`, chunks: i })
+  t.same(recent.get('full'), kept)
+  t.strictSame(recent.get('full'), kept, 'the same values, nothing added')
+  const back = recent.get('bare') as Record<string, unknown>
+  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens']) t.equal(back[key], undefined, `${key} stays undefined`)
+  t.equal(recent.get('x1499')?.chunks, 1499)
+  t.equal(recent.get('x1024')?.chunks, 1024)
+  t.equal(recent.size, 1502)
+})
+
 t.test('the request view uses the log line’s names and rounding', async (t) => {
   const r = finished(
     [
