@@ -16,7 +16,7 @@ import { round, sorted } from './stats.ts'
  * (1 s: the collection, serialisation and POST are in the figure, not only `record()`), warms
  * both, loads both at once with the short requests of the CPU phase and stops them. Loading them
  * at once gives both the same contention on a shared machine, which taking turns does not (one
- * process's CPU per request moved by ±40% from turn to turn there). CPU: utime+stime of each
+ * process's CPU per request moved by ±40% from turn to turn there). CPU: on-CPU time (all threads, bench/proc.ts) of each
  * tokentap process from /proc; the figure is the median of the rounds' on/off ratios.
  * `control`: both with the export off, how far apart two equal processes measure.
  */

@@ -58,7 +58,7 @@ const OTEL_CONTROL = process.argv.includes('--otel-control')
 const LOAD_AT_START = loadavg()[0]
 /** How the scrape phase measures (the results' `method.scrape`). */
 const SCRAPE_METHOD =
-  "bench/scrape-phase.ts, at two scales: `target` (scrapeTargetModels models, plus the earlier phases' one) judged against the targets, and `stress` (1,000 models) for information. /metrics fetched back to back with the headers Prometheus sends, each timed from request to the whole body; meanwhile 10 concurrent streams for random models keep series changing. Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Proxy CPU per scrape: utime+stime over the scrapes without traffic, divided by their number. Inside the proxy: the registry's own figures per scrape (tokentap:scrape on node:diagnostics_channel): time to the last batch, work, waiting for the event loop after each slice, turns, and the GC pauses meanwhile."
+  "bench/scrape-phase.ts, at two scales: `target` (scrapeTargetModels models, plus the earlier phases' one) judged against the targets, and `stress` (1,000 models) for information. /metrics fetched back to back with the headers Prometheus sends, each timed from request to the whole body; meanwhile 10 concurrent streams for random models keep series changing. Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Proxy CPU per scrape (on-CPU time of all its threads, bench/proc.ts) over the scrapes without traffic, divided by their number. Inside the proxy: the registry's own figures per scrape (tokentap:scrape on node:diagnostics_channel): time to the last batch, work, waiting for the event loop after each slice, turns, and the GC pauses meanwhile."
 const OUT_DIR = join(ROOT, 'bench', 'results')
 /** Where the Portkey gateway is installed on demand (gitignored). */
 const PORTKEY_DIR = join(ROOT, 'bench', '.cache', 'portkey')
@@ -239,7 +239,7 @@ function targetList(): {
 
 const otelTargetName = (): string => `(issue 15) OTel export on (OTLP/HTTP protobuf every ${P.otelIntervalMs} ms): CPU per short request ≤ ${OTEL_RATIO_TARGET} × off`
 const otelMethod =
-  'each of otelRounds rounds starts two tokentap processes with the same config but otel (the "on" one exports OTLP/HTTP protobuf to a sink in the bench process every otelIntervalMs, so collection, serialisation and the POST are in the figure), warms both, then loads both at once with otelRequests streams of shortChunks content chunks, shortConcurrency at a time each, and stops them (a fresh pair per round: one pair kept for the whole phase differed by a steady 3-10% with the export off in both); CPU = utime+stime of each process from /proc over the round, divided by the requests; ratio = on/off per round, median of the rounds'
+  'each of otelRounds rounds starts two tokentap processes with the same config but otel (the "on" one exports OTLP/HTTP protobuf to a sink in the bench process every otelIntervalMs, so collection, serialisation and the POST are in the figure), warms both, then loads both at once with otelRequests streams of shortChunks content chunks, shortConcurrency at a time each, and stops them (a fresh pair per round: one pair kept for the whole phase differed by a steady 3-10% with the export off in both); CPU = on-CPU time of all threads of each process (/proc schedstat, bench/proc.ts) over the round, divided by the requests; ratio = on/off per round, median of the rounds'
 
 /** The OTel round (bench/otel-phase.ts) with this run's parameters. */
 function runOtelPhase(simPort: number, log: (s: string) => void): Promise<OtelPhaseResult> {
@@ -322,7 +322,7 @@ async function only(which: OnlyPhase): Promise<void> {
     machine: machine(undefined, undefined),
     parameters: P,
     method: {
-      cpu: 'utime+stime of the proxy process from /proc over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests (after shortWarmUp uncounted requests of the same shape through each path)',
+      cpu: 'on-CPU time of all threads of the proxy process (/proc/PID/task/*/schedstat, ns; bench/proc.ts) over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests (after shortWarmUp uncounted requests of the same shape through each path)',
       otel: otelMethod,
       scrape: SCRAPE_METHOD,
     },
@@ -755,7 +755,7 @@ async function main(): Promise<void> {
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
       inside:
         'bench/el-probe.ts preloaded into every Node proxy (tokentap, the relays, Portkey): monitorEventLoopDelay (1 ms) and every GC pause (perf_hooks gc entries, by kind) over each load round; p99 is the median of the rounds, max and longest pause the largest, counts and totals summed',
-      cpu: 'utime+stime of the proxy process(es) from /proc over the saturation runs, divided by content chunks delivered; short requests: the same over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests, after shortWarmUp uncounted requests of the same shape through each path',
+      cpu: 'on-CPU time of all threads of the proxy process(es) (/proc/PID/task/*/schedstat, ns; bench/proc.ts) over the saturation runs, divided by content chunks delivered; short requests: the same over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests, after shortWarmUp uncounted requests of the same shape through each path',
       memory:
         'median of memoryRepeats runs (memoryRepeatsOthers for the paths other than tokentap), a full GC in the Node proxies before each sample (--expose-gc and the preloaded probe). Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream (Node paths): heapUsed + external with the streams open minus the same once they are released and gone, divided by openStreams. Portkey keeps reading an upstream after its client leaves, so its streams (60 chunks 100 ms apart) are left to end rather than released. A repeat whose RSS with the streams open is below its baseline (the baseline still held the previous repeat’s pages) is left out of the medians and counted in <path>_invalid_runs. ' +
         'Stalled reader (tokentap): stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus the same once they are released and gone, divided by stallReaders = stalled_reader_held; ' +

@@ -36,7 +36,7 @@ interface SaturationRound {
   /** Requests that completed. */
   requests: number
   seconds: number
-  /** utime + stime of the path's proxy processes, µs. */
+  /** On-CPU time of the path's proxy processes, all threads, µs (bench/proc.ts). */
   cpuUs: number
 }
 

@@ -39,7 +39,7 @@ export interface ScrapeFigures {
   readonly wire_bytes: number
   readonly scrapes: number
   readonly streams_during: number
-  /** Proxy CPU per scrape (utime+stime), measured over the scrapes without traffic, ms. */
+  /** Proxy CPU per scrape (on-CPU time of all its threads), measured over the scrapes without traffic, ms. */
   readonly proxy_cpu_ms_per_scrape: number
   /** Scrapes while streams keep arriving (what the target judges). */
   readonly ms: { p50: number; p90: number; p99: number; max: number; mean: number }
