@@ -103,9 +103,11 @@ const P = {
    * Rounds of 600 after 300 uncounted read 0.70, 0.62, 0.27, 0.23, 0.18 … 0.12–0.15 ms a request
    * through tokentap (0.35 → 0.08–0.12 through the Node relay): V8 was still compiling, on its
    * own threads, which the process's CPU counts. A proxy serves millions of requests; the target
-   * is about the steady state.
+   * is about the steady state. After 2,000, tokentap's first round of 1,200 still read 1.8-1.9 ×
+   * its later ones in full runs (0.29 against 0.12-0.17 ms alone, with the recent-requests ring
+   * off as well); after 5,000 it reads as the later ones.
    */
-  shortWarmUp: QUICK ? 100 : 2000,
+  shortWarmUp: QUICK ? 100 : 5000,
   /**
    * The OTel round: short requests through two fresh tokentap processes at once per round, export
    * off and on (OTLP/HTTP protobuf to a sink in this process every otelIntervalMs). More requests

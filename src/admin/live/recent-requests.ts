@@ -2,7 +2,7 @@ import type { FinishedRequest } from './finished-request.ts'
 
 /**
  * The last N finished requests, for `GET /debug/requests/{id}`: a ring of their figures in
- * columns (numbers in Float64Array pages, strings in arrays), about 200 bytes a request with its
+ * columns (numbers in Float64Array pages, strings in arrays), about 0.25 KB a request with its
  * id. A lookup scans from the newest, so a reused id finds its latest request.
  *
  * Columns, not an object a request: the ring outlives the young generation, so each kept object
