@@ -16,7 +16,7 @@ import type { FinishedRequest } from './finished-request.ts'
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
 export type RecentRequest = Omit<FinishedRequest, 'gapSeconds' | 'gapTokens'>
 
-/** The numeric fields, one column each (NaN stands for undefined). */
+/** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [
   'statusCode',
   'ttft',
@@ -111,8 +111,8 @@ export class RecentRequests {
   #row(slot: number): RecentRequest {
     const row = this.#pages[slot >>> PAGE_BITS]
     const o = (slot & (PAGE_ROWS - 1)) * WIDTH
-    const at = (i: number): number => row[o + i]
-    const field = Object.fromEntries(NUMBERS.map((key, i) => [key, at(i)])) as Record<(typeof NUMBERS)[number], number>
+    // Read by NUMBERS' order, the order add() writes (the ring's round-trip test holds them together).
+    const field = Object.fromEntries(NUMBERS.map((key, i) => [key, row[o + i]])) as Record<(typeof NUMBERS)[number], number>
     return {
       id: this.#ids[slot],
       route: this.#routes[slot],
