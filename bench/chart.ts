@@ -10,7 +10,16 @@ export interface Panel {
   readonly series: readonly { readonly name: string; readonly values: Float64Array }[]
 }
 
-const COLORS: Record<string, string> = { direct: '#6b7280', 'tcp-relay': '#a855f7', 'node-relay': '#d97706', nginx: '#059669', tokentap: '#2563eb', portkey: '#dc2626', 'portkey@50': '#f472b6' }
+const COLORS: Record<string, string> = {
+  direct: '#6b7280',
+  'tcp-relay': '#a855f7',
+  'node-relay': '#d97706',
+  'fastify-relay': '#0891b2',
+  nginx: '#059669',
+  tokentap: '#2563eb',
+  portkey: '#dc2626',
+  'portkey@50': '#f472b6',
+}
 const W = 460
 const H = 300
 const M = { l: 52, r: 14, t: 30, b: 44 }

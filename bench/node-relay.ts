@@ -1,18 +1,26 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
+import Fastify from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { Agent } from 'undici'
 import type { Dispatcher } from 'undici'
+import { PROXY_METHODS } from '../src/proxy/route-path.ts'
 
 /**
  * The benchmark's plain Node relay: tokentap's stack (node:http in, a keep-alive undici Agent
  * out, with backpressure) and nothing else: no routing, parsing, metrics or logs. It writes each
  * upstream HTTP chunk as it comes (tokentap gathers one socket read's chunks into one write).
  * Beside nginx it shows what a Node proxy costs on this machine before measuring anything.
- * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT [--alt-upstream URL]`; prints `{"port":N}`.
+ * `--fastify` puts the same relay behind a Fastify router the way tokentap's routes are (a
+ * catch-all route, a body parser that reads nothing, the reply hijacked): the bench's
+ * `fastify-relay` path, which shows what Fastify adds before tokentap measures anything.
+ * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT [--alt-upstream URL] [--fastify]`; prints `{"port":N}`.
  */
 
-const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, 'alt-upstream': { type: 'string' } } })
+const { values } = parseArgs({
+  options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, 'alt-upstream': { type: 'string' }, fastify: { type: 'boolean', default: false } },
+})
 if (values.upstream === undefined) throw new Error('--upstream is required')
 const origin = new URL(values.upstream).origin
 // `--alt-upstream`: requests under /a/ go there, prefix stripped (the bench's client-abort phase).
@@ -33,7 +41,7 @@ function target(url: string): { origin: string; path: string } {
   return alt !== undefined && url.startsWith('/a/') ? { origin: alt, path: url.slice(2) } : { origin, path: url }
 }
 
-const server = http.createServer((req, res) => {
+function relay(req: http.IncomingMessage, res: http.ServerResponse): void {
   const parts: Buffer[] = []
   req.on('data', (b: Buffer) => parts.push(b))
   req.on('end', () => {
@@ -65,8 +73,32 @@ const server = http.createServer((req, res) => {
       },
     )
   })
-})
-server.keepAliveTimeout = 60_000
-server.listen(Number(values.port), '127.0.0.1', () => {
+}
+
+function printPort(server: http.Server): void {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`)
-})
+}
+
+if (values.fastify) {
+  // tokentap's app options on the proxy path (src/app.ts, src/plugin.ts), without its hooks.
+  const app = Fastify({ logger: false, routerOptions: { maxParamLength: 65_536, ignoreDuplicateSlashes: false }, keepAliveTimeout: 60_000 })
+  app.removeAllContentTypeParsers()
+  const unread = (_request: FastifyRequest, _payload: unknown, done: (err: null) => void): void => done(null)
+  app.addContentTypeParser(/^/, unread)
+  app.addContentTypeParser('*', unread)
+  app.route({
+    method: [...PROXY_METHODS],
+    url: '/*',
+    exposeHeadRoute: false,
+    handler(request, reply) {
+      reply.hijack()
+      relay(request.raw, reply.raw)
+    },
+  })
+  await app.listen({ host: '127.0.0.1', port: Number(values.port) })
+  printPort(app.server)
+} else {
+  const server = http.createServer(relay)
+  server.keepAliveTimeout = 60_000
+  server.listen(Number(values.port), '127.0.0.1', () => printPort(server))
+}

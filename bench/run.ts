@@ -67,12 +67,13 @@ const PROBE = join(DIST, 'bench', 'el-probe.js')
 /**
  * `tcp-relay`: bench/tcp-relay.ts, bytes copied between two sockets (the floor for a Node process in the path);
  * `node-relay`: bench/node-relay.ts, tokentap's stack with nothing measured (the floor for a Node HTTP proxy);
+ * `fastify-relay`: the same relay behind a Fastify route as tokentap's (what the router costs before measuring);
  * `portkey`: the Portkey gateway, a real peer; `@50`: the same path with the simulator's TTFT at
  * 50 ms, which hides Portkey's 25 ms wait before it forwards the first event (`direct@50` is its
  * reference for added TTFT).
  */
-type Path = 'direct' | 'tcp-relay' | 'node-relay' | 'nginx' | 'tokentap' | 'http-proxy' | 'portkey' | 'direct@50' | 'portkey@50'
-const PATH_ORDER: readonly Path[] = ['direct', 'tcp-relay', 'node-relay', 'nginx', 'tokentap', 'http-proxy', 'portkey', 'direct@50', 'portkey@50']
+type Path = 'direct' | 'tcp-relay' | 'node-relay' | 'fastify-relay' | 'nginx' | 'tokentap' | 'http-proxy' | 'portkey' | 'direct@50' | 'portkey@50'
+const PATH_ORDER: readonly Path[] = ['direct', 'tcp-relay', 'node-relay', 'fastify-relay', 'nginx', 'tokentap', 'http-proxy', 'portkey', 'direct@50', 'portkey@50']
 /** The paths with the simulator's TTFT raised by this much. */
 const SLOW_TTFT_MS = 50
 const isSlow = (p: Path): boolean => p.endsWith('@50')
@@ -97,7 +98,8 @@ const P = {
   shortRequests: QUICK ? 200 : 1200,
   shortChunks: SHORT_CHUNKS,
   shortConcurrency: SHORT_CONCURRENCY,
-  shortRounds: QUICK ? 1 : 5,
+  /** `--short-rounds N`: more rounds for a steadier median (the host's noise moves one round by ±50%). */
+  shortRounds: Number(argOf('--short-rounds') ?? (QUICK ? 1 : 5)),
   /**
    * Short requests through each path before its rounds, not counted (JIT warm-up for the shape).
    * Rounds of 600 after 300 uncounted read 0.70, 0.62, 0.27, 0.23, 0.18 … 0.12–0.15 ms a request
@@ -280,19 +282,24 @@ async function only(which: OnlyPhase): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
   const sim = await startListener(['src', 'sim', 'cli.js'], [])
   startLoad()
-  const { targets, T, ratios, ratioTarget } = targetList()
+  const { targets, T, fmt, ratios, ratioTarget } = targetList()
   const out: Record<string, unknown> = {}
   if (which === 'cpu-short') {
     const tt = await startTokentapProcess(DIST, dir, sim.port, { maxModels: 100 })
     stopOnExit(tt.proc)
     const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`], true)
-    const urls = { tokentap: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`, 'node-relay': `http://127.0.0.1:${relay.port}/v1/chat/completions` }
+    const fastifyRelay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--fastify'], true)
+    const urls = {
+      tokentap: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`,
+      'node-relay': `http://127.0.0.1:${relay.port}/v1/chat/completions`,
+      'fastify-relay': `http://127.0.0.1:${fastifyRelay.port}/v1/chat/completions`,
+    }
     for (const [p, u] of Object.entries(urls)) await job(warmUpJob(u, `warm-${p}`))
     log(`short requests: ${P.shortRequests} × ${P.shortChunks} content chunks, ${P.shortConcurrency} at a time`)
     const short = await saturationPhase({
       job,
       urls,
-      pids: { tokentap: [pidOf(tt.proc)], 'node-relay': [pidOf(relay.proc)] },
+      pids: { tokentap: [pidOf(tt.proc)], 'node-relay': [pidOf(relay.proc)], 'fastify-relay': [pidOf(fastifyRelay.proc)] },
       plan: evenPlan(P.shortChunks, 0),
       streams: P.shortRequests,
       concurrency: P.shortConcurrency,
@@ -305,8 +312,15 @@ async function only(which: OnlyPhase): Promise<void> {
       Object.keys(urls).map((p) => [p, { cpu_ms_per_request: round(perRequestMs(short[p]), 3), requests: short[p].requests, rounds: short[p].rounds.map((r) => round(perRequestMs(r), 3)) }]),
     )
     ratioTarget("CPU per short request ≤ 1.25 × the Node relay's", ratios(short.tokentap.rounds.map(perRequestMs), short['node-relay'].rounds.map(perRequestMs)), (r) => r <= 1.25)
-    tt.proc.kill('SIGKILL')
-    relay.proc.kill('SIGKILL')
+    // For information (as the full run's `floors`).
+    out.floors = [
+      ['the Fastify relay against the Node relay', 'fastify-relay', 'node-relay'],
+      ['tokentap against the Fastify relay', 'tokentap', 'fastify-relay'],
+    ].map(([what, a, b]) => {
+      const rs = ratios(short[a].rounds.map(perRequestMs), short[b].rounds.map(perRequestMs))
+      return { target: `${what}: CPU per short request`, value: `${round(median(rs), 2)}× (median of ${rs.length} rounds: ${fmt(rs)})`, met: true }
+    })
+    for (const p of [tt, relay, fastifyRelay]) p.proc.kill('SIGKILL')
   }
   if (which === 'scrape') {
     const tt = await startTokentapProcess(DIST, dir, sim.port, { maxModels: P.models + 100 })
@@ -344,6 +358,8 @@ async function only(which: OnlyPhase): Promise<void> {
     `\ntargets (${result.machine.cpu}, ${result.machine.nproc} cores, node ${result.machine.node}, load average ${result.machine.loadavg_1m_at_start} → ${result.machine.loadavg_1m_at_end}):\n`,
   )
   for (const t of targets) process.stdout.write(`  ${t.met === null ? 'n/a    ' : t.met ? 'met    ' : 'not met'}  ${t.target}: ${t.value}\n`)
+  const floors = (out.floors ?? []) as Target_[]
+  if (floors.length > 0) process.stdout.write(`\nfor information:\n${floors.map((t) => `  ${t.target}: ${t.value}\n`).join('')}`)
   process.stdout.write(`\nwrote ${jsonFile}\n`)
   rmSync(dir, { recursive: true, force: true })
   process.exit(0)
@@ -362,6 +378,7 @@ async function main(): Promise<void> {
   const simBase = `http://127.0.0.1:${sim.port}/v1`
   const tt = await startTokentap(dir, sim.port, abortUpstream.port)
   const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--alt-upstream', abortOrigin], true)
+  const fastifyRelay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--fastify'], true)
   const tcpRelay = await startListener(['bench', 'tcp-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`], true)
   // tokentap measuring an @fastify/http-proxy registration (tokentapReplyOptions), beside its own route.
   const fhp = await startListener(['bench', 'http-proxy-app.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--log', join(dir, 'http-proxy.log')], true)
@@ -371,12 +388,19 @@ async function main(): Promise<void> {
     direct: { url: `${simBase}/chat/completions` },
     'tcp-relay': { url: `http://127.0.0.1:${tcpRelay.port}/v1/chat/completions` },
     'node-relay': { url: `http://127.0.0.1:${relay.port}/v1/chat/completions` },
+    'fastify-relay': { url: `http://127.0.0.1:${fastifyRelay.port}/v1/chat/completions` },
     tokentap: { url: `http://127.0.0.1:${tt.port}/t/v1/chat/completions` },
     'http-proxy': { url: `http://127.0.0.1:${fhp.port}/v1/chat/completions` },
     'direct@50': { url: `${simBase}/chat/completions`, ttftMs: SLOW_TTFT_MS },
   }
-  const proxyPids: Partial<Record<Path, number[]>> = { tokentap: [pidOf(tt.proc)], 'node-relay': [pidOf(relay.proc)], 'tcp-relay': [pidOf(tcpRelay.proc)], 'http-proxy': [pidOf(fhp.proc)] }
-  const asks: Partial<Record<Path, Ask>> = { tokentap: tt.ask, 'node-relay': relay.ask, 'tcp-relay': tcpRelay.ask, 'http-proxy': fhp.ask }
+  const proxyPids: Partial<Record<Path, number[]>> = {
+    tokentap: [pidOf(tt.proc)],
+    'node-relay': [pidOf(relay.proc)],
+    'fastify-relay': [pidOf(fastifyRelay.proc)],
+    'tcp-relay': [pidOf(tcpRelay.proc)],
+    'http-proxy': [pidOf(fhp.proc)],
+  }
+  const asks: Partial<Record<Path, Ask>> = { tokentap: tt.ask, 'node-relay': relay.ask, 'fastify-relay': fastifyRelay.ask, 'tcp-relay': tcpRelay.ask, 'http-proxy': fhp.ask }
   // Each path's way to the counting upstream of the abort phase (the TCP relay cannot route by path).
   const abortUrl: Partial<Record<Path, { url: string; headers?: Record<string, string> }>> = {
     tokentap: { url: `http://127.0.0.1:${tt.port}/a/v1/chat/completions` },
@@ -748,6 +772,45 @@ async function main(): Promise<void> {
     pk3('RSS per open stream', ratios([memory.portkey_rss_per_stream_kib], [memory.tokentap_rss_per_stream_kib]))
   } else T('3 × better than Portkey (every row)', 'n/a (Portkey not installed)', null)
 
+  // For information, the targets' own measures between other pairs of paths: what Fastify's
+  // router costs a plain relay (fastify-relay against node-relay), and what tokentap adds on top
+  // of that router (tokentap against fastify-relay).
+  const floors = targetList()
+  const compare = (a: Path, b: Path, what: string): void => {
+    const l = (n: number) => loadResults[n]
+    for (const n of P.loadLevels) {
+      floors.ratioTarget(
+        `${what}: ${n} streams, gap distortion p99`,
+        ratios(
+          l(n)[a].rounds.map((r) => r.gap_distortion_p99),
+          l(n)[b].rounds.map((r) => r.gap_distortion_p99),
+        ),
+        () => true,
+      )
+      floors.ratioTarget(
+        `${what}: ${n} streams, TTFT p99`,
+        ratios(
+          l(n)[a].rounds.map((r) => r.ttft_p99),
+          l(n)[b].rounds.map((r) => r.ttft_p99),
+        ),
+        () => true,
+      )
+    }
+    floors.ratioTarget(`${what}: CPU per short request`, ratios(short[a].rounds.map(perRequestMs), short[b].rounds.map(perRequestMs)), () => true)
+    const d = addedBlocks(a)
+      .map((v, i) => v - addedBlocks(b)[i])
+      .filter(Number.isFinite)
+    floors.T(`${what}: added TTFT p50`, `${round(median(d))} ms more (median of ${d.length} blocks: ${floors.fmt(d)})`, true)
+  }
+  if (has('fastify-relay')) {
+    compare('fastify-relay', RELAY, 'the Fastify relay against the Node relay')
+    compare('tokentap', 'fastify-relay', 'tokentap against the Fastify relay')
+    const el = (p: Path): number[] => loadResults[P.loadLevels[0]][p].loop.map((r) => r.p99)
+    for (const p of [RELAY, 'fastify-relay'] as const) {
+      floors.T(`${p}: event-loop delay p99 during the ${P.loadLevels[0]}-stream phase`, `${round(median(el(p)))} ms (median of ${el(p).length} rounds: ${floors.fmt(el(p))})`, median(el(p)) <= 2)
+    }
+  }
+
   const result = {
     date: new Date().toISOString(),
     quick: QUICK,
@@ -755,7 +818,7 @@ async function main(): Promise<void> {
     parameters: P,
     method: {
       paths:
-        'direct: client to simulator; tcp-relay: bench/tcp-relay.ts, node:net copying bytes between a client socket and its own upstream socket, no HTTP parsing (the least any Node process in the path costs); node-relay: bench/node-relay.ts, node:http + undici writing each upstream chunk on, nothing measured (a plain Node proxy on the same stack); nginx: one worker, proxy_buffering off, keep-alive upstream (a C pass-through proxy); tokentap: the proxy with parsing, token counting, metrics and a log line per request; http-proxy: bench/http-proxy-app.ts, an @fastify/http-proxy registration measured by tokentapReplyOptions (same measuring and log line, reply-from in the byte path); ' +
+        'direct: client to simulator; tcp-relay: bench/tcp-relay.ts, node:net copying bytes between a client socket and its own upstream socket, no HTTP parsing (the least any Node process in the path costs); node-relay: bench/node-relay.ts, node:http + undici writing each upstream chunk on, nothing measured (a plain Node proxy on the same stack); fastify-relay: the same relay (bench/node-relay.ts --fastify) behind one Fastify catch-all route set up as tokentap routes are (a content-type parser that reads nothing, the reply hijacked; no hooks, no logger): what the Fastify router adds before anything is measured; nginx: one worker, proxy_buffering off, keep-alive upstream (a C pass-through proxy); tokentap: the proxy with parsing, token counting, metrics and a log line per request; http-proxy: bench/http-proxy-app.ts, an @fastify/http-proxy registration measured by tokentapReplyOptions (same measuring and log line, reply-from in the byte path); ' +
         `portkey: @portkey-ai/gateway (bench/portkey.ts, installed into bench/.cache/portkey), provider openai with x-portkey-custom-host = the simulator, the plan in the x-tokentap-sim header; @${SLOW_TTFT_MS}: the same path with the simulator's TTFT ${SLOW_TTFT_MS} ms higher (it hides Portkey's 25 ms wait before the first event); direct@${SLOW_TTFT_MS} is the reference for their added TTFT`,
       added_ttft: `percentile of the path minus the same percentile of direct (direct@${SLOW_TTFT_MS} for the @${SLOW_TTFT_MS} paths), client-side TTFT (request sent → first content event), one request at a time, paths interleaved; for the targets, per block of unloadedBlock rounds`,
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
@@ -791,6 +854,7 @@ async function main(): Promise<void> {
     scrape: { target: scrapeTarget, stress: scrapeStress },
     accuracy: { unloaded: accuracyUnloaded, [`load_${P.loadLevels[0]}`]: accuracyLoad },
     targets,
+    floors: floors.targets,
     seconds: round((performance.now() - t0) / 1000, 0),
   }
 
@@ -1044,6 +1108,8 @@ interface Report {
   }
   readonly machine: { cpu: string; nproc: number; node: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number }
   readonly targets: readonly { target: string; value: string; met: boolean | null }[]
+  /** The targets' measures between other pairs of paths, for information (run.ts: `floors`). */
+  readonly floors: readonly { target: string; value: string; met: boolean | null }[]
 }
 
 function table(r: Report, paths: Path[]): string {
@@ -1103,6 +1169,10 @@ function table(r: Report, paths: Path[]): string {
   out += `${o.metric} p50 (unloaded phase): ${o.p50_ms === null ? 'n/a (metric absent)' : `${o.p50_ms} ms over ${o.requests} requests`}; client side: the first chunk's one-way delay p50 ${o.client_added_first_chunk_p50_ms} ms over direct, ${o.client_added_beyond_hop_p50_ms} ms beyond the TCP relay's ${o.hop_first_chunk_p50_ms} ms (added TTFT p50 ${o.client_added_ttft_p50_ms} ms)\n`
   out += `\ntargets, issue 13 (${r.machine.cpu}, ${r.machine.nproc} cores, node ${r.machine.node}, load average ${r.machine.loadavg_1m_at_start} → ${r.machine.loadavg_1m_at_end}):\n`
   for (const t of r.targets) out += `  ${t.met === null ? 'n/a    ' : t.met ? 'met    ' : 'not met'}  ${t.target}: ${t.value}\n`
+  if (r.floors.length > 0) {
+    out += '\nfor information, the same measures between other paths (a ratio is the first path over the second; the event-loop rows say whether the path itself is within 2 ms):\n'
+    for (const t of r.floors) out += `  ${t.target}: ${t.value}${t.target.includes('event-loop') ? (t.met ? ' (within 2 ms)' : ' (over 2 ms)') : ''}\n`
+  }
   return out
 }
 
