@@ -98,8 +98,17 @@ const P = {
   shortRequests: QUICK ? 200 : 1200,
   shortChunks: SHORT_CHUNKS,
   shortConcurrency: SHORT_CONCURRENCY,
-  /** `--short-rounds N`: more rounds for a steadier median (the host's noise moves one round by ±50%). */
-  shortRounds: Number(argOf('--short-rounds') ?? (QUICK ? 1 : 5)),
+  /**
+   * The host moves one round by up to ±50 %, so the median needs many (5 rounds: 1.02-2.16 × in
+   * one run; 20-40 rounds with the processes alone: 1.24-1.40 ×). `--short-rounds N` sets it.
+   */
+  shortRounds: Number(argOf('--short-rounds') ?? (QUICK ? 1 : 15)),
+  /**
+   * Portkey's streams per short round and its warm-up: at about 1.5-1.9 ms of CPU a request (ten
+   * times tokentap's) its 1,200 took 4-5 s a round, more than all the other paths together.
+   */
+  shortRequestsPortkey: QUICK ? 100 : 300,
+  shortWarmUpPortkey: QUICK ? 100 : 2000,
   /**
    * Short requests through each path before its rounds, not counted (JIT warm-up for the shape).
    * Rounds of 600 after 300 uncounted read 0.70, 0.62, 0.27, 0.23, 0.18 … 0.12–0.15 ms a request
@@ -529,7 +538,7 @@ async function main(): Promise<void> {
   })
 
   // --- CPU per short request: 3 content chunks, 8 at a time
-  log(`short requests: ${P.shortRequests} × ${P.shortChunks} content chunks, ${P.shortConcurrency} at a time`)
+  log(`short requests: ${P.shortRounds} rounds of ${P.shortRequests} × ${P.shortChunks} content chunks (Portkey ${P.shortRequestsPortkey}), ${P.shortConcurrency} at a time`)
   const short = await saturationPhase({
     job,
     urls: Object.fromEntries(proxies.map((p) => [p, tgt(p)])),
@@ -540,6 +549,7 @@ async function main(): Promise<void> {
     rounds: P.shortRounds,
     idPrefix: 'short',
     warmUp: P.shortWarmUp,
+    perPath: { portkey: { streams: P.shortRequestsPortkey, warmUp: P.shortWarmUpPortkey } },
   })
 
   // --- the OTel round: the same short requests with the OTLP export off and on (issue 15)
@@ -824,7 +834,7 @@ async function main(): Promise<void> {
       gap_distortion: '|client gap − simulator send gap| per content event after the first (simulator stamps tokentap_sent_ms)',
       inside:
         'bench/el-probe.ts preloaded into every Node proxy (tokentap, the relays, Portkey): monitorEventLoopDelay (1 ms) and every GC pause (perf_hooks gc entries, by kind) over each load round; p99 is the median of the rounds, max and longest pause the largest, counts and totals summed',
-      cpu: 'on-CPU time of all threads of the proxy process(es) (/proc/PID/task/*/schedstat, ns; bench/proc.ts) over the saturation runs, divided by content chunks delivered; short requests: the same over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests, after shortWarmUp uncounted requests of the same shape through each path',
+      cpu: 'on-CPU time of all threads of the proxy process(es) (/proc/PID/task/*/schedstat, ns; bench/proc.ts) over the saturation runs, divided by content chunks delivered; short requests: the same over shortRequests streams of shortChunks content chunks (shortRequestsPortkey for Portkey), shortConcurrency at a time, divided by the requests, per round (shortRounds), after shortWarmUp uncounted requests of the same shape through each path (shortWarmUpPortkey for Portkey)',
       memory:
         'median of memoryRepeats runs (memoryRepeatsOthers for the paths other than tokentap), a full GC in the Node proxies before each sample (--expose-gc and the preloaded probe). Per open stream: VmRSS with openStreams streams open (each past its first content event) minus before, divided by openStreams; held_per_stream (Node paths): heapUsed + external with the streams open minus the same once they are released and gone, divided by openStreams. Portkey keeps reading an upstream after its client leaves, so its streams (60 chunks 100 ms apart) are left to end rather than released. A repeat whose RSS with the streams open is below its baseline (the baseline still held the previous repeat’s pages) is left out of the medians and counted in <path>_invalid_runs. ' +
         'Stalled reader (tokentap): stallReaders clients stop reading a fast stream (stallChunks chunks, no gaps) at once; once no chunk moved for 500 ms, heapUsed + external after a full GC minus the same once they are released and gone, divided by stallReaders = stalled_reader_held; ' +

@@ -28,6 +28,11 @@ export interface SaturationDeps {
    * phases streamed other shapes), and the rounds measure the steady state.
    */
   readonly warmUp?: number
+  /**
+   * Other streams and warm-up counts for some paths (a path ten times as costly per request
+   * takes fewer per round, so more rounds of the others fit the same time).
+   */
+  readonly perPath?: Readonly<Record<string, { readonly streams?: number; readonly warmUp?: number }>>
 }
 
 interface SaturationRound {
@@ -54,12 +59,14 @@ export interface SaturationFigures extends SaturationRound {
 export async function saturationPhase(deps: SaturationDeps): Promise<Record<string, SaturationFigures>> {
   const paths = Object.keys(deps.urls)
   const sat: Record<string, SaturationFigures> = Object.fromEntries(paths.map((p) => [p, { chunks: 0, requests: 0, seconds: 0, cpuUs: 0, rounds: [] }]))
-  if ((deps.warmUp ?? 0) > 0) {
-    for (const p of paths) {
+  const warmUpOf = (p: string): number => deps.perPath?.[p]?.warmUp ?? deps.warmUp ?? 0
+  const streamsOf = (p: string): number => deps.perPath?.[p]?.streams ?? deps.streams
+  for (const p of paths) {
+    if (warmUpOf(p) > 0) {
       await deps.job<StreamResult[]>({
         kind: 'streams',
         ...request(deps.urls[p], deps.plan),
-        count: deps.warmUp ?? 0,
+        count: warmUpOf(p),
         concurrency: deps.concurrency,
         phaseMs: 0,
         idPrefix: `${deps.idPrefix ?? 'sat'}-warm-${p}`,
@@ -74,7 +81,7 @@ export async function saturationPhase(deps: SaturationDeps): Promise<Record<stri
     const results = await deps.job<StreamResult[]>({
       kind: 'streams',
       ...request(deps.urls[p], deps.plan),
-      count: deps.streams,
+      count: streamsOf(p),
       concurrency: deps.concurrency,
       phaseMs: 0,
       idPrefix: `${deps.idPrefix ?? 'sat'}-${p}-${r}`,
