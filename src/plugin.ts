@@ -21,6 +21,8 @@ import { Recorder } from './proxy/recorder.ts'
 import { RequestIds } from './proxy/request-id.ts'
 import { originForm } from './proxy/request-target.ts'
 import { PROXY_METHODS, rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
+import { RealtimeSessions } from './realtime/realtime.ts'
+import { installUpgradeListener, pendingUpgrade } from './realtime/upgrade-listener.ts'
 import { parseUpstream } from './proxy/upstream.ts'
 import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
 import type { Upstream } from './proxy/upstream.ts'
@@ -67,6 +69,8 @@ export interface TokentapState {
   readonly ids: RequestIds
   /** The monotonic clock (ms) every time of this instance comes from. */
   readonly now: () => number
+  /** WebSocket sessions (OpenAI Realtime, Gemini Live) relayed and measured on the routes. */
+  readonly realtime: RealtimeSessions
   /** Set by graceful shutdown: /readyz answers 503 from then on. */
   draining: boolean
 }
@@ -121,8 +125,12 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   }
   const ids = new RequestIds()
   const finishing = new FinishQueue()
-  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, draining: false }
+  const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, models, now })
+  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, realtime, draining: false }
   app.decorate('tokentap', state)
+  // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
+  installUpgradeListener(app, logger)
+  app.addHook('preClose', async () => realtime.drain(config.server.drain_seconds * 1000))
 
   // One shared pool, plus one per route with its own `tls:` or `proxy:` (upstream-dispatcher.ts).
   const upstreams = options.dispatcher === undefined ? new UpstreamDispatchers(config.upstream) : undefined
@@ -182,6 +190,11 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
         const target = upstreamPathAndQuery(url, rawPrefixEnd(url, base))
         const { id, generated } = ids.of(req.headers)
+        const pending = pendingUpgrade(req)
+        if (pending !== undefined) {
+          realtime.pass(req, pending, { route: runtime, id, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
+          return
+        }
         const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', target.path, request.tokentapStart, generated)
         forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, now, finishing })
       } catch (err) {

@@ -1,0 +1,49 @@
+import { isObject } from '../parsers/json.ts'
+
+/**
+ * How many bytes of audio make a second, for the audio underrun: the session's output format
+ * decides it. PCM16 is 2 bytes a sample (mono) at the format's rate; G.711 (μ-law, A-law) is
+ * 1 byte a sample at 8 kHz.
+ */
+
+/** OpenAI Realtime's default output: PCM16, 24 kHz, mono. */
+export const DEFAULT_BYTES_PER_SECOND = 48_000
+const G711_BYTES_PER_SECOND = 8_000
+
+/**
+ * An OpenAI Realtime output format: the beta's string (`pcm16`, `g711_ulaw`, `g711_alaw`) or the
+ * GA's object (`{ type: 'audio/pcm', rate: 24000 }`, `{ type: 'audio/pcmu' }`, `{ type: 'audio/pcma' }`);
+ * undefined when it is neither.
+ */
+export function openAIBytesPerSecond(format: unknown): number | undefined {
+  if (typeof format === 'string') {
+    if (format === 'pcm16') return DEFAULT_BYTES_PER_SECOND
+    if (format === 'g711_ulaw' || format === 'g711_alaw') return G711_BYTES_PER_SECOND
+    return undefined
+  }
+  if (!isObject(format) || typeof format.type !== 'string') return undefined
+  if (format.type === 'audio/pcmu' || format.type === 'audio/pcma') return G711_BYTES_PER_SECOND
+  if (format.type !== 'audio/pcm') return undefined
+  return typeof format.rate === 'number' && format.rate > 0 && Number.isFinite(format.rate) ? format.rate * 2 : DEFAULT_BYTES_PER_SECOND
+}
+
+/** A media type of inline audio (Gemini: `audio/pcm;rate=24000`); undefined when it is not audio the proxy can time. */
+export function mimeBytesPerSecond(mime: string): number | undefined {
+  const [type, ...params] = mime.split(';').map((p) => p.trim().toLowerCase())
+  if (type === 'audio/pcmu' || type === 'audio/pcma' || type === 'audio/basic') return G711_BYTES_PER_SECOND
+  if (type !== 'audio/pcm' && type !== 'audio/l16') return undefined
+  for (const p of params) {
+    const [name, value] = p.split('=')
+    const rate = Number(value)
+    if (name === 'rate' && rate > 0 && Number.isFinite(rate)) return rate * 2
+  }
+  // Gemini Live answers at 24 kHz when the type names no rate.
+  return DEFAULT_BYTES_PER_SECOND
+}
+
+/** The decoded length of a base64 string, from its length and padding alone (never decoded). */
+export function base64Bytes(text: string): number {
+  let n = text.length
+  while (n > 0 && text.charCodeAt(n - 1) === 61 /* = */) n--
+  return Math.floor((n * 3) / 4)
+}

@@ -1,0 +1,212 @@
+import { Opcode } from './frame.ts'
+
+/**
+ * A byte-level WebSocket frame decoder (RFC 6455 §5.2) for the measuring side: it reads a copy
+ * of one direction of a relayed connection, in whatever pieces the socket delivered, and hands
+ * over whole data messages (fragments joined, unmasked) and the close frame. It holds at most
+ * `maxMessageBytes` of one message: a larger message is skipped as its bytes pass (reported with
+ * its size and no payload), so a frame announcing 2^62 bytes, or a message fragmented forever,
+ * costs the proxy nothing but the count. Bytes it cannot read as frames (a reserved opcode, a
+ * control frame over 125 bytes, a length with the top bit set) end decoding for this direction;
+ * the relay goes on passing them, and the endpoint that receives them decides what to do.
+ *
+ * It never throws, and never changes the bytes it is given (the relay may still be writing them).
+ */
+
+export interface FrameSink {
+  /**
+   * A whole data message: `opcode` text or binary, `compressed` when its first frame had RSV1
+   * (permessage-deflate), `payload` undefined when it was over the limit (then `size` says how big).
+   */
+  message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): void
+  /** A close frame: its code (undefined when it carried none) and reason. */
+  close(code: number | undefined, reason: string): void
+}
+
+const HEAD = 0
+const PAYLOAD = 1
+const FAILED = 2
+
+/** Why a frame header cannot start a frame here (RFC 6455 §5.2, §5.4, §5.5), else undefined. `length` −1: over 2^53. */
+function frameProblem(b0: number, length: number, messageOpen: boolean): string | undefined {
+  const opcode = b0 & 0x0f
+  if ((b0 & 0x30) !== 0) return 'RSV2 or RSV3 set'
+  if (length < 0) return 'a frame length over 2^53'
+  if (opcode >= 0x8) {
+    if (opcode !== Opcode.close && opcode !== Opcode.ping && opcode !== Opcode.pong) return `reserved opcode ${opcode}`
+    if ((b0 & 0x80) === 0 || length > 125) return 'a fragmented or oversized control frame'
+    return undefined
+  }
+  if (opcode === Opcode.continuation) return messageOpen ? undefined : 'a continuation frame with no message to continue'
+  if (opcode !== Opcode.text && opcode !== Opcode.binary) return `reserved opcode ${opcode}`
+  return messageOpen ? 'a new message inside a fragmented one' : undefined
+}
+
+export class FrameDecoder {
+  readonly #sink: FrameSink
+  readonly #max: number
+  #state = HEAD
+  /** Header bytes gathered so far (2 to 14 of them). */
+  readonly #head = Buffer.alloc(14)
+  #headHave = 0
+  /** The frame being read. */
+  #fin = false
+  #opcode = 0
+  #mask: Buffer | undefined
+  #remaining = 0
+  #offset = 0
+  /** The data message being gathered: its opcode (0 when none), whether compressed, its size, and its parts while within the limit. */
+  #messageOpcode = 0
+  #compressed = false
+  #size = 0
+  #parts: Buffer[] | undefined
+  /** The current control frame's payload (at most 125 bytes). */
+  #control: Buffer[] = []
+  #failure: string | undefined
+
+  constructor(sink: FrameSink, maxMessageBytes: number) {
+    this.#sink = sink
+    this.#max = maxMessageBytes
+  }
+
+  /** Why decoding stopped (bytes that are not WebSocket frames), else undefined. */
+  get failure(): string | undefined {
+    return this.#failure
+  }
+
+  /** Payload bytes held right now (bounded by the message limit plus one control frame). */
+  get held(): number {
+    let n = 0
+    for (const p of this.#parts ?? []) n += p.length
+    for (const p of this.#control) n += p.length
+    return n
+  }
+
+  /** The decoder sits between two frames (a frame of the proxy's own may go in here). */
+  get atBoundary(): boolean {
+    return this.#state === HEAD && this.#headHave === 0
+  }
+
+  /** Reads one piece of the stream. */
+  push(chunk: Buffer): void {
+    let i = 0
+    while (i < chunk.length && this.#state !== FAILED) {
+      if (this.#state === HEAD) i = this.#readHead(chunk, i)
+      else i = this.#readPayload(chunk, i)
+    }
+  }
+
+  #fail(reason: string): void {
+    this.#state = FAILED
+    this.#failure = reason
+    this.#parts = undefined
+    this.#control = []
+  }
+
+  /** Gathers header bytes from `chunk` at `i`; returns where it stopped. */
+  #readHead(chunk: Buffer, i: number): number {
+    const head = this.#head
+    while (i < chunk.length) {
+      head[this.#headHave++] = chunk[i++]
+      const need = this.#headLength()
+      if (need === 0 || this.#headHave < need) continue
+      this.#startFrame()
+      return i
+    }
+    return i
+  }
+
+  /** The full header length once enough of it is known, else 0. */
+  #headLength(): number {
+    if (this.#headHave < 2) return 0
+    const b1 = this.#head[1]
+    const len7 = b1 & 0x7f
+    return 2 + (len7 === 126 ? 2 : len7 === 127 ? 8 : 0) + (b1 & 0x80 ? 4 : 0)
+  }
+
+  #startFrame(): void {
+    const head = this.#head
+    const b0 = head[0]
+    const b1 = head[1]
+    this.#headHave = 0
+    const opcode = b0 & 0x0f
+    const fin = (b0 & 0x80) !== 0
+    const len7 = b1 & 0x7f
+    let length = len7
+    let at = 2
+    if (len7 === 126) {
+      length = head.readUInt16BE(2)
+      at = 4
+    } else if (len7 === 127) {
+      const big = head.readBigUInt64BE(2)
+      length = big > BigInt(Number.MAX_SAFE_INTEGER) ? -1 : Number(big)
+      at = 10
+    }
+    const problem = frameProblem(b0, length, this.#messageOpcode !== 0)
+    if (problem !== undefined) {
+      this.#fail(problem)
+      return
+    }
+    this.#mask = b1 & 0x80 ? Buffer.from(head.subarray(at, at + 4)) : undefined
+    const control = opcode >= 0x8
+    if (opcode === Opcode.text || opcode === Opcode.binary) {
+      this.#messageOpcode = opcode
+      this.#compressed = (b0 & 0x40) !== 0
+      this.#size = 0
+      this.#parts = []
+    }
+    this.#fin = fin
+    this.#opcode = opcode
+    this.#remaining = length
+    this.#offset = 0
+    if (!control) {
+      this.#size += length
+      // Over the limit: let go of what was held; the rest of the message only passes.
+      if (this.#size > this.#max) this.#parts = undefined
+    }
+    this.#state = PAYLOAD
+    if (length === 0) this.#endFrame()
+  }
+
+  #readPayload(chunk: Buffer, i: number): number {
+    const take = Math.min(this.#remaining, chunk.length - i)
+    const control = this.#opcode >= 0x8
+    if (control || this.#parts !== undefined) {
+      const piece = this.#unmask(chunk.subarray(i, i + take))
+      if (control) this.#control.push(piece)
+      else this.#parts?.push(piece)
+    }
+    this.#offset += take
+    this.#remaining -= take
+    if (this.#remaining === 0) this.#endFrame()
+    return i + take
+  }
+
+  /** An unmasked copy of `piece` (the chunk itself is never changed: the relay may still be writing it). */
+  #unmask(piece: Buffer): Buffer {
+    const mask = this.#mask
+    if (mask === undefined) return Buffer.from(piece)
+    const out = Buffer.allocUnsafe(piece.length)
+    const start = this.#offset
+    for (let k = 0; k < piece.length; k++) out[k] = piece[k] ^ mask[(start + k) & 3]
+    return out
+  }
+
+  #endFrame(): void {
+    this.#state = HEAD
+    const opcode = this.#opcode
+    if (opcode >= 0x8) {
+      const payload = this.#control.length === 1 ? this.#control[0] : Buffer.concat(this.#control)
+      this.#control = []
+      if (opcode === Opcode.close) this.#sink.close(payload.length >= 2 ? payload.readUInt16BE(0) : undefined, payload.length > 2 ? payload.toString('utf8', 2) : '')
+      return
+    }
+    if (!this.#fin) return
+    const parts = this.#parts
+    const payload = parts === undefined ? undefined : parts.length === 1 ? parts[0] : Buffer.concat(parts)
+    const messageOpcode = this.#messageOpcode
+    this.#messageOpcode = 0
+    this.#parts = undefined
+    this.#sink.message(messageOpcode, payload, this.#compressed, this.#size)
+  }
+}

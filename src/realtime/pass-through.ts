@@ -1,0 +1,238 @@
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { Dispatcher } from 'undici'
+import type { Config } from '../config/schema.ts'
+import { TokentapError } from '../errors.ts'
+import { errorBeforeHeaders } from '../proxy/client-writer.ts'
+import { sendError } from '../proxy/error-answer.ts'
+import { HeadersDeadline } from '../proxy/headers-deadline.ts'
+import { clientResponseHeaders, rawHeader, upstreamRequestHeaders } from '../proxy/headers.ts'
+import { writeResponseHead } from '../proxy/response-head.ts'
+import type { Upstream } from '../proxy/upstream.ts'
+import { negotiatedDeflate } from './permessage-deflate.ts'
+import { WebSocketRelay } from './relay.ts'
+import type { ProxyCloseReason } from './relay.ts'
+import type { RealtimeSession } from './session.ts'
+import type { PendingUpgrade } from './upgrade-listener.ts'
+
+/**
+ * The byte path of one WebSocket upgrade: the client's upgrade request goes to the upstream
+ * with its headers (Sec-WebSocket-Key, -Version, -Protocol, -Extensions, credentials: all as
+ * they came; only the hop's own headers are dropped and undici writes `Connection: upgrade` and
+ * `Upgrade` itself), over the route's dispatcher (its TLS settings, its forward proxy). The
+ * upstream's 101 goes back with its headers, then the relay (relay.ts) copies the bytes both
+ * ways. A refused upgrade (the upstream answers 4xx, 5xx) goes back as it came, status, headers
+ * and body, and the connection ends. No answer within `upstream.headers_timeout_ms` is a 504.
+ */
+
+export interface PassThroughOptions {
+  readonly dispatcher: Dispatcher
+  readonly upstream: Upstream
+  readonly config: Config
+  /** Path and query to request upstream (prefix already stripped). */
+  readonly pathAndQuery: string
+  /** The monotonic clock (ms). */
+  readonly now: () => number
+  /** Add `x-tokentap-request-id` to the 101 (the route's `echo_request_id`). */
+  readonly echoRequestId: boolean
+  /** Keeps the session's relay while it runs, so shutting down can close it. */
+  readonly relays: Map<RealtimeSession, WebSocketRelay>
+}
+
+/** Header names of a 101 that belong to the hop and are not part of the upgrade itself. */
+const HOP = new Set(['keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'content-length'])
+
+/** The 101's head as the client gets it: the upstream's headers, but the hop's own. */
+function switchingHead(raw: readonly string[], extra: readonly string[]): string {
+  const listed = new Set<string>()
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].toLowerCase() !== 'connection') continue
+    for (const t of raw[i + 1].split(',')) if (t.trim().toLowerCase() !== 'upgrade') listed.add(t.trim().toLowerCase())
+  }
+  let head = 'HTTP/1.1 101 Switching Protocols\r\n'
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toLowerCase()
+    if (HOP.has(name) || listed.has(name)) continue
+    head += `${raw[i]}: ${raw[i + 1]}\r\n`
+  }
+  for (let i = 0; i < extra.length; i += 2) head += `${extra[i]}: ${extra[i + 1]}\r\n`
+  return `${head}\r\n`
+}
+
+export function passThrough(session: RealtimeSession, req: IncomingMessage, pending: PendingUpgrade, opts: PassThroughOptions): void {
+  const { config, now } = opts
+  const client = pending.socket
+  const res = pending.res
+  let relay: WebSocketRelay | undefined
+  let handler: UpgradeHandler | undefined
+  let totalTimer: NodeJS.Timeout | undefined
+  /** Ends an upgrade that got no 101 with the proxy's own answer. */
+  const fail = (err: TokentapError): void => {
+    if (client.destroyed) return
+    session.failed(err.code, res.headersSent ? 0 : err.statusCode)
+    handler?.abort(err)
+    sendError(res, err)
+  }
+  const headersDeadline = new HeadersDeadline(config.upstream.headers_timeout_ms, () => fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)))
+  // Before the 101 the session ends with the client's connection; after it, with the relay's.
+  const beforeOpen = (): void => {
+    headersDeadline.clear()
+    if (totalTimer !== undefined) clearTimeout(totalTimer)
+    handler?.abort(new Error('client closed the connection'))
+    session.finish(now(), handler?.answered === true ? { first: 'upstream', abrupt: false } : { first: 'client', abrupt: !client.readableEnded })
+  }
+  client.once('close', beforeOpen)
+  if (config.upstream.total_timeout_ms > 0) {
+    totalTimer = setTimeout(() => {
+      if (relay !== undefined) relay.close('total')
+      else fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', config.upstream.total_timeout_ms))
+    }, config.upstream.total_timeout_ms)
+    totalTimer.unref()
+  }
+
+  handler = new UpgradeHandler(res, {
+    headed: () => headersDeadline.clear(),
+    refused: (statusCode) => session.refused(statusCode),
+    fail,
+    upstream: config.upstream,
+    open: (raw, upstreamSocket) => {
+      if (client.destroyed) {
+        upstreamSocket.destroy()
+        return
+      }
+      client.off('close', beforeOpen)
+      pending.taken = true
+      res.detachSocket(client as never)
+      client.write(switchingHead(raw, opts.echoRequestId ? ['x-tokentap-request-id', session.id] : []), 'latin1')
+      session.opened(negotiatedDeflate(rawHeader(raw, 'sec-websocket-extensions')))
+      const running = new WebSocketRelay(
+        client,
+        upstreamSocket,
+        {
+          data: (from, chunk, at) => session.data(from, chunk, at),
+          atFrameBoundary: (to) => session.atFrameBoundary(to),
+          closed: (end, at) => {
+            if (totalTimer !== undefined) clearTimeout(totalTimer)
+            opts.relays.delete(session)
+            session.closed(end, at)
+          },
+        },
+        { idleMs: config.upstream.idle_timeout_ms, now },
+      )
+      relay = running
+      opts.relays.set(session, running)
+      running.start(pending.head)
+    },
+  })
+  headersDeadline.start()
+  try {
+    opts.dispatcher.dispatch(
+      {
+        origin: opts.upstream.origin,
+        path: opts.upstream.basePath + opts.pathAndQuery,
+        method: 'GET',
+        headers: upstreamRequestHeaders(req.rawHeaders),
+        upgrade: typeof req.headers.upgrade === 'string' ? req.headers.upgrade : 'websocket',
+      },
+      handler,
+    )
+  } catch (err) {
+    fail(errorBeforeHeaders(err as Error, config.upstream))
+  }
+}
+
+/** Closes every running session with 1001 (going away), for shutting down or a drain deadline. */
+export function closeRelays(relays: ReadonlyMap<RealtimeSession, WebSocketRelay>, reason: ProxyCloseReason, which: (session: RealtimeSession) => boolean = () => true): void {
+  for (const [session, relay] of relays) if (which(session)) relay.close(reason)
+}
+
+interface UpgradeHandlerOptions {
+  readonly upstream: Config['upstream']
+  /** The upstream answered (101 or not): the headers timeout stops. */
+  readonly headed: () => void
+  /** A 101 came: `raw` is its header list, `socket` the upstream connection, now the session's. */
+  readonly open: (raw: string[], socket: Duplex) => void
+  /** A final answer other than 101 came, and goes to the client as it is. */
+  readonly refused: (statusCode: number) => void
+  /** The upstream failed before answering: the proxy answers. */
+  readonly fail: (err: TokentapError) => void
+}
+
+/** undici's dispatch handler for one upgrade request: the 101, or the refused answer relayed read by read. */
+class UpgradeHandler implements Dispatcher.DispatchHandler {
+  readonly #res: PendingUpgrade['res']
+  readonly #o: UpgradeHandlerOptions
+  #controller: Dispatcher.DispatchController | undefined
+  #answered = false
+  #done = false
+
+  constructor(res: PendingUpgrade['res'], options: UpgradeHandlerOptions) {
+    this.#res = res
+    this.#o = options
+  }
+
+  /** The upstream's answer (101 or not) came. */
+  get answered(): boolean {
+    return this.#answered
+  }
+
+  abort(reason: Error): void {
+    if (!this.#done) this.#controller?.abort(reason)
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller
+  }
+
+  onRequestUpgrade(controller: Dispatcher.DispatchController, _statusCode: number, _headers: Record<string, string | string[]>, socket: Duplex): void {
+    this.#answered = true
+    this.#done = true
+    this.#o.headed()
+    const unwrapped = controller as unknown as { rawHeaders: (Buffer | string)[] | null }
+    const raw = (unwrapped.rawHeaders ?? []).map((h) => (typeof h === 'string' ? h : h.toString('latin1')))
+    unwrapped.rawHeaders = null
+    this.#o.open(raw, socket)
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, _headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    // An informational answer before the final one (a 101 goes to onRequestUpgrade instead).
+    if (statusCode < 200) return
+    this.#answered = true
+    this.#o.headed()
+    const res = this.#res
+    if (res.destroyed) return
+    const unwrapped = controller as unknown as { rawHeaders: Buffer[] | null }
+    const raw = clientResponseHeaders(unwrapped.rawHeaders ?? [])
+    unwrapped.rawHeaders = null
+    this.#o.refused(statusCode)
+    const refused = writeResponseHead(res, statusCode, statusMessage ?? '', raw)
+    if (refused !== undefined) {
+      const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE', refused.message)
+      controller.abort(err)
+      this.#o.fail(err)
+      return
+    }
+    res.flushHeaders()
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const res = this.#res
+    if (res.destroyed) return
+    if (!res.write(chunk)) {
+      controller.pause()
+      res.once('drain', () => controller.resume())
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#done = true
+    if (!this.#res.destroyed) this.#res.end()
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.#done = true
+    if (err instanceof TokentapError) return
+    if (this.#res.headersSent) this.#res.destroy()
+    else this.#o.fail(errorBeforeHeaders(err, this.#o.upstream))
+  }
+}

@@ -1,0 +1,118 @@
+import type { IncomingMessage } from 'node:http'
+import type { Logger } from 'pino'
+import type { Dispatcher } from 'undici'
+import type { Config } from '../config/schema.ts'
+import { writeInfoLine } from '../logger.ts'
+import type { LabelLimiter } from '../metrics/label-limiter.ts'
+import type { Labels } from '../metrics/llm-metrics.ts'
+import type { RouteRuntime } from '../proxy/exchange.ts'
+import type { UpstreamTarget } from '../proxy/route-path.ts'
+import type { Upstream } from '../proxy/upstream.ts'
+import type { EncodingSelector } from '../tokens/tokenizer.ts'
+import { closeRelays, passThrough } from './pass-through.ts'
+import type { FinishedResponse } from './protocol.ts'
+import type { WebSocketRelay } from './relay.ts'
+import { sessionLogLine } from './session-log.ts'
+import { RealtimeSession } from './session.ts'
+import type { RealtimeDeps, SessionIdentity, SessionSummary } from './session.ts'
+import type { PendingUpgrade } from './upgrade-listener.ts'
+
+/**
+ * The realtime sessions of one tokentap instance: opens a session for each WebSocket upgrade a
+ * route's handler takes (pass-through.ts), keeps the open ones (the in-flight gauge, the live
+ * views, shutting down), and sends each finished response and session to its listeners (the
+ * llm_realtime_ metrics, the live page) and the log.
+ */
+
+/** Where finished responses and sessions go, with the labels they count under. */
+export interface RealtimeListener {
+  response?(who: SessionIdentity, labels: Labels, response: FinishedResponse): void
+  session?(who: SessionIdentity, labels: Labels, summary: SessionSummary): void
+}
+
+export interface RealtimeOptions {
+  readonly config: Config
+  readonly logger: Logger
+  readonly encodings: EncodingSelector
+  readonly models: LabelLimiter
+  /** The monotonic clock (ms). */
+  readonly now: () => number
+}
+
+export class RealtimeSessions {
+  /** Sessions open now. */
+  readonly open = new Set<RealtimeSession>()
+  readonly #relays = new Map<RealtimeSession, WebSocketRelay>()
+  readonly #options: RealtimeOptions
+  readonly #listeners: RealtimeListener[] = []
+  readonly #deps: RealtimeDeps
+  #draining = false
+
+  constructor(options: RealtimeOptions) {
+    this.#options = options
+    this.#deps = {
+      encodings: options.encodings,
+      maxMessageBytes: options.config.limits.max_event_bytes,
+      sessions: this.open,
+      recordResponse: this.#recordResponse,
+      recordSession: this.#recordSession,
+      onRecordError: (err, who) => options.logger.error({ err, route: who.route.label }, 'recording a realtime session failed'),
+    }
+  }
+
+  /** Adds a listener for finished responses and sessions. */
+  listen(listener: RealtimeListener): void {
+    this.#listeners.push(listener)
+  }
+
+  /** The labels a session counts under (the model folded into `other` past the route's bound). */
+  labelsOf(who: Pick<SessionIdentity, 'provider' | 'route' | 'model'>): Labels {
+    return { provider: who.provider, model: this.#options.models.value(who.route.label, who.model), route: who.route.label }
+  }
+
+  /** Takes a WebSocket upgrade over: a session relayed to the route's upstream and measured. */
+  pass(req: IncomingMessage, pending: PendingUpgrade, how: { route: RouteRuntime; id: string; tReq: number; target: UpstreamTarget; dispatcher: Dispatcher; upstream: Upstream }): void {
+    const q = how.target.pathAndQuery.indexOf('?')
+    const query = new URLSearchParams(q < 0 ? '' : how.target.pathAndQuery.slice(q + 1))
+    const session = new RealtimeSession(this.#deps, how.route, how.id, how.target.path, query, how.tReq)
+    passThrough(session, req, pending, {
+      dispatcher: how.dispatcher,
+      upstream: how.upstream,
+      config: this.#options.config,
+      pathAndQuery: how.target.pathAndQuery,
+      now: this.#options.now,
+      echoRequestId: how.route.echoRequestId === true,
+      relays: this.#relays,
+    })
+  }
+
+  /**
+   * Shutting down: a session with no response in flight is closed now (1001, going away: the
+   * client reconnects elsewhere), the others as their responses end, and all that remain after
+   * `deadlineMs`.
+   */
+  drain(deadlineMs: number): void {
+    this.#draining = true
+    closeRelays(this.#relays, 'shutdown', (s) => s.responsesInFlight === 0)
+    setTimeout(() => closeRelays(this.#relays, 'shutdown'), deadlineMs).unref()
+  }
+
+  readonly #recordResponse = (who: SessionIdentity, response: FinishedResponse): void => {
+    const labels = this.labelsOf(who)
+    for (const l of this.#listeners) l.response?.(who, labels, response)
+    // Not from inside the decoding of this read: the relay may already have written part of a next frame.
+    if (this.#draining) setImmediate(() => closeRelays(this.#relays, 'shutdown', (s) => s.responsesInFlight === 0))
+  }
+
+  readonly #recordSession = (who: SessionIdentity, summary: SessionSummary): void => {
+    const labels = this.labelsOf(who)
+    for (const l of this.#listeners) l.session?.(who, labels, summary)
+    const logger = this.#options.logger
+    if (summary.parseError !== undefined)
+      logger.warn({ request_id: who.id, route: labels.route, provider: labels.provider, reason: summary.parseError }, 'realtime session not fully measured (frames passed through unchanged)')
+    if (logger.isLevelEnabled('info')) {
+      const line = sessionLogLine(who, labels, summary)
+      if (!writeInfoLine(logger, line, 'realtime session')) logger.info(line, 'realtime session')
+    }
+  }
+}

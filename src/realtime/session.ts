@@ -1,0 +1,321 @@
+import type { FailureCode } from '../errors.ts'
+import { UNKNOWN } from '../metrics/label-limiter.ts'
+import { isObject } from '../parsers/json.ts'
+import type { Json } from '../parsers/json.ts'
+import { Outcome } from '../timing/measurement.ts'
+import { sessionOutcome } from '../timing/realtime-timing.ts'
+import type { EncodingSelector, TokenCount } from '../tokens/tokenizer.ts'
+import type { RouteRuntime } from '../proxy/exchange.ts'
+import { Opcode } from './frame.ts'
+import { FrameDecoder } from './frame-decoder.ts'
+import { GeminiLive } from './gemini-live.ts'
+import { OpenAIRealtime } from './openai-realtime.ts'
+import { MessageInflater } from './permessage-deflate.ts'
+import type { DeflateTerms } from './permessage-deflate.ts'
+import type { FinishedResponse, ProtocolContext, RealtimeProtocol } from './protocol.ts'
+import type { RelayEnd, RelayObserver, Side } from './relay.ts'
+
+/**
+ * One realtime session's measuring state, from the upgrade request to the last socket's close:
+ * which route, provider and model; per direction a frame decoder (and an inflater when
+ * permessage-deflate was agreed) over a copy of the relayed bytes; the provider's protocol,
+ * which turns messages into responses. Each response is recorded when it ends; the session
+ * when its connections are closed. Knows no sockets and reads no clock: every time is given.
+ */
+
+/** Who a session was, for the metrics, the log line and the live views. */
+export interface SessionIdentity {
+  readonly id: string
+  readonly route: RouteRuntime
+  readonly provider: string
+  /** The model from the query (`model`, Azure's `deployment`), else the one the session named; undefined when neither did. */
+  readonly model: string | undefined
+  readonly path: string
+  /** ms (monotonic) of the upgrade request. */
+  readonly tReq: number
+}
+
+/** A finished session's facts and figures (no text, no headers, no credentials). */
+export interface SessionSummary {
+  readonly outcome: Outcome
+  /** 101, the refused upgrade's status, or the proxy's own error status. */
+  readonly statusCode: number
+  /** Why the proxy failed the upgrade or ended the session, when it did. */
+  readonly failure: FailureCode | undefined
+  /** Upgrade request → last connection closed (seconds). */
+  readonly duration: number
+  /** The first close frame: who sent it, its code and reason (bounded). */
+  readonly close: { readonly from: Side; readonly code: number | undefined; readonly reason: string } | undefined
+  /** The side whose connection went first (`proxy`: a timeout or shutting down). */
+  readonly endedBy: Side | 'proxy' | undefined
+  readonly bytesFromClient: number
+  readonly bytesFromUpstream: number
+  readonly messagesFromClient: number
+  readonly messagesFromUpstream: number
+  /** Messages the measuring side did not read: over the size limit, or not inflatable. */
+  readonly unread: number
+  /** Why measuring stopped (bytes that were not frames, a broken deflate context), when it did. */
+  readonly parseError: string | undefined
+  readonly responses: number
+}
+
+export interface RealtimeDeps {
+  readonly encodings: EncodingSelector
+  /** The most bytes of one message the measuring side holds (`limits.max_event_bytes`). */
+  readonly maxMessageBytes: number
+  /** Sessions open now (for the gauge, the live views and shutting down). */
+  readonly sessions: Set<RealtimeSession>
+  /** Called once per response as it ends, and once per session as it closes; must not throw. */
+  readonly recordResponse: (who: SessionIdentity, response: FinishedResponse) => void
+  readonly recordSession: (who: SessionIdentity, summary: SessionSummary) => void
+  readonly onRecordError: (err: unknown, who: SessionIdentity) => void
+}
+
+/** The longest close reason a session keeps (a close frame allows 123 bytes). */
+const MAX_REASON = 123
+
+/** Which protocol a message speaks: OpenAI's events have a string `type`, Gemini's a known top-level key. */
+const GEMINI_KEYS = ['setup', 'setupComplete', 'serverContent', 'clientContent', 'realtimeInput', 'toolResponse', 'toolCall', 'usageMetadata'] as const
+
+function protocolOf(message: Json): 'openai' | 'gemini' | undefined {
+  if (typeof message.type === 'string') return 'openai'
+  for (const key of GEMINI_KEYS) if (isObject(message[key])) return 'gemini'
+  return undefined
+}
+
+export class RealtimeSession implements RelayObserver {
+  readonly #deps: RealtimeDeps
+  readonly #route: RouteRuntime
+  readonly #id: string
+  readonly #path: string
+  readonly #tReq: number
+  #provider: string
+  readonly #queryModel: string | undefined
+  #sessionModel: string | undefined
+  #counter: TokenCount | undefined
+  #protocol: RealtimeProtocol | undefined
+  #decoders: Record<Side, FrameDecoder> | undefined
+  #inflaters: Record<Side, MessageInflater> | undefined
+  /** Arrival of the read being decoded (a message takes the time of the read that completed it). */
+  #at = 0
+  #statusCode = 0
+  #failure: FailureCode | undefined
+  #refused = false
+  #close: { from: Side; code: number | undefined; reason: string } | undefined
+  readonly #bytes = { client: 0, upstream: 0 }
+  readonly #messages = { client: 0, upstream: 0 }
+  #unread = 0
+  #responses = 0
+  #finished = false
+  readonly #context: ProtocolContext
+
+  constructor(deps: RealtimeDeps, route: RouteRuntime, id: string, path: string, query: URLSearchParams, tReq: number) {
+    this.#deps = deps
+    this.#route = route
+    this.#id = id
+    this.#path = path
+    this.#tReq = tReq
+    this.#provider = providerFor(route.provider, path)
+    this.#queryModel = (query.get('model') ?? query.get('deployment') ?? undefined)?.slice(0, 200) || undefined
+    this.#context = {
+      countTokens: (text) => {
+        this.#counter ??= this.#deps.encodings.counterFor(this.model)
+        return this.#counter(text)
+      },
+      finished: (response) => this.#responseEnded(response),
+      model: (name) => {
+        this.#sessionModel ??= name.slice(0, 200)
+      },
+    }
+    if (this.#provider === 'gemini') this.#protocol = new GeminiLive(this.#context)
+    else if (this.#provider === 'openai') this.#protocol = new OpenAIRealtime(this.#context)
+    deps.sessions.add(this)
+  }
+
+  get id(): string {
+    return this.#id
+  }
+
+  get route(): RouteRuntime {
+    return this.#route
+  }
+
+  get provider(): string {
+    return this.#provider
+  }
+
+  get model(): string | undefined {
+    return this.#queryModel ?? this.#sessionModel
+  }
+
+  get tReq(): number {
+    return this.#tReq
+  }
+
+  /** Responses asked for or streaming now. */
+  get responsesInFlight(): number {
+    return this.#protocol?.inFlight ?? 0
+  }
+
+  /** Payload bytes the measuring side holds now, both directions (bounded by the message limit). */
+  get held(): number {
+    return (this.#decoders?.client.held ?? 0) + (this.#decoders?.upstream.held ?? 0)
+  }
+
+  /** The upstream answered 101: relaying starts, with the agreed compression. */
+  opened(deflate: DeflateTerms | undefined): void {
+    this.#statusCode = 101
+    const max = this.#deps.maxMessageBytes
+    this.#decoders = { client: new FrameDecoder(this.#sink('client'), max), upstream: new FrameDecoder(this.#sink('upstream'), max) }
+    if (deflate !== undefined) {
+      this.#inflaters = { client: new MessageInflater(!deflate.clientNoContextTakeover, max), upstream: new MessageInflater(!deflate.serverNoContextTakeover, max) }
+    }
+  }
+
+  /** The upstream refused the upgrade with this (non-101) status; its answer went to the client as it was. */
+  refused(statusCode: number): void {
+    this.#statusCode = statusCode
+    this.#refused = true
+  }
+
+  /** The proxy failed the upgrade (no connection, no answer in time): it answered `statusCode` itself. */
+  failed(code: FailureCode, statusCode: number): void {
+    this.#failure ??= code
+    this.#refused = true
+    if (statusCode > 0) this.#statusCode = statusCode
+  }
+
+  // RelayObserver
+
+  data(from: Side, chunk: Buffer, at: number): void {
+    this.#bytes[from] += chunk.length
+    const decoder = this.#decoders?.[from]
+    if (decoder === undefined) return
+    this.#at = at
+    decoder.push(chunk)
+  }
+
+  atFrameBoundary(to: Side): boolean {
+    // The stream written to the client is the one the upstream sends, and the other way round.
+    return this.#decoders?.[to === 'client' ? 'upstream' : 'client'].atBoundary === true
+  }
+
+  closed(end: RelayEnd, at: number): void {
+    if (end.proxyReason === 'idle' || end.proxyReason === 'total') this.#failure ??= end.proxyReason === 'idle' ? 'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT' : 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'
+    this.finish(at, end)
+  }
+
+  /**
+   * The session is over at `at` (its connections closed, or the upgrade ended without a 101):
+   * responses still open end (cancelled when the client left first, else error), then the
+   * session is recorded, once.
+   */
+  finish(at: number, end?: RelayEnd): void {
+    if (this.#finished) return
+    this.#finished = true
+    this.#deps.sessions.delete(this)
+    const clientLeft = (this.#close?.from ?? end?.first) === 'client'
+    this.#protocol?.end(clientLeft ? Outcome.cancelled : Outcome.error, at)
+    const outcome = sessionOutcome({
+      refused: this.#refused || end === undefined,
+      first: end?.first ?? 'upstream',
+      abrupt: end?.abrupt ?? false,
+      proxyReason: end?.proxyReason,
+      firstClose: this.#close,
+    })
+    const parseError = this.#decoders?.client.failure ?? this.#decoders?.upstream.failure ?? this.#inflaters?.client.broken ?? this.#inflaters?.upstream.broken
+    const summary: SessionSummary = {
+      outcome,
+      statusCode: this.#statusCode,
+      failure: this.#failure,
+      duration: Math.max(0, at - this.#tReq) / 1000,
+      close: this.#close,
+      endedBy: end?.first,
+      bytesFromClient: this.#bytes.client,
+      bytesFromUpstream: this.#bytes.upstream,
+      messagesFromClient: this.#messages.client,
+      messagesFromUpstream: this.#messages.upstream,
+      unread: this.#unread,
+      parseError,
+      responses: this.#responses,
+    }
+    const who = this.#identity()
+    try {
+      this.#deps.recordSession(who, summary)
+    } catch (err) {
+      this.#deps.onRecordError(err, who)
+    }
+  }
+
+  #identity(): SessionIdentity {
+    return { id: this.#id, route: this.#route, provider: this.#provider, model: this.model, path: this.#path, tReq: this.#tReq }
+  }
+
+  #responseEnded(response: FinishedResponse): void {
+    this.#responses++
+    const who = this.#identity()
+    try {
+      this.#deps.recordResponse(who, response)
+    } catch (err) {
+      this.#deps.onRecordError(err, who)
+    }
+  }
+
+  #sink(from: Side): { message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): void; close(code: number | undefined, reason: string): void } {
+    return {
+      message: (opcode, payload, compressed) => this.#message(from, opcode, payload, compressed),
+      close: (code, reason) => {
+        this.#close ??= { from, code, reason: reason.slice(0, MAX_REASON) }
+      },
+    }
+  }
+
+  #message(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean): void {
+    this.#messages[from]++
+    const inflater = this.#inflaters?.[from]
+    if (payload === undefined) {
+      this.#unread++
+      if (compressed) inflater?.missed()
+      return
+    }
+    let text = payload
+    if (compressed) {
+      const inflated = inflater?.inflate(payload)
+      if (inflated === undefined) {
+        this.#unread++
+        return
+      }
+      text = inflated
+    }
+    // JSON events, in text frames (OpenAI) or binary ones (Gemini Live sends its messages as binary).
+    if ((opcode !== Opcode.text && opcode !== Opcode.binary) || text.length === 0 || text[0] !== 0x7b /* { */) return
+    let message: unknown
+    try {
+      message = JSON.parse(text.toString('utf8'))
+    } catch {
+      this.#unread++
+      return
+    }
+    if (!isObject(message)) return
+    if (this.#protocol === undefined) {
+      const kind = protocolOf(message)
+      if (kind === undefined) return
+      this.#protocol = kind === 'gemini' ? new GeminiLive(this.#context) : new OpenAIRealtime(this.#context)
+      if (this.#provider === UNKNOWN) this.#provider = kind
+    }
+    if (from === 'client') this.#protocol.client(message, this.#at)
+    else this.#protocol.server(message, this.#at)
+  }
+}
+
+/**
+ * The session's provider: the route's, else the path's (`…BidiGenerateContent` is Gemini Live,
+ * `…/realtime` OpenAI's or Azure OpenAI's, labelled `openai` as their HTTP APIs are), else found
+ * from the first message.
+ */
+function providerFor(routeProvider: string, path: string): string {
+  if (routeProvider !== 'auto') return routeProvider
+  if (path.includes('BidiGenerateContent')) return 'gemini'
+  if (/\/realtime\/?$/.test(path)) return 'openai'
+  return UNKNOWN
+}
