@@ -76,6 +76,10 @@ const simulator = {
     stall_ms: { type: 'number', minimum: 0, default: 600 },
     seed: { type: 'integer', default: 42 },
     model: { type: 'string', minLength: 1, default: 'tokentap-sim-1' },
+    // Realtime sessions (/v1/realtime): audio each token carries, ms, and how fast audio is sent
+    // against how fast it plays (1: real time; below 1 a listener runs dry).
+    audio_ms_per_token: { type: 'number', minimum: 0, default: 300 },
+    audio_pace: { type: 'number', exclusiveMinimum: 0, default: 1.5 },
   },
 } as const
 

@@ -35,6 +35,8 @@ const config: SimulatorConfig = {
   stall_ms: 0,
   seed: Number(values.seed),
   model: values.model as string,
+  audio_ms_per_token: 300,
+  audio_pace: 1.5,
 }
 
 const app = buildSimulator(config)

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
-import type { ServerResponse } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
 import Fastify from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { SimulatorConfig } from '../config/schema.ts'
@@ -11,13 +12,16 @@ import { cohereMaxTokens, serveCohere } from './cohere-format.ts'
 import { geminiMaxTokens, serveGemini } from './gemini-format.ts'
 import { responsesMaxTokens, serveResponses } from './responses-format.ts'
 import { tgiMaxTokens, serveTgi } from './tgi-format.ts'
+import { serveGeminiLive } from './realtime-gemini.ts'
+import { serveOpenAIRealtime } from './realtime-openai.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
 
 /**
  * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
  * `/v1/completions`, `/v1/models`; Anthropic, Gemini, OpenAI Responses, Cohere v2, Ollama native and TGI
- * native in their own *-format.ts files), streamed or not, with a configurable, seeded schedule
+ * native in their own *-format.ts files; OpenAI Realtime and Gemini Live sessions over WebSocket in
+ * realtime-openai.ts and realtime-gemini.ts), streamed or not, with a configurable, seeded schedule
  * of TTFT, cadence, jitter, bursts and stalls. A request may ask for an exact plan with a
  * `tokentap_sim` body field or an `x-tokentap-sim` JSON header (tests and demos).
  *
@@ -117,6 +121,14 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
   app.post('/generate_stream', format(tgiMaxTokens, serveTgi))
   app.post('/generate', format(tgiMaxTokens, serveTgi))
   app.get('/v1/models', async () => ({ object: 'list', data: [{ id: cfg.model, object: 'model', created: 0, owned_by: 'tokentap' }] }))
+  // Realtime sessions: WebSocket upgrades, answered outside the router.
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy())
+    const path = (req.url ?? '/').split('?')[0]
+    if (path === '/v1/realtime') serveOpenAIRealtime(cfg, req, socket, () => seq++)
+    else if (/^\/ws\/google\.ai\.generativelanguage\.v1(alpha|beta)\.GenerativeService\.BidiGenerateContent$/.test(path)) serveGeminiLive(cfg, req, socket, () => seq++)
+    else socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
+  })
   return app
 }
 
