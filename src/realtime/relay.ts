@@ -90,8 +90,9 @@ export class WebSocketRelay {
       [this.#client, Side.client, false],
       [this.#upstream, Side.upstream, true],
     ] as const) {
-      socket.pause()
       if (socket.destroyed) continue
+      // Read on (and drop) what still comes, so the peer's close and FIN are seen.
+      socket.resume()
       // Frames to the upstream are the proxy's as a client: masked (RFC 6455 §5.3).
       if (this.#observer.atFrameBoundary(side)) socket.end(closeFrame(1001, text, masked))
       else socket.destroy()

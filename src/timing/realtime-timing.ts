@@ -128,19 +128,25 @@ export interface SessionEndFacts {
   readonly firstClose: { readonly from: 'client' | 'upstream'; readonly code: number | undefined } | undefined
 }
 
-/** Close codes of a normal end: 1000 normal, 1001 going away, none given (RFC 6455 §7.4.1). */
-const NORMAL_CLOSE = new Set([1000, 1001, undefined])
+/**
+ * Close codes that say something went wrong: the protocol's own failure codes, 1002 to 1015
+ * (protocol error, unsupported data, invalid payload, policy, too big, extension, internal
+ * error, restart, try again later, bad gateway, TLS; RFC 6455 §7.4.1 and the IANA registry).
+ * 1000 (normal), 1001 (going away), a close without a code, and the application's own codes
+ * (3000–4999) end a session normally.
+ */
+const failedClose = (code: number | undefined): boolean => code !== undefined && code >= 1002 && code <= 1015
 
 /**
- * How a session ended: `ok` when it was closed by a close handshake with a normal code, `error`
- * when the upgrade was refused or failed, a close code said something went wrong, the upstream
+ * How a session ended: `ok` when it was closed by a close handshake whose code does not say it
+ * failed, `error` when the upgrade was refused or failed, a close code said something went wrong, the upstream
  * went away without a close frame, or a timeout of the proxy ended it; `cancelled` when the client
  * went away without a close frame. A session the proxy closed as it shut down (1001) is `ok`.
  */
 export function sessionOutcome(f: SessionEndFacts): Outcome {
   if (f.refused) return Outcome.error
   if (f.first === 'proxy' && f.firstClose === undefined) return f.proxyReason === 'shutdown' ? Outcome.ok : Outcome.error
-  if (f.firstClose !== undefined) return NORMAL_CLOSE.has(f.firstClose.code) ? Outcome.ok : Outcome.error
+  if (f.firstClose !== undefined) return failedClose(f.firstClose.code) ? Outcome.error : Outcome.ok
   if (f.first === 'client') return Outcome.cancelled
   return Outcome.error
 }
