@@ -1,0 +1,151 @@
+import t from 'tap'
+import { CloseCode, Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
+import { FrameDecoder } from '../../src/realtime/frame-decoder.ts'
+
+interface Seen {
+  messages: { opcode: number; text: string | undefined; compressed: boolean; size: number }[]
+  closes: { code: number | undefined; reason: string }[]
+}
+
+function decoder(max = 1024): { d: FrameDecoder; seen: Seen } {
+  const seen: Seen = { messages: [], closes: [] }
+  const d = new FrameDecoder(
+    {
+      message: (opcode, payload, compressed, size) => seen.messages.push({ opcode, text: payload?.toString('utf8'), compressed, size }),
+      close: (code, reason) => seen.closes.push({ code, reason }),
+    },
+    max,
+  )
+  return { d, seen }
+}
+
+/** A frame with explicit FIN, RSV1 and opcode (encodeFrame always sets FIN). */
+function frame(opcode: number, payload: string, { fin = true, rsv1 = false, masked = false } = {}): Buffer {
+  const f = encodeFrame(opcode, Buffer.from(payload, 'utf8'), masked)
+  f[0] = (fin ? 0x80 : 0) | (rsv1 ? 0x40 : 0) | opcode
+  return f
+}
+
+t.test('a stream of frames gives the same messages at every split, masked or not', async (t) => {
+  for (const masked of [false, true]) {
+    const stream = Buffer.concat([
+      frame(Opcode.text, '{"type":"a"}', { masked }),
+      frame(Opcode.text, 'part one ', { fin: false, masked }),
+      frame(Opcode.ping, 'ping!', { masked }),
+      frame(Opcode.continuation, 'and two', { masked }),
+      frame(Opcode.binary, 'x'.repeat(300), { masked }),
+      frame(Opcode.text, 'y'.repeat(70_000), { masked }),
+      closeFrame(4001, 'bye', masked),
+    ])
+    const whole = decoder(100_000)
+    whole.d.push(stream)
+    t.same(
+      whole.seen.messages.map((m) => [m.opcode, m.text?.length, m.size]),
+      [
+        [Opcode.text, 12, 12],
+        [Opcode.text, 16, 16],
+        [Opcode.binary, 300, 300],
+        [Opcode.text, 70_000, 70_000],
+      ],
+    )
+    t.equal(whole.seen.messages[1].text, 'part one and two', 'fragments are joined, the ping between them set aside')
+    t.same(whole.seen.closes, [{ code: 4001, reason: 'bye' }])
+    let same = true
+    for (let at = 1; at < stream.length; at += at < 200 ? 1 : 997) {
+      const split = decoder(100_000)
+      split.d.push(stream.subarray(0, at))
+      split.d.push(stream.subarray(at))
+      same &&= JSON.stringify(split.seen) === JSON.stringify(whole.seen)
+    }
+    t.ok(same, `every split gives the same messages (${masked ? 'masked' : 'unmasked'})`)
+  }
+})
+
+t.test('the chunks given are never changed (the relay may still be writing them)', async (t) => {
+  const f = frame(Opcode.text, 'hello', { masked: true })
+  const copy = Buffer.from(f)
+  decoder().d.push(f)
+  t.same(f, copy)
+})
+
+t.test('a message over the limit is skipped as it passes, and only its size is reported', async (t) => {
+  const { d, seen } = decoder(1000)
+  d.push(frame(Opcode.text, 'a'.repeat(600), { fin: false }))
+  t.equal(d.held, 600)
+  d.push(frame(Opcode.continuation, 'b'.repeat(600), { fin: false }))
+  t.equal(d.held, 0, 'what was held is let go once the message is over the limit')
+  d.push(frame(Opcode.continuation, 'c', { fin: true }))
+  d.push(frame(Opcode.text, 'next'))
+  t.same(seen.messages, [
+    { opcode: Opcode.text, text: undefined, compressed: false, size: 1201 },
+    { opcode: Opcode.text, text: 'next', compressed: false, size: 4 },
+  ])
+})
+
+t.test('a message fragmented forever holds no more than the limit', async (t) => {
+  const { d, seen } = decoder(4096)
+  d.push(frame(Opcode.text, 'x', { fin: false }))
+  let most = 0
+  for (let i = 0; i < 10_000; i++) {
+    d.push(frame(Opcode.continuation, 'y'.repeat(100), { fin: false }))
+    most = Math.max(most, d.held)
+  }
+  t.ok(most <= 4096, `held at most ${most} bytes`)
+  t.equal(seen.messages.length, 0)
+  t.equal(d.failure, undefined)
+})
+
+t.test('a frame announcing 2^62 bytes is skipped as it passes; one over 2^53 stops decoding', async (t) => {
+  const { d, seen } = decoder(1024)
+  const head = Buffer.from([0x82, 127, 0, 0, 1, 0, 0, 0, 0, 0])
+  d.push(head)
+  for (let i = 0; i < 100; i++) d.push(Buffer.alloc(65_536))
+  t.equal(d.held, 0)
+  t.equal(seen.messages.length, 0)
+  t.equal(d.failure, undefined)
+  const huge = decoder(1024)
+  huge.d.push(Buffer.from([0x82, 127, 0x40, 0, 0, 0, 0, 0, 0, 0]))
+  t.equal(huge.d.failure, 'a frame length over 2^53')
+})
+
+t.test('bytes that are not WebSocket frames stop decoding (and say why); nothing throws', async (t) => {
+  const cases: [string, Buffer][] = [
+    ['reserved opcode 3', Buffer.from([0x83, 0])],
+    ['reserved opcode 11', Buffer.from([0x8b, 0])],
+    ['RSV2 or RSV3 set', Buffer.from([0xa1, 0])],
+    ['a fragmented or oversized control frame', Buffer.from([0x89, 126, 0, 200])],
+    ['a fragmented or oversized control frame', Buffer.from([0x09, 0])],
+    ['a continuation frame with no message to continue', Buffer.from([0x80, 0])],
+    ['a new message inside a fragmented one', Buffer.concat([frame(Opcode.text, 'a', { fin: false }), frame(Opcode.text, 'b')])],
+  ]
+  for (const [reason, bytes] of cases) {
+    const { d, seen } = decoder()
+    d.push(bytes)
+    d.push(frame(Opcode.text, 'after'))
+    t.equal(d.failure, reason)
+    t.equal(seen.messages.length, 0, `nothing more is read after: ${reason}`)
+  }
+})
+
+t.test('RSV1 marks a compressed message; a close without a code has none; the boundary is known', async (t) => {
+  const { d, seen } = decoder()
+  t.ok(d.atBoundary)
+  const f = frame(Opcode.text, 'zz', { rsv1: true })
+  d.push(f.subarray(0, 3))
+  t.notOk(d.atBoundary)
+  d.push(f.subarray(3))
+  t.ok(d.atBoundary)
+  d.push(encodeFrame(Opcode.close, Buffer.alloc(0), true))
+  t.same(seen.messages, [{ opcode: Opcode.text, text: 'zz', compressed: true, size: 2 }])
+  t.same(seen.closes, [{ code: undefined, reason: '' }])
+})
+
+t.test('the proxy’s own close frames: code, reason cut to fit a control frame, masked toward the upstream', async (t) => {
+  const { d, seen } = decoder()
+  const long = closeFrame(CloseCode.goingAway, 'r'.repeat(500), true)
+  t.equal(long[1] & 0x80, 0x80, 'masked')
+  t.equal(long[1] & 0x7f, 125, 'a control frame of at most 125 bytes')
+  d.push(long)
+  t.equal(seen.closes[0].code, 1001)
+  t.equal(seen.closes[0].reason.length, 123)
+})

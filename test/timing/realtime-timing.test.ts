@@ -1,0 +1,95 @@
+import t from 'tap'
+import { MAX_ITL_GAPS, ResponseTimeline, sessionOutcome } from '../../src/timing/realtime-timing.ts'
+import { near } from '../helpers/virtual-time.ts'
+
+t.test('a text response: TTFT from the start to the first delta, ITL token-weighted between deltas, no audio figures', async (t) => {
+  // Asked at 1000 ms; deltas of 1, 3 and 2 tokens at 1250, 1310 and 1410 ms.
+  const r = new ResponseTimeline(1000)
+  r.text(1250, 1)
+  r.text(1310, 3)
+  r.text(1410, 2)
+  const timing = r.timing()
+  t.ok(near(timing.ttft as number, 0.25))
+  t.equal(timing.ttfa, undefined)
+  t.equal(timing.underrun, undefined)
+  t.equal(timing.itl.length, 2)
+  // 60 ms over 3 tokens, then 100 ms over 2.
+  t.ok(near(timing.itl[0][0], 0.02) && timing.itl[0][1] === 3)
+  t.ok(near(timing.itl[1][0], 0.05) && timing.itl[1][1] === 2)
+  t.equal(timing.streamedTokens, 6)
+  t.equal(timing.textDeltas, 3)
+})
+
+t.test('an audio response: TTFT is the first of audio and transcript, TTFA the first audio', async (t) => {
+  const r = new ResponseTimeline(0)
+  r.text(180, 1)
+  r.audio(200, 0.3)
+  const timing = r.timing()
+  t.ok(near(timing.ttft as number, 0.18))
+  t.ok(near(timing.ttfa as number, 0.2))
+})
+
+t.test('audio arriving as fast as it plays has no underrun; gaps longer than the queued audio add up', async (t) => {
+  // 300 ms of audio every 300 ms: the queue never empties.
+  const steady = new ResponseTimeline(0)
+  for (let i = 0; i < 5; i++) steady.audio(100 + i * 300, 0.3)
+  t.ok(near(steady.timing().underrun as number, 0))
+  t.ok(near(steady.timing().audioSeconds, 1.5))
+
+  // Playing starts at 100: 200 ms queued until 300. Next at 500: 200 ms silent, queue to 600.
+  // Next at 550 (early: queued to 700). Next at 1000: 300 ms silent.
+  const slow = new ResponseTimeline(0)
+  slow.audio(100, 0.2)
+  slow.audio(500, 0.1)
+  slow.audio(550, 0.1)
+  slow.audio(1000, 0.5)
+  t.ok(near(slow.timing().underrun as number, 0.5), `underrun ${slow.timing().underrun}`)
+
+  // Faster than real time builds a buffer that covers a later stall: 1 s of audio at once, then a 700 ms gap.
+  const buffered = new ResponseTimeline(0)
+  buffered.audio(0, 1)
+  buffered.audio(700, 0.2)
+  t.ok(near(buffered.timing().underrun as number, 0))
+})
+
+t.test('an unknown start leaves TTFT and TTFA out, the rest is measured', async (t) => {
+  const r = new ResponseTimeline(undefined)
+  r.audio(10, 0.1)
+  r.audio(400, 0.1)
+  const timing = r.timing()
+  t.equal(timing.ttft, undefined)
+  t.equal(timing.ttfa, undefined)
+  t.ok(near(timing.underrun as number, 0.29))
+  t.notOk(new ResponseTimeline(0).produced)
+  t.ok(r.produced)
+})
+
+t.test('a delta of no tokens adds no ITL observation; the gaps a response keeps are bounded', async (t) => {
+  const r = new ResponseTimeline(0)
+  r.text(10, 1)
+  r.text(20, 0)
+  r.text(40, 2)
+  t.same(
+    r.timing().itl.map(([v, w]) => [Math.round(v * 1e6), w]),
+    [[10_000, 2]],
+  )
+  const long = new ResponseTimeline(0)
+  for (let i = 0; i < MAX_ITL_GAPS + 100; i++) long.text(i, 1)
+  t.equal(long.timing().itl.length, MAX_ITL_GAPS)
+  t.equal(long.timing().streamedTokens, MAX_ITL_GAPS + 100)
+})
+
+t.test('how a session ended: the close handshake, who went first, the proxy', async (t) => {
+  const base = { refused: false, abrupt: false, firstClose: undefined }
+  t.equal(sessionOutcome({ ...base, refused: true, first: 'upstream' }), 'error', 'a refused upgrade')
+  t.equal(sessionOutcome({ ...base, first: 'upstream', firstClose: { from: 'client', code: 1000 } }), 'ok')
+  t.equal(sessionOutcome({ ...base, first: 'upstream', firstClose: { from: 'upstream', code: 1001 } }), 'ok')
+  t.equal(sessionOutcome({ ...base, first: 'upstream', firstClose: { from: 'client', code: undefined } }), 'ok', 'a close without a code')
+  t.equal(sessionOutcome({ ...base, first: 'upstream', firstClose: { from: 'client', code: 4000 } }), 'ok', "an application's own code")
+  t.equal(sessionOutcome({ ...base, first: 'upstream', firstClose: { from: 'upstream', code: 1011 } }), 'error', 'an internal error')
+  t.equal(sessionOutcome({ ...base, first: 'upstream', firstClose: { from: 'client', code: 1007 } }), 'error', 'invalid payload')
+  t.equal(sessionOutcome({ ...base, first: 'client', abrupt: true }), 'cancelled', 'the client went away without a close frame')
+  t.equal(sessionOutcome({ ...base, first: 'upstream', abrupt: true }), 'error', 'the upstream went away without one')
+  t.equal(sessionOutcome({ ...base, first: 'proxy', proxyReason: 'idle' }), 'error', 'the idle timeout')
+  t.equal(sessionOutcome({ ...base, first: 'proxy', proxyReason: 'shutdown' }), 'ok', 'closed by a shutdown (1001)')
+})
