@@ -115,6 +115,9 @@ export class WebSocketRelay {
       if (!from.readableEnded) this.#note(side, true)
       // A reset passes on as a reset: the peer must not mistake it for a clean end.
       if (!from.readableEnded && !to.destroyed) to.destroy()
+      // Gone both ways: nothing the other side sends can be delivered any more. It had its FIN;
+      // one that goes on sending (or never closes) is closed after a grace.
+      else if (!to.destroyed) setTimeout(() => to.destroy(), CLOSE_GRACE_MS).unref()
       if (--this.#open === 0) this.#closed()
     })
   }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { createServer } from 'node:http'
 import type { IncomingMessage, Server } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
@@ -164,10 +165,46 @@ export async function startWsUpstream(options: WsUpstreamOptions = {}): Promise<
   }
 }
 
+/** Answers a WebSocket upgrade with a bare 101 (no extensions), for upstreams that then write raw frames. */
+export function acceptRaw(req: IncomingMessage, socket: Duplex): void {
+  const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64')
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`)
+}
+
+/** The close frames in raw client-to-server bytes (masked frames): their codes, in order. */
+export function closeCodesIn(bytes: Buffer): number[] {
+  const codes: number[] = []
+  let i = 0
+  while (i + 2 <= bytes.length) {
+    const opcode = bytes[i] & 0x0f
+    const masked = (bytes[i + 1] & 0x80) !== 0
+    let len = bytes[i + 1] & 0x7f
+    let at = i + 2
+    if (len === 126) {
+      len = bytes.readUInt16BE(at)
+      at += 2
+    } else if (len === 127) {
+      len = Number(bytes.readBigUInt64BE(at))
+      at += 8
+    }
+    const mask = masked ? bytes.subarray(at, at + 4) : undefined
+    if (masked) at += 4
+    if (opcode === 0x8 && len >= 2 && at + 2 <= bytes.length) {
+      const b0 = bytes[at] ^ (mask?.[0] ?? 0)
+      const b1 = bytes[at + 1] ^ (mask?.[1] ?? 0)
+      codes.push((b0 << 8) | b1)
+    }
+    i = at + len
+  }
+  return codes
+}
+
 /** A `ws` client whose socket is recorded, with its messages and close. */
 export interface TapedClient {
   readonly ws: WebSocket
   readonly tape: Tape
+  /** The client's TCP socket (to stop reading, for backpressure). */
+  readonly socket: Socket
   readonly messages: { data: Buffer; binary: boolean }[]
   readonly opened: Promise<void>
   readonly closed: Promise<{ code: number; reason: string }>
@@ -176,11 +213,13 @@ export interface TapedClient {
 
 export function tapedClient(url: string, options: ClientOptions = {}, protocols?: string | string[]): TapedClient {
   let tape = new Tape()
+  let raw: Socket | undefined
   const ws = new WebSocket(url, protocols, {
     ...options,
     createConnection: ((opts: { host?: string; port?: number | string }) => {
       const socket = connect(Number(opts.port), opts.host ?? '127.0.0.1')
       tape = Tape.of(socket)
+      raw = socket
       return socket
     }) as unknown as ClientOptions['createConnection'],
   })
@@ -195,6 +234,10 @@ export function tapedClient(url: string, options: ClientOptions = {}, protocols?
     ws,
     get tape() {
       return tape
+    },
+    get socket() {
+      if (raw === undefined) throw new Error('the client has no socket yet')
+      return raw
     },
     messages,
     opened: new Promise((resolve, reject) => {
