@@ -254,7 +254,7 @@ function targetList(): {
   return { targets, T, fmt, ratios, ratioTarget }
 }
 
-const otelTargetName = (): string => `(issue 15) OTel export on (OTLP/HTTP protobuf every ${P.otelIntervalMs} ms): CPU per short request ≤ ${OTEL_RATIO_TARGET} × off`
+const otelTargetName = (): string => `OTel export on (OTLP/HTTP protobuf every ${P.otelIntervalMs} ms): CPU per short request ≤ ${OTEL_RATIO_TARGET} × off`
 const otelMethod =
   'each of otelRounds rounds starts two tokentap processes with the same config but otel (the "on" one exports OTLP/HTTP protobuf to a sink in the bench process every otelIntervalMs, so collection, serialisation and the POST are in the figure), warms both, then loads both at once with otelRequests streams of shortChunks content chunks, shortConcurrency at a time each, and stops them (a fresh pair per round: one pair kept for the whole phase differed by a steady 3-10% with the export off in both); CPU = on-CPU time of all threads of each process (/proc schedstat, bench/proc.ts) over the round, divided by the requests; ratio = on/off per round, median of the rounds'
 
@@ -823,7 +823,7 @@ async function main(): Promise<void> {
       scrape: SCRAPE_METHOD,
       overhead: `tokentap's ${overhead.metric}: its buckets summed over series, the scrape after the unloaded phase minus the one before, p50 interpolated in the bucket (as histogram_quantile), beside the client's side of the same span in the same phase: the first content chunk's one-way delay (simulator send stamp to client) p50 through tokentap minus direct, less the same through the TCP relay (one more loopback hop, which the proxy cannot see), and the added TTFT p50 for information`,
       targets:
-        'issue 13 (and issue 15 for the OTel round): each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
+        'each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
       otel: otelMethod,
       accuracy: "proxy log line ttft_ms / itl_p50_ms against the client's own TTFT / median gap for the same request_id",
     },
@@ -1157,7 +1157,7 @@ function table(r: Report, paths: Path[]): string {
   }
   const o = r.overhead
   out += `${o.metric} p50 (unloaded phase): ${o.p50_ms === null ? 'n/a (metric absent)' : `${o.p50_ms} ms over ${o.requests} requests`}; client side: the first chunk's one-way delay p50 ${o.client_added_first_chunk_p50_ms} ms over direct, ${o.client_added_beyond_hop_p50_ms} ms beyond the TCP relay's ${o.hop_first_chunk_p50_ms} ms (added TTFT p50 ${o.client_added_ttft_p50_ms} ms)\n`
-  out += `\ntargets, issue 13 (${r.machine.cpu}, ${r.machine.nproc} cores, node ${r.machine.node}, load average ${r.machine.loadavg_1m_at_start} → ${r.machine.loadavg_1m_at_end}):\n`
+  out += `\ntargets (${r.machine.cpu}, ${r.machine.nproc} cores, node ${r.machine.node}, load average ${r.machine.loadavg_1m_at_start} → ${r.machine.loadavg_1m_at_end}):\n`
   for (const t of r.targets) out += `  ${t.met === null ? 'n/a    ' : t.met ? 'met    ' : 'not met'}  ${t.target}: ${t.value}\n`
   if (r.floors.length > 0) {
     out += '\nfor information, the same measures between other paths (a ratio is the first path over the second; the event-loop rows say whether the path itself is within 2 ms):\n'

@@ -4,7 +4,7 @@ import { PROVIDER_NAMES } from '../parsers/registry.ts'
 /**
  * The configuration: one JSON schema (validated once at start-up, defaults filled in), and the
  * type derived from it (`Config`), so no key is declared twice.
- * The contract's YAML shape: ../../README.md#configuration.
+ * The contract's YAML shape: ../../docs/configuration.md.
  */
 
 /** A route's `provider`: `auto` (detect from path and response) or a name from the parser registry. */

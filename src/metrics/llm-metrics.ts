@@ -12,7 +12,7 @@ import type { Config } from '../config/schema.ts'
 /**
  * The llm_ metrics: definitions, and `record()` of one finished request, which only maps its
  * `Measurement` (timing/measurement.ts decides outcome, tokens and verdicts). Knows nothing of
- * HTTP. Definitions: ../../README.md#metrics.
+ * HTTP. Definitions: ../../docs/metrics.md.
  */
 
 export interface Labels {

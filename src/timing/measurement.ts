@@ -12,7 +12,7 @@ import type { FailureCode } from '../errors.ts'
  * Outcome, status, output tokens and their source, timing, stalls, the request's own ITL
  * quantiles, the SLO verdict and the estimate ratio are decided here and nowhere else; the
  * Prometheus metrics, the OTLP export, the log line and the debug views only map the result.
- * Definitions: ../../README.md#metrics and the project's CONTRACT.
+ * Definitions: ../../docs/metrics.md and the project's CONTRACT.
  */
 
 /** How a request ended (the `outcome` label). */

@@ -4,7 +4,7 @@ import type { ChunkLog } from './chunk-log.ts'
 /**
  * Pure timing core: arrival marks in, the request's figures out. Times are milliseconds on a
  * monotonic clock taken by the proxy; results are seconds, as Prometheus wants them.
- * Definitions: ../../README.md#metrics (and the project's CONTRACT).
+ * Definitions: ../../docs/metrics.md (and the project's CONTRACT).
  */
 
 export interface Timing {

@@ -3,7 +3,7 @@ import type { Timing } from '../timing/request-timing.ts'
 /**
  * Per-route latency SLO and the verdict on one request (`llm_slo_requests_total`).
  * Pure: the timing and the request's own ITL P99 in, `met` / `missed` / not judged out.
- * Definitions: ../../README.md#llm_slo_requests_total.
+ * Definitions: ../../docs/metrics.md#latency-slos-and-goodput.
  */
 
 export interface RouteSlo {

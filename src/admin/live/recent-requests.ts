@@ -10,7 +10,7 @@ import type { FinishedRequest } from './finished-request.ts'
  * id: route, provider, model and outcome are the shared label strings). The scan replaces a Map
  * from id to slot, whose deletes and inserts ran on every request for a lookup that only the
  * debug endpoint makes (a miss over 10,000 takes about 23 µs). Short requests through the two
- * builds side by side: 0.89 × the CPU, most of it while the ring fills (README, Performance).
+ * builds side by side: 0.89 × the CPU, most of it while the ring fills (docs/performance.md).
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
