@@ -22,6 +22,7 @@ import { RequestIds } from './proxy/request-id.ts'
 import { originForm } from './proxy/request-target.ts'
 import { PROXY_METHODS, rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
 import { RealtimeSessions } from './realtime/realtime.ts'
+import { registerRealtimeMetrics } from './realtime/realtime-metrics.ts'
 import { installUpgradeListener, pendingUpgrade } from './realtime/upgrade-listener.ts'
 import { parseUpstream } from './proxy/upstream.ts'
 import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
@@ -126,6 +127,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const ids = new RequestIds()
   const finishing = new FinishQueue()
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, models, now })
+  registerRealtimeMetrics(realtime, registry, config.metrics.buckets)
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).

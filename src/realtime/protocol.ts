@@ -44,7 +44,7 @@ export interface RealtimeProtocol {
 }
 
 /** The longest provider reason a response keeps. */
-export const MAX_DETAIL = 100
+const MAX_DETAIL = 100
 
 /** A provider string, cut to MAX_DETAIL characters. */
 export function detailOf(value: unknown): string | undefined {

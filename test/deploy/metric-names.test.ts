@@ -5,6 +5,7 @@ import { parse } from 'yaml'
 import { repoPath } from '../helpers/paths.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { driveMixedTraffic } from '../helpers/traffic.ts'
+import { driveRealtimeSession } from '../helpers/realtime.ts'
 
 const DEPLOY = repoPath('deploy')
 const RULES_DIR = join(DEPLOY, 'prometheus/rules')
@@ -125,10 +126,12 @@ t.test('every metric the dashboard and the rules use exists in a real scrape aft
   const proxy = await startProxy({ routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }], log: { level: 'warn' } })
   t.teardown(() => proxy.close())
   await driveMixedTraffic(proxy.url)
+  await driveRealtimeSession(proxy.url)
   // Recorded on close: wait for the last request to show up.
   const deadline = Date.now() + 10_000
   let samples = await proxy.scrape()
-  while (samples.filter((s) => s.name === 'llm_requests_total').reduce((n, s) => n + s.value, 0) < 5 && Date.now() < deadline) {
+  const recordedAll = (): boolean => samples.filter((s) => s.name === 'llm_requests_total').reduce((n, s) => n + s.value, 0) >= 5 && samples.some((s) => s.name === 'llm_realtime_sessions_total')
+  while (!recordedAll() && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 20))
     samples = await proxy.scrape()
   }
@@ -157,6 +160,9 @@ t.test('every metric the dashboard and the rules use exists in a real scrape aft
     'llm_output_tokens_total',
     'llm_requests_total',
     'llm_requests_in_flight',
+    'llm_realtime_sessions_total',
+    'llm_realtime_audio_underrun_seconds_bucket',
+    'llm_realtime_time_to_first_audio_seconds_bucket',
   ]) {
     t.ok(all.includes(family), `the dashboard queries ${family}`)
   }

@@ -8,6 +8,7 @@ import { OpenAIRealtimeWebSocket } from 'openai/realtime/websocket'
 import { Agent, WebSocket as UndiciWebSocket } from 'undici'
 import type { FinishedResponse } from '../../src/realtime/protocol.ts'
 import type { SessionSummary } from '../../src/realtime/session.ts'
+import { sumOf } from '../helpers/prometheus.ts'
 import { startProxy } from '../helpers/proxy.ts'
 import type { RunningProxy } from '../helpers/proxy.ts'
 import { Tape, eventually, startWsUpstream } from '../helpers/realtime.ts'
@@ -75,6 +76,37 @@ async function play(r: Rig, conn: UpstreamConnection, received: () => number): P
   }
 }
 
+const L = { provider: 'openai', model: 'gpt-realtime', route: '/openai' }
+
+/** The scrape after one response of the schedule and its session's close: every figure exact. */
+async function checkMetrics(t: Test, proxy: RunningProxy): Promise<void> {
+  const m = await proxy.scrape()
+  const one = (name: string, extra: Record<string, string> = {}): number => sumOf(m, name, { ...L, ...extra })
+  t.equal(one('llm_realtime_sessions_total', { outcome: 'ok' }), 1)
+  t.equal(one('llm_realtime_sessions_in_flight'), 0, 'no session left open')
+  t.equal(one('llm_realtime_responses_total', { outcome: 'ok' }), 1)
+  for (const name of ['llm_realtime_time_to_first_token_seconds', 'llm_realtime_time_to_first_audio_seconds']) {
+    t.ok(near(one(`${name}_sum`), 0.3), `${name}: 0.3 s`)
+    t.equal(one(`${name}_count`), 1)
+    t.same([one(`${name}_bucket`, { le: '0.25' }), one(`${name}_bucket`, { le: '0.3' })], [0, 1], `${name} in the bucket (0.25, 0.3]`)
+  }
+  t.ok(near(one('llm_realtime_inter_token_latency_seconds_sum'), 0.41))
+  t.equal(one('llm_realtime_inter_token_latency_seconds_count'), 1, 'one token after the first delta')
+  t.ok(near(one('llm_realtime_audio_underrun_seconds_sum'), 0.2))
+  t.same([one('llm_realtime_audio_underrun_seconds_bucket', { le: '0.1' }), one('llm_realtime_audio_underrun_seconds_bucket', { le: '0.25' })], [0, 1])
+  t.same(
+    [
+      one('llm_realtime_tokens_total', { direction: 'input', modality: 'text' }),
+      one('llm_realtime_tokens_total', { direction: 'input', modality: 'audio' }),
+      one('llm_realtime_tokens_total', { direction: 'output', modality: 'text' }),
+      one('llm_realtime_tokens_total', { direction: 'output', modality: 'audio' }),
+    ],
+    [10, 20, 3, 47],
+    'tokens by direction and modality, exactly as response.done said',
+  )
+  t.equal(sumOf(m, 'llm_requests_total'), 0, 'a realtime session is not an HTTP request')
+}
+
 function checkResponse(t: Test, r: FinishedResponse): void {
   t.equal(r.id, 'resp_1')
   t.equal(r.outcome, 'ok')
@@ -140,6 +172,7 @@ t.test('OpenAIRealtimeWS (the ws client) through tokentap: frames identical both
   t.equal(s.responses, 1)
   t.ok(near(s.duration, 2), 'the session lasted from the upgrade (0) to the close (2000 ms)')
   t.notMatch(JSON.stringify(r.proxy.logs), /sk-realtime-secret/, 'the key is never logged')
+  await checkMetrics(t, r.proxy)
 })
 
 t.test('OpenAIRealtimeWebSocket (the browser-style client on a WHATWG WebSocket) through tokentap: the key in the subprotocol passes, never logged', async (t) => {
@@ -176,6 +209,7 @@ t.test('OpenAIRealtimeWebSocket (the browser-style client on a WHATWG WebSocket)
   await eventually('the session record', () => r.sessions.length === 1)
   t.equal(r.sessions[0].outcome, 'ok')
   t.notMatch(JSON.stringify(r.proxy.logs), /sk-browser-secret/, 'the key in the subprotocol is never logged')
+  await checkMetrics(t, r.proxy)
 })
 
 t.test('the SDK leaves mid-response: the response is cancelled, nothing stays in flight, the upstream connection is closed', async (t) => {
@@ -203,4 +237,8 @@ t.test('the SDK leaves mid-response: the response is cancelled, nothing stays in
   )
   t.equal(r.sessions[0].outcome, 'cancelled')
   t.equal(r.proxy.app.tokentap.realtime.open.size, 0)
+  const m = await r.proxy.scrape()
+  t.equal(sumOf(m, 'llm_realtime_responses_total', { ...L, outcome: 'cancelled' }), 1)
+  t.equal(sumOf(m, 'llm_realtime_sessions_total', { ...L, outcome: 'cancelled' }), 1)
+  t.equal(sumOf(m, 'llm_realtime_sessions_in_flight', L), 0, 'nothing left in flight')
 })

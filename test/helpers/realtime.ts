@@ -251,10 +251,36 @@ export function tapedClient(url: string, options: ClientOptions = {}, protocols?
 }
 
 /** Resolves once `check()` holds, looking again every few ms (for state the test cannot be told about). */
-export async function eventually(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${what}`)
     await new Promise((r) => setTimeout(r, 2))
   }
+}
+
+/**
+ * One OpenAI Realtime session through a proxy's simulator route (`prefix`): one audio response of
+ * 3 steps (transcript and audio each), then a normal close, so every llm_realtime_ family reports.
+ */
+export async function driveRealtimeSession(proxyUrl: string, prefix = '/sim'): Promise<void> {
+  const c = tapedClient(`${proxyUrl.replace('http', 'ws')}${prefix}/v1/realtime?model=gpt-realtime`)
+  await c.opened
+  c.ws.send(
+    JSON.stringify({
+      type: 'response.create',
+      tokentap_sim: {
+        ttft_ms: 1,
+        first_tokens: 1,
+        chunks: [
+          [1, 1],
+          [1, 1],
+        ],
+        audio_ms_per_token: 20,
+      },
+    }),
+  )
+  await eventually('response.done', () => c.messages.some((m) => m.data.includes('"type":"response.done"')))
+  c.ws.close(1000)
+  await c.closed
 }

@@ -1,0 +1,140 @@
+import type { Config } from '../config/schema.ts'
+import { Counter } from '../metrics/counter.ts'
+import { CollectedGauge } from '../metrics/gauge.ts'
+import { Histogram } from '../metrics/histogram.ts'
+import type { Labels } from '../metrics/llm-metrics.ts'
+import type { FinishedResponse } from './protocol.ts'
+import type { MetricsRegistry } from '../metrics/registry.ts'
+import type { RealtimeListener, RealtimeSessions } from './realtime.ts'
+import type { SessionSummary } from './session.ts'
+
+/**
+ * The llm_realtime_ metrics (the CONTRACT's "Realtime sessions"): definitions, and what a
+ * finished response and a finished session add to them. `responseObservations` is the one home
+ * of the recording rules (which figure is observed when); the metrics only apply its result.
+ */
+
+/** A listener's silence per audio response: 10 ms (none to hear) … 1 min. 0.25 is a bound: the alert's threshold. */
+const UNDERRUN_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60] as const
+
+/** What one finished response adds to the metrics. */
+export interface ResponseObservations {
+  readonly outcome: string
+  readonly ttft: number | undefined
+  readonly ttfa: number | undefined
+  /** Token-weighted ITL: pairs of value and weight. */
+  readonly itl: readonly (readonly [number, number])[]
+  /** Undefined for a response without audio. */
+  readonly underrun: number | undefined
+  /** Provider-reported tokens, by direction and modality; only counts above 0. */
+  readonly tokens: readonly { readonly direction: 'input' | 'output'; readonly modality: 'text' | 'audio'; readonly count: number }[]
+}
+
+/**
+ * TTFT, time to first audio, ITL and the underrun are observed whatever the outcome (as the HTTP
+ * TTFT and ITL are: a cancelled answer's first token still came when it came); tokens only as the
+ * provider reported them.
+ */
+export function responseObservations(r: FinishedResponse): ResponseObservations {
+  const tokens: { direction: 'input' | 'output'; modality: 'text' | 'audio'; count: number }[] = []
+  const u = r.usage
+  if (u !== undefined) {
+    for (const [direction, modality, count] of [
+      ['input', 'text', u.inputText],
+      ['input', 'audio', u.inputAudio],
+      ['output', 'text', u.outputText],
+      ['output', 'audio', u.outputAudio],
+    ] as const) {
+      if (count > 0) tokens.push({ direction, modality, count })
+    }
+  }
+  return { outcome: r.outcome, ttft: r.timing.ttft, ttfa: r.timing.ttfa, itl: r.timing.itl, underrun: r.timing.underrun, tokens }
+}
+
+export class RealtimeMetrics {
+  readonly sessions: Counter
+  readonly inFlight: CollectedGauge
+  readonly responses: Counter
+  readonly ttft: Histogram
+  readonly ttfa: Histogram
+  readonly itl: Histogram
+  readonly underrun: Histogram
+  readonly tokens: Counter
+
+  /** `open`: the labels of every open session, counted at each scrape. */
+  constructor(buckets: Config['metrics']['buckets'], open: (add: (labels: readonly string[], value: number) => void) => void) {
+    const labelNames = ['provider', 'model', 'route'] as const
+    this.sessions = new Counter({
+      name: 'llm_realtime_sessions_total',
+      help: 'Realtime (WebSocket) sessions by how they ended: ok (closed normally), error (refused or failed upgrade, a failure close code, the upstream gone, a proxy timeout), cancelled (the client gone without a close).',
+      labelNames: [...labelNames, 'outcome'],
+    })
+    this.inFlight = new CollectedGauge({ name: 'llm_realtime_sessions_in_flight', help: 'Realtime (WebSocket) sessions open now.', labelNames, collect: open })
+    this.responses = new Counter({
+      name: 'llm_realtime_responses_total',
+      help: 'Realtime responses by outcome: ok, error (an error event or a failed response.done), cancelled (response.cancel, interrupted, or the client left).',
+      labelNames: [...labelNames, 'outcome'],
+    })
+    this.ttft = new Histogram({
+      name: 'llm_realtime_time_to_first_token_seconds',
+      help: "Realtime response start (the client's response.create, the server's input_audio_buffer.committed, Gemini: the client's turn end) to the first text, transcript or audio delta.",
+      labelNames,
+      buckets: buckets.ttft,
+    })
+    this.ttfa = new Histogram({ name: 'llm_realtime_time_to_first_audio_seconds', help: 'Realtime response start to the first audio delta.', labelNames, buckets: buckets.ttft })
+    this.itl = new Histogram({
+      name: 'llm_realtime_inter_token_latency_seconds',
+      help: 'Gaps between text/transcript deltas of a realtime response, token-weighted: each delta j>=2 adds k_j observations of gap_j/k_j.',
+      labelNames,
+      buckets: buckets.itl,
+    })
+    this.underrun = new Histogram({
+      name: 'llm_realtime_audio_underrun_seconds',
+      help: 'Per realtime response with audio: for a listener who starts playing at the first audio delta, the total time with nothing left to play (audio arriving slower than it plays).',
+      labelNames,
+      buckets: UNDERRUN_BUCKETS,
+    })
+    this.tokens = new Counter({
+      name: 'llm_realtime_tokens_total',
+      help: "Realtime tokens from the provider's usage (response.done; Gemini: usageMetadata), by direction (input, output) and modality (text, audio).",
+      labelNames: [...labelNames, 'direction', 'modality'],
+    })
+  }
+
+  /** Every metric, in scrape order. */
+  all(): readonly (Histogram | Counter | CollectedGauge)[] {
+    return [this.sessions, this.inFlight, this.responses, this.ttft, this.ttfa, this.itl, this.underrun, this.tokens]
+  }
+
+  readonly listener: RealtimeListener = {
+    response: (_who, l: Labels, r: FinishedResponse) => {
+      const o = responseObservations(r)
+      this.responses.labels(l.provider, l.model, l.route, o.outcome).inc()
+      if (o.ttft !== undefined) this.ttft.labels(l.provider, l.model, l.route).observe(o.ttft)
+      if (o.ttfa !== undefined) this.ttfa.labels(l.provider, l.model, l.route).observe(o.ttfa)
+      if (o.itl.length > 0) {
+        const itl = this.itl.labels(l.provider, l.model, l.route)
+        for (const [value, weight] of o.itl) itl.observe(value, weight)
+      }
+      if (o.underrun !== undefined) this.underrun.labels(l.provider, l.model, l.route).observe(o.underrun)
+      for (const t of o.tokens) this.tokens.labels(l.provider, l.model, l.route, t.direction, t.modality).inc(t.count)
+    },
+    session: (_who, l: Labels, s: SessionSummary) => {
+      this.inFlight.touch([l.provider, l.model, l.route])
+      this.sessions.labels(l.provider, l.model, l.route, s.outcome).inc()
+    },
+  }
+}
+
+/** Creates the llm_realtime_ metrics of `realtime`'s sessions in `registry` (the plugin's one line). */
+export function registerRealtimeMetrics(realtime: RealtimeSessions, registry: MetricsRegistry, buckets: Config['metrics']['buckets']): RealtimeMetrics {
+  const metrics = new RealtimeMetrics(buckets, (add) => {
+    for (const session of realtime.open) {
+      const l = realtime.labelsOf(session)
+      add([l.provider, l.model, l.route], 1)
+    }
+  })
+  for (const m of metrics.all()) registry.register(m)
+  realtime.listen(metrics.listener)
+  return metrics
+}
