@@ -67,8 +67,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
   const state = app.tokentap
   const service = state as Tokentap
-  const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds })
+  const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds, realtimeOpen: state.realtime.open })
   state.recorder.listen(live.listener)
+  state.realtime.listen(live.realtime.listener)
   Object.assign(service, { otel: state.otelMetrics, live })
   Object.assign(service, { admin: buildAdmin(service) })
 

@@ -25,6 +25,8 @@ import type { RelayEnd, RelayObserver, Side } from './relay.ts'
 
 /** Who a session was, for the metrics, the log line and the live views. */
 export interface SessionIdentity {
+  /** Unique to this session in this process (ids are the client's, and may repeat). */
+  readonly seq: number
   readonly id: string
   readonly route: RouteRuntime
   readonly provider: string
@@ -83,7 +85,11 @@ function protocolOf(message: Json): 'openai' | 'gemini' | undefined {
   return undefined
 }
 
+/** Sessions made so far in this process (each one's `seq`). */
+let made = 0
+
 export class RealtimeSession implements RelayObserver {
+  readonly #seq = ++made
   readonly #deps: RealtimeDeps
   readonly #route: RouteRuntime
   readonly #id: string
@@ -248,7 +254,7 @@ export class RealtimeSession implements RelayObserver {
   }
 
   #identity(): SessionIdentity {
-    return { id: this.#id, route: this.#route, provider: this.#provider, model: this.model, path: this.#path, tReq: this.#tReq }
+    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, model: this.model, path: this.#path, tReq: this.#tReq }
   }
 
   #responseEnded(response: FinishedResponse): void {

@@ -3,6 +3,8 @@ import { fromMeasurement } from './finished-request.ts'
 import type { FinishedRequest, FinishedWho } from './finished-request.ts'
 import { LiveStats } from './live-stats.ts'
 import { RecentRequests } from './recent-requests.ts'
+import { RealtimeLive } from './realtime-live.ts'
+import type { OpenSession } from './realtime-live.ts'
 
 /**
  * Where finished requests go for the admin listener's live views: the live page's sliding
@@ -13,11 +15,15 @@ export class LiveStore {
   readonly recent: RecentRequests
   /** `metrics.stall_seconds`: a gap longer than this is a stall on the page too. */
   readonly stallSeconds: number
+  /** Realtime (WebSocket) sessions: open, finished, and their responses. */
+  readonly realtime: RealtimeLive
 
-  constructor(options: { readonly recentRequests: number; readonly stallSeconds: number; readonly maxSeries?: number }) {
+  constructor(options: { readonly recentRequests: number; readonly stallSeconds: number; readonly maxSeries?: number; readonly realtimeOpen?: Iterable<OpenSession> }) {
     this.stats = new LiveStats(options.maxSeries)
     this.recent = new RecentRequests(options.recentRequests)
     this.stallSeconds = options.stallSeconds
+    // A session keeps up to 50 responses: fewer of them are kept than requests.
+    this.realtime = new RealtimeLive(Math.min(options.recentRequests, 1000), options.realtimeOpen ?? [])
   }
 
   add(r: FinishedRequest): void {

@@ -69,6 +69,11 @@ export const PAGE_HTML = `<!doctype html>
     <div id="stalls"></div>
   </section>
   <section id="routes"><div class="empty">No finished requests yet.</div></section>
+  <section class="panel" id="realtime" hidden>
+    <h2>Realtime sessions <span id="rt-open" style="text-transform:none;letter-spacing:0;font-weight:400"></span></h2>
+    <table id="rt-series"></table>
+    <div id="rt-sessions" class="counts" style="flex-wrap:wrap;margin-top:8px"></div>
+  </section>
 </main>
 <script src="/live/uplot.js"></script>
 <script src="/live/app.js"></script>
@@ -300,10 +305,30 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         qRow('TTFT', s.q.ttft, 'ms') + qRow('ITL', s.q.itl, 'ms') + qRow('TPOT', s.q.tpot, 'ms') + qRow('E2E', s.q.e2e, 'ms') + qRow('tokens/s per user', s.q.tps, '')
       chart(m, s)
     })
+    renderRealtime(msg.realtime)
     msg.routes.forEach(function (b) {
       card(b.route).bands.innerHTML = '<div><h2>By output length, last 5 min</h2>' + bandTable('length', b.length) + '</div>' +
         '<div><h2>By concurrency at start, last 5 min</h2>' + bandTable('in flight', b.concurrency) + '</div>'
     })
+  }
+
+  // Realtime (WebSocket) sessions: one row per route and model over the chosen window, and the sessions open now.
+  function renderRealtime(rt) {
+    if (!rt || (rt.open === 0 && rt.series.length === 0)) return
+    $('#realtime').hidden = false
+    $('#rt-open').textContent = '(' + rt.open + ' open)'
+    var o = win * 4
+    var h = '<tr><th>route · model</th><th>sessions ended</th><th>ok</th><th>error</th><th>cancelled</th><th>TTFT p50</th><th>TTFT p95</th><th>first audio p50</th><th>first audio p95</th><th>ITL p50</th><th>ITL p99</th><th>underrun p95</th><th>audio &gt; 250 ms silent</th></tr>'
+    rt.series.forEach(function (s) {
+      h += '<tr data-rt-series="' + esc(s.route + ' · ' + s.model) + '"><td>' + esc(s.route) + ' · ' + esc(s.model) + ' <small>' + esc(s.provider) + '</small></td>' +
+        '<td>' + num(s.sessions[win]) + '</td><td>' + num(s.ok[win]) + '</td><td>' + num(s.error[win]) + '</td><td>' + num(s.cancelled[win]) + '</td>' +
+        fmt(s.q.ttft[o], 'ms') + fmt(s.q.ttft[o + 1], 'ms') + fmt(s.q.ttfa[o], 'ms') + fmt(s.q.ttfa[o + 1], 'ms') + fmt(s.q.itl[o], 'ms') + fmt(s.q.itl[o + 2], 'ms') + fmt(s.q.underrun[o + 1], 'ms') +
+        '<td>' + (s.audio[win] > 0 ? Math.round((100 * s.noticeable[win]) / s.audio[win]) + ' %' : '–') + '</td></tr>'
+    })
+    $('#rt-series').innerHTML = h
+    $('#rt-sessions').innerHTML = rt.sessions.map(function (x) {
+      return '<span data-rt-session="' + esc(x.id) + '">' + esc(x.route) + ' · ' + esc(x.model || '?') + ' · ' + esc(x.id) + ' <b>' + (x.age / 1000).toFixed(0) + ' s</b>' + (x.responses > 0 ? ' answering' : '') + '</span>'
+    }).join('')
   }
 
   // The message carries times and durations in whole µs and shares per 10,000 (cheaper for the
@@ -329,6 +354,15 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         band.tpot[0] = msOf(band.tpot[0]); band.tpot[1] = msOf(band.tpot[1])
       })
     })
+    if (msg.realtime) {
+      msg.realtime.series.forEach(function (s) {
+        ;['ttft', 'ttfa', 'itl', 'underrun'].forEach(function (m) {
+          var q = s.q[m]
+          for (var i = 0; i < q.length; i++) if (i % 4 !== 3) q[i] = msOf(q[i])
+        })
+      })
+      msg.realtime.sessions.forEach(function (x) { x.age /= US })
+    }
     msg.streams.forEach(function (s) {
       s.t0 /= US; s.ttft = msOf(s.ttft); s.gap /= US; s.maxGap /= US
       s.ticks = s.ticks.map(function (v) { return v / US })

@@ -13,7 +13,7 @@ import { PAGE_HTML, PAGE_SCRIPT } from './page.ts'
 /**
  * The admin listener's live views: `GET /` (the live page), `GET /live/events` (its
  * server-sent events, one message a second), `/live/app.js` and uPlot from node_modules, and
- * `GET /debug/requests/{id}`. `admin.token` applies to the page, its events and the requests
+ * `GET /debug/requests/{id}` (a finished request, or a realtime session with its responses). `admin.token` applies to the page, its events and the requests
  * (see auth.ts for how a browser shows it); the scripts are public code.
  */
 
@@ -56,7 +56,10 @@ class EventHub {
   }
 
   message(cursors: Cursors): string {
-    return `data: ${JSON.stringify(buildMessage(this.#live.stats, this.#active, performance.now(), cursors, this.#live.stallSeconds))}\n\n`
+    const now = performance.now()
+    const message = buildMessage(this.#live.stats, this.#active, now, cursors, this.#live.stallSeconds)
+    message.realtime = this.#live.realtime.message(now)
+    return `data: ${JSON.stringify(message)}\n\n`
   }
 
   add(res: ServerResponse): void {
@@ -143,6 +146,9 @@ export function registerLive(admin: FastifyInstance, state: LiveState): void {
     if (state.live === undefined) return reply.code(501).send(unavailable)
     const id = (request.params as { id: string }).id
     const found = state.live.recent.get(id)
+    // A realtime session's id: its figures and its last responses.
+    const session = found === undefined ? state.live.realtime.sessionView(id, performance.now(), Date.now()) : undefined
+    if (session !== undefined) return reply.header('cache-control', 'no-store').send(session)
     if (found === undefined) {
       return reply.code(404).send({ error: `no finished request with id '${id.slice(0, 200)}' among the last ${state.live.recent.capacity}`, request_id: id.slice(0, 200) })
     }
