@@ -13,7 +13,7 @@ import { SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
  */
 
 const MAX_SERIES = 200
-export const MAX_SHOWN = 40
+const MAX_SHOWN = 40
 const MAX_OPEN_SHOWN = 48
 /** A session keeps its last this many responses for /debug/requests (and counts them all). */
 const RESPONSES_KEPT = 50
