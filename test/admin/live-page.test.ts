@@ -1,9 +1,8 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, copyFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, copyFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import OpenAI from 'openai'
-import { chromium } from 'playwright-core'
+import { openChromium } from '../helpers/browser.ts'
 import { startProxy, simPlan, simRoute } from '../helpers/proxy.ts'
 
 /**
@@ -11,9 +10,6 @@ import { startProxy, simPlan, simRoute } from '../helpers/proxy.ts'
  * while simulator traffic with a known stall runs, and the route card, the counts and the stall
  * marker must appear. `LIVE_SCREENSHOT=docs/live-page.png` keeps the screenshot (the README's).
  */
-
-const CHROMIUM = '/usr/bin/chromium'
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
 
 type Plan = { ttft_ms: number; first_tokens: number; chunks: [number, number][] }
 const steady = (ttft: number, n: number, gap: number, tokens = 1): Plan => ({
@@ -32,20 +28,11 @@ async function run(client: OpenAI, model: string, plan: Plan): Promise<void> {
 }
 
 t.test('the live page shows the route card, the counts and the stall marker in Chromium', async (t) => {
-  if (!existsSync(CHROMIUM)) {
-    if (process.env.CI === 'true') t.fail('chromium is not installed, and CI must run this test (apt-get install chromium)')
-    else t.pass('chromium is needed', { skip: 'chromium is not installed (apt-get install chromium to run this; with CI=true it fails instead)' })
-    return
-  }
+  const chromium = await openChromium(t)
+  if (chromium === undefined) return
+  const { page, profile } = chromium
   const proxy = await startProxy({ metrics: { stall_seconds: 1 }, routes: [simRoute()] })
   t.teardown(() => proxy.close())
-  const profile = mkdtempSync(join(tmpdir(), 'tokentap-chromium-'))
-  const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 1100 } })
-  t.teardown(async () => {
-    await browser.close()
-    rmSync(profile, { recursive: true, force: true })
-  })
-  const page = browser.pages()[0] ?? (await browser.newPage())
   const errors: string[] = []
   page.on('pageerror', (err) => errors.push(err.message))
   await page.goto(`${proxy.adminUrl}/`)

@@ -1,10 +1,7 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t from 'tap'
-import { chromium } from 'playwright-core'
+import { openChromium } from '../helpers/browser.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
-import { eventually, tapedClient } from '../helpers/realtime.ts'
+import { eventually, respond, tapedClient } from '../helpers/realtime.ts'
 import type { TapedClient } from '../helpers/realtime.ts'
 
 /**
@@ -12,9 +9,6 @@ import type { TapedClient } from '../helpers/realtime.ts'
  * per-route-and-model figures, `/debug/requests/{id}` a finished session with its responses,
  * and the live page shows them (Debian's Chromium).
  */
-
-const CHROMIUM = '/usr/bin/chromium'
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
 
 /** The first message of the live event stream. */
 async function firstEvent(url: string): Promise<Record<string, unknown>> {
@@ -37,23 +31,20 @@ async function firstEvent(url: string): Promise<Record<string, unknown>> {
 async function session(url: string, id: string, responses: number): Promise<TapedClient> {
   const c = tapedClient(`${url.replace('http', 'ws')}/sim/v1/realtime?model=gpt-realtime`, { headers: { 'x-request-id': id } })
   await c.opened
-  for (let i = 1; i <= responses; i++) {
-    c.ws.send(
-      JSON.stringify({
-        type: 'response.create',
-        tokentap_sim: {
-          ttft_ms: 5,
-          first_tokens: 1,
-          chunks: [
-            [5, 1],
-            [5, 2],
-          ],
-          audio_ms_per_token: 30,
-        },
-      }),
+  for (let i = 1; i <= responses; i++)
+    await respond(
+      c,
+      {
+        ttft_ms: 5,
+        first_tokens: 1,
+        chunks: [
+          [5, 1],
+          [5, 2],
+        ],
+        audio_ms_per_token: 30,
+      },
+      i,
     )
-    await eventually('response.done', () => c.messages.filter((m) => m.data.includes('"type":"response.done"')).length === i)
-  }
   return c
 }
 
@@ -106,20 +97,11 @@ t.test('the live events carry open sessions and the realtime figures; /debug/req
 })
 
 t.test('the live page shows the realtime sessions in Chromium', async (t) => {
-  if (!existsSync(CHROMIUM)) {
-    if (process.env.CI === 'true') t.fail('chromium is not installed, and CI must run this test (apt-get install chromium)')
-    else t.pass('chromium is needed', { skip: 'chromium is not installed (apt-get install chromium to run this; with CI=true it fails instead)' })
-    return
-  }
+  const chromium = await openChromium(t)
+  if (chromium === undefined) return
+  const { page } = chromium
   const proxy = await startProxy({ routes: [simRoute()] })
   t.teardown(() => proxy.close())
-  const profile = mkdtempSync(join(tmpdir(), 'tokentap-chromium-'))
-  const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 1100 } })
-  t.teardown(async () => {
-    await browser.close()
-    rmSync(profile, { recursive: true, force: true })
-  })
-  const page = browser.pages()[0] ?? (await browser.newPage())
   const errors: string[] = []
   page.on('pageerror', (err) => errors.push(err.message))
   await page.goto(`${proxy.adminUrl}/`)

@@ -259,6 +259,12 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
   }
 }
 
+/** Asks for a response (with a simulator plan) and waits until the client has `done` response.done events in all. */
+export async function respond(c: TapedClient, plan: Record<string, unknown>, done: number): Promise<void> {
+  c.ws.send(JSON.stringify({ type: 'response.create', tokentap_sim: plan }))
+  await eventually('response.done', () => c.messages.filter((m) => m.data.includes('"type":"response.done"')).length >= done)
+}
+
 /**
  * One OpenAI Realtime session through a proxy's simulator route (`prefix`): one audio response of
  * 3 steps (transcript and audio each), then a normal close, so every llm_realtime_ family reports.
@@ -266,21 +272,19 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
 export async function driveRealtimeSession(proxyUrl: string, prefix = '/sim'): Promise<void> {
   const c = tapedClient(`${proxyUrl.replace('http', 'ws')}${prefix}/v1/realtime?model=gpt-realtime`)
   await c.opened
-  c.ws.send(
-    JSON.stringify({
-      type: 'response.create',
-      tokentap_sim: {
-        ttft_ms: 1,
-        first_tokens: 1,
-        chunks: [
-          [1, 1],
-          [1, 1],
-        ],
-        audio_ms_per_token: 20,
-      },
-    }),
+  await respond(
+    c,
+    {
+      ttft_ms: 1,
+      first_tokens: 1,
+      chunks: [
+        [1, 1],
+        [1, 1],
+      ],
+      audio_ms_per_token: 20,
+    },
+    1,
   )
-  await eventually('response.done', () => c.messages.some((m) => m.data.includes('"type":"response.done"')))
   c.ws.close(1000)
   await c.closed
 }

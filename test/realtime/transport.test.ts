@@ -50,6 +50,17 @@ t.test('a route with a forward proxy: the upgrade goes through its CONNECT tunne
   await proxy.close()
 })
 
+/** Sends `block` until 2 MiB wait in the sender's own buffer (its peer is held back), or 64 MiB went; returns the bytes sent. */
+async function sendUntilHeldBack(ws: WebSocket, block: Buffer): Promise<number> {
+  let sent = 0
+  while (ws.bufferedAmount < 2 * 1024 * 1024 && sent < 64 * 1024 * 1024) {
+    ws.send(block)
+    sent += block.length
+    await new Promise((r) => setImmediate(r))
+  }
+  return sent
+}
+
 t.test('backpressure both ways: a side that stops reading holds the other back, and the proxy buffers only what the sockets do', async (t) => {
   const block = Buffer.alloc(64 * 1024, 0x61)
   const upstream = await startWsUpstream({ perMessageDeflate: false })
@@ -60,17 +71,12 @@ t.test('backpressure both ways: a side that stops reading holds the other back, 
 
   // Upstream → client: the client stops reading; the upstream writes until its own buffer grows.
   client.socket.pause()
-  let sent = 0
-  while (conn.ws.bufferedAmount < 8 * 1024 * 1024 && sent < 64 * 1024 * 1024) {
-    conn.ws.send(block)
-    sent += block.length
-    await new Promise((r) => setImmediate(r))
-  }
-  t.ok(conn.ws.bufferedAmount >= 8 * 1024 * 1024, 'the upstream felt the backpressure (its own buffer grew)')
+  const sent = await sendUntilHeldBack(conn.ws, block)
+  t.ok(conn.ws.bufferedAmount >= 2 * 1024 * 1024, 'the upstream felt the backpressure (its own buffer grew)')
   const toClient = clientSockets.find((s) => !s.destroyed) as Socket
   const fromUpstream = upstreamSockets.find((s) => !s.destroyed) as Socket
-  t.ok(toClient.writableLength <= 4 * 1024 * 1024, `the proxy holds ${toClient.writableLength} bytes for the client`)
-  t.ok(fromUpstream.readableLength <= 4 * 1024 * 1024, `and ${fromUpstream.readableLength} read from the upstream`)
+  t.ok(toClient.writableLength <= 1024 * 1024, `the proxy holds ${toClient.writableLength} bytes for the client`)
+  t.ok(fromUpstream.readableLength <= 1024 * 1024, `and ${fromUpstream.readableLength} read from the upstream`)
   t.ok(fromUpstream.isPaused(), 'the proxy stopped reading the upstream')
   client.socket.resume()
   await client.message(sent / block.length)
@@ -79,16 +85,11 @@ t.test('backpressure both ways: a side that stops reading holds the other back, 
   // Client → upstream: the upstream stops reading.
   const raw = (conn.ws as unknown as { _socket: Socket })._socket
   raw.pause()
-  let up = 0
-  while (client.ws.bufferedAmount < 8 * 1024 * 1024 && up < 64 * 1024 * 1024) {
-    client.ws.send(block)
-    up += block.length
-    await new Promise((r) => setImmediate(r))
-  }
-  t.ok(client.ws.bufferedAmount >= 8 * 1024 * 1024, 'the client felt the backpressure')
+  const up = await sendUntilHeldBack(client.ws, block)
+  t.ok(client.ws.bufferedAmount >= 2 * 1024 * 1024, 'the client felt the backpressure')
   const toUpstream = upstreamSockets.find((s) => !s.destroyed) as Socket
   const fromClient = clientSockets.find((s) => !s.destroyed) as Socket
-  t.ok(toUpstream.writableLength <= 4 * 1024 * 1024, `the proxy holds ${toUpstream.writableLength} bytes for the upstream`)
+  t.ok(toUpstream.writableLength <= 1024 * 1024, `the proxy holds ${toUpstream.writableLength} bytes for the upstream`)
   t.ok(fromClient.isPaused(), 'the proxy stopped reading the client')
   raw.resume()
   await conn.message(up / block.length)

@@ -7,7 +7,7 @@ import { realtimePlanFor, silenceBase64 } from '../../src/sim/realtime-player.ts
 import { defined } from '../helpers/defined.ts'
 import type { FinishedResponse } from '../../src/realtime/protocol.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
-import { eventually, tapedClient } from '../helpers/realtime.ts'
+import { eventually, respond, tapedClient } from '../helpers/realtime.ts'
 import type { TapedClient } from '../helpers/realtime.ts'
 
 const simConfig = (extra: Record<string, unknown> = {}) =>
@@ -174,34 +174,13 @@ t.test('the default plan paces audio by audio_pace: slower than real time a list
   const c = tapedClient(`${proxy.url.replace('http', 'ws')}/sim/v1/realtime`)
   await c.opened
   // Each step carries 100 ms of audio: sent every 300 ms (pace 1/3) the listener waits ~200 ms three times; every 10 ms never.
-  c.ws.send(
-    JSON.stringify({
-      type: 'response.create',
-      tokentap_sim: {
-        ttft_ms: 1,
-        chunks: [
-          [300, 1],
-          [300, 1],
-          [300, 1],
-        ],
-      },
-    }),
-  )
-  await untilDone(c)
-  c.ws.send(
-    JSON.stringify({
-      type: 'response.create',
-      tokentap_sim: {
-        ttft_ms: 1,
-        chunks: [
-          [10, 1],
-          [10, 1],
-          [10, 1],
-        ],
-      },
-    }),
-  )
-  await untilDone(c, 2)
+  const steps = (gap: number): [number, number][] => [
+    [gap, 1],
+    [gap, 1],
+    [gap, 1],
+  ]
+  await respond(c, { ttft_ms: 1, chunks: steps(300) }, 1)
+  await respond(c, { ttft_ms: 1, chunks: steps(10) }, 2)
   await eventually('both responses', () => responses.length === 2)
   t.ok((responses[0].timing.underrun as number) > 0.3, `slower than real time: underrun ${responses[0].timing.underrun} s`)
   t.equal(responses[1].timing.underrun, 0, 'faster than real time: none')
