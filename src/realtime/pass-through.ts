@@ -37,6 +37,8 @@ export interface PassThroughOptions {
   readonly echoRequestId: boolean
   /** Keeps the session's relay while it runs, so shutting down can close it. */
   readonly relays: Map<RealtimeSession, WebSocketRelay>
+  /** The instance is shutting down: a session whose 101 comes now is closed (1001) as soon as it opens. */
+  readonly draining: () => boolean
 }
 
 /** Header names of a 101 that belong to the hop and are not part of the upgrade itself. */
@@ -122,6 +124,7 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
       relay = running
       opts.relays.set(session, running)
       running.start(pending.head)
+      if (opts.draining()) running.close('shutdown')
     },
   })
   headersDeadline.start()

@@ -83,6 +83,7 @@ export class RealtimeSessions {
       now: this.#options.now,
       echoRequestId: how.route.echoRequestId === true,
       relays: this.#relays,
+      draining: () => this.#draining,
     })
   }
 

@@ -71,9 +71,10 @@ export class WebSocketRelay {
     this.#pipe(this.#client, this.#upstream, Side.client)
     this.#pipe(this.#upstream, this.#client, Side.upstream)
     this.#idle.start()
-    if (clientHead.length > 0) this.#forward(this.#client, this.#upstream, Side.client, clientHead)
     this.#client.resume()
     this.#upstream.resume()
+    // After resuming: a full upstream socket pauses the client again until it drains.
+    if (clientHead.length > 0) this.#forward(this.#client, this.#upstream, Side.client, clientHead)
   }
 
   /**

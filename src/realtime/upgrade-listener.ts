@@ -1,5 +1,6 @@
 import { ServerResponse } from 'node:http'
 import type { IncomingMessage, Server } from 'node:http'
+import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { Server as TlsServer } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
@@ -90,6 +91,8 @@ export function installUpgradeListener(app: FastifyInstance, logger: Logger): vo
       asPlainRequest(server, req, socket, head)
       return
     }
+    // A session may stay quiet for long: its idle limit is the proxy's own (relay.ts), not the listener's.
+    ;(socket as Partial<Socket>).setTimeout?.(0)
     const res = new ServerResponse(req)
     res.shouldKeepAlive = false
     const pending: PendingUpgrade = { socket, head, res, taken: false }
