@@ -120,8 +120,12 @@ t.test('the Gen AI SDK’s live client against the built-in simulator: a text tu
       config: { responseModalities: [modality], outputAudioTranscription: {} },
       callbacks: {
         onmessage: (m) => {
-          text += m.text ?? m.serverContent?.outputTranscription?.text ?? ''
-          audio += m.data === undefined ? 0 : Buffer.from(m.data, 'base64').length
+          // The parts themselves: the SDK's text and data getters warn on a turn that mixes kinds.
+          for (const part of m.serverContent?.modelTurn?.parts ?? []) {
+            text += part.text ?? ''
+            audio += part.inlineData?.data === undefined ? 0 : Buffer.from(part.inlineData.data, 'base64').length
+          }
+          text += m.serverContent?.outputTranscription?.text ?? ''
           if (m.serverContent?.turnComplete === true) turns++
         },
       },
