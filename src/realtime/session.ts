@@ -111,6 +111,8 @@ export class RealtimeSession implements RelayObserver {
   readonly #bytes = { client: 0, upstream: 0 }
   readonly #messages = { client: 0, upstream: 0 }
   #unread = 0
+  /** Why measuring this session stopped on an error of its own, when it did. */
+  #broken: string | undefined
   #responses = 0
   #finished = false
   readonly #context: ProtocolContext
@@ -196,9 +198,14 @@ export class RealtimeSession implements RelayObserver {
   data(from: Side, chunk: Buffer, at: number): void {
     this.#bytes[from] += chunk.length
     const decoder = this.#decoders?.[from]
-    if (decoder === undefined) return
+    if (decoder === undefined || this.#broken !== undefined) return
     this.#at = at
-    decoder.push(chunk)
+    try {
+      decoder.push(chunk)
+    } catch (err) {
+      // A bug in measuring costs this session its figures, never the relay or the process.
+      this.#broken = `measuring failed: ${(err as Error).message}`.slice(0, 200)
+    }
   }
 
   atFrameBoundary(to: Side): boolean {
@@ -221,7 +228,11 @@ export class RealtimeSession implements RelayObserver {
     this.#finished = true
     this.#deps.sessions.delete(this)
     const clientLeft = (this.#close?.from ?? end?.first) === 'client'
-    this.#protocol?.end(clientLeft ? Outcome.cancelled : Outcome.error, at)
+    try {
+      this.#protocol?.end(clientLeft ? Outcome.cancelled : Outcome.error, at)
+    } catch (err) {
+      this.#broken ??= `measuring failed: ${(err as Error).message}`.slice(0, 200)
+    }
     const outcome = sessionOutcome({
       refused: this.#refused || end === undefined,
       first: end?.first ?? 'upstream',
@@ -229,7 +240,7 @@ export class RealtimeSession implements RelayObserver {
       proxyReason: end?.proxyReason,
       firstClose: this.#close,
     })
-    const parseError = this.#decoders?.client.failure ?? this.#decoders?.upstream.failure ?? this.#inflaters?.client.broken ?? this.#inflaters?.upstream.broken
+    const parseError = this.#broken ?? this.#decoders?.client.failure ?? this.#decoders?.upstream.failure ?? this.#inflaters?.client.broken ?? this.#inflaters?.upstream.broken
     const summary: SessionSummary = {
       outcome,
       statusCode: this.#statusCode,
