@@ -55,7 +55,8 @@ import type { TargetRow } from './verdict.ts'
  *   (DIR/off-R, DIR/on-R), `--otel-control` runs it with the export off in both processes;
  * - `scrape`: the /metrics phase at its scales (bench/scrape-phase.ts);
  * - `growth`: how the cost grows (also writes bench/results/growth.svg);
- * - `instructions` (also `--instructions`): the instruction counts.
+ * - `instructions` (also `--instructions`): the instruction counts; `--callgrind-dir DIR` keeps
+ *   callgrind's dumps there (`callgrind_annotate DIR/tokentap.PID.1` shows where they go).
  */
 
 const HERE = dirname(fileURLToPath(import.meta.url)) // dist/bench
@@ -75,6 +76,8 @@ const OTEL_PROF = argOf('--otel-cpu-prof')
 const OTEL_CONTROL = process.argv.includes('--otel-control')
 /** `--only cpu-short --cpu-prof DIR`: tokentap writes a CPU profile of the phase there. */
 const CPU_PROF = argOf('--cpu-prof')
+/** `--callgrind-dir DIR`: the instruction counts' callgrind dumps are written and kept there (for callgrind_annotate). */
+const CALLGRIND_DIR = argOf('--callgrind-dir')
 /** `--only cpu-short --trace-gc`: tokentap runs with --trace-gc; its lines of the counted rounds are printed. */
 const TRACE_GC = process.argv.includes('--trace-gc')
 const LOAD_AT_START = loadavg()[0]
@@ -280,7 +283,7 @@ async function runInstructions(simPort: number, dir: string, log: (s: string) =>
   const f = await instructionsPhase({
     job,
     dist: DIST,
-    dir: join(dir, 'callgrind'),
+    dir: CALLGRIND_DIR === undefined ? join(dir, 'callgrind') : resolve(CALLGRIND_DIR),
     simPort,
     requests: P.instructionRequests,
     warmUp: P.instructionWarmUp,
@@ -482,9 +485,8 @@ async function only(which: OnlyPhase): Promise<void> {
       undefined,
     )
     if (TRACE_GC) {
-      const scavenges = gcLines.filter((l) => l.includes('Scavenge')).length
-      out.trace_gc = { lines: gcLines.length, scavenges, mark_compacts: gcLines.filter((l) => l.includes('Mark-Compact')).length, requests: short.tokentap.requests, first_lines: gcLines.slice(0, 20) }
-      log(`tokentap --trace-gc over the counted rounds (all paths' turns): ${gcLines.length} collections (${scavenges} scavenges) for ${short.tokentap.requests} tokentap requests`)
+      out.trace_gc = traceGcFigures(gcLines, short.tokentap.requests)
+      log(`tokentap --trace-gc over the counted rounds: ${JSON.stringify(out.trace_gc)}`)
     }
     for (const p of [relay, fastifyRelay]) p.proc.kill('SIGKILL')
     if (CPU_PROF !== undefined) {
@@ -555,6 +557,27 @@ async function only(which: OnlyPhase): Promise<void> {
   process.stdout.write(`\nwrote ${jsonFile}${out.growth_chart === undefined ? '' : `\nwrote ${String(out.growth_chart)}`}\n`)
   rmSync(dir, { recursive: true, force: true })
   process.exit(0)
+}
+
+/**
+ * What tokentap's `--trace-gc` lines say over the counted rounds: collections by kind, their
+ * pauses, and the heap allocated between them per request (each collection's heap before it minus
+ * the heap after the one before: what the requests allocated, whatever died young).
+ */
+function traceGcFigures(lines: readonly string[], requests: number): Record<string, unknown> {
+  let prevAfter = NaN
+  let allocatedMb = 0
+  let pauseMs = 0
+  const kinds: Record<string, number> = {}
+  for (const l of lines) {
+    const m = /: ([A-Za-z-]+(?: [A-Za-z-]+)?) ([\d.]+) \([\d.]+\) -> ([\d.]+) \([\d.]+\) MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ [\d.]+ ms/.exec(l)
+    if (m === null) continue
+    kinds[m[1]] = (kinds[m[1]] ?? 0) + 1
+    if (Number.isFinite(prevAfter)) allocatedMb += Math.max(0, Number(m[2]) - prevAfter)
+    prevAfter = Number(m[3])
+    pauseMs += Number(m[4])
+  }
+  return { collections: kinds, pause_ms: round(pauseMs, 1), requests, allocated_kib_per_request: round((allocatedMb * 1024) / requests, 1), first_lines: lines.slice(0, 5) }
 }
 
 /** The scrape phase's view of tokentap. */
