@@ -1,3 +1,5 @@
+import { esc, niceMax } from './chart.ts'
+
 /**
  * A hand-written SVG of "how the cost grows" (bench/growth.ts and the scrape phase's scales):
  * small panels, each one measure against one axis of the work (open streams, series, stream
@@ -17,15 +19,6 @@ const W = 400
 const H = 270
 const M = { l: 56, r: 14, t: 30, b: 40 }
 const COLUMNS = 3
-
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;')
-
-function niceMax(v: number): number {
-  if (!(v > 0)) return 1
-  const p = 10 ** Math.floor(Math.log10(v))
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p
-  return 10 * p
-}
 
 const label = (v: number): string => (v >= 1000 ? `${+(v / 1000).toFixed(1)}k` : String(+v.toFixed(3)))
 

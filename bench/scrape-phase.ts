@@ -33,6 +33,7 @@ interface FormatFigures {
   /** The answer's content-type. */
   readonly content_type: string
   readonly bytes: number
+  /** Bytes on the wire (the same unless the body came compressed). */
   readonly wire_bytes: number
   /** Proxy CPU per scrape (on-CPU time of all its threads), measured over the scrapes without traffic, ms. */
   readonly proxy_cpu_ms_per_scrape: number
@@ -42,7 +43,7 @@ interface FormatFigures {
   readonly event_loop_delay_ms: { p50: number; p99: number; max: number }
 }
 
-export interface ScrapeFigures {
+export interface ScrapeFigures extends Omit<FormatFigures, 'content_type'> {
   readonly models: number
   /** The llm_ histogram series asked for (scrapeAtSeries), if any. */
   readonly series_asked?: number
@@ -54,17 +55,8 @@ export interface ScrapeFigures {
   readonly llm_histogram_series: number
   readonly llm_series: number
   readonly samples: number
-  readonly bytes: number
-  /** Bytes on the wire (the same unless the body came compressed). */
-  readonly wire_bytes: number
   readonly scrapes: number
   readonly streams_during: number
-  /** Proxy CPU per scrape (on-CPU time of all its threads), measured over the scrapes without traffic, ms. */
-  readonly proxy_cpu_ms_per_scrape: number
-  /** Scrapes while streams keep arriving (what the target judges). */
-  readonly ms: { p50: number; p90: number; p99: number; max: number; mean: number }
-  readonly ms_without_traffic: { p50: number; p99: number }
-  readonly event_loop_delay_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_traffic_only_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_scrapes_only_ms: { p50: number; p99: number; max: number }
   readonly event_loop_delay_idle_ms: { p99: number; max: number }
