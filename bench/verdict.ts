@@ -49,7 +49,7 @@ export function spread(values: readonly number[]): { median: number; q1: number;
 }
 
 /** The interquartile rule above, for rounds against a bound. */
-function verdictOf(values: readonly number[], bound: Bound): Verdict {
+export function verdictOf(values: readonly number[], bound: Bound): Verdict {
   const s = spread(values)
   if (s.n === 0) return 'n/a'
   const within = (v: number): boolean => (bound.kind === 'upper' ? v <= bound.at : v >= bound.at)
