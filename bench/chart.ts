@@ -25,9 +25,9 @@ const H = 300
 const M = { l: 52, r: 14, t: 30, b: 44 }
 const MAX_NINES = 4
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+export const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;')
 
-function niceMax(v: number): number {
+export function niceMax(v: number): number {
   if (!(v > 0)) return 1
   const p = 10 ** Math.floor(Math.log10(v))
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p

@@ -26,7 +26,8 @@ export interface StreamResult {
 
 export type Job =
   | { kind: 'streams'; url: string; body: string; bodies?: string[]; count: number; concurrency: number; phaseMs: number; idPrefix: string; detail: boolean; headers?: Record<string, string> }
-  | { kind: 'hold'; url: string; body: string; count: number; until?: number; headers?: Record<string, string> }
+  | { kind: 'hold'; url: string; body: string; bodies?: string[]; count: number; until?: number; headers?: Record<string, string>; timeoutMs?: number; rampPerTick?: number }
+  | { kind: 'events' }
   | { kind: 'release' }
   | { kind: 'drain'; timeoutMs: number }
   | { kind: 'abort'; url: string; body: string; after: number; headers?: Record<string, string> }
@@ -47,9 +48,13 @@ export interface ScrapeResult {
   readonly llmSeries: number
   /** Sample lines of every metric. */
   readonly samples: number
+  /** The answer's content-type (which format the server chose for the Accept sent). */
+  readonly contentType: string
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 4096 })
+/** Content events received by every stream of this process so far (the `events` job). */
+let contentEvents = 0
 const now = (): number => performance.timeOrigin + performance.now()
 const SENT = '"tokentap_sent_ms":'
 const CONTENT = '"delta":{"content":"'
@@ -105,6 +110,7 @@ function stream(url: string, body: string, id: string, detail: boolean, headers:
           const c = carry.indexOf(CONTENT, from)
           if (c >= 0 && c < end && carry.charCodeAt(c + CONTENT.length) !== 34 /* " */) {
             chunks++
+            contentEvents++
             if (chunks === 1) ttft = arrival - start
             if (chunks === firstAt) onFirst?.()
             if (detail) {
@@ -153,29 +159,37 @@ async function streams(job: Extract<Job, { kind: 'streams' }>): Promise<StreamRe
 
 /**
  * Opens `count` streams, read as they come, and resolves once each has delivered `until` content
- * events (default 1); they stay open until `release`.
+ * events (default 1), or with how many had after `timeoutMs` (default 30 s); they stay open until
+ * `release`. `bodies` are taken in turn (streams with different plans); `rampPerTick` opens at
+ * most that many per 10 ms (thousands of connects at once overflow a listener's backlog, and
+ * each dropped SYN waits a second to be sent again).
  */
 async function hold(job: Extract<Job, { kind: 'hold' }>): Promise<number> {
   let first = 0
-  return new Promise((resolve) => {
-    for (let i = 0; i < job.count; i++) {
-      heldEnds.push(
-        stream(
-          job.url,
-          job.body,
-          `hold-${i}`,
-          false,
-          job.headers,
-          () => {
-            if (++first === job.count) resolve(first)
-          },
-          held,
-          job.until ?? 1,
-        ),
-      )
-    }
-    setTimeout(() => resolve(first), 30_000)
-  })
+  let done: (n: number) => void = () => {}
+  const all = new Promise<number>((resolve) => (done = resolve))
+  const timer = setTimeout(() => done(first), job.timeoutMs ?? 30_000)
+  for (let i = 0; i < job.count; i++) {
+    if (job.rampPerTick !== undefined && i > 0 && i % job.rampPerTick === 0) await new Promise((r) => setTimeout(r, 10))
+    const body = job.bodies === undefined ? job.body : job.bodies[i % job.bodies.length]
+    heldEnds.push(
+      stream(
+        job.url,
+        body,
+        `hold-${i}`,
+        false,
+        job.headers,
+        () => {
+          if (++first === job.count) done(first)
+        },
+        held,
+        job.until ?? 1,
+      ),
+    )
+  }
+  const n = await all
+  clearTimeout(timer)
+  return n
 }
 
 function release(): number {
@@ -270,6 +284,7 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   const ms: number[] = []
   let bytes = 0
   let wireBytes = 0
+  let contentType = ''
   const headers: Record<string, string> = {}
   if (job.accept !== undefined) headers.accept = job.accept
   if (job.gzip === true) headers['accept-encoding'] = 'gzip'
@@ -280,6 +295,7 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
         .get(job.url, { agent, headers }, (res) => {
           let n = 0
           let wire = 0
+          contentType = res.headers['content-type'] ?? ''
           const parts: Buffer[] = []
           res.on('data', (b: Buffer) => (wire += b.length))
           const body = res.headers['content-encoding'] === 'gzip' ? res.pipe(createGunzip()) : res
@@ -318,7 +334,7 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
       } else if (!name.endsWith('_bucket') && !name.endsWith('_sum')) llmSeries++
     }
   }
-  return { ms, bytes, wireBytes, histogramSeries, llmSeries, samples }
+  return { ms, bytes, wireBytes, histogramSeries, llmSeries, samples, contentType }
 }
 
 async function run(job: Job): Promise<unknown> {
@@ -340,6 +356,8 @@ async function run(job: Job): Promise<unknown> {
       return stall(job)
     case 'get':
       return get(job)
+    case 'events':
+      return contentEvents
   }
 }
 

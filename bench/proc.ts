@@ -1,4 +1,4 @@
-import { fork, spawn } from 'node:child_process'
+import { execFileSync, fork, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
@@ -80,6 +80,37 @@ export function rssBytes(pids: readonly number[]): number {
   return kb * 1024
 }
 
+/** A process's soft and hard limits on open descriptors (/proc/PID/limits). */
+function openFilesLimit(pid: number): { soft: number; hard: number } {
+  const m = /Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'))
+  const n = (s: string | undefined): number => (s === undefined ? 0 : s === 'unlimited' ? Infinity : Number(s))
+  return { soft: n(m?.[1]), hard: n(m?.[2]) }
+}
+
+/**
+ * Raises each process's soft limit on open descriptors to its hard limit when it is below `need`
+ * (util-linux `prlimit --pid`; raising the soft limit up to the hard one needs no privilege), and
+ * returns the lowest soft limit that results: a step needing more is skipped, not left to fail.
+ * Each open stream holds two sockets in a proxy and one in the client and in the upstream.
+ */
+export function raiseOpenFiles(pids: readonly number[], need: number): number {
+  let lowest = Infinity
+  for (const pid of pids) {
+    let { soft, hard } = openFilesLimit(pid)
+    if (soft < need && hard > soft) {
+      try {
+        const to = Number.isFinite(hard) ? String(hard) : 'unlimited'
+        execFileSync('prlimit', ['--pid', String(pid), `--nofile=${to}:${to}`], { stdio: 'ignore' })
+      } catch {
+        // no prlimit: the limit stays, and the step that needs it is skipped
+      }
+      soft = openFilesLimit(pid).soft
+    }
+    lowest = Math.min(lowest, soft)
+  }
+  return lowest
+}
+
 /** A child's pid (undefined only when the spawn failed: there is nothing to measure then). */
 export function pidOf(proc: ChildProcess): number {
   if (proc.pid === undefined) throw new Error(`${proc.spawnfile} did not start`)
@@ -117,11 +148,21 @@ export async function startPortPrinter(
   script: string,
   args: readonly string[],
   probe?: string,
+  wrap: readonly string[] = [],
 ): Promise<{ proc: ChildProcess; port: number; ask: (cmd: string, reply: string) => Promise<Record<string, number>> }> {
   const pre = probe === undefined ? [] : ['--expose-gc', '--import', probe]
-  const proc = spawn(process.execPath, [...pre, script, '--port', '0', ...args], { stdio: probe === undefined ? ['ignore', 'pipe', 'inherit'] : ['ignore', 'pipe', 'inherit', 'ipc'] })
+  const [cmd, argv] = wrapped(wrap, [...pre, script, '--port', '0', ...args])
+  const proc = spawn(cmd, argv, { stdio: probe === undefined ? ['ignore', 'pipe', 'inherit'] : ['ignore', 'pipe', 'inherit', 'ipc'] })
   const line = await new Promise<string>((res) => createInterface({ input: piped(proc.stdout, 'stdout') }).once('line', res))
   return { proc, port: (JSON.parse(line) as { port: number }).port, ask: (cmd, reply) => askChild(proc, cmd, reply) }
+}
+
+/**
+ * The command that runs Node with `args`, under `wrap` when given (a tool that runs the rest of
+ * its command line and keeps the pid: `valgrind … node …` for the instruction counts).
+ */
+function wrapped(wrap: readonly string[], args: readonly string[]): [string, string[]] {
+  return wrap.length === 0 ? [process.execPath, [...args]] : [wrap[0], [...wrap.slice(1), process.execPath, ...args]]
 }
 
 /** A free TCP port on 127.0.0.1 (for the proxies' configs). */
@@ -186,6 +227,8 @@ export async function startTokentap(
     extraRoutes?: readonly { prefix: string; upstream: string }[]
     /** The OTLP export on, to `endpoint` every `intervalMs` (the config's `otel:` keys). */
     otel?: { endpoint: string; intervalMs: number }
+    /** A command that runs the process (`valgrind --tool=callgrind …`); see `wrapped`. */
+    wrap?: readonly string[]
   },
 ): Promise<TokentapProcess> {
   const port = await freePort()
@@ -205,7 +248,8 @@ ${opts.otel === undefined ? '' : `otel: { endpoint: "${opts.otel.endpoint}", int
 ${(opts.extraRoutes ?? []).map((r) => `  - prefix: ${r.prefix}\n    upstream: ${r.upstream}\n    provider: openai\n`).join('')}`,
   )
   const args = [...(opts.flags ?? []), '--expose-gc', '--import', join(dist, 'bench', 'el-probe.js'), join(dist, 'src', 'server.js'), '--config', config]
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+  const [cmd, argv] = wrapped(opts.wrap ?? [], args)
+  const proc = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
   let listening: () => void = () => {}
   const ready = new Promise<void>((r) => (listening = r))
   createInterface({ input: piped(proc.stdout, 'stdout') }).on('line', (text) => {

@@ -7,7 +7,14 @@ import { performance } from 'node:perf_hooks'
 import { abortPhase, startCountingUpstream } from './abort-phase.ts'
 import type { AbortFigures } from './abort-phase.ts'
 import { gapChart } from './chart.ts'
+import { growthChart } from './growth-chart.ts'
+import { lengthGrowth, longStream, openStreamsGrowth } from './growth.ts'
+import type { GrowthDeps, LengthStep, LongStreamFigures, OpenStreamsStep } from './growth.ts'
+import { VALGRIND_HINT, describeInstructions, haveValgrind, instructionsPhase } from './instructions.ts'
+import type { InstructionFigures } from './instructions.ts'
 import type { Job, StreamResult } from './load-client.ts'
+import { startLongUpstream } from './long-upstream.ts'
+import type { LongUpstream } from './long-upstream.ts'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
 import { OTEL_RATIO_TARGET, describeOtel, otelPhase } from './otel-phase.ts'
 import type { OtelPhaseResult } from './otel-phase.ts'
@@ -17,27 +24,39 @@ import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap as st
 import type { LoadClient, TokentapProcess } from './proc.ts'
 import { LOAD_CHUNKS, LOAD_GAP_MS, SHORT_CHUNKS, SHORT_CONCURRENCY, evenPlan, loadJob, request, requestBody, turns, warmUpJob } from './plans.ts'
 import type { Target } from './plans.ts'
-import { SAT_CHUNKS, SAT_CONCURRENCY, SAT_STREAMS, saturationPhase } from './saturation-phase.ts'
-import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
+import { SAT_CHUNKS, SAT_CONCURRENCY, saturationPhase } from './saturation-phase.ts'
+import { PROMETHEUS_ACCEPT, describeScrape, scrapeAtSeries, servesProtobuf } from './scrape-phase.ts'
 import type { ScrapeDeps, ScrapeFigures } from './scrape-phase.ts'
 import { round, sorted, summary } from './stats.ts'
 import type { Summary } from './stats.ts'
+import { floorRows, issueTargets, memoryTargets, scrapeTargets, shortTargets } from './targets.ts'
+import type { LoadRound, TargetInputs } from './targets.ts'
+import { describeTarget, targetList } from './verdict.ts'
+import type { TargetRow } from './verdict.ts'
 
 /**
- * `npm run bench`: direct to the simulator, through a Node TCP relay (bench/tcp-relay.ts), through a
- * bare Node HTTP relay (bench/node-relay.ts), through nginx (when installed), through tokentap and
- * through the Portkey gateway (installed on demand, bench/portkey.ts), interleaved round by
- * round, each in its own process (simulator, proxies, load generator).
- * Prints a table and the issue's targets (ratios within this run, median of its rounds), writes
- * bench/results/latest.json and bench/results/gaps.svg.
- * `--quick` runs fewer rounds (a smoke test of the harness, not figures to quote).
- * `--only cpu-short` runs the CPU-per-short-request phase (tokentap and the Node relay) and the OTel
- * round alone, `--only otel` the OTel round alone (bench/otel-phase.ts), `--only scrape` the scrape
- * phase alone (bench/scrape-phase.ts, both scales), on a machine too busy for the whole run; they
- * write bench/results/cpu-short.json / otel.json / scrape.json (quick.*.json with --quick).
- * `--otel-interval-ms N` sets the OTel round's export period (default 1000), `--otel-cpu-prof DIR`
- * has both processes of each of its rounds write a CPU profile (DIR/off-R, DIR/on-R), `--otel-control` runs that round with the export
- * off in both processes (how far apart two equal processes measure).
+ * `npm run bench`: direct to the simulator, through a Node TCP relay (bench/tcp-relay.ts), through
+ * a bare Node HTTP relay and the same behind a Fastify route (bench/node-relay.ts), through nginx
+ * (when installed), through tokentap and through the Portkey gateway (installed on demand,
+ * bench/portkey.ts), interleaved round by round, each in its own process (simulator, proxies, load
+ * generator); then the instruction counts (bench/instructions.ts) and how the cost grows
+ * (bench/growth.ts and the scrape phase at growing scales).
+ * Prints a table and the targets of issue 29 (bench/targets.ts: each judged by bench/verdict.ts's
+ * rule, so a verdict is printed only when the spread of the rounds allows one), writes
+ * bench/results/latest.json, bench/results/gaps.svg and bench/results/growth.svg.
+ * `--quick` runs fewer rounds, streams and scales (a smoke test of the harness, not figures to quote).
+ * `--only PHASE` runs one part on a machine too busy for the whole run, with its targets, and
+ * writes bench/results/PHASE.json (quick.PHASE.json with --quick):
+ * - `cpu-short`: CPU per short request (tokentap, the Node and Fastify relays) and the OTel round;
+ *   `--cpu-prof DIR` has tokentap write a CPU profile of it there, `--trace-gc` prints tokentap's GC
+ *   lines of the counted rounds;
+ * - `otel`: the OTel round (bench/otel-phase.ts); `--otel-interval-ms N` sets its export period
+ *   (default 1000), `--otel-cpu-prof DIR` has both processes of each round write a CPU profile
+ *   (DIR/off-R, DIR/on-R), `--otel-control` runs it with the export off in both processes;
+ * - `scrape`: the /metrics phase at its scales (bench/scrape-phase.ts);
+ * - `growth`: how the cost grows (also writes bench/results/growth.svg);
+ * - `instructions` (also `--instructions`): the instruction counts; `--callgrind-dir DIR` keeps
+ *   callgrind's dumps there (`callgrind_annotate DIR/tokentap.PID.1` shows where they go).
  */
 
 const HERE = dirname(fileURLToPath(import.meta.url)) // dist/bench
@@ -48,17 +67,20 @@ const argOf = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)
   return i < 0 ? undefined : process.argv[i + 1]
 }
-const ONLY = argOf('--only')
-const ONLY_PHASES = ['cpu-short', 'otel', 'scrape'] as const
+const ONLY = process.argv.includes('--instructions') ? 'instructions' : argOf('--only')
+const ONLY_PHASES = ['cpu-short', 'otel', 'scrape', 'growth', 'instructions'] as const
 type OnlyPhase = (typeof ONLY_PHASES)[number]
 if (ONLY !== undefined && !(ONLY_PHASES as readonly string[]).includes(ONLY)) throw new Error(`--only takes ${ONLY_PHASES.join(', ')}, not ${ONLY}`)
 const OTEL_PROF = argOf('--otel-cpu-prof')
 /** `--otel-control`: the OTel round with the export off in both processes (how far apart two equal processes measure). */
 const OTEL_CONTROL = process.argv.includes('--otel-control')
+/** `--only cpu-short --cpu-prof DIR`: tokentap writes a CPU profile of the phase there. */
+const CPU_PROF = argOf('--cpu-prof')
+/** `--callgrind-dir DIR`: the instruction counts' callgrind dumps are written and kept there (for callgrind_annotate). */
+const CALLGRIND_DIR = argOf('--callgrind-dir')
+/** `--only cpu-short --trace-gc`: tokentap runs with --trace-gc; its lines of the counted rounds are printed. */
+const TRACE_GC = process.argv.includes('--trace-gc')
 const LOAD_AT_START = loadavg()[0]
-/** How the scrape phase measures (the results' `method.scrape`). */
-const SCRAPE_METHOD =
-  "bench/scrape-phase.ts, at two scales: `target` (scrapeTargetModels models, plus the earlier phases' one) judged against the targets, and `stress` (1,000 models) for information. /metrics fetched back to back with the headers Prometheus sends, each timed from request to the whole body; meanwhile 10 concurrent streams for random models keep series changing. Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Proxy CPU per scrape (on-CPU time of all its threads, bench/proc.ts) over the scrapes without traffic, divided by their number. Inside the proxy: the registry's own figures per scrape (tokentap:scrape on node:diagnostics_channel): time to the last batch, work, waiting for the event loop after each slice, turns, and the GC pauses meanwhile."
 const OUT_DIR = join(ROOT, 'bench', 'results')
 /** Where the Portkey gateway is installed on demand (gitignored). */
 const PORTKEY_DIR = join(ROOT, 'bench', '.cache', 'portkey')
@@ -67,7 +89,7 @@ const PROBE = join(DIST, 'bench', 'el-probe.js')
 /**
  * `tcp-relay`: bench/tcp-relay.ts, bytes copied between two sockets (the floor for a Node process in the path);
  * `node-relay`: bench/node-relay.ts, tokentap's stack with nothing measured (the floor for a Node HTTP proxy);
- * `fastify-relay`: the same relay behind a Fastify route as tokentap's (what the router costs before measuring);
+ * `fastify-relay`: the same relay behind a Fastify route as tokentap's (the floor for a Fastify plugin: the targets' reference);
  * `portkey`: the Portkey gateway, a real peer; `@50`: the same path with the simulator's TTFT at
  * 50 ms, which hides Portkey's 25 ms wait before it forwards the first event (`direct@50` is its
  * reference for added TTFT).
@@ -77,24 +99,29 @@ const PATH_ORDER: readonly Path[] = ['direct', 'tcp-relay', 'node-relay', 'fasti
 /** The paths with the simulator's TTFT raised by this much. */
 const SLOW_TTFT_MS = 50
 const isSlow = (p: Path): boolean => p.endsWith('@50')
-/** The path whose figures the "3 × better than Portkey" targets use, with its first-event wait hidden. */
-const PEER: Path = 'portkey@50'
 
 const P = {
-  unloadedRounds: QUICK ? 60 : 400,
+  unloadedRounds: QUICK ? 60 : 450,
   /** Rounds of the @50 paths' unloaded phase (each request takes 50 ms more). */
   unloadedSlowRounds: QUICK ? 20 : 80,
-  /** Unloaded rounds per block: a block's p50 is one "round" of the added-TTFT targets. */
-  unloadedBlock: QUICK ? 30 : 100,
+  /** Unloaded rounds per block: a block's p50 is one "round" of the added-TTFT target (9 blocks). */
+  unloadedBlock: QUICK ? 20 : 50,
   unloadedSlowBlock: QUICK ? 10 : 40,
   loadLevels: [50, 200],
+  /** Rounds in which every path takes a turn (the table, the chart, the Portkey rows, the floors). */
   loadRounds: QUICK ? 1 : 3,
+  /**
+   * tokentap's rounds of the paired load phase, where only it and the Fastify relay take turns
+   * (relay, tokentap, relay, …, relay: the relay has one more): the ratio targets' rounds. Three
+   * rounds in one run read 0.51–3.33 ×; a median of 11 with its quartiles can be judged.
+   */
+  pairRounds: QUICK ? 3 : 11,
   loadChunks: LOAD_CHUNKS,
   loadGapMs: LOAD_GAP_MS,
-  satStreams: QUICK ? 8 : SAT_STREAMS,
+  satStreams: QUICK ? 8 : 24,
   satConcurrency: SAT_CONCURRENCY,
   satChunks: SAT_CHUNKS,
-  satRounds: QUICK ? 1 : 3,
+  satRounds: QUICK ? 1 : 5,
   shortRequests: QUICK ? 200 : 1200,
   shortChunks: SHORT_CHUNKS,
   shortConcurrency: SHORT_CONCURRENCY,
@@ -102,7 +129,7 @@ const P = {
    * The host moves one round by up to ±50 %, so the median needs many (5 rounds: 1.02-2.16 × in
    * one run; 20-40 rounds with the processes alone: 1.24-1.40 ×). `--short-rounds N` sets it.
    */
-  shortRounds: Number(argOf('--short-rounds') ?? (QUICK ? 1 : 15)),
+  shortRounds: Number(argOf('--short-rounds') ?? (QUICK ? 3 : 15)),
   /**
    * Portkey's streams per short round and its warm-up: at about 1.5-1.9 ms of CPU a request (ten
    * times tokentap's) its 1,200 took 4-5 s a round, more than all the other paths together.
@@ -110,27 +137,18 @@ const P = {
   shortRequestsPortkey: QUICK ? 100 : 300,
   shortWarmUpPortkey: QUICK ? 100 : 2000,
   /**
-   * Short requests through each path before its rounds, not counted (JIT warm-up for the shape).
-   * Rounds of 600 after 300 uncounted read 0.70, 0.62, 0.27, 0.23, 0.18 … 0.12–0.15 ms a request
-   * through tokentap (0.35 → 0.08–0.12 through the Node relay): V8 was still compiling, on its
-   * own threads, which the process's CPU counts. A proxy serves millions of requests; the target
-   * is about the steady state. After 2,000, tokentap's first round of 1,200 still read 1.8-1.9 ×
-   * its later ones in full runs (0.29 against 0.12-0.17 ms alone, with the recent-requests ring
-   * off as well); after 5,000 it reads as the later ones.
+   * Short requests through each path before its rounds, not counted (JIT warm-up for the shape):
+   * after 2,000, tokentap's first round of 1,200 still read 1.8-1.9 × its later ones; after
+   * 5,000 it reads as the later ones (V8 compiles on its own threads, whose time counts).
    */
   shortWarmUp: QUICK ? 100 : 5000,
   /**
    * The OTel round: short requests through two fresh tokentap processes at once per round, export
-   * off and on (OTLP/HTTP protobuf to a sink in this process every otelIntervalMs). More requests
-   * per round than the short phase: a few percent must show.
+   * off and on (OTLP/HTTP protobuf to a sink in this process every otelIntervalMs).
    */
   otelRequests: QUICK ? 500 : 3000,
   /** Even: as many rounds with either process started and loaded first. */
   otelRounds: QUICK ? 2 : 6,
-  /**
-   * As many as the short phase's warm-up, for the same reason (V8 still compiling after 2,000).
-   * `--only otel`, two runs each: 1.07 and 1.10 × after 5,000; 1.18 and 1.11 × after 2,000.
-   */
   otelWarmRequests: QUICK ? 500 : 5000,
   otelIntervalMs: Number(argOf('--otel-interval-ms') ?? 1000),
   /** Fewer with --quick: a smoke run on a busy machine must not spend minutes opening streams. */
@@ -144,17 +162,30 @@ const P = {
   abortChunks: 200,
   abortGapMs: 5,
   abortAfter: 5,
-  /**
-   * Models of the scrape phase's target scale: 17 llm_ histogram series each (the overhead
-   * histogram counts three, one per phase), with the earlier phases' model 1,020 series: the
-   * target's 1,000 (90 models, from when a model had 11, made 1,564).
-   */
-  scrapeTargetModels: 58,
-  scrapesTarget: QUICK ? 50 : 200,
-  /** The stress case: 1,000 models (≈ 17,000 llm_ histogram series). */
-  models: 1000,
-  scrapes: QUICK ? 5 : 20,
+  /** The instruction counts: the short requests counted under callgrind, after these uncounted (as the CPU rounds' warm-up). */
+  instructionRequests: QUICK ? 200 : 2000,
+  instructionWarmUp: QUICK ? 300 : 5000,
+  /** How the cost grows: open streams, each step's total chunk rate and CPU window. */
+  growthStreams: QUICK ? [100, 300] : [100, 1000, 8000],
+  growthRate: 2000,
+  growthWindowMs: QUICK ? 2000 : 5000,
+  /** The one long stream. */
+  longChunks: QUICK ? 100_000 : 1_000_000,
+  /** Stream lengths, 1 ms between chunks, 10 at a time, about lengthChunks chunks each. */
+  lengths: QUICK ? [10, 100, 1000] : [10, 100, 1000, 10_000],
+  lengthGapMs: 1,
+  lengthConcurrency: 10,
+  lengthChunks: QUICK ? 5000 : 30_000,
+  /** The scrape phase's scales, in llm_ histogram series, and its scrapes at each (per format, with and without traffic). */
+  seriesScales: QUICK ? [100, 1000] : [100, 1000, 10_000],
+  scrapesAt: QUICK ? [20, 50] : [50, 200, 40],
+  /** Room for the models the largest scale loads (17 llm_ histogram series a model today). */
+  maxModels: 2000,
 } as const
+
+/** How the scrape phase measures (the results' `method.scrape`). */
+const SCRAPE_METHOD =
+  'bench/scrape-phase.ts at seriesScales llm_ histogram series (how many a model adds is counted once, so the scale is in series whatever the metrics per model), scrapesAt scrapes at each: /metrics fetched back to back with the headers Prometheus sends (OpenMetrics text first), each timed from request to the whole body, decompressed; and, when tokentap answers the protobuf Accept with protobuf (asked once, the answer’s content-type checked), the same scrapes with the Accept Prometheus sends for native histograms. First without traffic (proxy CPU per scrape: on-CPU time of all its threads over those scrapes, divided by them), then while 10 concurrent streams for random models keep series changing (what the targets judge). Event-loop delay inside the proxy: idle, scrapes alone, the same traffic alone, and traffic with scrapes. Memory at each scale: heapUsed + external and RSS after a full GC. Inside the proxy: the registry’s own figures per scrape (tokentap:scrape on node:diagnostics_channel).'
 
 // ---------------------------------------------------------------- processes
 
@@ -180,11 +211,16 @@ interface Tokentap extends TokentapProcess {
   lines: Map<string, LogLine>
 }
 
-async function startTokentap(dir: string, simPort: number, abortPort: number): Promise<Tokentap> {
+/** tokentap with the bench's routes: /t to the simulator, /a to the abort phase's upstream, /l to the long stream's. */
+async function startTokentap(dir: string, simPort: number, extra: { abortPort?: number; longPort?: number }): Promise<Tokentap> {
   const lines = new Map<string, LogLine>()
+  const routes = [
+    ...(extra.abortPort === undefined ? [] : [{ prefix: '/a', upstream: `http://127.0.0.1:${extra.abortPort}` }]),
+    ...(extra.longPort === undefined ? [] : [{ prefix: '/l', upstream: `http://127.0.0.1:${extra.longPort}` }]),
+  ]
   const tt = await startTokentapProcess(DIST, dir, simPort, {
-    maxModels: P.models + 100,
-    extraRoutes: [{ prefix: '/a', upstream: `http://127.0.0.1:${abortPort}` }],
+    maxModels: P.maxModels,
+    extraRoutes: routes,
     onLine(text) {
       if (!text.includes('"msg":"request"')) return
       const l = JSON.parse(text) as LogLine
@@ -204,17 +240,6 @@ function job<T>(j: Job): Promise<T> {
   return load.job<T>(j)
 }
 
-/** The scrape phase at the target scale (≈1,000 llm_ histogram series) and at the stress scale. */
-async function scrapeBothScales(deps: ScrapeDeps, log: (s: string) => void): Promise<{ target: ScrapeFigures; stress: ScrapeFigures }> {
-  log(`scrape: ${P.scrapeTargetModels} models (≈1,000 llm_ histogram series)`)
-  const target = await scrapePhase(deps, P.scrapeTargetModels, P.scrapesTarget)
-  log(`  ${describeScrape(target)}`)
-  log(`scrape: ${P.models} models (stress)`)
-  const stress = await scrapePhase(deps, P.models, P.scrapes)
-  log(`  ${describeScrape(stress)}`)
-  return { target, stress }
-}
-
 const median = (xs: readonly number[]): number => {
   const a = sorted(xs)
   return a.length === 0 ? NaN : a[Math.floor((a.length - 1) / 2)]
@@ -222,37 +247,6 @@ const median = (xs: readonly number[]): number => {
 
 /** Event-loop delay and GC inside a Node proxy over one load round (bench/el-probe.ts). */
 type LoopRound = Record<string, number>
-
-/** The targets of a run: each with its value and whether it is met (null: could not be judged). */
-interface Target_ {
-  target: string
-  value: string
-  met: boolean | null
-}
-
-/** The targets' list and how rows are added to it: a value, or the median of per-round ratios. */
-function targetList(): {
-  targets: Target_[]
-  T: (target: string, value: string, met: boolean | null) => void
-  fmt: (xs: readonly number[]) => string
-  ratios: (a: readonly number[], b: readonly number[]) => number[]
-  ratioTarget: (name: string, rs: number[], ok: (r: number) => boolean | null, what?: string) => void
-} {
-  const targets: Target_[] = []
-  const T = (target: string, value: string, met: boolean | null): void => void targets.push({ target, value, met })
-  const fmt = (xs: readonly number[]): string => xs.map((x) => round(x, 2)).join(', ')
-  /** Ratios of two paths' per-round figures, round by round. */
-  const ratios = (a: readonly number[], b: readonly number[]): number[] => a.map((x, i) => x / b[i]).filter((x) => Number.isFinite(x))
-  const ratioTarget = (name: string, rs: number[], ok: (r: number) => boolean | null, what = '×'): void => {
-    if (rs.length === 0) {
-      T(name, 'n/a', null)
-      return
-    }
-    const m = median(rs)
-    T(name, `${round(m, 2)}${what} (median of ${rs.length} rounds: ${fmt(rs)})`, ok(m))
-  }
-  return { targets, T, fmt, ratios, ratioTarget }
-}
 
 const otelTargetName = (): string => `OTel export on (OTLP/HTTP protobuf every ${P.otelIntervalMs} ms): CPU per short request ≤ ${OTEL_RATIO_TARGET} × off`
 const otelMethod =
@@ -280,21 +274,183 @@ function runOtelPhase(simPort: number, log: (s: string) => void): Promise<OtelPh
   })
 }
 
-/**
- * `--only cpu-short` / `--only otel` / `--only scrape`: the CPU-per-short-request phase (tokentap
- * and the Node relay) and the OTel round, the OTel round alone, or the scrape phase alone, with
- * their targets.
- */
+/** The instruction counts with this run's parameters, or why they were not taken. */
+async function runInstructions(simPort: number, dir: string, log: (s: string) => void): Promise<InstructionFigures | string> {
+  if (!(await haveValgrind())) {
+    log(VALGRIND_HINT)
+    return 'valgrind not installed'
+  }
+  const f = await instructionsPhase({
+    job,
+    dist: DIST,
+    dir: CALLGRIND_DIR === undefined ? join(dir, 'callgrind') : resolve(CALLGRIND_DIR),
+    simPort,
+    requests: P.instructionRequests,
+    warmUp: P.instructionWarmUp,
+    chunks: P.shortChunks,
+    concurrency: P.shortConcurrency,
+    log,
+  })
+  log(`  ${describeInstructions(f)}`)
+  return f
+}
+
+/** The scrape phase at each of seriesScales llm_ histogram series, in both formats when tokentap serves protobuf. */
+async function seriesScales(deps: ScrapeDeps, log: (s: string) => void): Promise<ScrapeFigures[]> {
+  const protobuf = await servesProtobuf(deps)
+  log(`scrape: ${P.seriesScales.map((s) => s.toLocaleString('en')).join(' → ')} llm_ histogram series, text${protobuf ? ' and protobuf' : ' (protobuf not served)'}`)
+  const out: ScrapeFigures[] = []
+  for (let i = 0; i < P.seriesScales.length; i++) {
+    const f = await scrapeAtSeries(deps, P.seriesScales[i], P.scrapesAt[i], protobuf)
+    log(`  ${describeScrape(f)}`)
+    out.push(f)
+  }
+  return out
+}
+
+interface Growth {
+  readonly open_streams: OpenStreamsStep[]
+  readonly long_stream: LongStreamFigures
+  readonly lengths: LengthStep[]
+}
+
+/** How the cost grows: open streams, one long stream, stream length (bench/growth.ts). */
+async function growthSection(d: GrowthDeps, log: (s: string) => void): Promise<Growth> {
+  log(`growth: ${P.growthStreams.map((n) => n.toLocaleString('en')).join(' → ')} open streams (${P.growthRate} chunks/s in all)`)
+  const open = await openStreamsGrowth(d, P.growthStreams, P.growthRate, P.growthWindowMs)
+  log(`growth: one stream of ${P.longChunks.toLocaleString('en')} chunks`)
+  const long = await longStream(d, P.longChunks)
+  log(`growth: streams of ${P.lengths.map((n) => n.toLocaleString('en')).join(' → ')} chunks, ${P.lengthGapMs} ms apart, ${P.lengthConcurrency} at a time`)
+  const lengths = await lengthGrowth(d, P.lengths, P.lengthGapMs, P.lengthConcurrency, P.lengthChunks)
+  return { open_streams: open, long_stream: long, lengths }
+}
+
+/** bench/results/growth.svg (quick.growth.svg with --quick): one panel per measure and axis. */
+function writeGrowthChart(g: Growth, scales: readonly ScrapeFigures[], caption: string): string {
+  const ran = g.open_streams.filter((s) => s.skipped === undefined)
+  const svg = growthChart(
+    [
+      {
+        title: 'open streams: memory per stream',
+        yLabel: 'KiB',
+        x: ran.map((s) => s.streams),
+        series: [
+          { name: 'heap + external', values: ran.map((s) => s.held_kib_per_stream) },
+          { name: 'RSS', values: ran.map((s) => s.rss_kib_per_stream) },
+        ],
+      },
+      { title: `open streams: CPU per chunk (${P.growthRate} chunks/s)`, yLabel: 'µs', x: ran.map((s) => s.streams), series: [{ name: 'tokentap', values: ran.map((s) => s.cpu_us_per_chunk) }] },
+      {
+        title: 'stream length: CPU per chunk',
+        yLabel: 'µs',
+        x: g.lengths.map((l) => l.chunks_per_stream),
+        series: [
+          { name: 'all of it', values: g.lengths.map((l) => l.cpu_us_per_chunk) },
+          { name: 'beyond the shorter length', values: g.lengths.map((l) => l.marginal_us_per_chunk) },
+        ],
+      },
+      {
+        title: 'llm_ histogram series: /metrics p99 with traffic',
+        yLabel: 'ms',
+        x: scales.map((s) => s.llm_histogram_series),
+        series: [
+          { name: 'text', values: scales.map((s) => s.ms.p99) },
+          { name: 'protobuf', values: scales.map((s) => s.protobuf?.ms.p99 ?? null) },
+        ],
+      },
+      {
+        title: 'llm_ histogram series: memory',
+        yLabel: 'MiB',
+        x: scales.map((s) => s.llm_histogram_series),
+        series: [
+          { name: 'heap + external', values: scales.map((s) => s.memory_mib.held) },
+          { name: 'RSS', values: scales.map((s) => s.memory_mib.rss) },
+        ],
+      },
+      {
+        title: `one stream of ${g.long_stream.chunks.toLocaleString('en')} chunks: held`,
+        yLabel: 'MiB over before',
+        x: ['before', 'open', 'ended'],
+        series: [{ name: 'heap + external', values: [0, g.long_stream.held_open_mib, g.long_stream.held_after_kib / 1024] }],
+      },
+    ],
+    caption,
+  )
+  const file = join(OUT_DIR, QUICK ? 'quick.growth.svg' : 'growth.svg')
+  writeFileSync(file, svg)
+  return file
+}
+
+/** Lines for the report: the growth section's figures. */
+function describeGrowth(g: Growth, scales: readonly ScrapeFigures[]): string {
+  let out = '\nhow the cost grows (tokentap):\n'
+  for (const s of g.open_streams) {
+    out +=
+      s.skipped !== undefined
+        ? `  ${s.streams.toLocaleString('en')} open streams: skipped (${s.skipped})\n`
+        : `  ${s.streams.toLocaleString('en')} open streams: heap+external ${s.held_kib_per_stream} KiB/stream, RSS ${s.rss_kib_per_stream} KiB/stream, CPU ${s.cpu_us_per_chunk} µs/chunk (${s.chunks_per_s} chunks/s)\n`
+  }
+  const l = g.long_stream
+  out += `  one stream of ${l.chunks.toLocaleString('en')} chunks: held ${l.held_open_mib} MiB while open (${l.held_open_bytes_per_chunk} B/chunk), ${l.held_after_kib} KiB after it ended; RSS ${l.rss_before_mib} → ${l.rss_open_mib} → ${l.rss_after_mib} MiB; ${l.cpu_us_per_chunk} µs/chunk\n`
+  for (const s of g.lengths)
+    out += `  streams of ${s.chunks_per_stream.toLocaleString('en')} chunks: ${s.cpu_us_per_chunk} µs/chunk, ${s.cpu_us_per_stream} µs/stream${s.marginal_us_per_chunk === null ? '' : `, ${s.marginal_us_per_chunk} µs per chunk beyond the shorter length`}\n`
+  for (const s of scales)
+    out += `  ${s.llm_histogram_series.toLocaleString('en')} llm_ histogram series: /metrics p99 ${s.ms.p99} ms text${s.protobuf === null ? '' : `, ${s.protobuf.ms.p99} ms protobuf`}; heap+external ${s.memory_mib.held} MiB, RSS ${s.memory_mib.rss} MiB\n`
+  return out
+}
+
+function printTargets(title: string, targets: readonly TargetRow[], floors: readonly TargetRow[]): void {
+  process.stdout.write(`\n${title}\n${targets.map((t) => `${describeTarget(t)}\n`).join('')}`)
+  if (floors.length > 0) process.stdout.write(`\nfor information (a ratio is the first path over the second):\n${floors.map((t) => `  ${t.target}: ${t.value}\n`).join('')}`)
+}
+
+const VERDICT_RULE =
+  'each ratio (or difference) row has one value per round: load rows, the paired rounds (relay, tokentap, relay, …, relay), each tokentap round over the mean of the relay rounds before and after it; CPU per short request and saturation, the rounds of those phases; added TTFT, blocks of unloadedBlock unloaded rounds; memory, the repeats. The row’s figure is the median; for a bound “≤ t” the row is met when the upper quartile is ≤ t, not met when the lower quartile is > t, and inconclusive otherwise (“≥ t” mirrored); quartiles by linear interpolation (R type 7). Rows with one figure (instruction counts, a scrape p99 over all its scrapes, one repeat) are judged on it. Portkey rows whose floor (the Fastify relay; the Node relay for memory) is itself less than 3 × better than Portkey are “ruled out”, with the figure.'
+
+/** The inputs of the targets with nothing in them: `--only` runs fill in what their phase measured. */
+function emptyInputs(): TargetInputs {
+  return {
+    loadLevels: [],
+    pair: {},
+    turns: {},
+    short: {},
+    instructions: 'not run',
+    addedBlocks: {},
+    addedP50: {},
+    satCpu: {},
+    satRate: {},
+    held: {},
+    rss: {},
+    openStreams: P.openStreams,
+    growthStreams: undefined,
+    scales: [],
+    slowTtftMs: SLOW_TTFT_MS,
+  }
+}
+
+/** `--only PHASE`: one part of the bench with its targets (see the top of this file). */
 async function only(which: OnlyPhase): Promise<void> {
   const t0 = performance.now()
   const log = (s: string): void => void process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(0)}s] ${s}\n`)
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
   const sim = await startListener(['src', 'sim', 'cli.js'], [])
   startLoad()
-  const { targets, T, fmt, ratios, ratioTarget } = targetList()
+  const list = targetList()
+  const floors = targetList()
   const out: Record<string, unknown> = {}
+  const inputs = emptyInputs() as { -readonly [K in keyof TargetInputs]: TargetInputs[K] }
+  const method: Record<string, string> = {}
+  let otel: OtelPhaseResult | undefined
   if (which === 'cpu-short') {
-    const tt = await startTokentapProcess(DIST, dir, sim.port, { maxModels: 100 })
+    const gcLines: string[] = []
+    let counting = false
+    const tt = await startTokentapProcess(DIST, dir, sim.port, {
+      maxModels: 100,
+      flags: [...(CPU_PROF === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(CPU_PROF)]), ...(TRACE_GC ? ['--trace-gc'] : [])],
+      onLine: (line) => {
+        if (counting && TRACE_GC && /^\[\d+:0x[0-9a-f]+\]/.test(line)) gcLines.push(line)
+      },
+    })
     stopOnExit(tt.proc)
     const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`], true)
     const fastifyRelay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--fastify'], true)
@@ -305,74 +461,137 @@ async function only(which: OnlyPhase): Promise<void> {
     }
     for (const [p, u] of Object.entries(urls)) await job(warmUpJob(u, `warm-${p}`))
     log(`short requests: ${P.shortRounds} rounds of ${P.shortRequests} × ${P.shortChunks} content chunks, ${P.shortConcurrency} at a time`)
-    const short = await saturationPhase({
-      job,
-      urls,
-      pids: { tokentap: [pidOf(tt.proc)], 'node-relay': [pidOf(relay.proc)], 'fastify-relay': [pidOf(fastifyRelay.proc)] },
-      plan: evenPlan(P.shortChunks, 0),
-      streams: P.shortRequests,
-      concurrency: P.shortConcurrency,
-      rounds: P.shortRounds,
-      idPrefix: 'short',
-      warmUp: P.shortWarmUp,
-    })
+    const pids = { tokentap: [pidOf(tt.proc)], 'node-relay': [pidOf(relay.proc)], 'fastify-relay': [pidOf(fastifyRelay.proc)] }
+    const common = { job, urls, pids, plan: evenPlan(P.shortChunks, 0), streams: P.shortRequests, concurrency: P.shortConcurrency, idPrefix: 'short' }
+    // The warm-up on its own, so --trace-gc and --cpu-prof see the counted rounds' steady state mostly.
+    await saturationPhase({ ...common, rounds: 0, warmUp: P.shortWarmUp })
+    counting = true
+    const short = await saturationPhase({ ...common, rounds: P.shortRounds })
+    counting = false
     const perRequestMs = (f: { cpuUs: number; requests: number }): number => f.cpuUs / f.requests / 1000
     out.short_requests = Object.fromEntries(
       Object.keys(urls).map((p) => [p, { cpu_ms_per_request: round(perRequestMs(short[p]), 3), requests: short[p].requests, rounds: short[p].rounds.map((r) => round(perRequestMs(r), 3)) }]),
     )
-    ratioTarget("CPU per short request ≤ 1.25 × the Node relay's", ratios(short.tokentap.rounds.map(perRequestMs), short['node-relay'].rounds.map(perRequestMs)), (r) => r <= 1.25)
-    // For information (as the full run's `floors`).
-    out.floors = [
-      ['the Fastify relay against the Node relay', 'fastify-relay', 'node-relay'],
-      ['tokentap against the Fastify relay', 'tokentap', 'fastify-relay'],
-    ].map(([what, a, b]) => {
-      const rs = ratios(short[a].rounds.map(perRequestMs), short[b].rounds.map(perRequestMs))
-      return { target: `${what}: CPU per short request`, value: `${round(median(rs), 2)}× (median of ${rs.length} rounds: ${fmt(rs)})`, met: null }
-    })
-    for (const p of [tt, relay, fastifyRelay]) p.proc.kill('SIGKILL')
+    inputs.short = Object.fromEntries(Object.keys(urls).map((p) => [p, short[p].rounds.map(perRequestMs)]))
+    shortTargets(inputs, list)
+    floors.roundsRow(
+      'the Fastify relay against the Node relay: CPU per short request',
+      inputs.short['fastify-relay'].map((v, i) => v / inputs.short['node-relay'][i]),
+      undefined,
+    )
+    floors.roundsRow(
+      'tokentap against the Node relay: CPU per short request (the earlier measure)',
+      inputs.short.tokentap.map((v, i) => v / inputs.short['node-relay'][i]),
+      undefined,
+    )
+    if (TRACE_GC) {
+      out.trace_gc = traceGcFigures(gcLines, short.tokentap.requests)
+      log(`tokentap --trace-gc over the counted rounds: ${JSON.stringify(out.trace_gc)}`)
+    }
+    for (const p of [relay, fastifyRelay]) p.proc.kill('SIGKILL')
+    if (CPU_PROF !== undefined) {
+      // A profile is written on a normal exit only: SIGTERM drains, then the process exits.
+      const exited = new Promise((r) => tt.proc.once('exit', r))
+      tt.proc.kill('SIGTERM')
+      await exited
+      log(`tokentap's CPU profile written to ${resolve(CPU_PROF)}`)
+    } else tt.proc.kill('SIGKILL')
+    method.cpu =
+      'on-CPU time of all threads of the proxy process (/proc/PID/task/*/schedstat, ns; bench/proc.ts) over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests (after shortWarmUp uncounted requests of the same shape through each path)'
+    otel = await runOtelPhase(sim.port, log)
   }
-  if (which === 'scrape') {
-    const tt = await startTokentapProcess(DIST, dir, sim.port, { maxModels: P.models + 100 })
-    stopOnExit(tt.proc)
+  if (which === 'otel') otel = await runOtelPhase(sim.port, log)
+  if (which === 'instructions') {
+    inputs.instructions = await runInstructions(sim.port, dir, log)
+    shortTargets(inputs, list)
+    // Only the instruction row: the schedstat row has no rounds here.
+    list.targets.splice(0, 1)
+    out.instructions = inputs.instructions
+  }
+  if (which === 'scrape' || which === 'growth') {
+    const long = await startLongUpstream()
+    const tt = await startTokentap(dir, sim.port, { longPort: long.port })
     const streamUrl = `http://127.0.0.1:${tt.port}/t/v1/chat/completions`
     await job(warmUpJob(streamUrl, 'warm'))
-    const deps: ScrapeDeps = { job, ask: tt.ask, pid: pidOf(tt.proc), streamUrl, metricsUrl: `http://127.0.0.1:${tt.adminPort}/metrics`, accept: PROMETHEUS_ACCEPT, gzip: true, body: requestBody }
-    const { target, stress } = await scrapeBothScales(deps, log)
-    T(`/metrics p99 ≤ 20 ms with ${target.llm_histogram_series.toLocaleString('en')} llm_ histogram series and traffic running`, `${target.ms.p99} ms (p50 ${target.ms.p50} ms)`, target.ms.p99 <= 20)
-    out.scrape = { target, stress }
+    if (which === 'growth') {
+      const g = await growthSection(growthDeps(tt, streamUrl, long, [pidOf(sim.proc), pidOf(load.proc)], log), log)
+      out.growth = g
+      inputs.growthStreams = g.open_streams
+    }
+    const scales = await seriesScales(scrapeDeps(tt, streamUrl), log)
+    out.scrape = scales
+    inputs.scales = scales
+    if (which === 'growth') {
+      const largest = inputs.growthStreams?.at(-1)?.streams
+      memoryTargets(inputs, list, largest)
+      out.growth_chart = writeGrowthChart(out.growth as Growth, scales, caption())
+    }
+    scrapeTargets(inputs, list)
+    await long.close()
     tt.proc.kill('SIGKILL')
+    method.scrape = SCRAPE_METHOD
   }
-  const otel = which === 'scrape' ? undefined : await runOtelPhase(sim.port, log)
-  if (otel !== undefined) T(otelTargetName(), describeOtel(otel), otel.met)
+  if (otel !== undefined) {
+    list.T(otelTargetName(), describeOtel(otel), otel.met)
+    method.otel = otelMethod
+  }
   const result = {
     date: new Date().toISOString(),
     quick: QUICK,
     only: which,
     machine: machine(undefined, undefined),
     parameters: P,
-    method: {
-      cpu: 'on-CPU time of all threads of the proxy process (/proc/PID/task/*/schedstat, ns; bench/proc.ts) over shortRequests streams of shortChunks content chunks, shortConcurrency at a time, divided by the requests (after shortWarmUp uncounted requests of the same shape through each path)',
-      otel: otelMethod,
-      scrape: SCRAPE_METHOD,
-    },
+    method: { ...method, verdict: VERDICT_RULE },
     ...out,
     otel_short_requests: otel,
-    targets,
+    targets: list.targets,
+    floors: floors.targets,
     seconds: round((performance.now() - t0) / 1000, 0),
   }
   mkdirSync(OUT_DIR, { recursive: true })
   const jsonFile = join(OUT_DIR, QUICK ? `quick.${which}.json` : `${which}.json`)
   writeFileSync(jsonFile, `${JSON.stringify(result, null, 2)}\n`)
-  process.stdout.write(
-    `\ntargets (${result.machine.cpu}, ${result.machine.nproc} cores, node ${result.machine.node}, load average ${result.machine.loadavg_1m_at_start} → ${result.machine.loadavg_1m_at_end}):\n`,
-  )
-  for (const t of targets) process.stdout.write(`  ${t.met === null ? 'n/a    ' : t.met ? 'met    ' : 'not met'}  ${t.target}: ${t.value}\n`)
-  const floors = (out.floors ?? []) as Target_[]
-  if (floors.length > 0) process.stdout.write(`\nfor information:\n${floors.map((t) => `  ${t.target}: ${t.value}\n`).join('')}`)
-  process.stdout.write(`\nwrote ${jsonFile}\n`)
+  if (out.growth !== undefined) process.stdout.write(describeGrowth(out.growth as Growth, out.scrape as ScrapeFigures[]))
+  const m = result.machine
+  printTargets(`targets (${m.cpu}, ${m.nproc} cores, node ${m.node}, load average ${m.loadavg_1m_at_start} → ${m.loadavg_1m_at_end}):`, list.targets, floors.targets)
+  process.stdout.write(`\nwrote ${jsonFile}${out.growth_chart === undefined ? '' : `\nwrote ${String(out.growth_chart)}`}\n`)
   rmSync(dir, { recursive: true, force: true })
   process.exit(0)
 }
+
+/**
+ * What tokentap's `--trace-gc` lines say over the counted rounds: collections by kind, their
+ * pauses, and the heap allocated between them per request (each collection's heap before it minus
+ * the heap after the one before: what the requests allocated, whatever died young).
+ */
+function traceGcFigures(lines: readonly string[], requests: number): Record<string, unknown> {
+  let prevAfter = NaN
+  let allocatedMb = 0
+  let pauseMs = 0
+  const kinds: Record<string, number> = {}
+  for (const l of lines) {
+    const m = /: ([A-Za-z-]+(?: [A-Za-z-]+)?) ([\d.]+) \([\d.]+\) -> ([\d.]+) \([\d.]+\) MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ [\d.]+ ms/.exec(l)
+    if (m === null) continue
+    kinds[m[1]] = (kinds[m[1]] ?? 0) + 1
+    if (Number.isFinite(prevAfter)) allocatedMb += Math.max(0, Number(m[2]) - prevAfter)
+    prevAfter = Number(m[3])
+    pauseMs += Number(m[4])
+  }
+  return { collections: kinds, pause_ms: round(pauseMs, 1), requests, allocated_kib_per_request: round((allocatedMb * 1024) / requests, 1), first_lines: lines.slice(0, 5) }
+}
+
+/** The scrape phase's view of tokentap. */
+function scrapeDeps(tt: TokentapProcess, streamUrl: string): ScrapeDeps {
+  return { job, ask: tt.ask, pid: pidOf(tt.proc), streamUrl, metricsUrl: `http://127.0.0.1:${tt.adminPort}/metrics`, accept: PROMETHEUS_ACCEPT, gzip: true, body: requestBody }
+}
+
+/** The growth section's view of tokentap (its /t and /l routes) and of the processes holding the streams' other ends. */
+function growthDeps(tt: TokentapProcess, url: string, long: LongUpstream, peers: number[], log: (s: string) => void): GrowthDeps {
+  return { job, ask: tt.ask, pid: pidOf(tt.proc), url, longUrl: `http://127.0.0.1:${tt.port}/l/v1/chat/completions`, long, adminPort: tt.adminPort, peers, log }
+}
+
+const caption = (): string =>
+  `${machine(undefined, undefined).cpu}, ${cpus().length} cores, node ${process.version}, load average ${round(LOAD_AT_START, 2)} → ${round(loadavg()[0], 2)}, ${new Date().toISOString().slice(0, 10)}`
 
 // ---------------------------------------------------------------- phases
 
@@ -383,9 +602,10 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-'))
   const abortUpstream = await startCountingUpstream(P.abortChunks, P.abortGapMs)
   const abortOrigin = `http://127.0.0.1:${abortUpstream.port}`
+  const longUpstream = await startLongUpstream()
   const sim = await startListener(['src', 'sim', 'cli.js'], [])
   const simBase = `http://127.0.0.1:${sim.port}/v1`
-  const tt = await startTokentap(dir, sim.port, abortUpstream.port)
+  const tt = await startTokentap(dir, sim.port, { abortPort: abortUpstream.port, longPort: longUpstream.port })
   const relay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--alt-upstream', abortOrigin], true)
   const fastifyRelay = await startListener(['bench', 'node-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`, '--fastify'], true)
   const tcpRelay = await startListener(['bench', 'tcp-relay.js'], ['--upstream', `http://127.0.0.1:${sim.port}`], true)
@@ -496,37 +716,55 @@ async function main(): Promise<void> {
   const accuracyUnloaded = await collectAccuracy(tt, ttResults)
 
   // --- under load: client figures per round, and the event loop and GC inside every Node proxy
-  type LoadAcc = { ttft: number[]; distortions: number[]; delays: number[]; results: StreamResult[]; rounds: { ttft_p99: number; gap_distortion_p99: number }[]; loop: LoopRound[] }
+  type LoadAcc = { ttft: number[]; distortions: number[]; delays: number[]; results: StreamResult[]; rounds: LoadRound[]; loop: LoopRound[] }
+  const newAcc = (): LoadAcc => ({ ttft: [], distortions: [], delays: [], results: [], rounds: [], loop: [] })
+  /** One load round of `n` streams through `p`, added to `acc`. */
+  const loadRound = async (n: number, p: Path, id: string, acc: LoadAcc): Promise<void> => {
+    const ask = asks[p]
+    if (ask !== undefined) await ask('el-start', 'el-started')
+    const results = await job<StreamResult[]>(loadJob(tgt(p), n, id))
+    const loop = ask === undefined ? undefined : await ask('el-stop', 'el')
+    if (loop !== undefined) acc.loop.push(loop)
+    const ttft: number[] = []
+    const dist: number[] = []
+    for (const res of results) {
+      if (!res.ok) continue
+      ttft.push(res.ttft)
+      dist.push(...res.distortions)
+      acc.delays.push(...res.delays)
+      if (p === 'tokentap') acc.results.push(res)
+    }
+    acc.ttft.push(...ttft)
+    acc.distortions.push(...dist)
+    acc.rounds.push({ ttft_p99: summary(ttft).p99, gap_distortion_p99: summary(dist).p99, el_p99: loop?.p99 ?? NaN })
+    await sleep(200)
+  }
   const loadResults: Record<number, Record<string, LoadAcc>> = {}
   for (const n of P.loadLevels) {
-    log(`load: ${n} streams × ${P.loadChunks} chunks ${P.loadGapMs} ms apart`)
-    const acc: Record<string, LoadAcc> = Object.fromEntries(all.map((p) => [p, { ttft: [], distortions: [], delays: [], results: [], rounds: [], loop: [] }]))
-    for (const { round: r, path: p } of turns(all, P.loadRounds)) {
-      const ask = asks[p]
-      if (ask !== undefined) await ask('el-start', 'el-started')
-      const results = await job<StreamResult[]>(loadJob(tgt(p), n, `load${n}-${p}-${r}`))
-      if (ask !== undefined) acc[p].loop.push(await ask('el-stop', 'el'))
-      const ttft: number[] = []
-      const dist: number[] = []
-      for (const res of results) {
-        if (!res.ok) continue
-        ttft.push(res.ttft)
-        dist.push(...res.distortions)
-        acc[p].delays.push(...res.delays)
-        if (p === 'tokentap') acc[p].results.push(res)
-      }
-      acc[p].ttft.push(...ttft)
-      acc[p].distortions.push(...dist)
-      acc[p].rounds.push({ ttft_p99: summary(ttft).p99, gap_distortion_p99: summary(dist).p99 })
-      await sleep(200)
-    }
+    log(`load: ${n} streams × ${P.loadChunks} chunks ${P.loadGapMs} ms apart, every path, ${P.loadRounds} rounds`)
+    const acc: Record<string, LoadAcc> = Object.fromEntries(all.map((p) => [p, newAcc()]))
+    for (const { round: r, path: p } of turns(all, P.loadRounds)) await loadRound(n, p, `load${n}-${p}-${r}`, acc[p])
     loadResults[n] = acc
   }
   await sleep(500)
   const accuracyLoad = await collectAccuracy(tt, loadResults[P.loadLevels[0]].tokentap.results)
+  // The paired rounds the load targets judge: the Fastify relay and tokentap alone, relay first and
+  // last (relay, tokentap, relay, …, relay), each tokentap round set against the relay rounds on
+  // either side of it.
+  const pairResults: Record<number, { tokentap: LoadAcc; relay: LoadAcc }> = {}
+  for (const n of P.loadLevels) {
+    log(`load: ${n} streams, paired rounds: the Fastify relay and tokentap in turn, ${P.pairRounds} rounds of tokentap`)
+    const pr = { tokentap: newAcc(), relay: newAcc() }
+    for (let r = 0; r < P.pairRounds; r++) {
+      await loadRound(n, 'fastify-relay', `pair${n}-relay-${r}`, pr.relay)
+      await loadRound(n, 'tokentap', `pair${n}-tokentap-${r}`, pr.tokentap)
+    }
+    await loadRound(n, 'fastify-relay', `pair${n}-relay-${P.pairRounds}`, pr.relay)
+    pairResults[n] = pr
+  }
 
   // --- saturation: no gaps
-  log(`saturation: ${P.satStreams} streams × ${P.satChunks} chunks, no gaps, ${P.satConcurrency} at a time`)
+  log(`saturation: ${P.satStreams} streams × ${P.satChunks} chunks, no gaps, ${P.satConcurrency} at a time, ${P.satRounds} rounds`)
   const sat = await saturationPhase({
     job,
     urls: Object.fromEntries(paths.map((p) => [p, tgt(p)])),
@@ -552,6 +790,9 @@ async function main(): Promise<void> {
     perPath: { portkey: { streams: P.shortRequestsPortkey, warmUp: P.shortWarmUpPortkey } },
   })
 
+  // --- the same short requests counted in instructions (bench/instructions.ts)
+  const instructions = await runInstructions(sim.port, dir, log)
+
   // --- the OTel round: the same short requests with the OTLP export off and on (issue 15)
   const otel = await runOtelPhase(sim.port, log)
   log(`  ${describeOtel(otel)}`)
@@ -565,19 +806,12 @@ async function main(): Promise<void> {
   for (const [p, a] of Object.entries(aborts)) log(`  ${p}: ${a.chunks_after_abort} chunks (${a.bytes_after_abort} B) sent after the abort, upstream open ${a.upstream_open_ms_after_abort} ms longer`)
   await abortUpstream.close()
 
-  // --- scrape: at the target's scale (≈1,000 llm_ histogram series), then the 1,000-model stress case
-  const scrapeDeps: ScrapeDeps = {
-    job,
-    ask: tt.ask,
-    pid: pidOf(tt.proc),
-    streamUrl: tgt('tokentap').url,
-    metricsUrl: overheadUrl,
-    accept: PROMETHEUS_ACCEPT,
-    gzip: true,
-    body: requestBody,
-  }
-  const { target: scrapeTarget, stress: scrapeStress } = await scrapeBothScales(scrapeDeps, log)
-
+  // --- how the cost grows: open streams, one long stream, stream length; then series (the scrape phase at growing scales)
+  // The other Node proxies are done: stopped, so the largest step's CPU and memory are tokentap's and the machine's own.
+  for (const p of [relay, fastifyRelay, tcpRelay, fhp]) p.proc.kill('SIGKILL')
+  const growth = await growthSection(growthDeps(tt, tgt('tokentap').url, longUpstream, [pidOf(sim.proc), pidOf(load.proc)], log), log)
+  await longUpstream.close()
+  const scales = await seriesScales(scrapeDeps(tt, tgt('tokentap').url), log)
   // ---------------------------------------------------------------- report
   const u = Object.fromEntries(all.map((p) => [p, summary(unloaded[p])])) as Record<Path, Summary>
   const refOf = (p: Path): Path => (isSlow(p) ? 'direct@50' : 'direct')
@@ -689,117 +923,37 @@ async function main(): Promise<void> {
     client_added_ttft_p50_ms: round(added('tokentap', 'p50')),
   }
 
-  // ---------------------------------------------------------------- targets (issue 13): ratios within this run, median of its rounds
-  const { targets, T, fmt, ratios, ratioTarget } = targetList()
-  const has = (p: Path): boolean => target[p] !== undefined
-  const RELAY: Path = 'node-relay'
-  /** Path a's per-round figure over path b's, round by round, in the n-stream load phase. */
-  const loadRatios = (n: number, a: Path, b: Path, figure: 'gap_distortion_p99' | 'ttft_p99'): number[] =>
-    ratios(
-      loadResults[n][a].rounds.map((r) => r[figure]),
-      loadResults[n][b].rounds.map((r) => r[figure]),
-    )
-  const shortRatios = (a: Path, b: Path): number[] => ratios(short[a].rounds.map(perRequestMs), short[b].rounds.map(perRequestMs))
-  /** Path a's added TTFT p50 minus path b's, block by block of the unloaded rounds. */
-  const addedOver = (a: Path, b: Path): number[] => {
-    const bs = addedBlocks(b)
-    return addedBlocks(a)
-      .map((v, i) => v - bs[i])
-      .filter(Number.isFinite)
+  // ---------------------------------------------------------------- targets (issue 29): bench/targets.ts, judged by bench/verdict.ts
+  const roundOut = (r: LoadRound): LoadRound => ({ ttft_p99: round(r.ttft_p99), gap_distortion_p99: round(r.gap_distortion_p99), el_p99: round(r.el_p99) })
+  const inputs: TargetInputs = {
+    loadLevels: P.loadLevels,
+    pair: Object.fromEntries(P.loadLevels.map((n) => [n, { tokentap: pairResults[n].tokentap.rounds, relay: pairResults[n].relay.rounds }])),
+    turns: Object.fromEntries(P.loadLevels.map((n) => [n, Object.fromEntries(all.map((p) => [p, loadResults[n][p].rounds]))])),
+    short: Object.fromEntries(proxies.map((p) => [p, short[p].rounds.map(perRequestMs)])),
+    instructions,
+    addedBlocks: Object.fromEntries(all.filter((p) => !p.startsWith('direct')).map((p) => [p, addedBlocks(p)])),
+    addedP50: Object.fromEntries(all.filter((p) => !p.startsWith('direct')).map((p) => [p, added(p, 'p50')])),
+    satCpu: Object.fromEntries(proxies.map((p) => [p, sat[p].rounds.map(perChunk)])),
+    satRate: Object.fromEntries(paths.map((p) => [p, sat[p].rounds.map(rate)])),
+    held: Object.fromEntries(Object.entries(memoryRuns).flatMap(([k, v]) => (k.endsWith('_held_per_stream_kib') ? [[k.slice(0, -'_held_per_stream_kib'.length), v]] : []))),
+    rss: Object.fromEntries(Object.entries(memoryRuns).flatMap(([k, v]) => (k.endsWith('_rss_per_stream_kib') ? [[k.slice(0, -'_rss_per_stream_kib'.length), v]] : []))),
+    openStreams: P.openStreams,
+    growthStreams: growth.open_streams,
+    scales,
+    slowTtftMs: SLOW_TTFT_MS,
   }
-  for (const n of P.loadLevels) {
-    ratioTarget(`${n} streams: gap distortion p99 ≤ 1.25 × the Node relay's`, loadRatios(n, 'tokentap', RELAY, 'gap_distortion_p99'), (r) => r <= 1.25)
-    ratioTarget(`${n} streams: TTFT p99 ≤ 1.25 × the Node relay's`, loadRatios(n, 'tokentap', RELAY, 'ttft_p99'), (r) => r <= 1.25)
-  }
-  ratioTarget("CPU per short request ≤ 1.25 × the Node relay's", shortRatios('tokentap', RELAY), (r) => r <= 1.25)
-  T(otelTargetName(), describeOtel(otel), otel.met)
-  {
-    const d = addedOver('tokentap', RELAY)
-    T(
-      "added TTFT p50 ≤ the Node relay's + 0.1 ms",
-      `${round(median(d))} ms more than the relay (tokentap ${round(added('tokentap', 'p50'))} ms, relay ${round(added(RELAY, 'p50'))} ms; median of ${d.length} blocks of ${P.unloadedBlock} rounds: ${fmt(d)})`,
-      median(d) <= 0.1,
-    )
-  }
-  ratioTarget("CPU per content chunk at saturation ≤ the Node relay's", ratios(sat.tokentap.rounds.map(perChunk), sat[RELAY].rounds.map(perChunk)), (r) => r <= 1)
-  if (has('nginx')) ratioTarget("chunk throughput at saturation ≥ 0.85 × nginx's", ratios(sat.tokentap.rounds.map(rate), sat.nginx.rounds.map(rate)), (r) => r >= 0.85)
-  else T("chunk throughput at saturation ≥ 0.85 × nginx's", 'n/a (no nginx)', null)
-  T('per open stream: heap + external ≤ 16 KiB', `${memory.tokentap_held_per_stream_kib} KiB (median of ${P.memoryRepeats})`, memory.tokentap_held_per_stream_kib <= 16)
-  T('per open stream: RSS ≤ 32 KiB', `${memory.tokentap_rss_per_stream_kib} KiB (median of ${P.memoryRepeats})`, memory.tokentap_rss_per_stream_kib <= 32)
-  {
-    const el = loadResults[P.loadLevels[0]].tokentap.loop.map((r) => r.p99)
-    T(`event-loop delay p99 during the ${P.loadLevels[0]}-stream phase ≤ 2 ms`, `${round(median(el))} ms (median of ${el.length} rounds: ${fmt(el)})`, median(el) <= 2)
-  }
-  const st = scrapeTarget
-  T(`/metrics p99 ≤ 20 ms with ${st.llm_histogram_series.toLocaleString('en')} llm_ histogram series and traffic running`, `${st.ms.p99} ms (p50 ${st.ms.p50} ms)`, st.ms.p99 <= 20)
-  T(
+  const list = targetList()
+  issueTargets(inputs, list)
+  list.T(otelTargetName(), describeOtel(otel), otel.met)
+  list.T(
     'llm_proxy_overhead_seconds{phase="first_chunk"} p50 within 0.1 ms of the client-side added latency of the first chunk (unloaded; beyond one TCP hop)',
     overheadN > 0
       ? `${overhead.p50_ms} ms vs ${overhead.client_added_beyond_hop_p50_ms} ms (first chunk's one-way delay p50 ${overhead.client_added_first_chunk_p50_ms} ms over direct, less the TCP relay's ${overhead.hop_first_chunk_p50_ms} ms; ${overheadN} requests)`
       : 'n/a (metric absent)',
     overheadN > 0 ? Math.abs(overhead.difference_ms ?? Infinity) <= 0.1 : null,
   )
-  // Every row at least 3 × better than the Portkey path (its first-event wait hidden by a 50 ms
-  // TTFT; the rows without a TTFT in them use the same process at TTFT 0).
-  if (has(PEER)) {
-    const pk3 = (row: string, rs: number[]): void => ratioTarget(`3 × better than Portkey: ${row}`, rs, (r) => r >= 3, '× better')
-    {
-      const a = added('tokentap', 'p50')
-      const b = added(PEER, 'p50')
-      T('3 × better than Portkey: added TTFT p50', `${round(b / a, 2)}× better (tokentap ${round(a)} ms, ${PEER} ${round(b)} ms)`, b >= 3 * a)
-    }
-    for (const n of P.loadLevels) {
-      const l = loadResults[n]
-      pk3(
-        `${n} streams, gap distortion p99`,
-        ratios(
-          l[PEER].rounds.map((r) => r.gap_distortion_p99),
-          l.tokentap.rounds.map((r) => r.gap_distortion_p99),
-        ),
-      )
-      pk3(
-        `${n} streams, TTFT p99 (${PEER} minus its ${SLOW_TTFT_MS} ms)`,
-        ratios(
-          l[PEER].rounds.map((r) => r.ttft_p99 - SLOW_TTFT_MS),
-          l.tokentap.rounds.map((r) => r.ttft_p99),
-        ),
-      )
-      pk3(
-        `${n} streams, event-loop delay p99`,
-        ratios(
-          l[PEER].loop.map((r) => r.p99),
-          l.tokentap.loop.map((r) => r.p99),
-        ),
-      )
-    }
-    pk3('CPU per short request', ratios(short.portkey.rounds.map(perRequestMs), short.tokentap.rounds.map(perRequestMs)))
-    pk3('CPU per content chunk', ratios(sat.portkey.rounds.map(perChunk), sat.tokentap.rounds.map(perChunk)))
-    pk3('chunk throughput at saturation', ratios(sat.tokentap.rounds.map(rate), sat.portkey.rounds.map(rate)))
-    pk3('heap + external per open stream', ratios([memory.portkey_held_per_stream_kib], [memory.tokentap_held_per_stream_kib]))
-    pk3('RSS per open stream', ratios([memory.portkey_rss_per_stream_kib], [memory.tokentap_rss_per_stream_kib]))
-  } else T('3 × better than Portkey (every row)', 'n/a (Portkey not installed)', null)
-
-  // For information, the targets' own measures between other pairs of paths: what Fastify's
-  // router costs a plain relay (fastify-relay against node-relay), and what tokentap adds on top
-  // of that router (tokentap against fastify-relay).
   const floors = targetList()
-  const compare = (a: Path, b: Path, what: string): void => {
-    for (const n of P.loadLevels) {
-      floors.ratioTarget(`${what}: ${n} streams, gap distortion p99`, loadRatios(n, a, b, 'gap_distortion_p99'), () => null)
-      floors.ratioTarget(`${what}: ${n} streams, TTFT p99`, loadRatios(n, a, b, 'ttft_p99'), () => null)
-    }
-    floors.ratioTarget(`${what}: CPU per short request`, shortRatios(a, b), () => null)
-    const d = addedOver(a, b)
-    floors.T(`${what}: added TTFT p50`, `${round(median(d))} ms more (median of ${d.length} blocks: ${floors.fmt(d)})`, null)
-  }
-  if (has('fastify-relay')) {
-    compare('fastify-relay', RELAY, 'the Fastify relay against the Node relay')
-    compare('tokentap', 'fastify-relay', 'tokentap against the Fastify relay')
-    const el = (p: Path): number[] => loadResults[P.loadLevels[0]][p].loop.map((r) => r.p99)
-    for (const p of [RELAY, 'fastify-relay'] as const) {
-      floors.T(`${p}: event-loop delay p99 during the ${P.loadLevels[0]}-stream phase`, `${round(median(el(p)))} ms (median of ${el(p).length} rounds: ${floors.fmt(el(p))})`, median(el(p)) <= 2)
-    }
-  }
+  floorRows(inputs, floors)
 
   const result = {
     date: new Date().toISOString(),
@@ -822,8 +976,14 @@ async function main(): Promise<void> {
       abort: `a counting upstream in the bench process streams abortChunks content events abortGapMs apart; the client reads abortAfter of them through the path, then destroys its socket; chunks_after_abort / bytes_after_abort = what the upstream still wrote after that moment, upstream_open_ms_after_abort = how long its response stayed open (median of abortRounds); read_to_end = rounds in which the proxy read it to the end`,
       scrape: SCRAPE_METHOD,
       overhead: `tokentap's ${overhead.metric}: its buckets summed over series, the scrape after the unloaded phase minus the one before, p50 interpolated in the bucket (as histogram_quantile), beside the client's side of the same span in the same phase: the first content chunk's one-way delay (simulator send stamp to client) p50 through tokentap minus direct, less the same through the TCP relay (one more loopback hop, which the proxy cannot see), and the added TTFT p50 for information`,
-      targets:
-        'each a ratio of two paths within this run, the median of its rounds (load: loadRounds rounds; saturation and short requests: their rounds; added TTFT: blocks of unloadedBlock unloaded rounds); memory and /metrics as absolute figures',
+      targets: 'each a ratio of two paths within this run (against the Fastify relay unless said), or an absolute figure for memory and /metrics',
+      verdict: VERDICT_RULE,
+      load_pairs:
+        'after the rounds every path takes, pairRounds rounds of tokentap and pairRounds + 1 of the Fastify relay, alternating and starting and ending with the relay; per round the TTFT p99 and gap distortion p99 over its streams and the event-loop delay p99 inside the proxy; the ratio of each tokentap round to the mean of the relay rounds before and after it',
+      instructions:
+        'bench/instructions.ts: tokentap and the Fastify relay each under valgrind --tool=callgrind --instr-atstart=no; instructionWarmUp short requests with instrumentation off, then callgrind_control -i on and -z, instructionRequests short requests (shortChunks content chunks, shortConcurrency at a time), 500 ms for the end-of-request work, callgrind_control -d: the dump’s totals (Ir, all threads) over exactly that window; both proxies loaded at once',
+      growth:
+        'bench/growth.ts on the bench’s tokentap after the other phases (the other Node proxies stopped): open streams growthStreams, each past its first content event and then trickling so tokentap moves growthRate chunks/s in all (descriptor limits raised with prlimit as needed): heap+external after a full GC open minus after they are gone, RSS open minus before, per stream; CPU over growthWindowMs divided by the chunks the client got. One stream of longChunks chunks from bench/long-upstream.ts, as fast as backpressure lets it, held open past its last content event: heap+external over before while open and after it ended. Streams of each of lengths chunks, lengthGapMs apart, lengthConcurrency at a time, about lengthChunks chunks each: CPU per chunk, per stream, and per chunk beyond the shorter length. Series: the scrape phase’s scales.',
       otel: otelMethod,
       accuracy: "proxy log line ttft_ms / itl_p50_ms against the client's own TTFT / median gap for the same request_id",
     },
@@ -841,9 +1001,12 @@ async function main(): Promise<void> {
     /** Lines Portkey wrote to stderr over the run (stack traces for clients that left mid-stream). */
     portkey_stderr_lines: portkeyStderr?.() ?? null,
     overhead,
-    scrape: { target: scrapeTarget, stress: scrapeStress },
+    load_pairs: Object.fromEntries(P.loadLevels.map((n) => [n, { tokentap: pairResults[n].tokentap.rounds.map(roundOut), 'fastify-relay': pairResults[n].relay.rounds.map(roundOut) }])),
+    instructions,
+    growth,
+    scrape: scales,
     accuracy: { unloaded: accuracyUnloaded, [`load_${P.loadLevels[0]}`]: accuracyLoad },
-    targets,
+    targets: list.targets,
     floors: floors.targets,
     seconds: round((performance.now() - t0) / 1000, 0),
   }
@@ -860,8 +1023,15 @@ async function main(): Promise<void> {
   )
   const svgFile = join(OUT_DIR, QUICK ? 'quick.svg' : 'gaps.svg')
   writeFileSync(svgFile, svg)
+  const growthFile = writeGrowthChart(growth, scales, caption())
   process.stdout.write(table(result, all))
-  process.stdout.write(`\nwrote ${jsonFile}\nwrote ${svgFile}\n`)
+  process.stdout.write(describeGrowth(growth, scales))
+  printTargets(
+    `targets (${result.machine.cpu}, ${result.machine.nproc} cores, node ${result.machine.node}, load average ${result.machine.loadavg_1m_at_start} → ${result.machine.loadavg_1m_at_end}, ${result.seconds} s):`,
+    list.targets,
+    floors.targets,
+  )
+  process.stdout.write(`\nwrote ${jsonFile}\nwrote ${svgFile}\nwrote ${growthFile}\n`)
   rmSync(dir, { recursive: true, force: true })
   process.exit(0) // its 'exit' stops the children (stopOnExit)
 }
@@ -1085,7 +1255,7 @@ interface Report {
   readonly short_requests: Record<string, { cpu_ms_per_request: number }>
   readonly memory: Record<string, number>
   readonly client_abort: Record<string, AbortFigures>
-  readonly scrape: { target: ScrapeFigures; stress: ScrapeFigures }
+  readonly scrape: readonly ScrapeFigures[]
   readonly accuracy: Record<string, { requests: number; ttft_abs_error_ms: Record<string, number>; itl_p50_abs_error_ms: Record<string, number> }>
   readonly overhead: {
     metric: string
@@ -1096,10 +1266,6 @@ interface Report {
     client_added_beyond_hop_p50_ms: number
     client_added_ttft_p50_ms: number
   }
-  readonly machine: { cpu: string; nproc: number; node: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number }
-  readonly targets: readonly { target: string; value: string; met: boolean | null }[]
-  /** The targets' measures between other pairs of paths, for information (run.ts: `floors`). */
-  readonly floors: readonly { target: string; value: string; met: boolean | null }[]
 }
 
 function table(r: Report, paths: Path[]): string {
@@ -1151,18 +1317,12 @@ function table(r: Report, paths: Path[]): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)))
   let out = `\n${rows.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')).join('\n')}\n`
   out += `(@${SLOW_TTFT_MS} columns: the simulator's TTFT ${SLOW_TTFT_MS} ms higher, included in their TTFT rows; their added TTFT is against direct@${SLOW_TTFT_MS})\n`
-  out += `\nscrape, target scale: ${describeScrape(r.scrape.target)}\nscrape, stress: ${describeScrape(r.scrape.stress)}\n`
+  out += `\n${r.scrape.map((s) => `scrape: ${describeScrape(s)}\n`).join('')}`
   for (const [k, a] of Object.entries(r.accuracy)) {
     out += `accuracy (${k}, ${a.requests} requests): TTFT |proxy − client| mean ${a.ttft_abs_error_ms.mean} ms, p99 ${a.ttft_abs_error_ms.p99} ms; ITL p50 |error| mean ${a.itl_p50_abs_error_ms.mean} ms, p99 ${a.itl_p50_abs_error_ms.p99} ms\n`
   }
   const o = r.overhead
   out += `${o.metric} p50 (unloaded phase): ${o.p50_ms === null ? 'n/a (metric absent)' : `${o.p50_ms} ms over ${o.requests} requests`}; client side: the first chunk's one-way delay p50 ${o.client_added_first_chunk_p50_ms} ms over direct, ${o.client_added_beyond_hop_p50_ms} ms beyond the TCP relay's ${o.hop_first_chunk_p50_ms} ms (added TTFT p50 ${o.client_added_ttft_p50_ms} ms)\n`
-  out += `\ntargets (${r.machine.cpu}, ${r.machine.nproc} cores, node ${r.machine.node}, load average ${r.machine.loadavg_1m_at_start} → ${r.machine.loadavg_1m_at_end}):\n`
-  for (const t of r.targets) out += `  ${t.met === null ? 'n/a    ' : t.met ? 'met    ' : 'not met'}  ${t.target}: ${t.value}\n`
-  if (r.floors.length > 0) {
-    out += '\nfor information, the same measures between other paths (a ratio is the first path over the second; the event-loop rows say whether the path itself is within 2 ms):\n'
-    for (const t of r.floors) out += `  ${t.target}: ${t.value}${t.target.includes('event-loop') ? (t.met ? ' (within 2 ms)' : ' (over 2 ms)') : ''}\n`
-  }
   return out
 }
 

@@ -1,0 +1,190 @@
+import { execFile } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import type { Job } from './load-client.ts'
+import { evenPlan, request } from './plans.ts'
+import { pidOf, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import { round } from './stats.ts'
+
+/**
+ * Instruction counts per short request, tokentap against the Fastify relay (issue 29: a measure
+ * that does not flip). The CPU time of a round moves with whatever else the machine runs; the
+ * instructions a process executes for the same requests do not. Both proxies run under
+ * `valgrind --tool=callgrind --instr-atstart=no` (valgrind serialises a process's threads and
+ * counts all of them: V8's compiler and GC threads are in the figure, as in the schedstat CPU):
+ * 1. warm-up uncounted, with instrumentation off (valgrind's core only, several times faster
+ *    than with callgrind's), so V8 reaches the same steady state the CPU rounds measure;
+ * 2. 3 s idle (V8's compiler threads finish what the warm-up queued), `callgrind_control -i on`
+ *    then `-z` (counters zeroed), the counted requests, a pause for the end-of-request work after
+ *    the last byte (as the CPU window), then `callgrind_control -d`: the dump holds the
+ *    instructions (Ir) of exactly that window, by function.
+ * The dump is split by function name into V8's compilers, its GC and the rest: windows of one
+ * process after the same warm-up spent 3–56 % of their instructions compiling (V8 tiers code up
+ * on background threads, and when a job lands is not fixed), so the ratio without the compilers
+ * is the steady one, and the verdict's; the whole is reported beside it.
+ * Both proxies are loaded at once (two single-threaded valgrind processes on two cores): the
+ * counts do not depend on the timing, and the phase takes half the time.
+ */
+
+const run = promisify(execFile)
+
+export interface InstructionOptions {
+  job<T>(job: Job): Promise<T>
+  readonly dist: string
+  /** Where callgrind writes its dumps and logs. */
+  readonly dir: string
+  readonly simPort: number
+  readonly requests: number
+  readonly warmUp: number
+  readonly chunks: number
+  readonly concurrency: number
+  readonly log?: (line: string) => void
+}
+
+export interface InstructionFigures {
+  readonly requests: number
+  readonly warm_up: number
+  /** Instructions (Ir, all threads) per request of each path over the counted window. */
+  readonly per_request: Record<string, number>
+  /** The same without V8's compilers (what the requests cost once compiled). */
+  readonly steady_per_request: Record<string, number>
+  readonly compiler_per_request: Record<string, number>
+  readonly gc_per_request: Record<string, number>
+  /** tokentap over the Fastify relay: all instructions, and without the compilers. */
+  readonly ratio: number
+  readonly steady_ratio: number
+  readonly seconds: number
+}
+
+/** Whether valgrind can be run here (the phase is skipped with a hint otherwise). */
+export async function haveValgrind(): Promise<boolean> {
+  try {
+    await run('valgrind', ['--version'])
+    await run('callgrind_control', ['-h'])
+    return true
+  } catch {
+    return false
+  }
+}
+
+export const VALGRIND_HINT = 'valgrind not found (apt-get install -y valgrind): skipping the instruction counts'
+
+export async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigures> {
+  const t0 = performance.now()
+  mkdirSync(o.dir, { recursive: true })
+  const wrap = (name: string): string[] => ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${join(o.dir, `${name}.%p`)}`, `--log-file=${join(o.dir, `${name}.%p.log`)}`]
+  const probe = join(o.dist, 'bench', 'el-probe.js')
+  const upstream = `http://127.0.0.1:${o.simPort}`
+  // Started one after the other: start-up under valgrind is CPU-bound for seconds.
+  const tt = await startTokentap(o.dist, o.dir, o.simPort, { maxModels: 100, wrap: wrap('tokentap') })
+  stopOnExit(tt.proc)
+  const relay = await startPortPrinter(join(o.dist, 'bench', 'node-relay.js'), ['--upstream', upstream, '--fastify'], probe, wrap('fastify-relay'))
+  stopOnExit(relay.proc)
+  const paths: Record<string, { url: string; proc: ChildProcess }> = {
+    tokentap: { url: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`, proc: tt.proc },
+    'fastify-relay': { url: `http://127.0.0.1:${relay.port}/v1/chat/completions`, proc: relay.proc },
+  }
+  const plan = evenPlan(o.chunks, 0)
+  const streams = (p: string, count: number, id: string): Job => ({ kind: 'streams', ...request(paths[p].url, plan), count, concurrency: o.concurrency, phaseMs: 0, idPrefix: id, detail: false })
+  const control = (p: string, ...args: string[]): Promise<unknown> => run('callgrind_control', [...args, String(pidOf(paths[p].proc))])
+  const names = Object.keys(paths)
+  const split: Record<string, Split> = {}
+  try {
+    o.log?.(`instructions: ${o.warmUp} uncounted short requests through each proxy under valgrind, then ${o.requests} counted under callgrind`)
+    await Promise.all(names.map((p) => o.job(streams(p, o.warmUp, `ir-warm-${p}`))))
+    await Promise.all(
+      names.map(async (p) => {
+        // Settle: V8 finishes the compile jobs the warm-up queued while the process is idle. (No
+        // forced collection here: a full GC ages code, and the window then recompiled what it flushed.)
+        await new Promise((r) => setTimeout(r, 3000))
+        await control(p, '-i', 'on')
+        await control(p, '-z')
+        await o.job(streams(p, o.requests, `ir-${p}`))
+        // End-of-request work runs after the last byte (one turn of the loop; slower under valgrind).
+        await new Promise((r) => setTimeout(r, 500))
+        const pid = pidOf(paths[p].proc)
+        const before = new Set(readdirSync(o.dir))
+        await control(p, '-d')
+        const dump = readdirSync(o.dir).find((f) => !before.has(f) && f.startsWith(`${p}.${pid}.`) && !f.endsWith('.log'))
+        if (dump === undefined) throw new Error(`callgrind wrote no dump for ${p}`)
+        split[p] = splitDump(readFileSync(join(o.dir, dump), 'utf8'))
+      }),
+    )
+  } finally {
+    for (const p of names) paths[p].proc.kill('SIGKILL')
+  }
+  const per = (f: (x: Split) => number): Record<string, number> => Object.fromEntries(names.map((p) => [p, Math.round(f(split[p]) / o.requests)]))
+  const steady = (x: Split): number => x.total - x.compiler
+  return {
+    requests: o.requests,
+    warm_up: o.warmUp,
+    per_request: per((x) => x.total),
+    steady_per_request: per(steady),
+    compiler_per_request: per((x) => x.compiler),
+    gc_per_request: per((x) => x.gc),
+    ratio: round(split.tokentap.total / split['fastify-relay'].total, 3),
+    steady_ratio: round(steady(split.tokentap) / steady(split['fastify-relay']), 3),
+    seconds: round((performance.now() - t0) / 1000, 0),
+  }
+}
+
+/** A window's instructions: all of them, and those in V8's compilers and in its garbage collector. */
+interface Split {
+  readonly total: number
+  readonly compiler: number
+  readonly gc: number
+}
+
+/** V8's compilers (TurboFan, Maglev, Sparkplug, the parser and bytecode generator) by C++ function name. */
+const COMPILER =
+  /v8::internal::(compiler|maglev|baseline|interpreter|parsing|turboshaft)::|v8::internal::(Parser|Scanner|Compiler|BytecodeGenerator|Zone|OptimizedCompilationJob|ParseInfo|PreParser|AstValueFactory|DeclarationScope|Scope)\b|Builtins_CompileLazy/
+/** V8's garbage collector (young and old generation, concurrent marking, sweeping) by C++ function name. */
+const GC =
+  /v8::internal::(Scavenger|ScavengeVisitor|ScavengerCollector|RootScavengeVisitor|IterateAndScavengePromotedObjectsVisitor|MarkCompactCollector|MinorMarkCompactCollector|MarkingVisitor|MainMarkingVisitor|ConcurrentMarking|IncrementalMarking|MarkingWorklists|Sweeper|Evacuat\w*|RecordMigratedSlotVisitor|Heap|GCTracer|PretenuringHandler|BodyDescriptorBase|MemoryChunk|PagedSpace|SemiSpace|NewSpace|RememberedSet\w*|SlotSet|TypedSlotSet|LocalHeap|HeapObjectIterator)\b|heap::base::|IterateObjectCache|cppgc::/
+
+/**
+ * Self cost by function of a callgrind dump (one event, Ir), summed into compiler, GC and the
+ * whole. The format: `fn=(id) name` opens a function (names are given once, by `fn=` or `cfn=`,
+ * and later by id alone); a cost line is a position and the cost; the line after `calls=` is
+ * the inclusive cost of that call, already counted in the callee's own lines.
+ */
+function splitDump(text: string): Split {
+  const names = new Map<string, string>()
+  const nameOf = (ref: string): string => {
+    const m = /^\((\d+)\)(?: (.*))?$/.exec(ref)
+    if (m === null) return ref
+    if (m[2] !== undefined) names.set(m[1], m[2])
+    return names.get(m[1]) ?? ref
+  }
+  let kind: 'compiler' | 'gc' | 'other' = 'other'
+  let skip = false
+  const sum = { total: 0, compiler: 0, gc: 0 }
+  for (const line of text.split('\n')) {
+    if (skip) {
+      skip = false
+      continue
+    }
+    const c = line.charCodeAt(0)
+    if ((c >= 48 && c <= 57) || c === 43 || c === 45 || c === 42) {
+      const sp = line.indexOf(' ')
+      if (sp < 0) continue
+      const ir = Number(line.slice(sp + 1))
+      if (!Number.isFinite(ir)) continue
+      sum.total += ir
+      if (kind !== 'other') sum[kind] += ir
+    } else if (line.startsWith('fn=')) {
+      const name = nameOf(line.slice(3))
+      kind = COMPILER.test(name) ? 'compiler' : GC.test(name) ? 'gc' : 'other'
+    } else if (line.startsWith('cfn=')) nameOf(line.slice(4))
+    else if (line.startsWith('calls=')) skip = true
+  }
+  return sum
+}
+
+/** One line for the report. */
+export function describeInstructions(f: InstructionFigures): string {
+  const one = (p: string): string => `${p} ${f.per_request[p].toLocaleString('en')} (compilers ${f.compiler_per_request[p].toLocaleString('en')}, GC ${f.gc_per_request[p].toLocaleString('en')})`
+  return `instructions a request: ${one('tokentap')}, ${one('fastify-relay')}: ${f.ratio}×, ${f.steady_ratio}× without the compilers (${f.requests} counted requests after ${f.warm_up} uncounted, ${f.seconds} s)`
+}
