@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel'
-import { performance } from 'node:perf_hooks'
 import { Registry, collectDefaultMetrics } from 'prom-client'
+import { monotonicNow } from '../clock.ts'
 import { BatchPool } from './batch-pool.ts'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
@@ -74,7 +74,7 @@ export class MetricsRegistry implements MetricsSource {
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
   readonly #batches = new BatchPool(BATCH_BYTES, BATCHES_KEPT)
-  /** The latest collection of the process metrics: when (performance.now()), in which format, its bytes. */
+  /** The latest collection of the process metrics: when (monotonicNow()), in which format, its bytes. */
   #processCache: { readonly at: number; readonly openMetrics: boolean; readonly bytes: Buffer } | undefined
 
   constructor(opts: { processMetrics: boolean }) {
@@ -113,7 +113,7 @@ export class MetricsRegistry implements MetricsSource {
    * was at one instant; series created meanwhile are included when their family comes later.
    */
   async *exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
-    const start = performance.now()
+    const start = monotonicNow()
     // The slice starts before the process metrics: collected anew, they take a millisecond or two.
     let slice = start
     let resumed = start
@@ -131,9 +131,9 @@ export class MetricsRegistry implements MetricsSource {
     // Time spent in here, not in the caller's writes of what was handed over.
     let handedAt = start
     const handOver = (batch: Buffer[]): Buffer[] => {
-      const now = performance.now()
-      handedAt = now
-      sliceWork += now - resumed
+      const at = monotonicNow()
+      handedAt = at
+      sliceWork += at - resumed
       for (const b of batch) bytes += b.length
       return batch
     }
@@ -143,20 +143,20 @@ export class MetricsRegistry implements MetricsSource {
           const full = out.add(b)
           if (full !== undefined) {
             yield handOver(full)
-            resumed = performance.now()
+            resumed = monotonicNow()
           }
-          if (performance.now() - slice > SLICE_MS) {
+          if (monotonicNow() - slice > SLICE_MS) {
             if (out.pending > 0) {
               yield handOver(out.take())
-              resumed = performance.now()
+              resumed = monotonicNow()
             }
-            const t = performance.now()
+            const t = monotonicNow()
             sliceWork += t - resumed
             work += sliceWork
             if (sliceWork > longest) longest = sliceWork
             sliceWork = 0
             await yieldToLoop()
-            slice = performance.now()
+            slice = monotonicNow()
             resumed = slice
             yields++
             waited += slice - t
@@ -168,11 +168,11 @@ export class MetricsRegistry implements MetricsSource {
       const last = out.add(processText)
       if (last !== undefined) {
         yield handOver(last)
-        resumed = performance.now()
+        resumed = monotonicNow()
       }
       if (openMetrics) out.add(EOF)
       if (out.pending > 0) yield handOver(out.take())
-      else sliceWork += performance.now() - resumed
+      else sliceWork += monotonicNow() - resumed
       work += sliceWork
       if (sliceWork > longest) longest = sliceWork
       if (scrapeChannel.hasSubscribers) {

@@ -78,7 +78,7 @@ t.test('/debug/streams wants the admin token when one is set, and stays bounded'
   )
   const snap = await untilChunks(proxy, 1, { authorization: 'Bearer adm1n' })
   t.equal(snap.in_flight, 3)
-  const bounded = snapshotStreams(proxy.app.tokentap.active, 2)
+  const bounded = snapshotStreams(proxy.app.tokentap.active, proxy.app.tokentap.now(), 2)
   t.equal(bounded.shown, 2)
   t.equal(bounded.omitted, 1, 'says how many were left out')
   t.ok(bounded.streams[0].age_ms >= bounded.streams[1].age_ms, 'oldest first')

@@ -1,7 +1,8 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { errorType, measure } from '../../src/timing/measurement.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { errorType } from '../../src/timing/observations.ts'
 import type { ExchangeFacts } from '../../src/timing/measurement.ts'
 
 /** A log from [ms, tokens, kind?] marks. */

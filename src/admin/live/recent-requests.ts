@@ -14,7 +14,7 @@ import type { FinishedRequest } from './finished-request.ts'
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gapSeconds' | 'gapTokens'>
+export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand'>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [
