@@ -17,12 +17,12 @@
  */
 
 /** Schemas Prometheus accepts (OpenTelemetry's scale has a wider range; tokentap stays in this one). */
-export const MIN_SCHEMA = -4
-export const MAX_SCHEMA = 8
+const MIN_SCHEMA = -4
+const MAX_SCHEMA = 8
 /** Prometheus's default zero threshold (client_golang's DefNativeHistogramZeroThreshold): only 0 itself, in practice. */
-export const DEFAULT_ZERO_THRESHOLD = 2 ** -128
+const DEFAULT_ZERO_THRESHOLD = 2 ** -128
 /** Prometheus's suggested bucket limit a series (client_golang's NativeHistogramMaxBucketNumber examples, and OTel's default max size). */
-export const DEFAULT_MAX_BUCKETS = 160
+const DEFAULT_MAX_BUCKETS = 160
 /**
  * Buckets are kept dense between the lowest and highest populated one; a range wider than this
  * many times the bucket limit lowers the resolution too, so a few values far apart cannot make
@@ -46,7 +46,7 @@ export interface HistogramCoreOptions {
 /** The exponential bucket of `value` (> 0) at `schema`: the i with base^(i−1) < value ≤ base^i. */
 export function bucketIndex(value: number, schema: number): number {
   // log2 is exact on powers of two, so the edges Prometheus and OTel agree on exactly stay exact.
-  const v = value > Number.MAX_VALUE ? Number.MAX_VALUE : value
+  const v = Math.min(value, Number.MAX_VALUE)
   return Math.ceil(Math.log2(v) * 2 ** schema)
 }
 

@@ -33,7 +33,6 @@ export const LENGTH_BANDS = [
   { name: 'medium', below: 512 },
   { name: 'long', below: Number.POSITIVE_INFINITY },
 ] as const
-export type LengthBand = (typeof LENGTH_BANDS)[number]['name']
 
 /** The index in LENGTH_BANDS of a request with this many output tokens. */
 export function lengthBandOf(outputTokens: number): number {
@@ -54,7 +53,7 @@ export interface GapRuns {
 }
 
 /** Runs of equal token counts k_j over every content chunk (the first included). */
-export interface TokenRuns {
+interface TokenRuns {
   readonly count: number
   readonly tokens: Float64Array
   readonly times: Float64Array

@@ -21,7 +21,7 @@ export interface Who {
 const NO_OVERHEAD = { request: undefined, firstChunk: undefined, chunk: undefined }
 
 /** A finished request's identity as the exchange would give it. */
-export function factsOf(who: Who = {}): RequestFacts {
+function factsOf(who: Who = {}): RequestFacts {
   return {
     id: who.id ?? 'r',
     route: { label: who.route ?? '/r', slo: who.slo === true ? {} : undefined },

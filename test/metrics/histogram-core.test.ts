@@ -62,7 +62,7 @@ t.test('past the bucket limit the resolution drops one schema at a time, as the 
   t.equal(total, 5, 'no count is lost')
 })
 
-t.test('the bucket limit holds whatever is observed, and nothing is lost', async (t) => {
+t.test('the bucket limit holds whatever is observed, and nothing is lost', async () => {
   fc.assert(
     fc.property(
       fc.array(fc.tuple(fc.double({ min: 0, max: 1e12, noNaN: true }), fc.integer({ min: 1, max: 1000 })), { maxLength: 400 }),
@@ -86,7 +86,7 @@ t.test('the bucket limit holds whatever is observed, and nothing is lost', async
 /** Values and weights, as a worker would observe them. */
 const observations = fc.array(fc.tuple(fc.oneof(fc.constant(0), fc.double({ min: 1e-7, max: 1e4, noNaN: true })), fc.integer({ min: 1, max: 50 })), { maxLength: 200 })
 
-t.test('merging equals observing in one histogram, across schemas (the lower one wins)', async (t) => {
+t.test('merging equals observing in one histogram, across schemas (the lower one wins)', async () => {
   fc.assert(
     fc.property(observations, observations, fc.integer({ min: 0, max: 8 }), fc.integer({ min: 0, max: 8 }), (a, b, sa, sb) => {
       const bounds = Float64Array.of(0.001, 0.1, 10)
