@@ -101,7 +101,10 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
         return
       }
       ex.responseStarted(res.statusCode, header(res.headers, 'content-type'), header(res.headers, 'content-encoding'), now(), header(res.headers, 'x-request-id'))
-      res.stream.once('error', (err: Error & { code?: string }) => ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', err.code ?? err.message))
+      // After the client left, the upstream stream is destroyed on purpose (below): not a failure.
+      res.stream.once('error', (err: Error & { code?: string }) => {
+        if (!reply.raw.destroyed) ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', err.code ?? err.message)
+      })
       const tap = new Transform({
         transform(chunk: Buffer, _encoding, callback) {
           const at = now()

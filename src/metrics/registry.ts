@@ -21,24 +21,14 @@ const NEWLINE = Buffer.from('\n')
 const EOF = Buffer.from('# EOF\n')
 /**
  * Longest run of scrape work (rendering, and the caller's writes of what was rendered) before
- * the event loop gets a turn: a scrape of any size never delays the proxied streams by more.
- * Why 1 ms and not 2: a chunk waits up to one slice behind a scrape, and cadence is what tokentap
- * measures. Interleaved A/B runs on the bench host (bench/scrape.ts, ~1,000 series, traffic on)
- * could not tell 1 from 2 ms apart in the scrape's p99 (about 11 ms either way, p50 3.7–3.9 ms;
- * a scrape is about 2 ms of work once the process metrics are cached, below), while the streams'
- * event-loop delay p99 during scrapes was about 1 ms higher at 2 ms (6.5 against 5.7 ms), and
- * 2.5 or 4 ms only raised it further. Fewer, longer slices would buy a scrape that depends less
- * on how busy the loop is; the streams' cadence comes first.
+ * the event loop gets a turn: a chunk waits up to one slice behind a scrape, and cadence is what
+ * tokentap measures (the A/B behind 1 ms: bench/results/ab-notes.md).
  */
 const SLICE_MS = 1
 /**
- * prom-client's process metrics cost about 1 ms of every collection (synchronous reads of /proc,
- * the event-loop delay histogram's percentiles), as much as the rest of a 1,000-series scrape's
- * rendering. Scrapes less than this apart serve the same collection: Prometheus's 15–60 s interval
- * collects afresh on every scrape, and what it saves is the scrapes that come together (two HA
- * Prometheus servers, a scraper and a person's curl, a benchmark scraping back to back). The
- * figures are then at most a second old; their own windows (the event-loop lag's, reset by each
- * collection) run from one collection to the next, as before.
+ * Scrapes less than this apart serve the same collection of prom-client's process metrics, which
+ * cost as much as the rest of a large scrape (bench/results/ab-notes.md); Prometheus's own
+ * interval still collects afresh every time.
  */
 const PROCESS_MAX_AGE_MS = 1000
 /** Bytes handed to the caller at a time (one socket write, one chunk of the body). */

@@ -144,7 +144,7 @@ export interface RecordPolicyOptions {
 }
 
 /** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
-export function errorType(m: Measurement): string | undefined {
+function errorType(m: Measurement): string | undefined {
   if (m.outcome === Outcome.ok) return undefined
   if (m.outcome === Outcome.cancelled) return 'cancelled'
   if (m.failure !== undefined) return m.failure
@@ -155,7 +155,7 @@ export function errorType(m: Measurement): string | undefined {
  * `gen_ai.operation.name` from the API path (https://opentelemetry.io/docs/specs/semconv/gen-ai/),
  * or undefined for requests that are no GenAI operation (model lists, health checks).
  */
-export function operationFor(method: string, path: string): string | undefined {
+function operationFor(method: string, path: string): string | undefined {
   if (method !== 'POST') return undefined
   if (/embed/i.test(path)) return 'embeddings'
   if (/generatecontent/i.test(path)) return 'generate_content'

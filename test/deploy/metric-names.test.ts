@@ -5,6 +5,7 @@ import { parse } from 'yaml'
 import { repoPath } from '../helpers/paths.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { driveMixedTraffic } from '../helpers/traffic.ts'
+import { eventually } from '../helpers/eventually.ts'
 
 const DEPLOY = repoPath('deploy')
 const RULES_DIR = join(DEPLOY, 'prometheus/rules')
@@ -126,12 +127,11 @@ t.test('every metric the dashboard and the rules use exists in a real scrape aft
   t.teardown(() => proxy.close())
   await driveMixedTraffic(proxy.url)
   // Recorded on close: wait for the last request to show up.
-  const deadline = Date.now() + 10_000
-  let samples = await proxy.scrape()
-  while (samples.filter((s) => s.name === 'llm_requests_total').reduce((n, s) => n + s.value, 0) < 5 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 20))
-    samples = await proxy.scrape()
-  }
+  const samples = await eventually(
+    'five requests in the scrape',
+    () => proxy.scrape(),
+    (s) => s.filter((x) => x.name === 'llm_requests_total').reduce((n, x) => n + x.value, 0) >= 5,
+  )
   const scraped = new Set(samples.map((s) => s.name))
 
   t.ok(dashboardExprs.length >= 20, `${dashboardExprs.length} dashboard queries`)

@@ -8,10 +8,15 @@ import { pointsOf, startOtlpReceiver } from '../helpers/otlp-receiver.ts'
 import type { Export, Point } from '../helpers/otlp-receiver.ts'
 import { metricsUrl, otelEnabled, otelProtocol } from '../../src/metrics/otel-config.ts'
 import { DURATION_BOUNDS, OtelMetrics, PER_TOKEN_BOUNDS, TOKEN_BOUNDS } from '../../src/metrics/otel.ts'
-import { operationFor } from '../../src/timing/observations.ts'
 import { observationsOf } from '../helpers/observe.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
+
+/** The GenAI operation the recording policy names for a request (undefined: not recorded). */
+const operationFor = (method: string, path: string): string | undefined =>
+  observationsOf(measure({ tReq: 0, tEnd: 1, tHeaders: undefined, statusCode: 200, failure: undefined, clientGone: false, chunks: new ChunkLog(), summary: {}, stallSeconds: 1 }), { method, path })
+    .operation
+import { eventually } from '../helpers/eventually.ts'
 
 const NAMES = [
   'gen_ai.client.operation.duration',
@@ -237,8 +242,11 @@ t.test('the exporter posts on its interval by itself, and a dead collector costs
   const proxy = await startProxy({ routes: [simRoute()], otel: { endpoint: receiver.url, interval_ms: 150 } })
   t.teardown(() => proxy.close())
   await chat(proxy.url, { ttft_ms: 5, chunks: [[5, 1]] })
-  const deadline = Date.now() + 5000
-  while (receiver.received.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  await eventually(
+    'an export on the interval',
+    () => receiver.received.length,
+    (n) => n >= 1,
+  )
   t.ok(receiver.received.length >= 1, 'exported without being asked')
   t.equal(receiver.received[0]?.path, '/v1/metrics')
 
