@@ -70,16 +70,17 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds })
   state.recorder.listen(live.listener)
   // The admin instance reads the service's state (draining, in flight, live figures) as it changes.
-  const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin({ ...adminView(state), live }) })
+  const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin(adminView(state, live)) })
   app.addHook('onClose', async () => {
     await service.admin.close()
   })
   return Object.assign(app, { tokentap: service })
 }
 
-/** The admin listener's view of the plugin's state: `draining` read live, the rest as it is. */
-function adminView(state: TokentapState): Omit<AdminState, 'live'> {
+/** The admin listener's view of the service: `draining` read when asked (a getter, never copied). */
+function adminView(state: TokentapState, live: LiveStore): AdminState {
   return {
+    live,
     config: state.config,
     logger: state.logger,
     registry: state.registry,

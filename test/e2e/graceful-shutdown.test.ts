@@ -27,7 +27,7 @@ async function startServer(configFile: string): Promise<Server> {
     }
   })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  await waitFor('the server to listen', () => logs.some((l) => l.msg === 'tokentap listening'), 60_000)
+  await waitFor('the server to listen', () => logs.some((l) => l.msg === 'tokentap listening'), 300_000)
   const ready = logs.find((l) => l.msg === 'tokentap listening') as { proxy: string; admin: string }
   return { proxy: `http://${ready.proxy}`, admin: `http://${ready.admin}`, logs, exited, kill: (s) => child.kill(s) }
 }
