@@ -86,7 +86,8 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
   t.notOk(l.ok, 'the stream still open at the deadline is broken, not ended cleanly')
   t.equal(await server.exited, 0, 'the process exits 0')
   const took = Date.now() - termAt
-  t.ok(took >= 1400 && took < 15_000, `exits after the drain deadline, not held by idle connections (${took} ms)`)
+  // Idle keep-alive connections would hold it 72 s (Fastify's keepAliveTimeout); a loaded machine may take a while.
+  t.ok(took >= 1400 && took < 60_000, `exits after the drain deadline, not held by idle connections (${took} ms)`)
 
   const requests = server.logs.filter((x) => x.msg === 'request')
   // The GET /v1/models, the stream that finished, and the one cut at the deadline.
