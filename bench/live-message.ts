@@ -5,6 +5,7 @@ import { LiveStats } from '../src/admin/live/live-stats.ts'
 import type { FinishedRequest } from '../src/admin/live/finished-request.ts'
 import { buildMessage } from '../src/admin/live/live-message.ts'
 import type { Cursors, InFlight } from '../src/admin/live/live-message.ts'
+import { lengthBandOf } from '../src/timing/observations.ts'
 
 /**
  * The live page's per-second cost: building one server-sent message (buildMessage +
@@ -63,7 +64,7 @@ function request(i: number, endedAt: number): FinishedRequest {
   const model = `model-${Math.floor(k / 20)}`
   const n = 20 + Math.floor(rand() * 300)
   const gapSeconds = new Float64Array(n)
-  const gapTokens = new Uint32Array(n)
+  const gapTokens = new Float64Array(n)
   const itl = 0.01 + rand() * 0.04
   for (let j = 0; j < n; j++) {
     gapSeconds[j] = rand() < 0.2 ? 0 : itl * (0.5 + rand())
@@ -91,8 +92,8 @@ function request(i: number, endedAt: number): FinishedRequest {
     outputTokens: n + 1,
     outputSource: 'usage',
     chunks: n + 1,
-    gapSeconds,
-    gapTokens,
+    gaps: { count: n, seconds: gapSeconds, tokens: gapTokens, times: new Float64Array(n).fill(1) },
+    lengthBand: lengthBandOf(n + 1),
     concurrency: 1 + Math.floor(rand() * 100),
     endedAt,
   }

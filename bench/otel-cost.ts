@@ -2,6 +2,7 @@ import pino from 'pino'
 import { OtelMetrics } from '../src/metrics/otel.ts'
 import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
+import { RecordPolicy } from '../src/timing/observations.ts'
 
 /**
  * What `OtelMetrics.record()` costs in process: µs of CPU per finished stream of 3 and of 100
@@ -14,8 +15,21 @@ import { measure } from '../src/timing/measurement.ts'
 /** CPU µs per `OtelMetrics.record()` of a finished stream of `chunks` one-token chunks 1 ms apart. */
 function recordCost(chunks: number): { usPerRecord: number; records: number } {
   const otel = new OtelMetrics({ config: { endpoint: 'http://127.0.0.1:9', headers: {}, interval_ms: 3_600_000 }, logger: pino({ level: 'silent' }), env: {} })
-  const labels = { provider: 'openai', model: 'bench-model', route: '/t' }
-  const request = { method: 'POST', path: '/v1/chat/completions', responseModel: 'bench-model' }
+  // The policy's Observations are made once per request for every sink: only the OTel map is timed.
+  const policy = new RecordPolicy({ maxModelsPerRoute: 100, lengthBandLabel: false, genAi: true })
+  const who = {
+    id: 'r',
+    route: { label: '/t' },
+    provider: 'openai',
+    method: 'POST',
+    path: '/v1/chat/completions',
+    model: 'bench-model',
+    responseModel: 'bench-model',
+    usageInjected: false,
+    concurrency: 1,
+    tReq: 0,
+    overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
+  }
   const one = () => {
     const log = new ChunkLog()
     for (let i = 0; i < chunks; i++) log.add(100 + i, 1, MarkKind.text, false)
@@ -31,11 +45,11 @@ function recordCost(chunks: number): { usPerRecord: number; records: number } {
       stallSeconds: 1,
     })
   }
-  const ms = Array.from({ length: 1000 }, one)
+  const ms = Array.from({ length: 1000 }, () => policy.observe(who, one()))
   const n = Math.round(600_000 / (chunks + 5))
-  for (let i = 0; i < n / 10; i++) otel.record(labels, ms[i % ms.length], request)
+  for (let i = 0; i < n / 10; i++) otel.record(ms[i % ms.length])
   const c0 = process.cpuUsage()
-  for (let i = 0; i < n; i++) otel.record(labels, ms[i % ms.length], request)
+  for (let i = 0; i < n; i++) otel.record(ms[i % ms.length])
   const c = process.cpuUsage(c0)
   void otel.shutdown()
   return { usPerRecord: (c.user + c.system) / n, records: n }

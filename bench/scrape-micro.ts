@@ -11,6 +11,7 @@ import { MetricsRegistry } from '../src/metrics/registry.ts'
 import type { MetricsSource } from '../src/metrics/source.ts'
 import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
+import { RecordPolicy } from '../src/timing/observations.ts'
 import { round, summary } from './stats.ts'
 
 /**
@@ -66,6 +67,7 @@ const random = rng(42)
 const modelLabels = (i: number) => ({ provider: PROVIDERS[i % PROVIDERS.length], model: `gpt-4o-mini-2024-07-18-ft-${String(i).padStart(4, '0')}`, route: ROUTES[i % ROUTES.length] })
 
 let requestId = 0
+const policy = new RecordPolicy({ maxModelsPerRoute: 100_000, lengthBandLabel: false, genAi: false })
 /** One finished request for model `i`: a few content chunks with realistic gaps, usage, overheads. */
 function record(m: LlmMetrics, i: number): void {
   const log = new ChunkLog()
@@ -86,13 +88,21 @@ function record(m: LlmMetrics, i: number): void {
     summary: { usage: { output: chunks * 2, input: 100 + Math.floor(random() * 4000) } },
     stallSeconds: 1,
   })
-  m.record(modelLabels(i), measurement, {
+  const labels = modelLabels(i)
+  const who = {
     id: `req-${++requestId}`,
-    concurrency: 1 + Math.floor(random() * 12),
-    overhead: { request: random() * 0.0005, firstChunk: random() * 0.0002, chunk: random() * 0.0001 },
+    route: { label: labels.route },
+    provider: labels.provider,
+    method: 'POST',
+    path: '/v1/chat/completions',
+    model: labels.model,
+    responseModel: undefined,
     usageInjected: false,
-    hasSlo: false,
-  })
+    concurrency: 1 + Math.floor(random() * 12),
+    tReq: 0,
+    overhead: { request: random() * 0.0005, firstChunk: random() * 0.0002, chunk: random() * 0.0001 },
+  }
+  m.record(policy.observe(who, measurement))
 }
 
 const histogramSeries = (m: LlmMetrics): number => m.all().reduce((n, x) => n + (x.type === 'histogram' ? x.seriesCount : 0), 0)

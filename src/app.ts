@@ -5,6 +5,7 @@ import type { Dispatcher } from 'undici'
 import type { Config } from './config/schema.ts'
 import { createLogger } from './logger.ts'
 import { buildAdmin } from './admin/admin.ts'
+import type { AdminState } from './admin/admin.ts'
 import { LiveStore } from './admin/live/live-store.ts'
 import { listenerTlsOptions } from './listener-tls.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
@@ -36,7 +37,7 @@ export interface BuildOptions {
   readonly logger?: Logger
   /** The upstream dispatcher (default: a pooled undici Agent with the configured timeouts). */
   readonly dispatcher?: Dispatcher
-  /** The monotonic clock in ms (default `performance.now`). */
+  /** The monotonic clock in ms (default: src/clock.ts). */
   readonly now?: () => number
 }
 
@@ -66,15 +67,28 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.setNotFoundHandler(notFound)
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
   const state = app.tokentap
-  const service = state as Tokentap
   const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds, realtimeOpen: state.realtime.open })
   state.recorder.listen(live.listener)
   state.realtime.listen(live.realtime.listener)
-  Object.assign(service, { otel: state.otelMetrics, live })
-  Object.assign(service, { admin: buildAdmin(service) })
-
+  // The admin instance reads the service's state (draining, in flight, live figures) as it changes.
+  const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin(adminView(state, live)) })
   app.addHook('onClose', async () => {
     await service.admin.close()
   })
-  return app as TokentapApp
+  return Object.assign(app, { tokentap: service })
+}
+
+/** The admin listener's view of the service: `draining` read when asked (a getter, never copied). */
+function adminView(state: TokentapState, live: LiveStore): AdminState {
+  return {
+    live,
+    config: state.config,
+    logger: state.logger,
+    registry: state.registry,
+    active: state.active,
+    now: state.now,
+    get draining() {
+      return state.draining
+    },
+  }
 }

@@ -4,6 +4,8 @@ import type { AddressInfo } from 'node:net'
 import { AggregatorRegistry } from 'prom-client'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
+import { monotonicNow } from './clock.ts'
+import { TokentapError } from './errors.ts'
 import { closeLogger, createLogger } from './logger.ts'
 import { validateConfig } from './config/load-config.ts'
 import type { Config } from './config/schema.ts'
@@ -11,6 +13,7 @@ import { buildAdmin } from './admin/admin.ts'
 import type { AdminState } from './admin/admin.ts'
 import type { MetricJson } from './metrics/metric.ts'
 import { wholeTextSource } from './metrics/source.ts'
+import { routeLabel } from './proxy/open-exchange.ts'
 
 /**
  * Several cores, one pod (`server.workers: N` > 1): the primary forks N workers that share the
@@ -100,6 +103,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     logger,
     // Summed as text: Prometheus format only (no exemplars to merge across workers).
     registry: wholeTextSource(() => collect()),
+    now: monotonicNow,
     // Not ready until every worker listens, nor while draining.
     get draining() {
       return stopping || listening.size < wanted
@@ -115,16 +119,16 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       const onMessage = (msg: MetricsResponse): void => {
         if (msg?.type !== ClusterMessage.metricsResponse || msg.id !== id) return
         done()
-        if (msg.error !== undefined || msg.metrics === undefined) reject(new Error(`worker ${worker.id}: ${msg.error ?? 'no metrics'}`))
+        if (msg.error !== undefined || msg.metrics === undefined) reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, msg.error ?? 'no metrics'))
         else resolve(msg.metrics)
       }
       const onExit = (): void => {
         done()
-        reject(new Error(`worker ${worker.id} exited during a scrape`))
+        reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, 'exited during a scrape'))
       }
       const timer = setTimeout(() => {
         done()
-        reject(new Error(`worker ${worker.id} did not answer within ${METRICS_TIMEOUT_MS} ms`))
+        reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, `did not answer within ${METRICS_TIMEOUT_MS} ms`))
       }, METRICS_TIMEOUT_MS)
       const done = (): void => {
         clearTimeout(timer)
@@ -165,10 +169,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       if (!announced && listening.size >= wanted) {
         announced = true
         const adminPort = (admin.server.address() as AddressInfo).port
-        logger.info(
-          { proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map((r) => r.name ?? r.prefix) },
-          'tokentap listening',
-        )
+        logger.info({ proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map(routeLabel) }, 'tokentap listening')
       }
     })
     worker.on('exit', (code, signal) => {

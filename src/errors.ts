@@ -4,10 +4,10 @@
  */
 
 const ERRORS = {
-  TOKENTAP_ERR_CONFIG_READ: { message: "cannot read config file '%s': %s", status: 500 },
-  TOKENTAP_ERR_CONFIG_YAML: { message: "config file '%s' is not valid YAML: %s", status: 500 },
-  TOKENTAP_ERR_CONFIG_INVALID: { message: 'invalid configuration: %s', status: 500 },
-  TOKENTAP_ERR_ENV_INVALID: { message: "environment variable %s='%s' is not valid: %s", status: 500 },
+  TOKENTAP_ERR_CONFIG_READ: { message: "cannot read config file '%s': %s", status: undefined },
+  TOKENTAP_ERR_CONFIG_YAML: { message: "config file '%s' is not valid YAML: %s", status: undefined },
+  TOKENTAP_ERR_CONFIG_INVALID: { message: 'invalid configuration: %s', status: undefined },
+  TOKENTAP_ERR_ENV_INVALID: { message: "environment variable %s='%s' is not valid: %s", status: undefined },
   TOKENTAP_ERR_UPSTREAM_CONNECT: { message: 'cannot connect to the upstream: %s', status: 502 },
   TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT: { message: 'the upstream sent no response headers within %s ms', status: 504 },
   TOKENTAP_ERR_UPSTREAM_TIMEOUT: { message: 'the upstream request took longer than %s ms', status: 504 },
@@ -22,7 +22,11 @@ const ERRORS = {
   TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE: { message: 'the upstream response head cannot be relayed: %s', status: 502 },
   TOKENTAP_ERR_SHUTTING_DOWN: { message: 'tokentap is shutting down', status: 503 },
   TOKENTAP_ERR_INTERNAL: { message: 'internal proxy error: %s', status: 500 },
-} as const
+  /** The client closed the connection: what aborts the upstream request (never answered: no one is there). */
+  TOKENTAP_ERR_CLIENT_GONE: { message: 'the client closed the connection', status: undefined },
+  TOKENTAP_ERR_PLUGIN_MISSING: { message: '%s: register the tokentap plugin on this instance first', status: undefined },
+  TOKENTAP_ERR_WORKER: { message: 'worker %s: %s', status: undefined },
+} as const satisfies Record<string, { readonly message: string; readonly status: number | undefined }>
 
 export type ErrorCode = keyof typeof ERRORS
 
@@ -34,7 +38,8 @@ export type FailureCode = ErrorCode
 
 export class TokentapError extends Error {
   readonly code: ErrorCode
-  readonly statusCode: number
+  /** The HTTP status a client is answered with; undefined for errors no client sees (config, workers). */
+  readonly statusCode: number | undefined
 
   constructor(code: ErrorCode, ...args: (string | number)[]) {
     let i = 0
@@ -42,6 +47,11 @@ export class TokentapError extends Error {
     this.name = 'TokentapError'
     this.code = code
     this.statusCode = ERRORS[code].status
+  }
+
+  /** The status a client is answered with (500 should an error meant for no client reach one). */
+  get httpStatus(): number {
+    return this.statusCode ?? 500
   }
 
   /**

@@ -3,10 +3,10 @@ import { Transform } from 'node:stream'
 import type { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { RouteConfig } from './config/schema.ts'
+import { TokentapError } from './errors.ts'
 import type { FailureCode } from './errors.ts'
-import { Exchange } from './proxy/exchange.ts'
-import type { RouteRuntime } from './proxy/exchange.ts'
-import { rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
+import type { Exchange } from './proxy/exchange.ts'
+import { proxyRoute } from './proxy/open-exchange.ts'
 import type { RouteSlo } from './timing/slo.ts'
 
 /**
@@ -69,16 +69,15 @@ function failureOf(err: Error & { statusCode?: number }): FailureCode {
 // biome-ignore lint/suspicious/noExplicitAny: any Fastify instance the plugin was registered on (its logger type varies).
 export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, any>, options: HttpProxyTapOptions): TokentapReplyOptions {
   const state = app.tokentap
-  if (state === undefined) throw new Error('tokentapReplyOptions: register the tokentap plugin on this instance first')
-  const { now, exchangeDeps, ids } = state
-  const base = options.prefix === '/' ? '' : options.prefix.replace(/\/+$/, '')
-  const route: RouteRuntime = { label: options.name ?? options.prefix, prefix: options.prefix, provider: options.provider ?? 'auto', slo: options.slo, inFlight: 0 }
+  if (state === undefined) throw new TokentapError('TOKENTAP_ERR_PLUGIN_MISSING', 'tokentapReplyOptions')
+  const { opener } = state
+  const now = opener.now
+  const route = proxyRoute(options)
   const started = new WeakMap<IncomingMessage, { tReq: number; reply: AnyReply }>()
   const exchanges = new WeakMap<IncomingMessage, Exchange>()
 
   app.addHook('onRequest', (request: AnyRequest, reply: AnyReply, done: () => void) => {
-    const url = request.raw.url ?? '/'
-    if (base === '' || url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)) started.set(request.raw, { tReq: now(), reply })
+    if (opener.owns(route, request.raw.url ?? '/')) started.set(request.raw, { tReq: now(), reply })
     done()
   })
 
@@ -87,13 +86,9 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
       const req = request.raw as IncomingMessage
       const start = started.get(req)
       if (start === undefined) return headers
-      const url = req.url ?? '/'
-      const target = upstreamPathAndQuery(url, rawPrefixEnd(url, base))
-      const { id, generated } = ids.of(req.headers)
-      const ex = new Exchange(exchangeDeps, route, id, req.method ?? 'GET', target.path, start.tReq, generated)
+      const { ex } = opener.open(route, req, req.url ?? '/', start.tReq)
       exchanges.set(req, ex)
-      const res = start.reply.raw
-      res.once('close', () => ex.finish(now(), !res.writableFinished))
+      opener.finishOnClose(ex, start.reply.raw)
       // reply-from sends the request as soon as this returns.
       ex.requestSent(now())
       return headers
@@ -106,7 +101,10 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
         return
       }
       ex.responseStarted(res.statusCode, header(res.headers, 'content-type'), header(res.headers, 'content-encoding'), now(), header(res.headers, 'x-request-id'))
-      res.stream.once('error', (err: Error & { code?: string }) => ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', err.code ?? err.message))
+      // After the client left, the upstream stream is destroyed on purpose (below): not a failure.
+      res.stream.once('error', (err: Error & { code?: string }) => {
+        if (!reply.raw.destroyed) ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', err.code ?? err.message)
+      })
       const tap = new Transform({
         transform(chunk: Buffer, _encoding, callback) {
           const at = now()

@@ -1,29 +1,29 @@
-import { performance } from 'node:perf_hooks'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Logger } from 'pino'
 import type { Dispatcher } from 'undici'
+import { monotonicNow } from './clock.ts'
 import { validateConfig } from './config/load-config.ts'
 import type { Config, RouteConfig } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
-import { LabelLimiter } from './metrics/label-limiter.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
 import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
 import { sendError } from './proxy/error-answer.ts'
-import { Exchange } from './proxy/exchange.ts'
-import type { ExchangeDeps, RouteRuntime } from './proxy/exchange.ts'
+import type { Exchange, ExchangeDeps } from './proxy/exchange.ts'
 import { FinishQueue } from './proxy/finish-queue.ts'
 import { forward } from './proxy/forward.ts'
+import { ExchangeOpener, proxyRoute } from './proxy/open-exchange.ts'
 import { Recorder } from './proxy/recorder.ts'
 import { RequestIds } from './proxy/request-id.ts'
 import { originForm } from './proxy/request-target.ts'
-import { PROXY_METHODS, rawPrefixEnd, upstreamPathAndQuery } from './proxy/route-path.ts'
+import { PROXY_METHODS } from './proxy/route-path.ts'
 import { RealtimeSessions } from './realtime/realtime.ts'
 import { registerRealtimeMetrics } from './realtime/realtime-metrics.ts'
 import { installUpgradeListener, pendingUpgrade } from './realtime/upgrade-listener.ts'
+import { RecordPolicy } from './timing/observations.ts'
 import { parseUpstream } from './proxy/upstream.ts'
 import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
 import type { Upstream } from './proxy/upstream.ts'
@@ -49,7 +49,7 @@ export interface TokentapOptions extends TokentapConfigOptions {
   readonly config?: Config
   /** The upstream dispatcher (default: a pooled undici Agent with the configured timeouts). */
   readonly dispatcher?: Dispatcher
-  /** The monotonic clock in ms (default `performance.now`); tests replay streams on virtual time. */
+  /** The monotonic clock in ms (default: src/clock.ts); tests replay streams on virtual time. */
   readonly now?: () => number
   /** The logger for the request lines (default: the Fastify instance's). */
   readonly logger?: Logger
@@ -65,9 +65,8 @@ export interface TokentapState {
   readonly logger: Logger
   /** OpenTelemetry GenAI metrics and their OTLP export, when `otel.endpoint` (or an OTLP endpoint variable) is set. */
   readonly otelMetrics?: OtelMetrics
-  /** What a new Exchange needs (the @fastify/http-proxy helper makes its own exchanges). */
-  readonly exchangeDeps: ExchangeDeps
-  readonly ids: RequestIds
+  /** How requests become exchanges (the @fastify/http-proxy helper opens its own through it). */
+  readonly opener: ExchangeOpener
   /** The monotonic clock (ms) every time of this instance comes from. */
   readonly now: () => number
   /** WebSocket sessions (OpenAI Realtime, Gemini Live) relayed and measured on the routes. */
@@ -100,22 +99,23 @@ function validatedConfig(options: TokentapOptions): Config {
 const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options) => {
   const config = validatedConfig(options)
   const logger = options.logger ?? (app.log as unknown as Logger)
-  const now = options.now ?? (() => performance.now())
+  const now = options.now ?? monotonicNow
   const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
   const active = new Set<Exchange>()
-  const models = new LabelLimiter(config.limits.max_models_per_route)
+  const otelOn = otelEnabled(config.otel)
+  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
     (add) => {
-      for (const ex of active) add([ex.provider, models.value(ex.route.label, ex.requestModel), ex.route.label], 1)
+      for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel), 1)
     },
-    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, lengthBand: config.metrics.length_band_label },
+    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, bandedLabelNames: policy.bandedLabelNames },
   )
   for (const m of metrics.all()) registry.register(m)
-  const otelMetrics = otelEnabled(config.otel) ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
+  const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
   // Closing sends a last export (onClose runs once requests in flight have been recorded).
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
-  const recorder = new Recorder({ metrics, models, logger, otel: otelMetrics })
+  const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics })
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
     maxEventBytes: config.limits.max_event_bytes,
@@ -124,11 +124,11 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     record: recorder.record,
     onRecordError: recorder.onRecordError,
   }
-  const ids = new RequestIds()
   const finishing = new FinishQueue()
-  const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, models, now })
+  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now)
+  const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
   registerRealtimeMetrics(realtime, registry, config.metrics.buckets)
-  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, exchangeDeps: deps, ids, now, realtime, draining: false }
+  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
   installUpgradeListener(app, logger)
@@ -153,15 +153,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   })
 
   function registerRoute(proxy: FastifyInstance, route: RouteConfig, dispatcher: Dispatcher): void {
-    const runtime: RouteRuntime = {
-      label: route.name ?? route.prefix,
-      prefix: route.prefix,
-      provider: route.provider,
-      slo: route.slo,
-      inFlight: 0,
-      echoRequestId: route.echo_request_id,
-      serverTiming: route.server_timing,
-    }
+    const proxied = proxyRoute(route)
     let upstream: Upstream | undefined = route.upstream === undefined ? undefined : parseUpstream(route.upstream)
     if (route.simulator !== undefined) {
       // The simulated model is a real HTTP server on loopback, so its traffic takes the same path as any upstream's.
@@ -172,7 +164,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       })
       app.addHook('onClose', async () => sim.close())
     }
-    const base = route.prefix === '/' ? '' : route.prefix
+    const base = proxied.base
     const onRequest = (request: FastifyRequest, _reply: FastifyReply, done: () => void): void => {
       request.tokentapStart = now()
       done()
@@ -189,16 +181,14 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
           sendError(res, url)
           return
         }
-        // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
-        const target = upstreamPathAndQuery(url, rawPrefixEnd(url, base))
-        const { id, generated } = ids.of(req.headers)
         const pending = pendingUpgrade(req)
         if (pending !== undefined) {
-          realtime.pass(req, pending, { route: runtime, id, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
+          const { target, id } = opener.identify(proxied, req, url)
+          realtime.pass(req, pending, { route: proxied.runtime, id, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
           return
         }
-        const ex = new Exchange(deps, runtime, id, req.method ?? 'GET', target.path, request.tokentapStart, generated)
-        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, now, finishing })
+        const { ex, target } = opener.open(proxied, req, url, request.tokentapStart)
+        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, opener })
       } catch (err) {
         // A bug must cost one request, never the process.
         logger.error({ err }, 'proxy handler failed')

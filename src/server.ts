@@ -4,6 +4,7 @@ import { outcomeOf, parseCli } from './cli.ts'
 import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
 import type { Config } from './config/schema.ts'
 import { closeLogger } from './logger.ts'
+import { routeLabel } from './proxy/open-exchange.ts'
 
 /**
  * The process: the command line (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else
@@ -42,7 +43,7 @@ async function main(): Promise<void> {
     const a = s.address() as AddressInfo
     return `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`
   }
-  if (!worker) logger.info({ proxy: bound(app.server), admin: bound(admin.server), routes: config.routes.map((r) => r.name ?? r.prefix) }, 'tokentap listening')
+  if (!worker) logger.info({ proxy: bound(app.server), admin: bound(admin.server), routes: config.routes.map(routeLabel) }, 'tokentap listening')
 
   let stopping = false
   const drain = async (signal: string): Promise<void> => {

@@ -4,6 +4,7 @@ import { parseMetrics, select, sumOf } from './helpers/prometheus.ts'
 import type { Sample } from './helpers/prometheus.ts'
 import { startServerProcess } from './helpers/server-process.ts'
 import { findTool, run } from './helpers/tools.ts'
+import { eventually } from './helpers/eventually.ts'
 
 // Two tokens of gap per request: first chunk at 5 ms, then two more chunks.
 const PLAN = {
@@ -47,7 +48,7 @@ async function scrapeUntil(adminUrl: string, requests: number): Promise<{ text: 
   }
 }
 
-t.setTimeout(400_000)
+t.setTimeout(900_000)
 
 t.test('with workers: 2 the primary serves one aggregated /metrics whose counts are exact, replaces a dead worker and drains on SIGTERM', async (t) => {
   const server = startServerProcess({
@@ -58,7 +59,7 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   })
   t.teardown(() => server.kill())
   // The primary and its workers start from dist/; the bound is for a heavily loaded machine.
-  const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 120_000)
+  const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 300_000)
   t.equal(up.workers, 2, 'the primary reports two workers')
   const proxyUrl = `http://${up.proxy as string}`
   const adminUrl = `http://${up.admin as string}`
@@ -100,8 +101,8 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   // A worker that dies is replaced, and what it had counted is not lost.
   const victim = parseInt([...pids][0], 36)
   process.kill(victim, 'SIGKILL')
-  await server.waitForLog((l) => l.msg === 'worker died: starting a new one' && l.pid === victim, 10_000)
-  const deadline = Date.now() + 120_000
+  await server.waitForLog((l) => l.msg === 'worker died: starting a new one' && l.pid === victim, 60_000)
+  const deadline = Date.now() + 300_000
   while ((await fetch(`${adminUrl}/readyz`)).status !== 200) {
     if (Date.now() > deadline) throw new Error('the replacement worker never became ready')
     await new Promise((r) => setTimeout(r, 50))
@@ -113,8 +114,13 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   t.equal(sumOf(after, 'llm_time_to_first_token_seconds_count', labels), K + K2)
 
   // SIGTERM to the primary: an open stream finishes, /readyz turns 503, the process exits 0.
-  const long = complete(proxyUrl, { ttft_ms: 5, chunks: Array.from({ length: 8 }, () => [100, 1]) })
-  await new Promise((r) => setTimeout(r, 150))
+  const long = complete(proxyUrl, { ttft_ms: 5, chunks: Array.from({ length: 8 }, () => [500, 1]) })
+  // SIGTERM once a worker has the stream in flight (its 4 s are far longer than a scrape).
+  await eventually(
+    'the stream in flight',
+    async () => sumOf(parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text()), 'llm_requests_in_flight'),
+    (n) => n >= 1,
+  )
   server.child.kill('SIGTERM')
   await server.waitForLog((l) => l.msg === 'draining')
   t.equal((await fetch(`${adminUrl}/readyz`)).status, 503, 'not ready while draining')

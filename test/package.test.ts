@@ -7,6 +7,7 @@ import t from 'tap'
 import { ROOT } from './helpers/paths.ts'
 import { parseMetrics, sumOf } from './helpers/prometheus.ts'
 import { startUpstream } from './helpers/upstream.ts'
+import { eventually } from './helpers/eventually.ts'
 
 // The package as npm would publish it: packed, installed into a fresh folder, run with npx.
 
@@ -106,11 +107,12 @@ t.test('npx tokentap runs the default config and measures a stream through /sim'
   })
   const text = await chat(`${running.proxy}/sim/v1/chat/completions`, { 'x-tokentap-sim': plan })
   t.ok(text.endsWith('data: [DONE]\n\n'))
-  let m = parseMetrics(await (await fetch(`${running.admin}/metrics`)).text())
-  for (let i = 0; i < 100 && sumOf(m, 'llm_requests_total') === 0; i++) {
-    await new Promise((r) => setTimeout(r, 20))
-    m = parseMetrics(await (await fetch(`${running.admin}/metrics`)).text())
-  }
+  // The request is recorded on close, in the server process: ask until it shows.
+  const m = await eventually(
+    'the request in the metrics',
+    async () => parseMetrics(await (await fetch(`${running.admin}/metrics`)).text()),
+    (m) => sumOf(m, 'llm_requests_total') > 0,
+  )
   t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', { route: '/sim' }), 1)
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', { route: '/sim' }), 3, 'N − k_1 = 4 − 1')
   t.equal(await running.stop(), 0, 'SIGTERM drains and exits 0')
@@ -126,11 +128,12 @@ t.test('npx tokentap --upstream URL is a one-route proxy with no config file', a
   const running = await npx(['--upstream', upstream.url, '--provider', 'openai', '--port', '0', '--admin-port', '0'])
   t.equal(await chat(`${running.proxy}/v1/chat/completions`), sse, 'the bytes arrive unchanged')
   t.equal(upstream.requests[0].url, '/v1/chat/completions')
-  let m = parseMetrics(await (await fetch(`${running.admin}/metrics`)).text())
-  for (let i = 0; i < 100 && sumOf(m, 'llm_requests_total') === 0; i++) {
-    await new Promise((r) => setTimeout(r, 20))
-    m = parseMetrics(await (await fetch(`${running.admin}/metrics`)).text())
-  }
+  // The request is recorded on close, in the server process: ask until it shows.
+  const m = await eventually(
+    'the request in the metrics',
+    async () => parseMetrics(await (await fetch(`${running.admin}/metrics`)).text()),
+    (m) => sumOf(m, 'llm_requests_total') > 0,
+  )
   t.equal(sumOf(m, 'llm_requests_total', { provider: 'openai', route: '/', outcome: 'ok' }), 1)
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count'), 1)
   t.equal(await running.stop(), 0)

@@ -31,13 +31,20 @@ export interface AdminState {
   readonly active?: ReadonlySet<Exchange>
   /** Finished requests for the live page and /debug/requests (absent in the cluster primary). */
   readonly live?: LiveStore
+  /** The monotonic clock (ms) the exchanges' times come from. */
+  readonly now: () => number
 }
 
 /** Registers one group of admin routes. */
 export type AdminRoutes = (admin: FastifyInstance, state: AdminState) => void
 
 /** The admin routes, in registration order. */
-export const ADMIN_ROUTES: readonly AdminRoutes[] = [(admin, state) => metricsRoute(admin, state.registry), (admin, state) => debugStreamsRoute(admin, state.active), registerLive, healthRoutes]
+export const ADMIN_ROUTES: readonly AdminRoutes[] = [
+  (admin, state) => metricsRoute(admin, state.registry),
+  (admin, state) => debugStreamsRoute(admin, state.active, state.now),
+  registerLive,
+  healthRoutes,
+]
 
 export function buildAdmin(state: AdminState, routes: readonly AdminRoutes[] = ADMIN_ROUTES): FastifyInstance {
   const https = listenerTlsOptions(state.config.admin.tls, 'admin.tls')

@@ -1,20 +1,57 @@
-import { timingSafeEqual } from 'node:crypto'
+import { createHmac, timingSafeEqual } from 'node:crypto'
+import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 
 /**
- * `admin.token`: every admin route but the health checks wants `Authorization: Bearer <token>`.
- * One hook for the whole listener, so a route added later is protected without asking.
+ * `admin.token`, the one checker of it: every admin route but the health checks wants
+ * `Authorization: Bearer <token>`, through one hook for the whole listener, so a route added
+ * later is protected without asking. The live views also take a cookie: a page cannot add an
+ * Authorization header to its own navigation or to an EventSource, so `GET /?token=…` checks the
+ * token once, sets an HttpOnly cookie and redirects to `/` (the token leaves the address bar and
+ * the history). The cookie holds an HMAC of the token, not the token, so it cannot be replayed as
+ * a bearer token; only the routes that check themselves (register-live.ts) take it.
  */
 
 /** Paths a probe must reach without a token (the kubelet has none). */
 const OPEN_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz'])
+const COOKIE = 'tokentap_admin'
 
 /** Compares in constant time, so the answer's timing does not give the token away byte by byte. */
-function tokenMatches(header: string | undefined, token: string): boolean {
-  if (header === undefined || !header.startsWith('Bearer ')) return false
-  const given = Buffer.from(header.slice(7))
-  const want = Buffer.from(token)
-  return given.length === want.length && timingSafeEqual(given, want)
+const same = (a: string, b: string): boolean => {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+const bearer = (header: string | undefined, token: string): boolean => header?.startsWith('Bearer ') === true && same(header.slice(7), token)
+
+/** The cookie's value for a token. */
+const cookieValue = (token: string): string => createHmac('sha256', token).update('tokentap live page').digest('base64url')
+
+/** The Set-Cookie header for a browser that showed the token. */
+export function setCookie(token: string): string {
+  return `${COOKIE}=${cookieValue(token)}; HttpOnly; SameSite=Strict; Path=/`
+}
+
+function cookieOf(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq > 0 && part.slice(0, eq).trim() === COOKIE) return part.slice(eq + 1).trim()
+  }
+  return undefined
+}
+
+/** Whether a request may see the live views: no token configured, a bearer token, or the cookie. */
+export function allowed(headers: IncomingHttpHeaders, token: string | undefined): boolean {
+  if (token === undefined || bearer(headers.authorization, token)) return true
+  const cookie = cookieOf(headers.cookie)
+  return cookie !== undefined && same(cookie, cookieValue(token))
+}
+
+/** Whether `?token=` matches. */
+export function tokenGiven(given: unknown, token: string): boolean {
+  return typeof given === 'string' && same(given, token)
 }
 
 /**
@@ -24,7 +61,7 @@ function tokenMatches(header: string | undefined, token: string): boolean {
 export function requireToken(admin: FastifyInstance, token: string, selfAuthenticated: ReadonlySet<string> = new Set()): void {
   admin.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0]
-    if (OPEN_PATHS.has(path) || tokenMatches(request.headers.authorization, token)) return
+    if (OPEN_PATHS.has(path) || bearer(request.headers.authorization, token)) return
     if (request.routeOptions.url !== undefined && selfAuthenticated.has(request.routeOptions.url)) return
     // The path comes from the route table, never the request: the answer echoes nothing the client sent.
     const route = request.routeOptions.url ?? 'this endpoint'

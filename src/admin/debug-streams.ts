@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks'
 import type { FastifyInstance } from 'fastify'
 import type { Exchange } from '../proxy/exchange.ts'
 
@@ -63,7 +62,7 @@ function viewOf(ex: Exchange, now: number): StreamView {
 }
 
 /** The streams in flight, oldest first, at most `limit` of them. */
-export function snapshotStreams(active: ReadonlySet<Exchange>, limit = MAX_STREAMS, now = performance.now()): StreamsSnapshot {
+export function snapshotStreams(active: ReadonlySet<Exchange>, now: number, limit = MAX_STREAMS): StreamsSnapshot {
   // The Set keeps insertion order, which is arrival order: the first `limit` are the oldest.
   const streams: StreamView[] = []
   for (const ex of active) {
@@ -74,11 +73,11 @@ export function snapshotStreams(active: ReadonlySet<Exchange>, limit = MAX_STREA
 }
 
 /** `GET /debug/streams`; 501 where no streams run in this process (the cluster primary). */
-export function debugStreamsRoute(admin: FastifyInstance, active: ReadonlySet<Exchange> | undefined): void {
+export function debugStreamsRoute(admin: FastifyInstance, active: ReadonlySet<Exchange> | undefined, now: () => number): void {
   admin.get('/debug/streams', async (_request, reply) => {
     if (active === undefined) {
       return reply.code(501).send({ error: '/debug/streams lists one process’s streams; with server.workers > 1 the primary runs none' })
     }
-    return reply.header('cache-control', 'no-store').send(snapshotStreams(active))
+    return reply.header('cache-control', 'no-store').send(snapshotStreams(active, now()))
   })
 }

@@ -4,6 +4,7 @@ import { Ajv } from 'ajv'
 import type { ErrorObject } from 'ajv'
 import { parse as parseYaml } from 'yaml'
 import { TokentapError } from '../errors.ts'
+import { prefixBase } from '../proxy/route-path.ts'
 import { configSchema } from './schema.ts'
 import type { Config } from './schema.ts'
 
@@ -74,7 +75,7 @@ export function validateConfig(raw: unknown): Config {
   const config = value as unknown as Config
   const prefixes = new Set<string>()
   config.routes.forEach((route, i) => {
-    const prefix = route.prefix.length > 1 ? route.prefix.replace(/\/+$/, '') : route.prefix
+    const prefix = prefixBase(route.prefix) || '/'
     ;(route as { prefix: string }).prefix = prefix
     if (prefixes.has(prefix)) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'routes[${i}].prefix' ${prefix} is used by another route`)
     prefixes.add(prefix)

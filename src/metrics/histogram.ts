@@ -1,15 +1,27 @@
 import { MAX_NUMBER_BYTES, writer } from './byte-writer.ts'
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
+import { HistogramCore } from './histogram-core.ts'
 import { Metric } from './metric.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
 /**
- * A classic Prometheus histogram with label children bound once and weighted observations:
+ * A Prometheus histogram family with label children bound once and weighted observations:
  * `observe(v, k)` counts k observations of v in one step (token-weighted ITL observes g/k k times).
+ * Each series keeps its figures in a HistogramCore: the classic buckets (exact, for the text
+ * formats) and, when `native` is given, the exponential buckets of a native histogram.
  */
+
+/** A native histogram's settings (`metrics.native_histograms`). */
+export interface NativeOptions {
+  readonly schema: number
+  readonly zeroThreshold: number
+  readonly maxBuckets: number
+}
 
 export interface HistogramOptions extends MetricOptions {
   readonly buckets: readonly number[]
+  /** Keep native (exponential) buckets too. */
+  readonly native?: NativeOptions
 }
 
 /** The latest observation of one bucket, for OpenMetrics exemplars. */
@@ -45,10 +57,10 @@ export class HistogramSeries {
   readonly labelValues: readonly string[]
   /** Rendered `a="x",b="y"` of this series' labels. */
   readonly rendered: string
-  /** Non-cumulative counts per bucket; the last slot is +Inf. */
+  /** The series' figures: classic counts, sum, count and (with `native`) exponential buckets. */
+  readonly core: HistogramCore
+  /** Non-cumulative counts per classic bucket; the last slot is +Inf. */
   readonly counts: Float64Array
-  sum = 0
-  count = 0
   /** Latest exemplar per bucket (same slots as `counts`), allocated on the first one. */
   exemplars: (Exemplar | undefined)[] | undefined
   /**
@@ -64,33 +76,30 @@ export class HistogramSeries {
   storeWithExemplars: Buffer | undefined
   /** The fixed parts of this series' lines as UTF-8, made at its first render. */
   lineBytes: LineBytes | undefined
-  readonly #bounds: Float64Array
 
-  constructor(bounds: Float64Array, labelValues: readonly string[], rendered: string) {
-    this.#bounds = bounds
+  constructor(core: HistogramCore, labelValues: readonly string[], rendered: string) {
+    this.core = core
+    this.counts = core.classic as Float64Array
     this.labelValues = labelValues
     this.rendered = rendered
-    this.counts = new Float64Array(bounds.length + 1)
+  }
+
+  get sum(): number {
+    return this.core.sum
+  }
+
+  get count(): number {
+    return this.core.count
   }
 
   /** Records `weight` observations of `value`; returns the bucket slot, or -1 when nothing was recorded. */
   observe(value: number, weight = 1): number {
-    if (!(weight > 0) || Number.isNaN(value)) return -1
-    const bounds = this.#bounds
-    // Smallest bucket whose upper bound is ≥ value (le is inclusive).
-    let lo = 0
-    let hi = bounds.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (bounds[mid] < value) lo = mid + 1
-      else hi = mid
+    const slot = this.core.observe(value, weight)
+    if (slot >= 0) {
+      this.exposition = undefined
+      this.expositionWithExemplars = undefined
     }
-    this.counts[lo] += weight
-    this.sum += value * weight
-    this.count += weight
-    this.exposition = undefined
-    this.expositionWithExemplars = undefined
-    return lo
+    return slot
   }
 
   /** Like `observe`, and makes this the bucket's exemplar (`labels` from `requestIdExemplar`). */
@@ -107,6 +116,7 @@ const NEWLINE = 0x0a
 export class Histogram extends Metric<HistogramSeries> {
   readonly type = 'histogram'
   readonly buckets: readonly number[]
+  readonly native: NativeOptions | undefined
   readonly #bounds: Float64Array
   /** `0.005"} ` … `+Inf"} `: each bucket line's bound and what follows it up to the count. */
   readonly #leBytes: readonly Buffer[]
@@ -121,6 +131,7 @@ export class Histogram extends Metric<HistogramSeries> {
     if (buckets.length === 0) throw new TypeError(`${opts.name}: at least one finite bucket is needed`)
     super(opts)
     this.buckets = buckets
+    this.native = opts.native
     this.#bounds = Float64Array.from(buckets)
     this.#leBytes = [...buckets.map(formatValue), '+Inf'].map((le) => Buffer.from(`${le}"} `))
     this.#leTotal = this.#leBytes.reduce((n, b) => n + b.length, 0)
@@ -129,7 +140,13 @@ export class Histogram extends Metric<HistogramSeries> {
 
   /** The child for these label values (in `labelNames` order), created on first use. */
   labels(...values: string[]): HistogramSeries {
-    return this.seriesFor(values, () => new HistogramSeries(this.#bounds, values, renderLabels(this.labelNames, values)))
+    return this.seriesFor(values, () => new HistogramSeries(this.newCore(), values, renderLabels(this.labelNames, values)))
+  }
+
+  /** An empty core with this family's buckets (a series', or one to merge workers' series into). */
+  newCore(): HistogramCore {
+    const n = this.native
+    return new HistogramCore({ bounds: this.#bounds, schema: n?.schema, zeroThreshold: n?.zeroThreshold, maxBuckets: n?.maxBuckets })
   }
 
   /**

@@ -16,6 +16,7 @@ export class LabelLimiter {
     this.#max = maxPerScope
   }
 
+  /** The label value of `raw` in `scope`, admitting it while the scope has room. */
   value(scope: string, raw: string | undefined): string {
     if (raw === undefined || raw.length === 0) return UNKNOWN
     const value = raw.length > MAX_VALUE_LENGTH ? raw.slice(0, MAX_VALUE_LENGTH) : raw
@@ -28,5 +29,14 @@ export class LabelLimiter {
     if (set.size >= this.#max) return OTHER
     set.add(value)
     return value
+  }
+
+  /** What `value` would answer now, without admitting anything (readers such as a scrape). */
+  peek(scope: string, raw: string | undefined): string {
+    if (raw === undefined || raw.length === 0) return UNKNOWN
+    const value = raw.length > MAX_VALUE_LENGTH ? raw.slice(0, MAX_VALUE_LENGTH) : raw
+    const set = this.#seen.get(scope)
+    if (set === undefined || set.has(value) || set.size < this.#max) return value
+    return OTHER
   }
 }

@@ -2,44 +2,30 @@ import { Counter } from './counter.ts'
 import type { CounterSeries } from './counter.ts'
 import { CollectedGauge } from './gauge.ts'
 import { Histogram, requestIdExemplar } from './histogram.ts'
-import type { HistogramSeries } from './histogram.ts'
-import { forEachChunkTokensRun, forEachGapRun } from '../timing/request-timing.ts'
-import { Outcome, TokenSource } from '../timing/measurement.ts'
-import type { Measurement } from '../timing/measurement.ts'
+import type { HistogramSeries, NativeOptions } from './histogram.ts'
+import { SERIES_LABELS } from '../timing/observations.ts'
+import type { Observations } from '../timing/observations.ts'
+import type { Outcome, TokenSource } from '../timing/measurement.ts'
 import { DEFAULT_BUCKETS } from '../config/schema.ts'
 import type { Config } from '../config/schema.ts'
 
 /**
- * The llm_ metrics: definitions, and `record()` of one finished request, which only maps its
- * `Measurement` (timing/measurement.ts decides outcome, tokens and verdicts). Knows nothing of
+ * The llm_ Prometheus families: definitions, and `record()` of one finished request, a plain
+ * map of its Observations (timing/observations.ts decides what is recorded). Knows nothing of
  * HTTP. Definitions: ../../docs/metrics.md.
  */
-
-export interface Labels {
-  readonly provider: string
-  readonly model: string
-  readonly route: string
-}
-
-/** What a request adds to its Measurement for the metrics: who it was, and what the proxy cost. */
-export interface RequestContext {
-  /** The request's id, for exemplars. */
-  readonly id: string
-  /** The route's requests in flight when it started, itself included. */
-  readonly concurrency: number
-  readonly overhead: { readonly request: number | undefined; readonly firstChunk: number | undefined; readonly chunk: number | undefined }
-  readonly usageInjected: boolean
-  /** The route has an SLO: its met/missed series exist from its first request on, so rate() sees the 0. */
-  readonly hasSlo: boolean
-}
 
 export interface LlmMetricsOptions {
   /** A gap between content chunks longer than this (seconds) is a stall. */
   readonly stallSeconds: number
   /** Attach request ids as exemplars to TTFT, ITL, E2E (and max-gap) buckets. */
   readonly exemplars: boolean
-  /** Add `length_band` (short, medium, long output) to the ITL and TPOT histograms. */
-  readonly lengthBand?: boolean
+  /** The label names of the ITL and TPOT series (the policy's: `length_band` when on). */
+  readonly bandedLabelNames?: readonly string[]
+  /** Native histograms beside the classic buckets (`metrics.native_histograms`). */
+  readonly native?: NativeOptions
+  /** Wall-clock seconds for exemplar timestamps (default Date.now() / 1000). */
+  readonly wallSeconds?: () => number
 }
 
 /** Per-request token counts: 1 … 1M, ×4. */
@@ -49,11 +35,6 @@ const CONCURRENCY_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 
 /** The proxy's own cost: 10 µs … 100 ms. */
 const OVERHEAD_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1] as const
 
-/** The `length_band` of a request with this many output tokens. */
-function lengthBand(outputTokens: number): 'short' | 'medium' | 'long' {
-  return outputTokens < 64 ? 'short' : outputTokens < 512 ? 'medium' : 'long'
-}
-
 /** The `phase` values of llm_proxy_overhead_seconds. */
 const OverheadPhase = { request: 'request', firstChunk: 'first_chunk', chunk: 'chunk' } as const
 
@@ -62,15 +43,12 @@ const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
 /** Estimate ÷ usage: dense around 1, where a good tokenizer lands. */
 const ESTIMATE_RATIO_BUCKETS = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.5, 2] as const
 
-const BASE = ['provider', 'model', 'route'] as const
+const BASE = SERIES_LABELS
 
 /** One label set's bound children, so a request looks its series up once. */
 interface Bound {
   readonly ttft: HistogramSeries
-  /** Undefined with `length_band`: the band is part of the series, chosen per request. */
-  readonly itl: HistogramSeries | undefined
   readonly interChunk: HistogramSeries
-  readonly tpot: HistogramSeries | undefined
   readonly tps: HistogramSeries
   readonly input: CounterSeries
   readonly maxGap: HistogramSeries
@@ -86,9 +64,6 @@ interface Bound {
   readonly overheadChunk: HistogramSeries
   /** Only for label sets of routes with an SLO: both made at the first such request, so rate() sees the 0. */
   slo?: { readonly met: CounterSeries; readonly missed: CounterSeries }
-  /** The label values and their series key (for the in-flight gauge). */
-  readonly values: readonly string[]
-  readonly key: string
   /** The series with one more label, each made at its first request (so in the same order as before). */
   readonly byOutcome: Partial<Record<Outcome, { readonly e2e: HistogramSeries; readonly requests: Map<number, CounterSeries> }>>
   readonly bySource: Partial<Record<TokenSource, { readonly tokens: CounterSeries; readonly perRequest: HistogramSeries }>>
@@ -119,47 +94,58 @@ export class LlmMetrics {
   readonly concurrency: Histogram
   readonly overhead: Histogram
   readonly #bound = new Map<string, Bound>()
+  /** ITL and TPOT series by the banded key (the same as the label set's with `length_band` off). */
+  readonly #banded = new Map<string, { readonly itl: HistogramSeries; readonly tpot: HistogramSeries }>()
   readonly #options: LlmMetricsOptions
+  readonly #wallSeconds: () => number
 
   constructor(buckets: Config['metrics']['buckets'], inFlight: (add: (labels: readonly string[], value: number) => void) => void, options: LlmMetricsOptions = { stallSeconds: 1, exemplars: false }) {
     this.#options = options
+    this.#wallSeconds = options.wallSeconds ?? (() => Date.now() / 1000)
     const labelNames = BASE
+    const native = options.native
     this.ttft = new Histogram({
       name: 'llm_time_to_first_token_seconds',
       help: 'Time to first token: first content chunk minus request headers received, once per request that produced content.',
       labelNames,
       buckets: buckets.ttft,
+      native,
     })
-    const banded = options.lengthBand === true ? [...BASE, 'length_band'] : labelNames
+    const banded = options.bandedLabelNames ?? labelNames
     this.itl = new Histogram({
       name: 'llm_inter_token_latency_seconds',
       help: 'Inter-token latency, token-weighted: each content chunk j>=2 adds k_j observations of gap_j/k_j (sum = t_last - t_first, count = N - k_1).',
       labelNames: banded,
       buckets: buckets.itl,
+      native,
     })
     this.interChunk = new Histogram({
       name: 'llm_inter_chunk_latency_seconds',
       help: 'Gap between consecutive content chunks (j>=2), once per gap: bursts and stalls as the reader sees them.',
       labelNames,
       buckets: buckets.inter_chunk,
+      native,
     })
     this.tpot = new Histogram({
       name: 'llm_time_per_output_token_seconds',
       help: 'Time per output token, request-weighted: (t_last - t_first)/(N - k_1), once per ok request with N - k_1 >= 1.',
       labelNames: banded,
       buckets: buckets.tpot,
+      native,
     })
     this.e2e = new Histogram({
       name: 'llm_request_duration_seconds',
       help: 'End-to-end latency: last response byte written minus request headers received, every request.',
       labelNames: [...BASE, 'outcome'],
       buckets: buckets.e2e,
+      native,
     })
     this.tps = new Histogram({
       name: 'llm_output_tokens_per_second',
       help: 'Per-user output tokens per second: N / E2E, once per ok streamed request with N >= 1.',
       labelNames,
       buckets: buckets.tps,
+      native,
     })
     this.outputTokens = new Counter({
       name: 'llm_output_tokens_total',
@@ -197,6 +183,7 @@ export class LlmMetrics {
       help: 'Longest gap between consecutive content chunks of a request, once per request with 2 or more content chunks: the stall a reader notices.',
       labelNames,
       buckets: buckets.max_gap ?? DEFAULT_BUCKETS.max_gap,
+      native,
     })
     this.stalls = new Counter({
       name: 'llm_stream_stalls_total',
@@ -208,18 +195,21 @@ export class LlmMetrics {
       help: 'Output tokens k_j of each content chunk, first included (after reconciling with the provider usage): burstiness.',
       labelNames,
       buckets: TOKENS_PER_CHUNK_BUCKETS,
+      native,
     })
     this.headers = new Histogram({
       name: 'llm_time_to_response_headers_seconds',
       help: 'Upstream response headers received minus request headers received, once per request the upstream answered.',
       labelNames,
       buckets: buckets.ttft,
+      native,
     })
     this.ttfot = new Histogram({
       name: 'llm_time_to_first_output_token_seconds',
       help: 'First non-reasoning content chunk (text or tool call) minus request headers received; minus TTFT it is the visible thinking time.',
       labelNames,
       buckets: buckets.ttft,
+      native,
     })
     this.slo = new Counter({
       name: 'llm_slo_requests_total',
@@ -231,30 +221,35 @@ export class LlmMetrics {
       help: 'Tokenizer estimate of the streamed output divided by the provider-reported count, once per ok request with both.',
       labelNames,
       buckets: ESTIMATE_RATIO_BUCKETS,
+      native,
     })
     this.inputPerRequest = new Histogram({
       name: 'llm_request_input_tokens',
       help: 'Input tokens of one request, once per request whose provider reported them: the prompt-length condition behind the latency figures.',
       labelNames,
       buckets: TOKEN_COUNT_BUCKETS,
+      native,
     })
     this.outputPerRequest = new Histogram({
       name: 'llm_request_output_tokens',
       help: 'Output tokens of one request (as llm_output_tokens_total counts them, by source), once per request with output.',
       labelNames: [...BASE, 'source'],
       buckets: TOKEN_COUNT_BUCKETS,
+      native,
     })
     this.concurrency = new Histogram({
       name: 'llm_concurrent_requests',
       help: "The route's requests in flight when a request started, itself included, once per request.",
       labelNames,
       buckets: CONCURRENCY_BUCKETS,
+      native,
     })
     this.overhead = new Histogram({
       name: 'llm_proxy_overhead_seconds',
       help: "The proxy's own cost, by phase: request = request headers received to the request head written upstream; first_chunk = the upstream read completing the first content chunk to that read written to the client; chunk = per request, the mean of read to written over its content reads.",
       labelNames: [...BASE, 'phase'],
       buckets: OVERHEAD_BUCKETS,
+      native,
     })
   }
 
@@ -287,17 +282,13 @@ export class LlmMetrics {
     ]
   }
 
-  #boundFor(l: Labels): Bound {
-    const key = `${l.provider}\u0000${l.model}\u0000${l.route}`
-    let b = this.#bound.get(key)
+  #boundFor(o: Observations): Bound {
+    let b = this.#bound.get(o.key)
     if (b === undefined) {
-      const v = [l.provider, l.model, l.route]
-      const banded = this.#options.lengthBand === true
+      const v = o.labelValues as string[]
       b = {
         ttft: this.ttft.labels(...v),
-        itl: banded ? undefined : this.itl.labels(...v),
         interChunk: this.interChunk.labels(...v),
-        tpot: banded ? undefined : this.tpot.labels(...v),
         tps: this.tps.labels(...v),
         input: this.inputTokens.labels(...v),
         maxGap: this.maxGap.labels(...v),
@@ -311,94 +302,93 @@ export class LlmMetrics {
         overheadRequest: this.overhead.labels(...v, OverheadPhase.request),
         overheadFirstChunk: this.overhead.labels(...v, OverheadPhase.firstChunk),
         overheadChunk: this.overhead.labels(...v, OverheadPhase.chunk),
-        values: v,
-        key,
         byOutcome: {},
         bySource: {},
       }
-      this.#bound.set(key, b)
+      this.#bound.set(o.key, b)
     }
     return b
   }
 
-  /** Records one finished request. TTFT and gaps whatever the outcome; TPOT and TPS only when ok. */
-  record(l: Labels, m: Measurement, r: RequestContext): void {
-    const t = m.timing
-    const b = this.#boundFor(l)
-    this.inFlight.touchKey(b.key, b.values)
-    let byOutcome = b.byOutcome[m.outcome]
-    if (byOutcome === undefined) {
-      byOutcome = { e2e: this.e2e.labels(l.provider, l.model, l.route, m.outcome), requests: new Map() }
-      b.byOutcome[m.outcome] = byOutcome
+  #bandedFor(o: Observations): { readonly itl: HistogramSeries; readonly tpot: HistogramSeries } {
+    let b = this.#banded.get(o.bandedKey)
+    if (b === undefined) {
+      const v = o.bandedValues as string[]
+      b = { itl: this.itl.labels(...v), tpot: this.tpot.labels(...v) }
+      this.#banded.set(o.bandedKey, b)
     }
-    let requests = byOutcome.requests.get(m.statusCode)
+    return b
+  }
+
+  /** Records one finished request: each of its Observations on its family, in one pass. */
+  record(o: Observations): void {
+    const b = this.#boundFor(o)
+    const banded = this.#bandedFor(o)
+    this.inFlight.touchKey(o.key, o.labelValues)
+    let byOutcome = b.byOutcome[o.outcome]
+    if (byOutcome === undefined) {
+      byOutcome = { e2e: this.e2e.labels(...o.labelValues, o.outcome), requests: new Map() }
+      b.byOutcome[o.outcome] = byOutcome
+    }
+    let requests = byOutcome.requests.get(o.statusCode)
     if (requests === undefined) {
-      requests = this.requests.labels(l.provider, l.model, l.route, m.outcome, String(m.statusCode))
-      byOutcome.requests.set(m.statusCode, requests)
+      requests = this.requests.labels(...o.labelValues, o.outcome, String(o.statusCode))
+      byOutcome.requests.set(o.statusCode, requests)
     }
     requests.inc()
     // Exemplars carry wall-clock time (OpenMetrics), read once per request and only when asked for.
-    const exemplar = this.#options.exemplars ? requestIdExemplar(r.id) : undefined
-    const now = exemplar === undefined ? 0 : Date.now() / 1000
-    const e2e = byOutcome.e2e
-    if (exemplar === undefined) e2e.observe(t.e2e)
-    else e2e.observeWithExemplar(t.e2e, 1, exemplar, now)
-    if (t.ttft !== undefined) {
-      if (exemplar === undefined) b.ttft.observe(t.ttft)
-      else b.ttft.observeWithExemplar(t.ttft, 1, exemplar, now)
+    const exemplar = this.#options.exemplars ? requestIdExemplar(o.id) : undefined
+    const now = exemplar === undefined ? 0 : this.#wallSeconds()
+    observe(byOutcome.e2e, o.e2e, 1, exemplar, now)
+    if (o.ttft !== undefined) observe(b.ttft, o.ttft, 1, exemplar, now)
+    if (o.ttfot !== undefined) b.ttfot.observe(o.ttfot)
+    if (o.headers !== undefined) b.headers.observe(o.headers)
+    b.concurrency.observe(o.concurrency)
+    const runs = o.chunkTokens
+    for (let r = 0; r < runs.count; r++) b.tokensPerChunk.observe(runs.tokens[r], runs.times[r])
+    const gaps = o.gaps
+    const itl = banded.itl
+    for (let r = 0; r < gaps.count; r++) {
+      const g = gaps.seconds[r]
+      const k = gaps.tokens[r]
+      b.interChunk.observe(g, gaps.times[r])
+      // A chunk of 0 tokens has weight 0: no ITL observation.
+      observe(itl, g / k, k * gaps.times[r], exemplar, now)
     }
-    if (t.ttfot !== undefined) b.ttfot.observe(t.ttfot)
-    if (m.headersSeconds !== undefined) b.headers.observe(m.headersSeconds)
-    b.concurrency.observe(r.concurrency)
-    const band = this.#options.lengthBand === true ? lengthBand(m.outputTokens) : undefined
-    if (t.chunks >= 1) {
-      const perChunk = b.tokensPerChunk
-      forEachChunkTokensRun(m.chunks, (k, times) => perChunk.observe(k, times))
+    if (o.maxGap !== undefined) observe(b.maxGap, o.maxGap, 1, exemplar, now)
+    b.stalls.inc(o.stalls)
+    if (o.sloJudged) {
+      b.slo ??= { met: this.slo.labels(...o.labelValues, 'met'), missed: this.slo.labels(...o.labelValues, 'missed') }
+      if (o.slo !== undefined) b.slo[o.slo].inc()
     }
-    if (t.chunks >= 2) {
-      const itl = b.itl ?? this.itl.labels(l.provider, l.model, l.route, band as string)
-      const gaps = b.interChunk
-      forEachGapRun(m.chunks, (gap, k, times) => {
-        gaps.observe(gap, times)
-        if (k > 0) {
-          if (exemplar === undefined) itl.observe(gap / k, k * times)
-          else itl.observeWithExemplar(gap / k, k * times, exemplar, now)
-        }
-      })
-      if (t.maxGap !== undefined) {
-        if (exemplar === undefined) b.maxGap.observe(t.maxGap)
-        else b.maxGap.observeWithExemplar(t.maxGap, 1, exemplar, now)
-      }
-      b.stalls.inc(m.stalls)
-    }
-    if (r.hasSlo) {
-      b.slo ??= { met: this.slo.labels(l.provider, l.model, l.route, 'met'), missed: this.slo.labels(l.provider, l.model, l.route, 'missed') }
-      if (m.slo !== undefined) b.slo[m.slo].inc()
-    }
-    if (m.estimateRatio !== undefined) b.estimateRatio.observe(m.estimateRatio)
-    if (m.outcome === Outcome.ok) {
-      if (t.tpot !== undefined) (b.tpot ?? this.tpot.labels(l.provider, l.model, l.route, band as string)).observe(t.tpot)
-      if (t.tps !== undefined) b.tps.observe(t.tps)
-    }
-    if (m.outputTokens > 0 || m.outputSource === TokenSource.usage) {
-      const source = m.outputSource
+    if (o.estimateRatio !== undefined) b.estimateRatio.observe(o.estimateRatio)
+    if (o.tpot !== undefined) banded.tpot.observe(o.tpot)
+    if (o.tps !== undefined) b.tps.observe(o.tps)
+    if (o.outputTokens !== undefined) {
+      const source = o.outputSource
       let output = b.bySource[source]
       if (output === undefined) {
-        output = { tokens: this.outputTokens.labels(l.provider, l.model, l.route, source), perRequest: this.outputPerRequest.labels(l.provider, l.model, l.route, source) }
+        output = { tokens: this.outputTokens.labels(...o.labelValues, source), perRequest: this.outputPerRequest.labels(...o.labelValues, source) }
         b.bySource[source] = output
       }
-      output.tokens.inc(m.outputTokens)
-      output.perRequest.observe(m.outputTokens)
+      output.tokens.inc(o.outputTokens)
+      output.perRequest.observe(o.outputTokens)
     }
-    if (m.inputTokens !== undefined) {
-      if (m.inputTokens > 0) b.input.inc(m.inputTokens)
-      b.inputPerRequest.observe(m.inputTokens)
+    if (o.inputTokens !== undefined) {
+      b.input.inc(o.inputTokens)
+      b.inputPerRequest.observe(o.inputTokens)
     }
-    const o = r.overhead
-    if (o.request !== undefined) b.overheadRequest.observe(o.request)
-    if (o.firstChunk !== undefined) b.overheadFirstChunk.observe(o.firstChunk)
-    if (o.chunk !== undefined) b.overheadChunk.observe(o.chunk)
-    if (r.usageInjected) this.usageInjections.labels(l.provider, l.model, l.route).inc()
-    if (m.parseError !== undefined) this.parseErrors.labels(l.provider, l.model, l.route).inc()
+    if (o.overheadRequest !== undefined) b.overheadRequest.observe(o.overheadRequest)
+    if (o.overheadFirstChunk !== undefined) b.overheadFirstChunk.observe(o.overheadFirstChunk)
+    if (o.overheadChunk !== undefined) b.overheadChunk.observe(o.overheadChunk)
+    // Made at their first count: most label sets never have one.
+    if (o.usageInjected) this.usageInjections.labels(...o.labelValues).inc()
+    if (o.parseError !== undefined) this.parseErrors.labels(...o.labelValues).inc()
   }
+}
+
+/** An observation, with the request's exemplar when exemplars are on. */
+function observe(s: HistogramSeries, value: number, weight: number, exemplar: string | undefined, now: number): void {
+  if (exemplar === undefined) s.observe(value, weight)
+  else s.observeWithExemplar(value, weight, exemplar, now)
 }

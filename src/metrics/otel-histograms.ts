@@ -4,15 +4,15 @@ import { millisToHrTime } from '@opentelemetry/core'
 import { emptyResource } from '@opentelemetry/resources'
 import { AggregationTemporality, DataPointType } from '@opentelemetry/sdk-metrics'
 import type { CollectionResult, DataPoint, Histogram, MetricData, MetricProducer } from '@opentelemetry/sdk-metrics'
+import { HistogramCore } from './histogram-core.ts'
 
 /**
- * Histograms aggregated in tokentap and handed to the SDK's reader as one MetricProducer
+ * The GenAI histograms kept in tokentap's histogram core (histogram-core.ts, the same as the
+ * Prometheus families') and handed to the SDK's reader through its public MetricProducer API
  * (https://opentelemetry.io/docs/specs/otel/metrics/sdk/#metricproducer), exported with the
- * SDK's resource by the same OTLP exporter. The SDK's own instruments hash the attributes on
- * every `record()` (`JSON.stringify` of the sorted entries, ≈ 2 µs) and take a timestamp: seven
- * records per short request cost ≈ 16 µs of CPU, a 100-chunk stream ≈ 300 µs with every gap
- * recorded. Here a request looks its series up once (otel.ts), each histogram's cell of that
- * series is bound on its first use, and every value after that is a bucket search.
+ * SDK's resource by the same OTLP exporter. Not the SDK's instruments: they hash the attributes
+ * on every `record()` and take a timestamp, several µs per request (bench/otel-cost.ts), where
+ * a request here looks its series up once (otel.ts) and each value is a bucket search.
  *
  * The SDK's semantics are kept: explicit buckets with inclusive upper bounds, sum, count, min and
  * max; negative and non-finite values dropped (the SDK's histogram drops negative values and NaN)
@@ -26,40 +26,39 @@ import type { CollectionResult, DataPoint, Histogram, MetricData, MetricProducer
  * empty.
  */
 
-/** One attribute set's aggregate in one histogram. */
+/** One attribute set's aggregate in one histogram: its core, and when its period started. */
 export class HistogramCell {
   readonly attributes: Attributes
-  readonly counts: Float64Array
-  readonly #bounds: readonly number[]
+  readonly core: HistogramCore
   readonly #integer: boolean
-  sum = 0
-  count = 0
-  min = Infinity
-  max = -Infinity
   /** When this cell's aggregation period started. */
   readonly start: HrTime
 
-  constructor(attributes: Attributes, bounds: readonly number[], integer: boolean, start: HrTime) {
+  constructor(attributes: Attributes, core: HistogramCore, integer: boolean, start: HrTime) {
     this.attributes = attributes
-    this.#bounds = bounds
+    this.core = core
     this.#integer = integer
-    this.counts = new Float64Array(bounds.length + 1)
     this.start = start
   }
 
-  /** Records a value `times` times (a run of equal gaps: the sum gets value × times, as the llm_ histograms do). */
+  /** Non-cumulative counts of the explicit buckets (the last one above every bound). */
+  get counts(): Float64Array {
+    return this.core.classic as Float64Array
+  }
+
+  get count(): number {
+    return this.core.count
+  }
+
+  get sum(): number {
+    return this.core.sum
+  }
+
+  /** Records a value `times` times (a run of equal gaps), with the SDK's rules for what a histogram takes. */
   add(value: number, times = 1): void {
+    // The SDK's histogram drops negative and non-finite values and truncates INT ones.
     if (!(value >= 0) || value === Infinity) return
-    const v = this.#integer ? Math.trunc(value) : value
-    const bounds = this.#bounds
-    // (previous, bound]: the first bound ≥ v; a dozen bounds, so a linear scan.
-    let i = 0
-    while (i < bounds.length && bounds[i] < v) i++
-    this.counts[i] += times
-    this.sum += v * times
-    this.count += times
-    if (v < this.min) this.min = v
-    if (v > this.max) this.max = v
+    this.core.observe(this.#integer ? Math.trunc(value) : value, times)
   }
 }
 
@@ -83,6 +82,7 @@ export class PreAggregatedHistogram {
   readonly #producer: PreAggregatedMetrics
   readonly #limit: number
   readonly #integer: boolean
+  readonly #bounds: Float64Array
   readonly #cells = new Map<string, HistogramCell>()
 
   constructor(producer: PreAggregatedMetrics, options: HistogramOptions, limit: number) {
@@ -90,6 +90,11 @@ export class PreAggregatedHistogram {
     this.#producer = producer
     this.#limit = limit
     this.#integer = options.valueType === ValueType.INT
+    this.#bounds = Float64Array.from(options.bounds)
+  }
+
+  #newCell(attributes: Attributes): HistogramCell {
+    return new HistogramCell(attributes, new HistogramCore({ bounds: this.#bounds }), this.#integer, this.#producer.periodStart)
   }
 
   /**
@@ -100,7 +105,7 @@ export class PreAggregatedHistogram {
     let c = this.#cells.get(key)
     if (c === undefined) {
       if (this.#cells.size >= this.#limit - 1) return this.#overflow()
-      c = new HistogramCell(attributes, this.options.bounds, this.#integer, this.#producer.periodStart)
+      c = this.#newCell(attributes)
       this.#cells.set(key, c)
     }
     return c
@@ -109,7 +114,7 @@ export class PreAggregatedHistogram {
   #overflow(): HistogramCell {
     let c = this.#cells.get(OVERFLOW_KEY)
     if (c === undefined) {
-      c = new HistogramCell(OVERFLOW, this.options.bounds, this.#integer, this.#producer.periodStart)
+      c = this.#newCell(OVERFLOW)
       this.#cells.set(OVERFLOW_KEY, c)
     }
     return c
@@ -121,12 +126,13 @@ export class PreAggregatedHistogram {
     const o = this.options
     const dataPoints: DataPoint<Histogram>[] = []
     for (const c of this.#cells.values()) {
-      const some = c.count > 0
+      const h = c.core
+      const some = h.count > 0
       dataPoints.push({
         attributes: c.attributes,
         startTime: c.start,
         endTime: now,
-        value: { buckets: { boundaries: [...o.bounds], counts: Array.from(c.counts) }, sum: c.sum, count: c.count, min: some ? c.min : undefined, max: some ? c.max : undefined },
+        value: { buckets: { boundaries: [...o.bounds], counts: Array.from(c.counts) }, sum: h.sum, count: h.count, min: some ? h.min : undefined, max: some ? h.max : undefined },
       })
     }
     return {

@@ -6,10 +6,7 @@ import { AggregationTemporality, InstrumentType, MeterProvider, PeriodicExportin
 import type { PushMetricExporter } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
 import type { OtelConfig } from '../config/schema.ts'
-import { forEachGapRun } from '../timing/request-timing.ts'
-import { errorType, Outcome, TokenSource } from '../timing/measurement.ts'
-import type { Measurement } from '../timing/measurement.ts'
-import type { Labels } from './llm-metrics.ts'
+import type { Observations, SeriesLabels } from '../timing/observations.ts'
 import { otelProtocol } from './otel-config.ts'
 import type { Env } from './otel-config.ts'
 import { createOtlpExporter, LoggedExporter } from './otel-export.ts'
@@ -20,37 +17,16 @@ import type { HistogramCell, PreAggregatedHistogram } from './otel-histograms.ts
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/)
  * through the OpenTelemetry metrics SDK: one MeterProvider of tokentap's own (not the global one,
  * so an embedding app's OTel setup is left alone), its resource, a periodic reader and the OTLP
- * exporter of otel-export.ts. The histograms are aggregated before the SDK (otel-histograms.ts, a
- * MetricProducer of the reader), as the SDK's instruments cost ≈ 2 µs per value; `record()` only
- * maps a finished request's Measurement.
+ * exporter of otel-export.ts. The histograms are kept in tokentap's histogram core and handed to
+ * the reader as a MetricProducer (otel-histograms.ts); `record()` only maps a finished request's
+ * Observations (timing/observations.ts decides what is recorded: which requests are GenAI
+ * operations, the ok-only server metrics, the output count, the error type).
  */
 
 /** Semconv bucket advice: latency in seconds, per-token/chunk latency, token counts. */
 export const DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
 export const PER_TOKEN_BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5]
 export const TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
-
-/** Who a finished request was, besides its Measurement. */
-export interface OtelRequest {
-  readonly method: string
-  /** Path after the route prefix, without the query. */
-  readonly path: string
-  /** The response's model (already bounded like the model label). */
-  readonly responseModel: string | undefined
-}
-
-/**
- * `gen_ai.operation.name` from the API path, or undefined for requests that are no GenAI
- * operation (model lists, health checks): those are not recorded.
- */
-export function operationFor(method: string, path: string): string | undefined {
-  if (method !== 'POST') return undefined
-  if (/embed/i.test(path)) return 'embeddings'
-  if (/generatecontent/i.test(path)) return 'generate_content'
-  if (/chat|messages|responses|converse|invoke/i.test(path)) return 'chat'
-  if (/complet|generate/i.test(path)) return 'text_completion'
-  return undefined
-}
 
 /** tokentap's provider names → `gen_ai.provider.name` well-known values. */
 const PROVIDER_NAMES: Readonly<Record<string, string>> = {
@@ -208,31 +184,22 @@ export class OtelMetrics {
     }
   }
 
-  /** Maps one finished request's Measurement onto the GenAI histograms: one series lookup, then a bucket search per value. */
-  record(labels: Labels, m: Measurement, r: OtelRequest): void {
-    const operation = operationFor(r.method, r.path)
-    if (operation === undefined) return
-    const s = this.#seriesOf(operation, labels, r.responseModel, errorType(m))
-    const t = m.timing
-    s.duration().add(t.e2e)
-    if (m.inputTokens !== undefined) s.inputTokens().add(m.inputTokens)
-    // A request with no reported total and no streamed content has no output count to report.
-    if (m.outputSource === TokenSource.usage || t.chunks > 0) s.outputTokens().add(m.outputTokens)
-    if (t.ttft === undefined) return
-    s.timeToFirstChunk().add(t.ttft)
-    if (m.chunks.count >= 2) {
-      const cell = s.timePerOutputChunk()
-      // Runs of equal gaps at once (a fast stream is a few runs, not one call per chunk).
-      forEachGapRun(m.chunks, (gap, _tokens, times) => cell.add(gap, times))
-    }
-    if (m.outcome === Outcome.ok) {
-      s.timeToFirstToken().add(t.ttft)
-      if (t.tpot !== undefined) s.timePerOutputToken().add(t.tpot)
-    }
+  /** Maps one finished request's Observations onto the GenAI histograms: one series lookup, then a bucket search per value. */
+  record(o: Observations): void {
+    if (o.operation === undefined) return
+    const s = this.#seriesOf(o.operation, o.labels, o.responseModel, o.errorType)
+    s.duration().add(o.e2e)
+    if (o.inputTokens !== undefined) s.inputTokens().add(o.inputTokens)
+    if (o.outputTokens !== undefined) s.outputTokens().add(o.outputTokens)
+    if (o.ttft !== undefined) s.timeToFirstChunk().add(o.ttft)
+    const gaps = o.gaps
+    for (let r = 0; r < gaps.count; r++) s.timePerOutputChunk().add(gaps.seconds[r], gaps.times[r])
+    if (o.okTtft !== undefined) s.timeToFirstToken().add(o.okTtft)
+    if (o.tpot !== undefined) s.timePerOutputToken().add(o.tpot)
   }
 
   /** The series of one request's attribute set, its cells still valid (a delta collection drops them). */
-  #seriesOf(operation: string, labels: Labels, responseModel: string | undefined, error: string | undefined): Series {
+  #seriesOf(operation: string, labels: SeriesLabels, responseModel: string | undefined, error: string | undefined): Series {
     const baseKey = `${operation}\u0000${labels.provider}\u0000${labels.model}\u0000${responseModel ?? ''}`
     const key = error === undefined ? baseKey : `${baseKey}\u0000${error}`
     const generation = this.#producer.generation

@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel'
-import { performance } from 'node:perf_hooks'
 import { Registry, collectDefaultMetrics } from 'prom-client'
+import { monotonicNow } from '../clock.ts'
 import { BatchPool } from './batch-pool.ts'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
@@ -21,24 +21,14 @@ const NEWLINE = Buffer.from('\n')
 const EOF = Buffer.from('# EOF\n')
 /**
  * Longest run of scrape work (rendering, and the caller's writes of what was rendered) before
- * the event loop gets a turn: a scrape of any size never delays the proxied streams by more.
- * Why 1 ms and not 2: a chunk waits up to one slice behind a scrape, and cadence is what tokentap
- * measures. Interleaved A/B runs on the bench host (bench/scrape.ts, ~1,000 series, traffic on)
- * could not tell 1 from 2 ms apart in the scrape's p99 (about 11 ms either way, p50 3.7–3.9 ms;
- * a scrape is about 2 ms of work once the process metrics are cached, below), while the streams'
- * event-loop delay p99 during scrapes was about 1 ms higher at 2 ms (6.5 against 5.7 ms), and
- * 2.5 or 4 ms only raised it further. Fewer, longer slices would buy a scrape that depends less
- * on how busy the loop is; the streams' cadence comes first.
+ * the event loop gets a turn: a chunk waits up to one slice behind a scrape, and cadence is what
+ * tokentap measures (the A/B behind 1 ms: bench/results/ab-notes.md).
  */
 const SLICE_MS = 1
 /**
- * prom-client's process metrics cost about 1 ms of every collection (synchronous reads of /proc,
- * the event-loop delay histogram's percentiles), as much as the rest of a 1,000-series scrape's
- * rendering. Scrapes less than this apart serve the same collection: Prometheus's 15–60 s interval
- * collects afresh on every scrape, and what it saves is the scrapes that come together (two HA
- * Prometheus servers, a scraper and a person's curl, a benchmark scraping back to back). The
- * figures are then at most a second old; their own windows (the event-loop lag's, reset by each
- * collection) run from one collection to the next, as before.
+ * Scrapes less than this apart serve the same collection of prom-client's process metrics, which
+ * cost as much as the rest of a large scrape (bench/results/ab-notes.md); Prometheus's own
+ * interval still collects afresh every time.
  */
 const PROCESS_MAX_AGE_MS = 1000
 /** Bytes handed to the caller at a time (one socket write, one chunk of the body). */
@@ -74,7 +64,7 @@ export class MetricsRegistry implements MetricsSource {
   readonly #process = new Registry()
   readonly #own: OwnMetric[] = []
   readonly #batches = new BatchPool(BATCH_BYTES, BATCHES_KEPT)
-  /** The latest collection of the process metrics: when (performance.now()), in which format, its bytes. */
+  /** The latest collection of the process metrics: when (monotonicNow()), in which format, its bytes. */
   #processCache: { readonly at: number; readonly openMetrics: boolean; readonly bytes: Buffer } | undefined
 
   constructor(opts: { processMetrics: boolean }) {
@@ -113,7 +103,7 @@ export class MetricsRegistry implements MetricsSource {
    * was at one instant; series created meanwhile are included when their family comes later.
    */
   async *exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
-    const start = performance.now()
+    const start = monotonicNow()
     // The slice starts before the process metrics: collected anew, they take a millisecond or two.
     let slice = start
     let resumed = start
@@ -131,9 +121,9 @@ export class MetricsRegistry implements MetricsSource {
     // Time spent in here, not in the caller's writes of what was handed over.
     let handedAt = start
     const handOver = (batch: Buffer[]): Buffer[] => {
-      const now = performance.now()
-      handedAt = now
-      sliceWork += now - resumed
+      const at = monotonicNow()
+      handedAt = at
+      sliceWork += at - resumed
       for (const b of batch) bytes += b.length
       return batch
     }
@@ -143,20 +133,20 @@ export class MetricsRegistry implements MetricsSource {
           const full = out.add(b)
           if (full !== undefined) {
             yield handOver(full)
-            resumed = performance.now()
+            resumed = monotonicNow()
           }
-          if (performance.now() - slice > SLICE_MS) {
+          if (monotonicNow() - slice > SLICE_MS) {
             if (out.pending > 0) {
               yield handOver(out.take())
-              resumed = performance.now()
+              resumed = monotonicNow()
             }
-            const t = performance.now()
+            const t = monotonicNow()
             sliceWork += t - resumed
             work += sliceWork
             if (sliceWork > longest) longest = sliceWork
             sliceWork = 0
             await yieldToLoop()
-            slice = performance.now()
+            slice = monotonicNow()
             resumed = slice
             yields++
             waited += slice - t
@@ -168,11 +158,11 @@ export class MetricsRegistry implements MetricsSource {
       const last = out.add(processText)
       if (last !== undefined) {
         yield handOver(last)
-        resumed = performance.now()
+        resumed = monotonicNow()
       }
       if (openMetrics) out.add(EOF)
       if (out.pending > 0) yield handOver(out.take())
-      else sliceWork += performance.now() - resumed
+      else sliceWork += monotonicNow() - resumed
       work += sliceWork
       if (sliceWork > longest) longest = sliceWork
       if (scrapeChannel.hasSubscribers) {

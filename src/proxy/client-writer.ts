@@ -111,7 +111,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   onRequestStart(c: Dispatcher.DispatchController): void {
     this.#controller = c
     if (this.#res.destroyed) {
-      c.abort(new Error('client closed the connection'))
+      c.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
       return
     }
     // undici calls this as it writes the request head to the socket, in the same tick.

@@ -14,7 +14,7 @@ export function sendError(res: ServerResponse, err: TokentapError): number {
   const body = err.toBody()
   const bytes = Buffer.byteLength(body)
   try {
-    res.writeHead(err.statusCode, { 'content-type': 'application/json', 'content-length': bytes })
+    res.writeHead(err.httpStatus, { 'content-type': 'application/json', 'content-length': bytes })
   } catch {
     // A head that Node refused half-way (set by an earlier failed writeHead): nothing sane can follow.
     res.destroy()

@@ -115,7 +115,6 @@ export class Exchange {
   #injected = false
   /** The parser's summary, once the upstream's body ended (or the response closed). */
   #summary: StreamSummary | Promise<StreamSummary> | undefined
-  #estimatedTokens: number | undefined
   #firstChunkOverhead: number | undefined
   #contentReadOverhead = 0
   #contentReads = 0
@@ -296,12 +295,6 @@ export class Exchange {
   }
 
   #measure(summary: StreamSummary, tEnd: number, clientGone: boolean): Measurement {
-    let estimated = this.#estimatedTokens
-    if (estimated === undefined) {
-      estimated = 0
-      for (let i = 0; i < this.#chunks.count; i++) estimated += this.#chunks.tokens(i)
-      this.#estimatedTokens = estimated
-    }
     return measure({
       tReq: this.#tReq,
       tEnd,
@@ -314,7 +307,6 @@ export class Exchange {
       unreadable: this.#unreadable,
       slo: this.#route.slo,
       stallSeconds: this.#deps.stallSeconds,
-      estimatedTokens: estimated,
     })
   }
 

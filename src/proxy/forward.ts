@@ -8,7 +8,7 @@ import { BodyInHand, sendRequestBody } from './request-body-strategy.ts'
 import type { OutgoingRequest } from './request-body-strategy.ts'
 import { acceptsTrailers } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
-import type { FinishQueue } from './finish-queue.ts'
+import type { ExchangeOpener } from './open-exchange.ts'
 import { HeadersDeadline } from './headers-deadline.ts'
 import type { Upstream } from './upstream.ts'
 
@@ -27,10 +27,8 @@ export interface ForwardOptions {
   readonly pathAndQuery: string
   /** The route's `inject_usage`: add `stream_options.include_usage` where the client set none (inject-usage.ts). */
   readonly injectUsage?: boolean
-  /** The monotonic clock (ms). */
-  readonly now: () => number
-  /** Where the exchange goes to be finished once the response closed (off the socket callback). */
-  readonly finishing: FinishQueue
+  /** The clock (`opener.now`), and where the exchange is finished once the response closed (off the socket callback). */
+  readonly opener: ExchangeOpener
 }
 
 /** Ends the request with a proxy error answer (or a cut connection once the response started). */
@@ -40,11 +38,12 @@ function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError): voi
   if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE') res.shouldKeepAlive = false
   const started = res.headersSent
   const bytes = sendError(res, err)
-  if (!started) ex.answered(err.statusCode, bytes)
+  if (!started) ex.answered(err.httpStatus, bytes)
 }
 
 export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse, opts: ForwardOptions): void {
-  const { config, now } = opts
+  const { config, opener } = opts
+  const now = opener.now
   const fail = (err: TokentapError): void => failRequest(ex, res, err)
   let writer: ClientWriter | undefined
   let totalTimer: NodeJS.Timeout | undefined
@@ -60,8 +59,8 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     writer?.responseClosed()
     if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
-    if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new Error('client closed the connection'))
-    opts.finishing.add(ex, now(), clientGone)
+    if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
+    opener.finish(ex, clientGone)
   })
 
   if (config.upstream.total_timeout_ms > 0) {

@@ -1,3 +1,5 @@
+import { monotonicNow } from '../clock.ts'
+
 /**
  * The upstream idle timeout (`upstream.idle_timeout_ms`, the longest silence between two reads
  * of a response body) on the proxy's own timer. undici's `bodyTimeout` runs on its coarse "fast
@@ -21,7 +23,7 @@ export interface IdleTimers {
 
 /** Node's timers and the monotonic clock they run on (not the injected measuring clock, which tests may hold still). */
 const REAL_TIMERS: IdleTimers = {
-  now: () => performance.now(),
+  now: monotonicNow,
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (timer) => clearTimeout(timer),
 }

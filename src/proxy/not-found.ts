@@ -8,7 +8,7 @@ import { TokentapError } from '../errors.ts'
  */
 export function notFound(_request: FastifyRequest, reply: FastifyReply): void {
   const err = new TokentapError('TOKENTAP_ERR_NOT_FOUND')
-  void reply.code(err.statusCode).header('content-type', 'application/json').send(err.toBody())
+  void reply.code(err.httpStatus).header('content-type', 'application/json').send(err.toBody())
 }
 
 /**
@@ -18,5 +18,5 @@ export function notFound(_request: FastifyRequest, reply: FastifyReply): void {
  */
 export function frameworkError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
   const err = error.code === 'FST_ERR_BAD_URL' ? new TokentapError('TOKENTAP_ERR_BAD_TARGET', 'cannot be decoded') : new TokentapError('TOKENTAP_ERR_BAD_REQUEST', error.code)
-  void reply.code(err.statusCode).header('content-type', 'application/json').send(err.toBody())
+  void reply.code(err.httpStatus).header('content-type', 'application/json').send(err.toBody())
 }

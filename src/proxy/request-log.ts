@@ -1,10 +1,9 @@
-import type { Labels } from '../metrics/llm-metrics.ts'
-import type { Measurement } from '../timing/measurement.ts'
+import type { Observations } from '../timing/observations.ts'
 import type { ExchangeIdentity } from './exchange.ts'
 
 /**
- * The one log line per request (`msg: "request"`): a map of its Measurement and identity, in
- * milliseconds. Carries the request's own model (length-bounded), not the folded label, so a
+ * The one log line per request (`msg: "request"`): a map of its Observations (the request's own
+ * figures as measured, not gated like the aggregates) and identity, in milliseconds. Carries the request's own model (length-bounded), not the folded label, so a
  * request counted under `model="other"` can still be found. No headers, no text, no query.
  */
 
@@ -15,10 +14,12 @@ const MAX_MODEL = 256
 const ms = (seconds: number | undefined): number | undefined => (seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3)
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n)}…` : s)
 
-export function requestLogLine(who: ExchangeIdentity, labels: Labels, m: Measurement): Record<string, unknown> {
+export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<string, unknown> {
+  const m = o.measurement
   const t = m.timing
+  const labels = o.labels
   return {
-    request_id: who.id,
+    request_id: o.id,
     route: labels.route,
     provider: labels.provider,
     model: who.model === undefined ? labels.model : cut(who.model, MAX_MODEL),

@@ -71,7 +71,7 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
   /** Ends an upgrade that got no 101 with the proxy's own answer. */
   const fail = (err: TokentapError): void => {
     if (client.destroyed) return
-    session.failed(err.code, res.headersSent ? 0 : err.statusCode)
+    session.failed(err.code, res.headersSent ? 0 : err.httpStatus)
     handler?.abort(err)
     sendError(res, err)
   }

@@ -2,7 +2,7 @@ import type { Config } from '../config/schema.ts'
 import { Counter } from '../metrics/counter.ts'
 import { CollectedGauge } from '../metrics/gauge.ts'
 import { Histogram } from '../metrics/histogram.ts'
-import type { Labels } from '../metrics/llm-metrics.ts'
+import type { SeriesLabels as Labels } from '../timing/observations.ts'
 import type { FinishedResponse } from './protocol.ts'
 import type { MetricsRegistry } from '../metrics/registry.ts'
 import type { RealtimeListener, RealtimeSessions } from './realtime.ts'
@@ -129,10 +129,7 @@ export class RealtimeMetrics {
 /** Creates the llm_realtime_ metrics of `realtime`'s sessions in `registry` (the plugin's one line). */
 export function registerRealtimeMetrics(realtime: RealtimeSessions, registry: MetricsRegistry, buckets: Config['metrics']['buckets']): RealtimeMetrics {
   const metrics = new RealtimeMetrics(buckets, (add) => {
-    for (const session of realtime.open) {
-      const l = realtime.labelsOf(session)
-      add([l.provider, l.model, l.route], 1)
-    }
+    for (const session of realtime.open) add(realtime.inFlightValues(session), 1)
   })
   for (const m of metrics.all()) registry.register(m)
   realtime.listen(metrics.listener)

@@ -3,8 +3,7 @@ import type { Logger } from 'pino'
 import type { Dispatcher } from 'undici'
 import type { Config } from '../config/schema.ts'
 import { writeInfoLine } from '../logger.ts'
-import type { LabelLimiter } from '../metrics/label-limiter.ts'
-import type { Labels } from '../metrics/llm-metrics.ts'
+import type { RecordPolicy, SeriesLabels as Labels } from '../timing/observations.ts'
 import type { RouteRuntime } from '../proxy/exchange.ts'
 import type { UpstreamTarget } from '../proxy/route-path.ts'
 import type { Upstream } from '../proxy/upstream.ts'
@@ -34,7 +33,8 @@ export interface RealtimeOptions {
   readonly config: Config
   readonly logger: Logger
   readonly encodings: EncodingSelector
-  readonly models: LabelLimiter
+  /** The label bound (at most `limits.max_models_per_route` models a route), shared with HTTP requests. */
+  readonly policy: Pick<RecordPolicy, 'labelsOf' | 'inFlightValues'>
   /** The monotonic clock (ms). */
   readonly now: () => number
 }
@@ -67,7 +67,12 @@ export class RealtimeSessions {
 
   /** The labels a session counts under (the model folded into `other` past the route's bound). */
   labelsOf(who: Pick<SessionIdentity, 'provider' | 'route' | 'model'>): Labels {
-    return { provider: who.provider, model: this.#options.models.value(who.route.label, who.model), route: who.route.label }
+    return this.#options.policy.labelsOf(who)
+  }
+
+  /** The label values an open session shows under at a scrape, which admits no model into the bound. */
+  inFlightValues(who: Pick<SessionIdentity, 'provider' | 'route' | 'model'>): readonly string[] {
+    return this.#options.policy.inFlightValues(who.provider, who.route.label, who.model)
   }
 
   /** Takes a WebSocket upgrade over: a session relayed to the route's upstream and measured. */

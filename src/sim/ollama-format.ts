@@ -1,4 +1,4 @@
-import { performance } from 'node:perf_hooks'
+import { monotonicNow } from '../clock.ts'
 import type { ServerResponse } from 'node:http'
 import type { SimPlan } from './schedule.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
@@ -29,11 +29,11 @@ export function serveOllama(res: ServerResponse, plan: SimPlan, req: SimRequest)
   const chat = req.url.split('?')[0].endsWith('/api/chat')
   const model = typeof body.model === 'string' && body.model ? body.model : req.defaultModel
   const promptTokens = promptTokensOf(body.messages ?? body.prompt)
-  const start = performance.now()
+  const start = monotonicNow()
   let firstAt: number | undefined
   const content = (text: string): Record<string, unknown> => (chat ? { message: { role: 'assistant', content: text } } : { response: text })
   const final = (text: string): Record<string, unknown> => {
-    const now = performance.now()
+    const now = monotonicNow()
     return {
       model,
       created_at: new Date().toISOString(),
@@ -60,7 +60,7 @@ export function serveOllama(res: ServerResponse, plan: SimPlan, req: SimRequest)
     contentType: 'application/x-ndjson',
     head: () => '',
     content: (_index, text) => {
-      firstAt ??= performance.now()
+      firstAt ??= monotonicNow()
       return `${JSON.stringify({ model, created_at: new Date().toISOString(), ...content(text), done: false })}\n`
     },
     error: () => `${JSON.stringify({ error: 'simulated error inside the stream' })}\n`,

@@ -1,3 +1,4 @@
+import { monotonicNow } from '../clock.ts'
 import type { ServerResponse } from 'node:http'
 import { chunkText } from './schedule.ts'
 import type { SimPlan } from './schedule.ts'
@@ -97,7 +98,7 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
   if (head.length > 0) headFits = write(head)
   else res.flushHeaders()
 
-  const start = performance.now()
+  const start = monotonicNow()
   let due = 0
   let i = 0
   let timer: NodeJS.Timeout | undefined
@@ -131,7 +132,7 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
       }
       // Due at absolute offsets from the start, so timer lateness never accumulates; chunks due
       // at once go out back to back (a burst on the wire too).
-      const wait = due + chunk.afterMs - (performance.now() - start)
+      const wait = due + chunk.afterMs - (monotonicNow() - start)
       if (wait > 0) {
         timer = setTimeout(tick, wait)
         return

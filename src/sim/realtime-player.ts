@@ -1,3 +1,4 @@
+import { monotonicNow } from '../clock.ts'
 import type { SimulatorConfig } from '../config/schema.ts'
 import { createRng } from './rng.ts'
 import { chunkText } from './schedule.ts'
@@ -97,7 +98,7 @@ export interface Playing {
  * `ended` is called once, with how: `done`, `error`, `closed` (the plan's close_after) or `stopped`.
  */
 export function playRealtime(socket: SimSocket, plan: RealtimePlan, format: RealtimeFormat, audio: boolean, ended: (how: 'done' | 'error' | 'closed' | 'stopped') => void): Playing {
-  const start = performance.now()
+  const start = monotonicNow()
   let due = 0
   let i = 0
   let timer: NodeJS.Timeout | undefined
@@ -136,7 +137,7 @@ export function playRealtime(socket: SimSocket, plan: RealtimePlan, format: Real
         finish('done')
         return
       }
-      const wait = due + step.afterMs - (performance.now() - start)
+      const wait = due + step.afterMs - (monotonicNow() - start)
       if (wait > 0) {
         timer = setTimeout(tick, wait)
         return

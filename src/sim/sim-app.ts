@@ -1,3 +1,4 @@
+import { monotonicNow } from '../clock.ts'
 import { performance } from 'node:perf_hooks'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
@@ -26,7 +27,7 @@ import type { SimRequest, StreamFormat } from './player.ts'
  * `tokentap_sim` body field or an `x-tokentap-sim` JSON header (tests and demos).
  *
  * Each streamed event carries `tokentap_sent_ms`, the simulator's monotonic send time
- * (performance.timeOrigin + performance.now()), so a benchmark can measure one-way delay.
+ * (performance.timeOrigin + monotonicNow()), so a benchmark can measure one-way delay.
  */
 
 type Api = 'chat' | 'completions'
@@ -43,7 +44,7 @@ interface Body {
 }
 
 function wallMs(): number {
-  return performance.timeOrigin + performance.now()
+  return performance.timeOrigin + monotonicNow()
 }
 
 function planFromRequest(header: string | string[] | undefined, body: Body): SimPlanRequest | undefined {

@@ -101,6 +101,18 @@ export class ChunkLog {
     return (this.#mark(i) >>> KIND_SHIFT) as MarkKind
   }
 
+  /** An independent copy (the measuring policy rewrites a copy's token counts, never the exchange's log). */
+  copy(): ChunkLog {
+    const c = new ChunkLog()
+    c.#base = [...this.#base]
+    c.#pages = this.#pages.map((page) => page.slice())
+    c.#stride = this.#stride
+    c.#exact = this.#exact?.map((times) => times.slice())
+    c.#count = this.#count
+    c.#allExact = this.#allExact
+    return c
+  }
+
   /** Replace every chunk's token count (after reconciling with the provider's usage). */
   setTokens(i: number, tokens: number): void {
     const page = this.#pages[i >>> PAGE_BITS]

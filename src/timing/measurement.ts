@@ -8,10 +8,10 @@ import type { StreamSummary } from '../parsers/types.ts'
 import type { FailureCode } from '../errors.ts'
 
 /**
- * The one home of measuring policy: a finished exchange's facts in, its `Measurement` out.
- * Outcome, status, output tokens and their source, timing, stalls, the request's own ITL
- * quantiles, the SLO verdict and the estimate ratio are decided here and nowhere else; the
- * Prometheus metrics, the OTLP export, the log line and the debug views only map the result.
+ * What happened to one request: a finished exchange's facts in, its `Measurement` out. Outcome,
+ * status, output tokens and their source, timing, stalls, the request's own ITL quantiles, the
+ * SLO verdict and the estimate ratio are decided here and nowhere else. What of it gets
+ * recorded where is observations.ts (the recording policy); the sinks only map that.
  * Definitions: ../../docs/metrics.md and the project's CONTRACT.
  */
 
@@ -45,7 +45,7 @@ export interface ExchangeFacts {
   readonly failure: FailureCode | undefined
   /** The client closed before the last byte was written, with no failure of ours. */
   readonly clientGone: boolean
-  /** The content chunks' arrival marks (its token counts are reconciled in place, see below). */
+  /** The content chunks' arrival marks, as the parser counted their tokens (never changed here). */
   readonly chunks: ChunkLog
   /** The parser's end-of-stream summary ({} when nothing was parsed). */
   readonly summary: StreamSummary
@@ -54,12 +54,6 @@ export interface ExchangeFacts {
   readonly slo?: RouteSlo
   /** Seconds: a longer gap between content chunks is a stall. */
   readonly stallSeconds: number
-  /**
-   * Σ k_j as the parser counted it, before any reconciling with the provider's usage (the
-   * estimate ratio's numerator); taken from `chunks` when absent. An exchange measured twice
-   * passes the first count, since reconciling rewrites the log.
-   */
-  readonly estimatedTokens?: number
 }
 
 export interface Measurement {
@@ -86,18 +80,21 @@ export interface Measurement {
   readonly estimateRatio: number | undefined
   /** Why the stream could not be measured (the parser gave up, or no parser took its type). */
   readonly parseError: string | undefined
-  /** The content marks, token counts final (what gap-by-gap views iterate). */
+  /**
+   * The content marks with final token counts (what gap-by-gap views iterate): the facts' log,
+   * or a copy whose tokenizer estimates were scaled to the provider's reported total.
+   */
   readonly chunks: ChunkLog
 }
 
 /**
- * Decides everything about one finished request. Pure but for one deliberate effect: a
- * tokenizer's per-chunk estimates in `facts.chunks` are scaled to the provider's reported total
- * (so TTFT, ITL and TPOT agree with the bill); the log belongs to the finished exchange and is
- * read by nothing else afterwards.
+ * Decides everything about one finished request. Pure: a tokenizer's per-chunk estimates are
+ * scaled to the provider's reported total (so TTFT, ITL and TPOT agree with the bill) in a copy
+ * of the log, so measuring twice (the Server-Timing trailer, then the close) gives one answer.
  */
 export function measure(facts: ExchangeFacts): Measurement {
-  const { summary, chunks } = facts
+  const { summary } = facts
+  let chunks = facts.chunks
   const outcome: Outcome = facts.clientGone
     ? Outcome.cancelled
     : facts.failure !== undefined || facts.statusCode < 200 || facts.statusCode >= 300 || summary.error !== undefined
@@ -114,9 +111,12 @@ export function measure(facts: ExchangeFacts): Measurement {
       let streamedReasoning = false
       for (let i = 0; i < chunks.count && !streamedReasoning; i++) streamedReasoning = chunks.kind(i) === MarkKind.reasoning
       const visible = usage.output - (usage.reasoning !== undefined && !streamedReasoning ? usage.reasoning : 0)
-      // The tokenizer's estimate, taken before reconciling replaces it with the provider's count.
-      if (outcome === Outcome.ok && chunks.count > 0 && visible > 0) estimateRatio = (facts.estimatedTokens ?? totalTokens(chunks)) / visible
-      reconcileTokens(chunks, visible)
+      const estimated = totalTokens(chunks)
+      if (outcome === Outcome.ok && chunks.count > 0 && visible > 0) estimateRatio = estimated / visible
+      if (estimated !== visible) {
+        const reconciled = chunks.copy()
+        if (reconcileTokens(reconciled, visible)) chunks = reconciled
+      }
     }
   } else if (chunks.count > 0 && chunks.allExact) {
     source = TokenSource.stream
@@ -146,11 +146,3 @@ export function measure(facts: ExchangeFacts): Measurement {
 }
 
 const QUANTILES = [0.5, 0.99] as const
-
-/** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
-export function errorType(m: Measurement): string | undefined {
-  if (m.outcome === Outcome.ok) return undefined
-  if (m.outcome === Outcome.cancelled) return 'cancelled'
-  if (m.failure !== undefined) return m.failure
-  return m.statusCode < 200 || m.statusCode >= 300 ? String(m.statusCode) : 'provider_error'
-}

@@ -67,42 +67,6 @@ export function summarize(tReq: number, tEnd: number, log: ChunkLog): Timing {
 }
 
 /**
- * Calls `observe(gapSeconds, tokens)` for each content chunk j ≥ 2: the gap g_j since the
- * previous content chunk and k_j. Inter-chunk latency observes g_j once; token-weighted ITL
- * observes g_j / k_j k_j times, so its sum is t_last − t_first and its count N − k_1.
- */
-export function forEachGap(log: ChunkLog, observe: (gap: number, tokens: number) => void): void {
-  const n = log.count
-  for (let i = 1; i < n; i++) observe((log.at(i) - log.at(i - 1)) * S, log.tokens(i))
-}
-
-/**
- * `forEachGap` with runs of equal chunks folded: `observe(gap, tokens, times)` for each run of
- * consecutive chunks j ≥ 2 with the same g_j and k_j. Chunks that arrived in one read have
- * g_j = 0 and mostly one token each, so a fast stream is a few runs, not thousands of calls.
- */
-export function forEachGapRun(log: ChunkLog, observe: (gap: number, tokens: number, times: number) => void): void {
-  const n = log.count
-  if (n < 2) return
-  let gap = log.at(1) - log.at(0)
-  let tokens = log.tokens(1)
-  let times = 1
-  for (let i = 2; i < n; i++) {
-    const g = log.at(i) - log.at(i - 1)
-    const k = log.tokens(i)
-    if (g === gap && k === tokens) {
-      times++
-      continue
-    }
-    observe(gap * S, tokens, times)
-    gap = g
-    tokens = k
-    times = 1
-  }
-  observe(gap * S, tokens, times)
-}
-
-/**
  * The values itlQuantiles selects among, reused from request to request (the selection runs
  * synchronously, and most requests have a few hundred tokens at most): no allocation per request.
  * A larger request gets an array of its own, so a rare huge one does not stay allocated.
@@ -250,39 +214,6 @@ export function countStalls(log: ChunkLog, thresholdSeconds: number): number {
   let stalls = 0
   for (let i = 1; i < log.count; i++) if (log.at(i) - log.at(i - 1) > limitMs) stalls++
   return stalls
-}
-
-/**
- * The request's own ITL P99: the 0.99 quantile (nearest rank) of its token-weighted ITL, the
- * `itl_p99_ms` of its log line. Below 100 ITL observations this is the largest g_j / k_j.
- * Undefined when no chunk after the first carried tokens.
- */
-export function requestItlP99(log: ChunkLog): number | undefined {
-  return itlQuantiles(log, [0.99])[0]
-}
-
-/** Calls `observe(k_j)` for every content chunk, the first included. */
-export function forEachChunkTokens(log: ChunkLog, observe: (tokens: number) => void): void {
-  for (let i = 0; i < log.count; i++) observe(log.tokens(i))
-}
-
-/** `forEachChunkTokens` with runs of equal k_j folded: `observe(k, times)`. */
-export function forEachChunkTokensRun(log: ChunkLog, observe: (tokens: number, times: number) => void): void {
-  const n = log.count
-  if (n === 0) return
-  let tokens = log.tokens(0)
-  let times = 1
-  for (let i = 1; i < n; i++) {
-    const k = log.tokens(i)
-    if (k === tokens) {
-      times++
-      continue
-    }
-    observe(tokens, times)
-    tokens = k
-    times = 1
-  }
-  observe(tokens, times)
 }
 
 /** Σ k_j as the log holds it now (before or after reconciling with usage). */

@@ -9,7 +9,7 @@ import { simRoute } from '../helpers/proxy.ts'
 
 function state(registry: MetricsSource, token?: string): AdminState {
   const config = validateConfig({ admin: token === undefined ? {} : { token }, routes: [simRoute()] })
-  return { config, logger: pino({ level: 'silent' }), registry, draining: false }
+  return { config, logger: pino({ level: 'silent' }), registry, draining: false, now: () => 0 }
 }
 
 t.test('a route group added to the admin listener is behind the token like the others', async (t) => {

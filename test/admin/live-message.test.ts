@@ -1,7 +1,8 @@
 import t from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
-import { fromMeasurement } from '../../src/admin/live/finished-request.ts'
+import { fromObservations } from '../../src/admin/live/finished-request.ts'
+import { observationsOf } from '../helpers/observe.ts'
 import type { FinishedRequest } from '../../src/admin/live/finished-request.ts'
 import { LiveStats } from '../../src/admin/live/live-stats.ts'
 import { buildMessage, LONG_REFRESH_SECONDS, MAX_SERIES_SHOWN, MAX_STREAMS_SHOWN } from '../../src/admin/live/live-message.ts'
@@ -18,7 +19,7 @@ function log(marks: [number, number][]): ChunkLog {
 /** A finished request from a hand-made schedule: t_req = 0 … t_end, chunks at `marks`. */
 function finished(marks: [number, number][], tEnd: number, endedAt: number, over: Partial<FinishedRequest> = {}): FinishedRequest {
   const m = measure({ tReq: 0, tEnd, tHeaders: 10, statusCode: 200, failure: undefined, clientGone: false, chunks: log(marks), summary: {}, stallSeconds: 1 })
-  const r = fromMeasurement({ id: 'r', concurrency: 1, tReq: 0 }, { provider: 'openai', model: 'm', route: '/sim' }, m)
+  const r = fromObservations(observationsOf(m, { id: 'r', provider: 'openai', model: 'm', route: '/sim' }))
   return { ...r, endedAt, ...over }
 }
 
@@ -48,14 +49,15 @@ t.test('a finished request from a known schedule gives its exact figures', async
   t.equal(r.e2e, 1.8)
   t.equal(r.chunks, 4)
   t.equal(r.stalls, 1, 'one gap longer than 1 s')
-  t.same([...r.gapSeconds], [0.05, 1.5, 0.05])
-  t.same([...r.gapTokens], [1, 2, 1])
+  t.same([...r.gaps.seconds.subarray(0, r.gaps.count)], [0.05, 1.5, 0.05])
+  t.same([...r.gaps.tokens.subarray(0, r.gaps.count)], [1, 2, 1])
+  t.same([...r.gaps.times.subarray(0, r.gaps.count)], [1, 1, 1])
   t.equal(r.maxGap, 1.5)
   // (1700 − 100) ms over N − k_1 = 4 tokens.
   t.equal(r.tpot, 0.4)
   t.equal(r.itlP99, 0.75, 'the stall split over its two tokens')
   const m = measure({ tReq: 1000, tEnd: 2800, tHeaders: 1010, statusCode: 200, failure: undefined, clientGone: false, chunks: log([[1100, 1]]), summary: {}, stallSeconds: 1 })
-  t.equal(fromMeasurement({ id: 'x', concurrency: 3, tReq: 1000 }, { provider: 'p', model: 'm', route: '/r' }, m).endedAt, 2800, 'it ended at t_req + E2E')
+  t.equal(fromObservations(observationsOf(m, { id: 'x', concurrency: 3, tReq: 1000 })).endedAt, 2800, 'it ended at t_req + E2E')
 })
 
 t.test('the message holds counts by outcome, window quantiles and the bands', async (t) => {
@@ -321,7 +323,7 @@ t.test('recent requests keep the last N by id, with no per-gap arrays', async (t
   t.equal(recent.size, 3)
   t.equal(recent.get('a'), undefined, 'the oldest left')
   t.equal(recent.get('d')?.id, 'd')
-  t.notOk('gapSeconds' in (recent.get('d') as object), 'the arrays are not kept')
+  t.notOk('gaps' in (recent.get('d') as object), 'the gap runs are not kept')
   // A reused id: the later request wins, and the earlier one leaving does not remove it.
   recent.add(finished([[10, 1]], 99, 100, { id: 'b', statusCode: 201 }))
   t.equal(recent.get('b')?.statusCode, 201)
@@ -358,12 +360,12 @@ t.test('a request read back from the ring has every figure it was added with, an
     outputSource: 'provider',
     inputTokens: 112,
     chunks: 113,
-    gapSeconds: new Float64Array([1]),
-    gapTokens: new Uint32Array([1]),
+    gaps: { count: 1, seconds: Float64Array.of(1), tokens: Float64Array.of(1), times: Float64Array.of(1) },
+    lengthBand: 1,
     concurrency: 114,
     endedAt: 115,
   }
-  const { gapSeconds: _s, gapTokens: _t, ...kept } = full
+  const { gaps: _g, lengthBand: _b, ...kept } = full
   const bare = {
     ...full,
     id: 'bare',

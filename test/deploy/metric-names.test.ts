@@ -5,6 +5,7 @@ import { parse } from 'yaml'
 import { repoPath } from '../helpers/paths.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { driveMixedTraffic } from '../helpers/traffic.ts'
+import { eventually } from '../helpers/eventually.ts'
 import { driveRealtimeSession } from '../helpers/realtime.ts'
 
 const DEPLOY = repoPath('deploy')
@@ -128,13 +129,11 @@ t.test('every metric the dashboard and the rules use exists in a real scrape aft
   await driveMixedTraffic(proxy.url)
   await driveRealtimeSession(proxy.url)
   // Recorded on close: wait for the last request to show up.
-  const deadline = Date.now() + 10_000
-  let samples = await proxy.scrape()
-  const recordedAll = (): boolean => samples.filter((s) => s.name === 'llm_requests_total').reduce((n, s) => n + s.value, 0) >= 5 && samples.some((s) => s.name === 'llm_realtime_sessions_total')
-  while (!recordedAll() && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 20))
-    samples = await proxy.scrape()
-  }
+  const samples = await eventually(
+    'five requests and the realtime session in the scrape',
+    () => proxy.scrape(),
+    (s) => s.filter((x) => x.name === 'llm_requests_total').reduce((n, x) => n + x.value, 0) >= 5 && s.some((x) => x.name === 'llm_realtime_sessions_total'),
+  )
   const scraped = new Set(samples.map((s) => s.name))
 
   t.ok(dashboardExprs.length >= 20, `${dashboardExprs.length} dashboard queries`)

@@ -27,7 +27,7 @@ async function startServer(configFile: string): Promise<Server> {
     }
   })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  await waitFor('the server to listen', () => logs.some((l) => l.msg === 'tokentap listening'), 60_000)
+  await waitFor('the server to listen', () => logs.some((l) => l.msg === 'tokentap listening'), 300_000)
   const ready = logs.find((l) => l.msg === 'tokentap listening') as { proxy: string; admin: string }
   return { proxy: `http://${ready.proxy}`, admin: `http://${ready.admin}`, logs, exited, kill: (s) => child.kill(s) }
 }
@@ -86,7 +86,8 @@ t.test('SIGTERM drains: /readyz 503, no new connections, open streams finish, la
   t.notOk(l.ok, 'the stream still open at the deadline is broken, not ended cleanly')
   t.equal(await server.exited, 0, 'the process exits 0')
   const took = Date.now() - termAt
-  t.ok(took >= 1400 && took < 15_000, `exits after the drain deadline, not held by idle connections (${took} ms)`)
+  // Idle keep-alive connections would hold it 72 s (Fastify's keepAliveTimeout); a loaded machine may take a while.
+  t.ok(took >= 1400 && took < 60_000, `exits after the drain deadline, not held by idle connections (${took} ms)`)
 
   const requests = server.logs.filter((x) => x.msg === 'request')
   // The GET /v1/models, the stream that finished, and the one cut at the deadline.

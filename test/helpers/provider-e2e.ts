@@ -22,9 +22,7 @@ export const GAPS: [number, number][] = [
   [30, 3],
 ]
 export const N = FIRST_TOKENS + GAPS.reduce((n, [, k]) => n + k, 0)
-const DECODE_S = GAPS.reduce((s, [g]) => s + g, 0) / 1000
-const TTFT_MS = 40
-export const PLAN: SimPlanRequest = { ttft_ms: TTFT_MS, first_tokens: FIRST_TOKENS, chunks: GAPS }
+export const PLAN: SimPlanRequest = { ttft_ms: 40, first_tokens: FIRST_TOKENS, chunks: GAPS }
 
 /** The same simulator a `simRoute()` gets, listening on its own port: what a client sees without the proxy. */
 export async function startDirectSim(): Promise<{ url: string; close(): Promise<void> }> {
@@ -52,18 +50,15 @@ interface Check {
 export async function checkStreamMetrics(t: Check, proxy: RunningProxy, labels: Record<string, string>, requests: number): Promise<void> {
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', labels), requests, 'one TTFT per request')
+  // These SDK runs use the real clock, so durations are not asserted (a loaded machine stretches
+  // them): only what holds whatever the timing, the order TTFT + decode ≤ E2E and exact counts.
+  // The exact figures of each provider's stream are asserted on virtual time in
+  // e2e/stream-shape-providers.test.ts.
   const ttft = sumOf(m, 'llm_time_to_first_token_seconds_sum', labels)
-  // Wide bounds: timers may fire a millisecond early and very late on a shared machine.
-  t.ok(ttft >= 0.035 * requests && ttft < 1 * requests, `TTFT sum ${ttft} about ${requests} × 40 ms`)
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), requests * (N - FIRST_TOKENS), 'ITL count = Σ (N − k1)')
   const itl = sumOf(m, 'llm_inter_token_latency_seconds_sum', labels)
-  // Chunks are due at offsets from the simulator's start (after t_req) and never go out early, so
-  // a late first chunk shortens the decode time and a late last one lengthens it, by however much
-  // a loaded machine makes them late: per request t_last − t_first is at least the last chunk's
-  // due time − TTFT, and at most E2E − TTFT (the response ends after its last chunk).
   const e2e = sumOf(m, 'llm_request_duration_seconds_sum', { ...labels, outcome: 'ok' })
-  const itlLow = requests * (TTFT_MS / 1000 + DECODE_S) - ttft
-  t.ok(itl > 0 && itl >= itlLow - 1e-6 && itl <= e2e - ttft + 1e-6, `ITL sum ${itl} about ${requests} × ${DECODE_S} s: within [${itlLow}, ${e2e - ttft}]`)
+  t.ok(ttft > 0 && itl > 0 && ttft + itl <= e2e + 1e-9, `TTFT ${ttft} s + decode ${itl} s within E2E ${e2e} s`)
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), requests * GAPS.length, 'one gap per chunk after the first')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), requests * N, 'output tokens exact, from the provider usage')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'estimate' }), 0, 'nothing estimated')

@@ -51,7 +51,7 @@ export async function startProxy(raw: Record<string, unknown>, options: Omit<Bui
     logs,
     scrapeText,
     scrape: async () => parseMetrics(await scrapeText()),
-    async waitForRequests(n, timeoutMs = 10_000) {
+    async waitForRequests(n, timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs
       while (requestLines().length < n) {
         if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${n} request log lines, got ${requestLines().length}`)

@@ -52,7 +52,7 @@ export function startServerProcess(config: Record<string, unknown>): ServerProce
     logs,
     stderr: () => err,
     exited,
-    waitForLog(match, timeoutMs = 30_000) {
+    waitForLog(match, timeoutMs = 120_000) {
       return new Promise((resolve, reject) => {
         const check = (): void => {
           const found = logs.find(match)

@@ -7,9 +7,16 @@ import { sumOf } from '../helpers/prometheus.ts'
 import { pointsOf, startOtlpReceiver } from '../helpers/otlp-receiver.ts'
 import type { Export, Point } from '../helpers/otlp-receiver.ts'
 import { metricsUrl, otelEnabled, otelProtocol } from '../../src/metrics/otel-config.ts'
-import { DURATION_BOUNDS, OtelMetrics, PER_TOKEN_BOUNDS, TOKEN_BOUNDS, operationFor } from '../../src/metrics/otel.ts'
+import { DURATION_BOUNDS, OtelMetrics, PER_TOKEN_BOUNDS, TOKEN_BOUNDS } from '../../src/metrics/otel.ts'
+import { observationsOf } from '../helpers/observe.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
+
+/** The GenAI operation the recording policy names for a request (undefined: not recorded). */
+const operationFor = (method: string, path: string): string | undefined =>
+  observationsOf(measure({ tReq: 0, tEnd: 1, tHeaders: undefined, statusCode: 200, failure: undefined, clientGone: false, chunks: new ChunkLog(), summary: {}, stallSeconds: 1 }), { method, path })
+    .operation
+import { eventually } from '../helpers/eventually.ts'
 
 const NAMES = [
   'gen_ai.client.operation.duration',
@@ -235,8 +242,11 @@ t.test('the exporter posts on its interval by itself, and a dead collector costs
   const proxy = await startProxy({ routes: [simRoute()], otel: { endpoint: receiver.url, interval_ms: 150 } })
   t.teardown(() => proxy.close())
   await chat(proxy.url, { ttft_ms: 5, chunks: [[5, 1]] })
-  const deadline = Date.now() + 5000
-  while (receiver.received.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  await eventually(
+    'an export on the interval',
+    () => receiver.received.length,
+    (n) => n >= 1,
+  )
   t.ok(receiver.received.length >= 1, 'exported without being asked')
   t.equal(receiver.received[0]?.path, '/v1/metrics')
 
@@ -283,30 +293,32 @@ t.test('hand-computed figures on virtual time: exact counts, sums and buckets', 
   const labels = { provider: 'anthropic', model: 'claude-x', route: '/a' }
   // TTFT 100 ms, gaps 30 and 60 ms (tokens 1, 2, 3), E2E 200 ms; 10 input and 6 output tokens reported.
   otel.record(
-    labels,
-    measured(
-      [
-        [100, 1],
-        [130, 2],
-        [190, 3],
-      ],
-      200,
-      200,
-      { input: 10, output: 6 },
+    observationsOf(
+      measured(
+        [
+          [100, 1],
+          [130, 2],
+          [190, 3],
+        ],
+        200,
+        200,
+        { input: 10, output: 6 },
+      ),
+      { ...labels, ...REQUEST },
     ),
-    REQUEST,
   )
   // TTFT 50 ms, one gap of 0.5 s, E2E 600 ms, no usage: the streamed 4 tokens count.
   otel.record(
-    labels,
-    measured(
-      [
-        [50, 1],
-        [550, 3],
-      ],
-      600,
+    observationsOf(
+      measured(
+        [
+          [50, 1],
+          [550, 3],
+        ],
+        600,
+      ),
+      { ...labels, ...REQUEST },
     ),
-    REQUEST,
   )
   await otel.flush()
   const e = receiver.received[0]
@@ -345,15 +357,16 @@ t.test('past the SDK cardinality limit, new attribute sets go to the otel.metric
   // Five models: the limit of 3 keeps two of them and one overflow series for the other three.
   for (const model of ['m1', 'm2', 'm3', 'm4', 'm5'])
     otel.record(
-      { provider: 'openai', model, route: '/o' },
-      measured(
-        [
-          [10, 1],
-          [15, 1],
-        ],
-        20 + Number(model[1]),
+      observationsOf(
+        measured(
+          [
+            [10, 1],
+            [15, 1],
+          ],
+          20 + Number(model[1]),
+        ),
+        { ...{ provider: 'openai', model, route: '/o' }, ...REQUEST },
       ),
-      REQUEST,
     )
   await otel.flush()
   const duration = pointsOf(receiver.received[0], 'gen_ai.client.operation.duration')
@@ -386,28 +399,30 @@ t.test('with OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta every metri
   t.teardown(() => otel.shutdown())
   const labels = { provider: 'openai', model: 'm', route: '/o' }
   otel.record(
-    labels,
-    measured(
-      [
-        [10, 1],
-        [20, 1],
-        [30, 1],
-      ],
-      40,
+    observationsOf(
+      measured(
+        [
+          [10, 1],
+          [20, 1],
+          [30, 1],
+        ],
+        40,
+      ),
+      { ...labels, ...REQUEST },
     ),
-    REQUEST,
   )
   await otel.flush()
   otel.record(
-    labels,
-    measured(
-      [
-        [10, 1],
-        [50, 1],
-      ],
-      60,
+    observationsOf(
+      measured(
+        [
+          [10, 1],
+          [50, 1],
+        ],
+        60,
+      ),
+      { ...labels, ...REQUEST },
     ),
-    REQUEST,
   )
   await otel.flush()
   const [first, second] = receiver.received

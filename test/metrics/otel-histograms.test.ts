@@ -8,6 +8,8 @@ import { OtelMetrics, PER_TOKEN_BOUNDS, TOKEN_BOUNDS } from '../../src/metrics/o
 import { HistogramCell, PreAggregatedMetrics } from '../../src/metrics/otel-histograms.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
+import { HistogramCore } from '../../src/metrics/histogram-core.ts'
+import { observationsOf } from '../helpers/observe.ts'
 
 /** A reader the test collects from by hand (the SDK's histograms, for comparison). */
 class HandReader extends MetricReader {
@@ -64,23 +66,23 @@ function pointsOf(metrics: MetricData[]): unknown[] {
 const model = (m: string): Attributes => ({ 'gen_ai.request.model': m })
 
 t.test('a cell: inclusive upper bounds, negative and non-finite values dropped, INT values truncated, runs added at once', async (t) => {
-  const c = new HistogramCell({}, [0.01, 0.1, 1], false, [0, 0])
+  const c = new HistogramCell({}, new HistogramCore({ bounds: Float64Array.of(0.01, 0.1, 1) }), false, [0, 0])
   for (const v of [0, 0.01, 0.010001, 0.1, 1, 1.5, -0.001, Number.NaN, Number.POSITIVE_INFINITY]) c.add(v)
   t.same(Array.from(c.counts), [2, 2, 1, 1], '0 and 0.01 in (−∞, 0.01], 0.010001 and 0.1 in (0.01, 0.1], 1 in (0.1, 1], 1.5 above')
   t.equal(c.count, 6)
   t.equal(c.sum, 0 + 0.01 + 0.010001 + 0.1 + 1 + 1.5)
-  t.equal(c.min, 0)
-  t.equal(c.max, 1.5)
+  t.equal(c.core.min, 0)
+  t.equal(c.core.max, 1.5)
   c.add(0.05, 4)
   t.same(Array.from(c.counts), [2, 6, 1, 1], 'a run of four equal gaps')
   t.equal(c.count, 10)
   t.equal(c.sum, 0 + 0.01 + 0.010001 + 0.1 + 1 + 1.5 + 0.05 * 4)
 
-  const ints = new HistogramCell({}, [1, 4, 16], true, [0, 0])
+  const ints = new HistogramCell({}, new HistogramCore({ bounds: Float64Array.of(1, 4, 16) }), true, [0, 0])
   for (const v of [4.9, 5, 1, 16.5]) ints.add(v)
   t.same(Array.from(ints.counts), [1, 1, 2, 0], '4.9 counts as 4, 16.5 as 16')
   t.equal(ints.sum, 4 + 5 + 1 + 16)
-  t.equal(ints.max, 16)
+  t.equal(ints.core.max, 16)
 })
 
 /** Values across the bounds, on both sides of some, and ones the SDK drops. */
@@ -187,8 +189,8 @@ t.test("an ok and a cancelled request of one model: each metric's series as the 
     { clientGone: true },
   )
   for (let i = 0; i < 2; i++) {
-    otel.record(labels, ok, request)
-    otel.record(labels, cancelled, request)
+    otel.record(observationsOf(ok, { ...labels, ...request }))
+    otel.record(observationsOf(cancelled, { ...labels, ...request }))
   }
   await otel.flush()
   const metrics =

@@ -12,11 +12,14 @@ import type { Sample } from '../helpers/prometheus.ts'
 import { parseOpenMetrics } from '../helpers/openmetrics.ts'
 import { findTool, run } from '../helpers/tools.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
+import { observationsOf, testPolicy } from '../helpers/observe.ts'
 /** A family's whole exposition as text. */
 const exposition = (m: { chunks(openMetrics?: boolean): Iterable<Buffer> }, openMetrics = false): string => Buffer.concat([...m.chunks(openMetrics)]).toString('utf8')
 
 const B = DEFAULT_BUCKETS
 const buckets = { ttft: B.ttft, itl: B.itl, inter_chunk: B.itl, tpot: B.itl, e2e: B.e2e, tps: B.tps, max_gap: B.max_gap }
+
+const policy = testPolicy()
 
 function record(m: LlmMetrics, model: string, chunks = 4): void {
   const log = new ChunkLog()
@@ -32,13 +35,7 @@ function record(m: LlmMetrics, model: string, chunks = 4): void {
     summary: { usage: { output: chunks, input: 5 } },
     stallSeconds: 1,
   })
-  m.record({ provider: 'openai', model, route: '/r' }, measurement, {
-    id: 'r',
-    concurrency: 1,
-    overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
-    usageInjected: false,
-    hasSlo: false,
-  })
+  m.record(observationsOf(measurement, { model }, policy))
 }
 
 t.test('a series observed after a scrape shows its new counts in the next scrape', async (t) => {

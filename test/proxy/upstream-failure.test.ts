@@ -5,11 +5,11 @@ import OpenAI from 'openai'
 import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'
-import { SSE_HEADERS, chatBody, chatEvent, readAll, openRequest, sleep, waitFor } from '../helpers/faults.ts'
+import { SSE_HEADERS, chatBody, chatEvent, readAll, openRequest, waitFor } from '../helpers/faults.ts'
 import { defined } from '../helpers/defined.ts'
 
 /** Reads a fetch body to its end; resolves 'end' or the error's message. */
-async function drain(res: Response): Promise<{ text: string; outcome: 'end' | 'broken' }> {
+async function drain(res: Response, onText?: (text: string) => void): Promise<{ text: string; outcome: 'end' | 'broken' }> {
   const reader = defined(res.body, 'a response body').getReader()
   let text = ''
   try {
@@ -17,6 +17,7 @@ async function drain(res: Response): Promise<{ text: string; outcome: 'end' | 'b
       const { done, value } = await reader.read()
       if (done) return { text, outcome: 'end' }
       text += Buffer.from(value).toString()
+      onText?.(text)
     }
   } catch {
     return { text, outcome: 'broken' }
@@ -26,12 +27,19 @@ async function drain(res: Response): Promise<{ text: string; outcome: 'end' | 'b
 const post = (url: string, model = 'gpt-4o'): Promise<Response> => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(model) })
 
 t.test('an upstream reset mid-stream breaks the client stream and is counted as an error', async (t) => {
+  // The upstream writes each event once the client has the one before, and resets once the
+  // client has both: no bytes can be in flight when the reset comes, whatever the machine's load.
+  let clientHas = ''
+  let wake = (): void => {}
+  const clientGot = async (text: string): Promise<void> => {
+    while (!clientHas.endsWith(text)) await new Promise<void>((r) => (wake = r))
+  }
   const upstream = await startUpstream(async (_req, res) => {
     res.writeHead(200, SSE_HEADERS)
     res.write(chatEvent(' the'))
-    await sleep(30)
+    await clientGot(chatEvent(' the'))
     res.write(chatEvent(' of'))
-    await sleep(30)
+    await clientGot(chatEvent(' of'))
     res.socket?.resetAndDestroy()
   })
   t.teardown(() => upstream.close())
@@ -40,7 +48,10 @@ t.test('an upstream reset mid-stream breaks the client stream and is counted as 
 
   const res = await post(`${proxy.url}/up/v1/chat/completions`)
   t.equal(res.status, 200)
-  const { text, outcome } = await drain(res)
+  const { text, outcome } = await drain(res, (got) => {
+    clientHas = got
+    wake()
+  })
   t.equal(outcome, 'broken', 'the client body reader rejects: no clean end')
   t.notMatch(text, /\[DONE\]/, 'no invented [DONE]')
   t.equal(text, chatEvent(' the') + chatEvent(' of'), 'every byte before the reset reached the client')

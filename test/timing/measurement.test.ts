@@ -1,7 +1,11 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { errorType, measure } from '../../src/timing/measurement.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { observationsOf } from '../helpers/observe.ts'
+
+/** The error type the recording policy gives a Measurement (OpenTelemetry's `error.type`). */
+const errorType = (m: Parameters<typeof observationsOf>[0]): string | undefined => observationsOf(m).errorType
 import type { ExchangeFacts } from '../../src/timing/measurement.ts'
 
 /** A log from [ms, tokens, kind?] marks. */

@@ -1,7 +1,9 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { forEachChunkTokens, forEachChunkTokensRun, forEachGap, forEachGapRun, itlQuantiles, reconcileTokens, summarize } from '../../src/timing/request-timing.ts'
+import { itlQuantiles, reconcileTokens, summarize } from '../../src/timing/request-timing.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { observationsOf } from '../helpers/observe.ts'
 import { defined } from '../helpers/defined.ts'
 
 /** A log from [ms, tokens] marks (kind text, estimated counts unless said). */
@@ -9,6 +11,11 @@ function log(marks: [number, number, MarkKind?][], exact = false): ChunkLog {
   const l = new ChunkLog()
   for (const [at, k, kind] of marks) l.add(at, k, kind ?? MarkKind.text, exact)
   return l
+}
+
+/** g_j (seconds) and k_j of each content chunk j ≥ 2, as the contract defines them. */
+function forEachGap(l: ChunkLog, observe: (gap: number, tokens: number) => void): void {
+  for (let i = 1; i < l.count; i++) observe((l.at(i) - l.at(i - 1)) / 1000, l.tokens(i))
 }
 
 /** ITL observations as the metrics layer makes them: k_j of g_j/k_j for j ≥ 2. */
@@ -245,16 +252,18 @@ t.test('folding runs of equal chunks gives the same gaps and token counts, in or
     const l = log(marks)
     const each: [number, number][] = []
     forEachGap(l, (g, k) => each.push([g, k]))
+    // The recording policy's runs, unfolded, are the chunks one by one.
+    const o = observationsOf(measure({ tReq: 0, tEnd: 1000, tHeaders: undefined, statusCode: 200, failure: undefined, clientGone: false, chunks: l, summary: {}, stallSeconds: 1 }))
     const folded: [number, number][] = []
-    forEachGapRun(l, (g, k, times) => {
-      t.ok(times >= 1)
-      for (let i = 0; i < times; i++) folded.push([g, k])
-    })
+    for (let r = 0; r < o.gaps.count; r++) {
+      t.ok(o.gaps.times[r] >= 1)
+      for (let i = 0; i < o.gaps.times[r]; i++) folded.push([o.gaps.seconds[r], o.gaps.tokens[r]])
+    }
     t.same(folded, each, `gaps of ${JSON.stringify(marks)}`)
     const tokens: number[] = []
-    forEachChunkTokens(l, (k) => tokens.push(k))
+    for (let i = 0; i < l.count; i++) tokens.push(l.tokens(i))
     const foldedTokens: number[] = []
-    forEachChunkTokensRun(l, (k, times) => foldedTokens.push(...Array.from({ length: times }, () => k)))
+    for (let r = 0; r < o.chunkTokens.count; r++) foldedTokens.push(...Array.from({ length: o.chunkTokens.times[r] }, () => o.chunkTokens.tokens[r]))
     t.same(foldedTokens, tokens, `tokens of ${JSON.stringify(marks)}`)
   }
 })

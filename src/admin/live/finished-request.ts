@@ -1,9 +1,10 @@
-import type { Measurement } from '../../timing/measurement.ts'
+import type { GapRuns, Observations } from '../../timing/observations.ts'
 
 /**
  * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
- * never its text, headers or credentials. Seconds, as the timing code gives them. Filled from
- * the request's Measurement (`fromMeasurement`, a Recorder listener).
+ * never its text, headers or credentials. Seconds, as the timing code gives them. A plain map of
+ * the request's Observations (`fromObservations`, a Recorder listener): TPOT and TPS gated as the
+ * histograms gate them, the rest the request's own figures.
  */
 
 export const LiveOutcome = { ok: 'ok', error: 'error', cancelled: 'cancelled' } as const
@@ -40,63 +41,44 @@ export interface FinishedRequest {
   readonly inputTokens?: number
   /** Content chunks. */
   readonly chunks: number
-  /** Per content chunk j ≥ 2: g_j in seconds (`gapSeconds[j − 2]`) and k_j (`gapTokens[j − 2]`). */
-  readonly gapSeconds: Float64Array
-  readonly gapTokens: Uint32Array
+  /** Runs of equal gaps between content chunks j ≥ 2 (seconds, tokens, times). */
+  readonly gaps: GapRuns
+  /** Index in LENGTH_BANDS of the output count. */
+  readonly lengthBand: number
   /** Requests in flight when it started, itself included. */
   readonly concurrency: number
-  /** t_end, ms on the proxy's monotonic clock (performance.now()). */
+  /** t_end, ms on the proxy's monotonic clock (the injected `now`). */
   readonly endedAt: number
 }
 
-/** Who a finished request was: the part of the exchange's identity the live views keep. */
-export interface FinishedWho {
-  readonly id: string
-  readonly concurrency: number
-  /** t_req, ms on the monotonic clock. */
-  readonly tReq: number
-}
-
-/**
- * A FinishedRequest from a request's Measurement (what the Recorder hands its listeners): the
- * gaps are copied out of its chunk log, whose counts are final.
- */
-export function fromMeasurement(who: FinishedWho, labels: { readonly provider: string; readonly model: string; readonly route: string }, m: Measurement): FinishedRequest {
-  const log = m.chunks
-  const n = Math.max(0, log.count - 1)
-  const gapSeconds = new Float64Array(n)
-  const gapTokens = new Uint32Array(n)
-  for (let i = 1; i <= n; i++) {
-    gapSeconds[i - 1] = (log.at(i) - log.at(i - 1)) / 1000
-    gapTokens[i - 1] = log.tokens(i)
-  }
+/** A FinishedRequest from a request's Observations (what the Recorder hands its listeners). */
+export function fromObservations(o: Observations): FinishedRequest {
+  const m = o.measurement
   const t = m.timing
-  const ok = m.outcome === LiveOutcome.ok
   return {
-    id: who.id,
-    route: labels.route,
-    provider: labels.provider,
-    model: labels.model,
-    outcome: m.outcome,
-    statusCode: m.statusCode,
-    ttft: t.ttft,
-    ttfot: t.ttfot,
-    headers: m.headersSeconds,
-    e2e: t.e2e,
-    // As the TPOT and per-user TPS histograms: only for ok requests.
-    tpot: ok ? t.tpot : undefined,
-    tps: ok && t.chunks > 0 ? t.tps : undefined,
+    id: o.id,
+    route: o.labels.route,
+    provider: o.labels.provider,
+    model: o.labels.model,
+    outcome: o.outcome,
+    statusCode: o.statusCode,
+    ttft: o.ttft,
+    ttfot: o.ttfot,
+    headers: o.headers,
+    e2e: o.e2e,
+    tpot: o.tpot,
+    tps: o.tps,
     itlP50: m.itlP50,
     itlP99: m.itlP99,
-    maxGap: t.maxGap,
-    stalls: m.stalls,
+    maxGap: o.maxGap,
+    stalls: o.stalls,
     outputTokens: m.outputTokens,
-    outputSource: m.outputSource,
-    inputTokens: m.inputTokens,
+    outputSource: o.outputSource,
+    inputTokens: o.inputTokens,
     chunks: t.chunks,
-    gapSeconds,
-    gapTokens,
-    concurrency: who.concurrency,
-    endedAt: who.tReq + t.e2e * 1000,
+    gaps: o.gaps,
+    lengthBand: o.lengthBand,
+    concurrency: o.concurrency,
+    endedAt: o.endedAt,
   }
 }

@@ -1,7 +1,8 @@
 import type { ChunkLog } from '../../timing/chunk-log.ts'
-import { binValue, ZERO_BIN } from './sliding-sketch.ts'
+import { LENGTH_BANDS } from '../../timing/observations.ts'
+import { bucketUpper } from '../../metrics/histogram-core.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
-import { CONCURRENCY_BANDS, LENGTH_BANDS, LIVE_METRICS } from './live-stats.ts'
+import { CONCURRENCY_BANDS, LIVE_METRICS } from './live-stats.ts'
 import type { LiveStats, Series } from './live-stats.ts'
 
 /**
@@ -39,8 +40,8 @@ const STRIP_MS = 30_000
 export const LONG_REFRESH_SECONDS = 5
 /** Quantiles of every window: p50, p95, p99. */
 const QS = [0.5, 0.95, 0.99] as const
-/** DDSketch bins merged into one bar of the distribution chart (8 × 2 %: bars ≈ 17 % wide). */
-const DIST_GROUP = 8
+/** Buckets merged into one bar of the distribution chart (16 at schema 6: bars ≈ 19 % wide). */
+const DIST_GROUP = 16
 
 /** Per stream, what earlier messages already covered (kept per SSE audience). */
 interface StreamCursor {
@@ -108,25 +109,23 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
 function distribution(sketch: SlidingSketch, now: number): { zero: number; x: number[]; y: number[] } {
   const x: number[] = []
   const y: number[] = []
-  let zero = 0
-  const total = sketch.count(1, now)
-  if (total <= 0) return { zero, x, y }
+  const h = sketch.window(1, now)
+  const total = h.count
+  if (total <= 0) return { zero: 0, x, y }
+  const schema = h.schema as number
   let group = Number.NaN
-  sketch.forEachBin(1, now, (bin, count) => {
-    if (bin === ZERO_BIN) {
-      zero = count / total
-      return
-    }
-    const g = Math.floor(bin / DIST_GROUP)
+  h.forEachBucket((index, count) => {
+    // Bucket i holds (upper(i − 1), upper(i)]: a group's bar starts at its first bucket's lower edge.
+    const g = Math.floor((index - 1) / DIST_GROUP)
     if (g !== group) {
       group = g
-      x.push(micros(binValue(g * DIST_GROUP)) as number)
+      x.push(micros(bucketUpper(g * DIST_GROUP, schema)) as number)
       y.push(0)
     }
     y[y.length - 1] += count / total
   })
   for (let i = 0; i < y.length; i++) y[i] = perTenThousand(y[i])
-  return { zero: perTenThousand(zero), x, y }
+  return { zero: perTenThousand(h.zeroCount / total), x, y }
 }
 
 function bandQuantiles(sketch: SlidingSketch, now: number, scratch: number[]): (number | null)[] {

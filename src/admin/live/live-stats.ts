@@ -1,4 +1,5 @@
-import { BIN_COUNT, binOf, SlidingCounter, SlidingSketch, ZERO_BIN } from './sliding-sketch.ts'
+import { LENGTH_BANDS } from '../../timing/observations.ts'
+import { liveBucket, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
 import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
 
@@ -13,12 +14,6 @@ export const LiveMetric = { ttft: 'ttft', itl: 'itl', tpot: 'tpot', e2e: 'e2e', 
 export type LiveMetric = (typeof LiveMetric)[keyof typeof LiveMetric]
 export const LIVE_METRICS: readonly LiveMetric[] = Object.values(LiveMetric)
 
-/** Output-length bands, as the `length_band` label: short < 64, medium < 512, long ≥ 512 tokens. */
-export const LENGTH_BANDS = [
-  { name: 'short', below: 64 },
-  { name: 'medium', below: 512 },
-  { name: 'long', below: Number.POSITIVE_INFINITY },
-] as const
 /** Bands of the requests in flight when a request started (itself included). */
 export const CONCURRENCY_BANDS = [
   { name: '1', below: 2 },
@@ -92,10 +87,6 @@ export class RouteBands {
   lastAt = 0
 }
 
-/** One request's ITL weights by bin, and which bins it touched (reused: add() is synchronous). */
-const scratch = new Float64Array(BIN_COUNT)
-const bins = new Int32Array(BIN_COUNT)
-
 /** 15 minutes and a slot: past this a series with no request is dropped. */
 const FORGET_MS = 16 * 60_000
 
@@ -135,34 +126,26 @@ export class LiveStats {
       this.routes.set(r.route, bands)
     }
     bands.lastAt = now
-    const byLength = bands.length[bandOf(LENGTH_BANDS, r.outputTokens)]
+    const byLength = bands.length[r.lengthBand]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
     if (r.tpot !== undefined) {
-      const bin = binOf(r.tpot)
-      sk.tpot.observeBin(bin, 1, now)
-      byLength.tpot.observeBin(bin, 1, now)
-      byConcurrency.tpot.observeBin(bin, 1, now)
+      const bucket = liveBucket(r.tpot)
+      sk.tpot.observeBucket(r.tpot, bucket, 1, now)
+      byLength.tpot.observeBucket(r.tpot, bucket, 1, now)
+      byConcurrency.tpot.observeBucket(r.tpot, bucket, 1, now)
     }
-    // Token-weighted ITL: k_j observations of g_j / k_j for each chunk j ≥ 2, gathered by bin
-    // first, so the three sketches take one insert per distinct bin (bursts and steady decoding
-    // fall into few bins), not one per chunk.
-    const gaps = r.gapSeconds
-    const tokens = r.gapTokens
-    let touched = 0
-    for (let j = 0; j < gaps.length; j++) {
-      const k = tokens[j]
-      if (k === 0) continue
-      const b = binOf(gaps[j] / k) - ZERO_BIN
-      if (scratch[b] === 0) bins[touched++] = b
-      scratch[b] += k
-    }
-    for (let i = 0; i < touched; i++) {
-      const b = bins[i]
-      const weight = scratch[b]
-      scratch[b] = 0
-      sk.itl.observeBin(b + ZERO_BIN, weight, now)
-      byLength.itl.observeBin(b + ZERO_BIN, weight, now)
-      byConcurrency.itl.observeBin(b + ZERO_BIN, weight, now)
+    // Token-weighted ITL: k_j observations of g_j / k_j for each chunk j ≥ 2, a run of equal
+    // chunks at once, its bucket found once for the three sketches.
+    const gaps = r.gaps
+    for (let j = 0; j < gaps.count; j++) {
+      const k = gaps.tokens[j]
+      // A chunk of 0 tokens has weight 0: the sketches take nothing.
+      const v = gaps.seconds[j] / k
+      const weight = k * gaps.times[j]
+      const bucket = liveBucket(v)
+      sk.itl.observeBucket(v, bucket, weight, now)
+      byLength.itl.observeBucket(v, bucket, weight, now)
+      byConcurrency.itl.observeBucket(v, bucket, weight, now)
     }
   }
 

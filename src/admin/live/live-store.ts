@@ -1,6 +1,6 @@
-import type { Measurement } from '../../timing/measurement.ts'
-import { fromMeasurement } from './finished-request.ts'
-import type { FinishedRequest, FinishedWho } from './finished-request.ts'
+import type { Observations } from '../../timing/observations.ts'
+import { fromObservations } from './finished-request.ts'
+import type { FinishedRequest } from './finished-request.ts'
 import { LiveStats } from './live-stats.ts'
 import { RecentRequests } from './recent-requests.ts'
 import { RealtimeLive } from './realtime-live.ts'
@@ -31,8 +31,8 @@ export class LiveStore {
     this.stats.add(r)
   }
 
-  /** For `Recorder#listen`: every finished request, from its Measurement. */
-  readonly listener = (who: FinishedWho, labels: { readonly provider: string; readonly model: string; readonly route: string }, m: Measurement): void => {
-    this.add(fromMeasurement(who, labels, m))
+  /** For `Recorder#listen`: every finished request, from its Observations. */
+  readonly listener = (o: Observations): void => {
+    this.add(fromObservations(o))
   }
 }

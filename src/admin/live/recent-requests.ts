@@ -3,18 +3,13 @@ import type { FinishedRequest } from './finished-request.ts'
 /**
  * The last N finished requests, for `GET /debug/requests/{id}`: a ring of their figures in
  * columns (numbers in Float64Array pages, strings in arrays), about 0.25 KB a request with its
- * id. A lookup scans from the newest, so a reused id finds its latest request.
- *
- * Columns, not an object a request: the ring outlives the young generation, so each kept object
- * of some twenty fields was promoted and later died in the old one; a row adds one string (the
- * id: route, provider, model and outcome are the shared label strings). The scan replaces a Map
- * from id to slot, whose deletes and inserts ran on every request for a lookup that only the
- * debug endpoint makes (a miss over 10,000 takes about 23 µs). Short requests through the two
- * builds side by side: 0.89 × the CPU, most of it while the ring fills (docs/performance.md).
+ * id. A lookup scans from the newest, so a reused id finds its latest request. Columns, not an
+ * object a request, because a kept object is promoted and dies in the old generation; a scan,
+ * not a Map, because only the debug endpoint looks up (bench/results/ab-notes.md).
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gapSeconds' | 'gapTokens'>
+export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand'>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [

@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { performance } from 'node:perf_hooks'
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { allowed, setCookie, tokenGiven } from './auth.ts'
+import { allowed, setCookie, tokenGiven } from '../auth.ts'
 import { buildMessage } from './live-message.ts'
 import type { Cursors, InFlight } from './live-message.ts'
 import type { LiveStore } from './live-store.ts'
@@ -22,6 +21,8 @@ export interface LiveState {
   /** Absent in the cluster primary, which proxies nothing. */
   readonly live?: LiveStore
   readonly active?: ReadonlySet<InFlight>
+  /** The monotonic clock (ms) the requests' times come from. */
+  readonly now: () => number
 }
 
 /** One message a second. */
@@ -44,11 +45,13 @@ class EventHub {
   readonly #cursors: Cursors = new Map()
   readonly #live: LiveStore
   readonly #active: ReadonlySet<InFlight>
+  readonly #now: () => number
   #timer: NodeJS.Timeout | undefined
 
-  constructor(live: LiveStore, active: ReadonlySet<InFlight>) {
+  constructor(live: LiveStore, active: ReadonlySet<InFlight>, now: () => number) {
     this.#live = live
     this.#active = active
+    this.#now = now
   }
 
   get size(): number {
@@ -56,7 +59,7 @@ class EventHub {
   }
 
   message(cursors: Cursors): string {
-    const now = performance.now()
+    const now = this.#now()
     const message = buildMessage(this.#live.stats, this.#active, now, cursors, this.#live.stallSeconds)
     message.realtime = this.#live.realtime.message(now)
     return `data: ${JSON.stringify(message)}\n\n`
@@ -108,7 +111,7 @@ export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set(['/', '/li
 /** Adds the live routes to the admin instance. */
 export function registerLive(admin: FastifyInstance, state: LiveState): void {
   const token = state.config.admin.token
-  const hub = state.live !== undefined && state.active !== undefined ? new EventHub(state.live, state.active) : undefined
+  const hub = state.live !== undefined && state.active !== undefined ? new EventHub(state.live, state.active, state.now) : undefined
   // Open event streams would hold close() for ever.
   admin.addHook('preClose', async () => hub?.close())
 
@@ -147,11 +150,11 @@ export function registerLive(admin: FastifyInstance, state: LiveState): void {
     const id = (request.params as { id: string }).id
     const found = state.live.recent.get(id)
     // A realtime session's id: its figures and its last responses.
-    const session = found === undefined ? state.live.realtime.sessionView(id, performance.now(), Date.now()) : undefined
+    const session = found === undefined ? state.live.realtime.sessionView(id, state.now(), Date.now()) : undefined
     if (session !== undefined) return reply.header('cache-control', 'no-store').send(session)
     if (found === undefined) {
       return reply.code(404).send({ error: `no finished request with id '${id.slice(0, 200)}' among the last ${state.live.recent.capacity}`, request_id: id.slice(0, 200) })
     }
-    return reply.header('cache-control', 'no-store').send(requestView(found, performance.now(), Date.now()))
+    return reply.header('cache-control', 'no-store').send(requestView(found, state.now(), Date.now()))
   })
 }

@@ -1,0 +1,108 @@
+import type { IncomingMessage } from 'node:http'
+import type { RouteSlo } from '../timing/slo.ts'
+import { Exchange } from './exchange.ts'
+import type { ExchangeDeps, RouteRuntime } from './exchange.ts'
+import type { FinishQueue } from './finish-queue.ts'
+import type { RequestIds } from './request-id.ts'
+import { prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
+import type { UpstreamTarget } from './route-path.ts'
+
+/**
+ * The one way a request becomes an Exchange, for tokentap's own routes (plugin.ts) and the
+ * @fastify/http-proxy helper (http-proxy.ts) alike: the route's label and prefix, t_req from the
+ * injected clock, the request id, the path after the prefix, and the finish through the
+ * FinishQueue once the response closes.
+ */
+
+/** What a proxy route is configured with (a config route, or the helper's options). */
+export interface ProxyRouteOptions {
+  readonly prefix: string
+  /** The `route` label; the prefix when absent. */
+  readonly name?: string
+  readonly provider?: string
+  readonly slo?: RouteSlo
+  readonly echo_request_id?: boolean
+  readonly server_timing?: boolean
+}
+
+/** A route's `route` label: its name, else its prefix. */
+export const routeLabel = (route: { readonly prefix: string; readonly name?: string }): string => route.name ?? route.prefix
+
+/** A proxy route as requests meet it: its runtime (label, in-flight count) and its prefix base. */
+export interface ProxyRoute {
+  readonly runtime: RouteRuntime
+  readonly base: string
+}
+
+export function proxyRoute(options: ProxyRouteOptions): ProxyRoute {
+  return {
+    runtime: {
+      label: routeLabel(options),
+      prefix: options.prefix,
+      provider: options.provider ?? 'auto',
+      slo: options.slo,
+      inFlight: 0,
+      echoRequestId: options.echo_request_id,
+      serverTiming: options.server_timing,
+    },
+    base: prefixBase(options.prefix),
+  }
+}
+
+/** An opened exchange and where its request goes upstream. */
+export interface Opened {
+  readonly ex: Exchange
+  readonly target: UpstreamTarget
+}
+
+/** The part of a response (HTTP/1 or HTTP/2) whose close finishes an exchange. */
+interface ClosingResponse {
+  readonly writableFinished: boolean
+  once(event: 'close', listener: () => void): unknown
+}
+
+export class ExchangeOpener {
+  readonly #deps: ExchangeDeps
+  readonly #ids: RequestIds
+  readonly #finishing: FinishQueue
+  /** The monotonic clock (ms) every time of an exchange comes from. */
+  readonly now: () => number
+
+  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number) {
+    this.#deps = deps
+    this.#ids = ids
+    this.#finishing = finishing
+    this.now = now
+  }
+
+  /** Whether a raw request target belongs under a route's prefix. */
+  owns(route: ProxyRoute, url: string): boolean {
+    const base = route.base
+    return base === '' || url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)
+  }
+
+  /** Where a request under `route` goes upstream, and its id (an exchange's or a realtime session's). */
+  identify(route: ProxyRoute, req: IncomingMessage, url: string): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean } {
+    // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
+    const target = upstreamPathAndQuery(url, rawPrefixEnd(url, route.base))
+    const { id, generated } = this.#ids.of(req.headers)
+    return { target, id, generated }
+  }
+
+  /** The exchange of a request whose headers arrived at `tReq`; `url` is its origin-form target. */
+  open(route: ProxyRoute, req: IncomingMessage, url: string, tReq: number): Opened {
+    const { target, id, generated } = this.identify(route, req, url)
+    const ex = new Exchange(this.#deps, route.runtime, id, req.method ?? 'GET', target.path, tReq, generated)
+    return { ex, target }
+  }
+
+  /** Finishes `ex` through the queue (off the socket callback), as ended now. */
+  finish(ex: Exchange, clientGone: boolean): void {
+    this.#finishing.add(ex, this.now(), clientGone)
+  }
+
+  /** Finishes `ex` when `res` closes: `clientGone` when its last byte was not written. */
+  finishOnClose(ex: Exchange, res: ClosingResponse): void {
+    res.once('close', () => this.finish(ex, !res.writableFinished))
+  }
+}

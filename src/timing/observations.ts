@@ -1,0 +1,318 @@
+import { LabelLimiter } from '../metrics/label-limiter.ts'
+import { Outcome, TokenSource } from './measurement.ts'
+import type { Measurement } from './measurement.ts'
+import type { SloVerdict } from './slo.ts'
+
+/**
+ * The recording policy, in one place: a finished request's `Measurement` (what happened) and
+ * identity in, its `Observations` (what every sink records) out. Every rule about what gets
+ * recorded lives here and nowhere else:
+ * - the ok-only gates: TPOT, per-user TPS and OpenTelemetry's server TTFT only for outcome `ok`;
+ * - the output-token rule: a count is recorded when the provider reported one or N ≥ 1;
+ * - the length band of the output;
+ * - the error type of a failed or cancelled request;
+ * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`.
+ * The sinks (Prometheus families, OTLP, the live page, the log line) only map Observations onto
+ * their own shapes, with no conditions of their own. Adding a metric is one field here and one
+ * line per sink; adding a label is one entry in `SERIES_LABELS` and its value in `#labels`.
+ * Pure but for the label bound's memory of the models it admitted.
+ */
+
+/** The label names of every llm_ series, in the order of `Observations.labelValues`. */
+export const SERIES_LABELS = ['provider', 'model', 'route'] as const
+
+export interface SeriesLabels {
+  readonly provider: string
+  readonly model: string
+  readonly route: string
+}
+
+/** Output-length bands (`length_band`): short < 64, medium < 512, long ≥ 512 output tokens. */
+export const LENGTH_BANDS = [
+  { name: 'short', below: 64 },
+  { name: 'medium', below: 512 },
+  { name: 'long', below: Number.POSITIVE_INFINITY },
+] as const
+
+/** The index in LENGTH_BANDS of a request with this many output tokens. */
+export function lengthBandOf(outputTokens: number): number {
+  return outputTokens < LENGTH_BANDS[0].below ? 0 : outputTokens < LENGTH_BANDS[1].below ? 1 : 2
+}
+
+/**
+ * Runs of equal content-chunk gaps: for run r, `times[r]` consecutive chunks j ≥ 2 each came
+ * `seconds[r]` after the previous one carrying `tokens[r]` tokens. Inter-chunk latency observes
+ * each gap once (weight `times`); token-weighted ITL observes seconds/tokens with weight
+ * tokens × times. A fast stream is a few runs (chunks of one read have gap 0), not one per chunk.
+ */
+export interface GapRuns {
+  readonly count: number
+  readonly seconds: Float64Array
+  readonly tokens: Float64Array
+  readonly times: Float64Array
+}
+
+/** Runs of equal token counts k_j over every content chunk (the first included). */
+interface TokenRuns {
+  readonly count: number
+  readonly tokens: Float64Array
+  readonly times: Float64Array
+}
+
+/** Who a finished request was (what the exchange knows besides its Measurement). */
+export interface RequestFacts {
+  readonly id: string
+  readonly route: { readonly label: string; readonly slo?: unknown }
+  readonly provider: string
+  readonly method: string
+  /** Path after the route prefix, without the query. */
+  readonly path: string
+  /** The request's own model (body, else path), else the response's. */
+  readonly model: string | undefined
+  readonly responseModel: string | undefined
+  readonly usageInjected: boolean
+  /** The route's requests in flight when it started, itself included. */
+  readonly concurrency: number
+  /** ms, monotonic: request headers received. */
+  readonly tReq: number
+  /** The proxy's own cost, seconds. */
+  readonly overhead: { readonly request: number | undefined; readonly firstChunk: number | undefined; readonly chunk: number | undefined }
+}
+
+/** What every sink records of one finished request. Seconds; undefined: not observed. */
+export interface Observations {
+  readonly id: string
+  readonly labels: SeriesLabels
+  /** The values of SERIES_LABELS, and their key (values joined): the sinks' series handles. */
+  readonly labelValues: readonly string[]
+  readonly key: string
+  /** `labelValues` plus the length band when `metrics.length_band_label` is on (ITL and TPOT series). */
+  readonly bandedValues: readonly string[]
+  readonly bandedKey: string
+  readonly outcome: Outcome
+  readonly statusCode: number
+  /** OpenTelemetry's `error.type`: undefined for ok. */
+  readonly errorType: string | undefined
+  /** Index in LENGTH_BANDS of the output count (the live page's bands). */
+  readonly lengthBand: number
+  readonly e2e: number
+  /** TTFT, whatever the outcome (a real wait). */
+  readonly ttft: number | undefined
+  /** TTFT of an ok request (OpenTelemetry's server-side time to first token). */
+  readonly okTtft: number | undefined
+  readonly ttfot: number | undefined
+  readonly headers: number | undefined
+  /** Request-weighted TPOT, ok requests only. */
+  readonly tpot: number | undefined
+  /** Per-user TPS, ok requests only. */
+  readonly tps: number | undefined
+  readonly maxGap: number | undefined
+  readonly gaps: GapRuns
+  readonly chunkTokens: TokenRuns
+  readonly stalls: number
+  /** Output tokens by the rule above, and their source. */
+  readonly outputTokens: number | undefined
+  readonly outputSource: TokenSource
+  /** Input tokens the provider reported (0 included). */
+  readonly inputTokens: number | undefined
+  readonly estimateRatio: number | undefined
+  readonly concurrency: number
+  readonly overheadRequest: number | undefined
+  readonly overheadFirstChunk: number | undefined
+  readonly overheadChunk: number | undefined
+  /** The route has an SLO (its met/missed series exist from its first request on); the verdict when judged. */
+  readonly sloJudged: boolean
+  readonly slo: SloVerdict | undefined
+  readonly usageInjected: boolean
+  readonly parseError: string | undefined
+  /** `gen_ai.operation.name`, when the request is a GenAI operation and OpenTelemetry is on. */
+  readonly operation: string | undefined
+  /** The response's model, bounded like the model label (OpenTelemetry only). */
+  readonly responseModel: string | undefined
+  /** ms, monotonic: when the response closed. */
+  readonly endedAt: number
+  /** The request's own figures as measured, for its log line and `/debug/requests/{id}`. */
+  readonly measurement: Measurement
+}
+
+export interface RecordPolicyOptions {
+  readonly maxModelsPerRoute: number
+  /** `metrics.length_band_label`: ITL and TPOT series carry `length_band`. */
+  readonly lengthBandLabel: boolean
+  /** OpenTelemetry is on: work out the GenAI operation and the bounded response model. */
+  readonly genAi: boolean
+}
+
+/** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
+function errorType(m: Measurement): string | undefined {
+  if (m.outcome === Outcome.ok) return undefined
+  if (m.outcome === Outcome.cancelled) return 'cancelled'
+  if (m.failure !== undefined) return m.failure
+  return m.statusCode < 200 || m.statusCode >= 300 ? String(m.statusCode) : 'provider_error'
+}
+
+/**
+ * `gen_ai.operation.name` from the API path (https://opentelemetry.io/docs/specs/semconv/gen-ai/),
+ * or undefined for requests that are no GenAI operation (model lists, health checks).
+ */
+function operationFor(method: string, path: string): string | undefined {
+  if (method !== 'POST') return undefined
+  if (/embed/i.test(path)) return 'embeddings'
+  if (/generatecontent/i.test(path)) return 'generate_content'
+  if (/chat|messages|responses|converse|invoke/i.test(path)) return 'chat'
+  if (/complet|generate/i.test(path)) return 'text_completion'
+  return undefined
+}
+
+const S = 1 / 1000
+const NO_RUNS: GapRuns = { count: 0, seconds: new Float64Array(0), tokens: new Float64Array(0), times: new Float64Array(0) }
+const NO_TOKEN_RUNS: TokenRuns = { count: 0, tokens: new Float64Array(0), times: new Float64Array(0) }
+
+/** The gaps of chunks j ≥ 2, equal neighbours folded into runs. */
+function gapRuns(log: Measurement['chunks']): GapRuns {
+  const n = log.count
+  if (n < 2) return NO_RUNS
+  const seconds = new Float64Array(n - 1)
+  const tokens = new Float64Array(n - 1)
+  const times = new Float64Array(n - 1)
+  let r = -1
+  let prev = log.at(0)
+  for (let i = 1; i < n; i++) {
+    const at = log.at(i)
+    const g = (at - prev) * S
+    const k = log.tokens(i)
+    prev = at
+    if (r >= 0 && seconds[r] === g && tokens[r] === k) times[r]++
+    else {
+      r++
+      seconds[r] = g
+      tokens[r] = k
+      times[r] = 1
+    }
+  }
+  return { count: r + 1, seconds, tokens, times }
+}
+
+/** Every chunk's k_j, equal neighbours folded into runs. */
+function tokenRuns(log: Measurement['chunks']): TokenRuns {
+  const n = log.count
+  if (n === 0) return NO_TOKEN_RUNS
+  const tokens = new Float64Array(n)
+  const times = new Float64Array(n)
+  let r = -1
+  for (let i = 0; i < n; i++) {
+    const k = log.tokens(i)
+    if (r >= 0 && tokens[r] === k) times[r]++
+    else {
+      r++
+      tokens[r] = k
+      times[r] = 1
+    }
+  }
+  return { count: r + 1, tokens, times }
+}
+
+/** Label values and their key, made once per distinct label set. */
+interface LabelSet {
+  readonly labels: SeriesLabels
+  readonly values: readonly string[]
+  readonly key: string
+  /** By length band: the values with the band appended (or the same values with the label off). */
+  readonly banded: readonly { readonly values: readonly string[]; readonly key: string }[]
+}
+
+/** Label sets kept for reuse; past this many the cache starts over (the label bound keeps the real count small). */
+const LABEL_CACHE = 10_000
+
+export class RecordPolicy {
+  readonly #models: LabelLimiter
+  readonly #options: RecordPolicyOptions
+  readonly #sets = new Map<string, LabelSet>()
+
+  constructor(options: RecordPolicyOptions) {
+    this.#options = options
+    this.#models = new LabelLimiter(options.maxModelsPerRoute)
+  }
+
+  /** The label names of the ITL and TPOT series (SERIES_LABELS, plus `length_band` when on). */
+  get bandedLabelNames(): readonly string[] {
+    return this.#options.lengthBandLabel ? [...SERIES_LABELS, 'length_band'] : SERIES_LABELS
+  }
+
+  /**
+   * The label values a request in flight is counted under (the in-flight gauge, at scrape time):
+   * a model the bound admitted keeps its name, one it has not seen yet shows as `other` once the
+   * bound is full; a scrape never admits a model.
+   */
+  inFlightValues(provider: string, route: string, model: string | undefined): readonly string[] {
+    return this.#set(provider, this.#models.peek(route, model), route).values
+  }
+
+  /** The label values a finished request is counted under (admits its model while the route has room). */
+  labelsOf(who: Pick<RequestFacts, 'provider' | 'route' | 'model'>): SeriesLabels {
+    return this.#set(who.provider, this.#models.value(who.route.label, who.model), who.route.label).labels
+  }
+
+  observe(who: RequestFacts, m: Measurement): Observations {
+    const route = who.route.label
+    const set = this.#set(who.provider, this.#models.value(route, who.model), route)
+    const t = m.timing
+    const ok = m.outcome === Outcome.ok
+    const band = lengthBandOf(m.outputTokens)
+    const genAi = this.#options.genAi
+    const banded = set.banded[band]
+    return {
+      id: who.id,
+      labels: set.labels,
+      labelValues: set.values,
+      key: set.key,
+      bandedValues: banded.values,
+      bandedKey: banded.key,
+      outcome: m.outcome,
+      statusCode: m.statusCode,
+      errorType: errorType(m),
+      lengthBand: band,
+      e2e: t.e2e,
+      ttft: t.ttft,
+      okTtft: ok ? t.ttft : undefined,
+      ttfot: t.ttfot,
+      headers: m.headersSeconds,
+      tpot: ok ? t.tpot : undefined,
+      tps: ok ? t.tps : undefined,
+      maxGap: t.maxGap,
+      gaps: gapRuns(m.chunks),
+      chunkTokens: tokenRuns(m.chunks),
+      stalls: m.stalls,
+      // A count the provider reported (0 included), or tokens that were streamed; nothing to count otherwise.
+      outputTokens: m.outputSource === TokenSource.usage || m.outputTokens > 0 ? m.outputTokens : undefined,
+      outputSource: m.outputSource,
+      inputTokens: m.inputTokens,
+      estimateRatio: m.estimateRatio,
+      concurrency: who.concurrency,
+      overheadRequest: who.overhead.request,
+      overheadFirstChunk: who.overhead.firstChunk,
+      overheadChunk: who.overhead.chunk,
+      sloJudged: who.route.slo !== undefined,
+      slo: m.slo,
+      usageInjected: who.usageInjected,
+      parseError: m.parseError,
+      operation: genAi ? operationFor(who.method, who.path) : undefined,
+      responseModel: genAi && who.responseModel !== undefined ? this.#models.value(`${route}\u0000response`, who.responseModel) : undefined,
+      endedAt: who.tReq + t.e2e * 1000,
+      measurement: m,
+    }
+  }
+
+  #set(provider: string, model: string, route: string): LabelSet {
+    const key = `${provider}\u0000${model}\u0000${route}`
+    let set = this.#sets.get(key)
+    if (set === undefined) {
+      const values = [provider, model, route]
+      const banded = this.#options.lengthBandLabel ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
+      set = { labels: { provider, model, route }, values, key, banded }
+      if (this.#sets.size >= LABEL_CACHE) this.#sets.clear()
+      this.#sets.set(key, set)
+    }
+    return set
+  }
+}

@@ -1,0 +1,64 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import pino from 'pino'
+import t from 'tap'
+import { Agent } from 'undici'
+import type { Dispatcher } from 'undici'
+
+/**
+ * The two places tokentap reaches past a dependency's public API, each for a figure it measured
+ * (see the comments at the use). If an upgrade changes what they rely on, these fail, loudly,
+ * instead of tokentap silently losing the gain or misbehaving.
+ */
+
+t.test('undici: the controller onResponseStart gets holds the raw head as Buffers that can be dropped (client-writer.ts)', async (t) => {
+  // client-writer.ts reads `rawHeaders` (the header bytes as received, order and case kept) and
+  // then nulls it, so the socket read the Buffers are views of is not kept alive for the stream.
+  const server = createServer((_req, res) => {
+    res.setHeader('X-Mixed-Case', 'v')
+    res.end('body')
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())))
+  const agent = new Agent()
+  t.teardown(() => agent.close())
+  const seen = await new Promise<{ raw: unknown; body: string }>((resolve, reject) => {
+    let raw: unknown
+    let body = ''
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart() {},
+      onResponseStart(controller) {
+        const c = controller as unknown as { rawHeaders: unknown }
+        raw = c.rawHeaders
+        c.rawHeaders = null
+      },
+      onResponseData(_controller, chunk) {
+        body += chunk.toString()
+      },
+      onResponseEnd() {
+        resolve({ raw, body })
+      },
+      onResponseError(_controller, err) {
+        reject(err)
+      },
+    }
+    agent.dispatch({ origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, path: '/', method: 'GET' }, handler)
+  })
+  t.ok(Array.isArray(seen.raw), 'rawHeaders is an array')
+  const raw = seen.raw as unknown[]
+  t.ok(
+    raw.every((b) => Buffer.isBuffer(b)),
+    'of Buffers',
+  )
+  t.ok((raw as Buffer[]).map((b) => b.toString()).includes('X-Mixed-Case'), 'names as the upstream wrote them')
+  t.equal(seen.body, 'body', 'dropping it leaves the response intact')
+})
+
+t.test('pino: a logger with no bindings has an empty chindings string, a child has its own (logger.ts)', async (t) => {
+  // writeInfoLine (logger.ts) writes pino's exact line itself only when no bindings could add keys to it.
+  const root = pino({ base: undefined }, { write: () => {} })
+  const sym = pino.symbols.chindingsSym
+  t.equal((root as unknown as Record<symbol, unknown>)[sym], '', 'no bindings: an empty string')
+  const child = root.child({ listener: 'admin' })
+  t.match((child as unknown as Record<symbol, unknown>)[sym], /"listener":"admin"/, 'a child: its bindings as JSON text')
+})
