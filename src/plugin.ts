@@ -133,6 +133,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
   installUpgradeListener(app, logger)
   app.addHook('preClose', async () => realtime.drain(config.server.drain_seconds * 1000))
+  app.addHook('onClose', async () => realtime.drained())
 
   // One shared pool, plus one per route with its own `tls:` or `proxy:` (upstream-dispatcher.ts).
   const upstreams = options.dispatcher === undefined ? new UpstreamDispatchers(config.upstream) : undefined

@@ -47,6 +47,8 @@ export class RealtimeSessions {
   readonly #listeners: RealtimeListener[] = []
   readonly #deps: RealtimeDeps
   #draining = false
+  /** Who waits for the last open session to end (drained). */
+  readonly #whenEmpty: Array<() => void> = []
 
   constructor(options: RealtimeOptions) {
     this.#options = options
@@ -103,6 +105,14 @@ export class RealtimeSessions {
     setTimeout(() => closeRelays(this.#relays, 'shutdown'), deadlineMs).unref()
   }
 
+  /**
+   * Resolves once no session is open, so closing the instance waits for the sessions `drain`
+   * lets finish: the HTTP server's close does not, an upgraded socket being no longer its own.
+   */
+  async drained(): Promise<void> {
+    while (this.open.size > 0) await new Promise<void>((resolve) => this.#whenEmpty.push(resolve))
+  }
+
   readonly #recordResponse = (who: SessionIdentity, response: FinishedResponse): void => {
     const labels = this.labelsOf(who)
     for (const l of this.#listeners) l.response?.(who, labels, response)
@@ -111,6 +121,7 @@ export class RealtimeSessions {
   }
 
   readonly #recordSession = (who: SessionIdentity, summary: SessionSummary): void => {
+    if (this.open.size === 0) for (const resolve of this.#whenEmpty.splice(0)) resolve()
     const labels = this.labelsOf(who)
     for (const l of this.#listeners) l.session?.(who, labels, summary)
     const logger = this.#options.logger

@@ -78,6 +78,23 @@ function asPlainRequest(server: Server, req: IncomingMessage, socket: Duplex, he
 }
 
 /**
+ * Node 24.9 and later ask `server.shouldUpgradeCallback(req)` before an 'upgrade' event, and read
+ * an upgrade request's body into the request rather than into `head`, so the hand-back of
+ * asPlainRequest would lose it. There, an upgrade that is not a WebSocket is declined up front and
+ * Node serves it as a plain request itself, unless another 'upgrade' listener is installed.
+ * https://nodejs.org/api/http.html#httpcreateserveroptions-requestlistener (shouldUpgradeCallback)
+ */
+function declineOtherUpgrades(server: Server, ours: (...args: never[]) => void): void {
+  const asked = server as Server & { shouldUpgradeCallback?: (this: Server, req: IncomingMessage) => boolean }
+  const previous = asked.shouldUpgradeCallback
+  if (typeof previous !== 'function') return
+  asked.shouldUpgradeCallback = function (this: Server, req: IncomingMessage): boolean {
+    if (!isWebSocketUpgrade(req) && this.listeners('upgrade').every((l) => l === ours)) return false
+    return previous.call(this, req)
+  }
+}
+
+/**
  * Installs the upgrade listener on the instance's server. Another 'upgrade' listener on the same
  * server (@fastify/websocket, a `ws` server) would take every upgrade a second time: should one
  * be there once the instance is ready, tokentap leaves upgrades to it and says so in the log.
@@ -110,6 +127,7 @@ export function installUpgradeListener(app: FastifyInstance, logger: Logger): vo
     }
   }
   server.on('upgrade', onUpgrade)
+  declineOtherUpgrades(server, onUpgrade)
   app.addHook('onReady', async () => {
     if (server.listenerCount('upgrade') > 1) {
       server.off('upgrade', onUpgrade)
