@@ -51,14 +51,15 @@ export async function checkStreamMetrics(t: Check, proxy: RunningProxy, labels: 
   const m = await proxy.scrape()
   t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', labels), requests, 'one TTFT per request')
   // These SDK runs use the real clock, so durations are not asserted (a loaded machine stretches
-  // them): only what holds whatever the timing, the order TTFT + decode ≤ E2E and exact counts.
+  // them, and one starved read can hold every event of a stream, so all its gaps are 0): only what
+  // holds whatever the timing, the order TTFT + decode ≤ E2E and exact counts.
   // The exact figures of each provider's stream are asserted on virtual time in
   // e2e/stream-shape-providers.test.ts.
   const ttft = sumOf(m, 'llm_time_to_first_token_seconds_sum', labels)
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', labels), requests * (N - FIRST_TOKENS), 'ITL count = Σ (N − k1)')
   const itl = sumOf(m, 'llm_inter_token_latency_seconds_sum', labels)
   const e2e = sumOf(m, 'llm_request_duration_seconds_sum', { ...labels, outcome: 'ok' })
-  t.ok(ttft > 0 && itl > 0 && ttft + itl <= e2e + 1e-9, `TTFT ${ttft} s + decode ${itl} s within E2E ${e2e} s`)
+  t.ok(ttft > 0 && itl >= 0 && ttft + itl <= e2e + 1e-9, `TTFT ${ttft} s + decode ${itl} s within E2E ${e2e} s`)
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), requests * GAPS.length, 'one gap per chunk after the first')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), requests * N, 'output tokens exact, from the provider usage')
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'estimate' }), 0, 'nothing estimated')
