@@ -162,6 +162,22 @@ export const configSchema = {
         exemplars: { type: 'boolean', default: false },
         // Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms.
         length_band_label: { type: 'boolean', default: false },
+        // Native histograms (sparse exponential buckets) beside the classic ones, served in the
+        // protobuf exposition to scrapers that ask for it: docs/native-histograms.md.
+        native_histograms: {
+          type: 'object',
+          additionalProperties: false,
+          default: {},
+          properties: {
+            enabled: { type: 'boolean', default: true },
+            // Resolution: each power of two split into 2^schema buckets (3: within ~4.4 %).
+            schema: { type: 'integer', minimum: -4, maximum: 8, default: 3 },
+            // Values up to this magnitude count in the zero bucket.
+            zero_threshold: { type: 'number', minimum: 0, default: 2 ** -128 },
+            // Populated buckets a series keeps at most; past it the resolution is lowered.
+            bucket_limit: { type: 'integer', minimum: 1, maximum: 10_000, default: 160 },
+          },
+        },
       },
     },
     otel: {
