@@ -12,6 +12,12 @@ const WIRE_VARINT = 0
 const WIRE_FIXED64 = 1
 const WIRE_LEN = 2
 
+/** A double's bytes, little-endian on every platform Node runs on (checked below). */
+const F64 = new Float64Array(1)
+const F64_BYTES = new Uint8Array(F64.buffer)
+F64[0] = 1
+if (F64_BYTES[7] !== 0x3f) throw new Error('protobuf-writer: a big-endian platform needs writeDoubleLE')
+
 export class ProtoWriter {
   #buf: Buffer
   #pos = 0
@@ -39,6 +45,11 @@ export class ProtoWriter {
     this.#reserve(10)
     const buf = this.#buf
     let p = this.#pos
+    if (n < 0x80) {
+      buf[p] = n
+      this.#pos = p + 1
+      return
+    }
     while (n >= 0x80) {
       buf[p++] = (n % 0x80) | 0x80
       n = Math.floor(n / 0x80)
@@ -65,15 +76,14 @@ export class ProtoWriter {
 
   double(field: number, n: number): void {
     this.tag(field, WIRE_FIXED64)
-    this.#reserve(8)
-    this.#buf.writeDoubleLE(n, this.#pos)
-    this.#pos += 8
+    this.rawDouble(n)
   }
 
-  /** A double without its tag (inside a packed field). */
+  /** A double without its tag (inside a packed field): its 8 bytes through a shared Float64Array. */
   rawDouble(n: number): void {
     this.#reserve(8)
-    this.#buf.writeDoubleLE(n, this.#pos)
+    F64[0] = n
+    this.#buf.set(F64_BYTES, this.#pos)
     this.#pos += 8
   }
 

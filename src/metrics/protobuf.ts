@@ -155,52 +155,66 @@ export function histogramMetric(
     w.sint(5, schema)
     w.double(6, core.zeroThreshold)
     count(7, 8, core.zeroCount)
-    // Spans, then the counts: deltas from the previous bucket when every count is whole.
-    const indexes: number[] = []
-    const counts: number[] = []
-    let whole = integral
-    core.forEachBucket((index, c) => {
-      if (indexes.length > 0) {
-        const gap = index - indexes[indexes.length - 1] - 1
-        if (gap > 0 && gap <= 2) {
-          for (let g = 1; g <= gap; g++) {
-            indexes.push(indexes[indexes.length - 1] + 1)
-            counts.push(0)
-          }
-        }
-      }
-      indexes.push(index)
-      counts.push(c)
-      if (!Number.isSafeInteger(c)) whole = false
-    })
-    let start = 0
-    let previousEnd = 0
-    for (let i = 1; i <= indexes.length; i++) {
-      if (i < indexes.length && indexes[i] === indexes[i - 1] + 1) continue
-      w.begin(12)
-      w.sint(1, start === 0 ? indexes[0] : indexes[start] - previousEnd - 1)
-      w.uint(2, i - start)
-      w.end()
-      previousEnd = indexes[i - 1]
-      start = i
-    }
-    if (indexes.length === 0) {
+    // Spans, then the counts: deltas from the previous bucket when every count is whole. Gaps
+    // of up to two empty buckets stay inside a span as zeros (cheaper than a new span).
+    const range = core.range()
+    if (range === undefined) {
       // A span of no buckets marks an empty series as native (client_golang does the same).
       w.begin(12)
       w.sint(1, 0)
       w.uint(2, 0)
       w.end()
-    } else if (whole) {
-      w.begin(13)
-      let previous = 0
-      for (const c of counts) {
-        w.rawSint(c - previous)
-        previous = c
-      }
-      w.end()
     } else {
-      w.begin(14)
-      for (const c of counts) w.rawDouble(c)
+      let whole = integral
+      let start = range.lo
+      let previousEnd = 0
+      let first = true
+      let i = range.lo
+      while (i <= range.hi) {
+        // This span runs from `start` to the last populated bucket before a gap of three or more.
+        let end = i
+        let j = i + 1
+        for (; j <= range.hi; j++) {
+          const c = core.bucket(j)
+          if (c !== 0) {
+            if (j - end > 3) break
+            end = j
+          }
+        }
+        w.begin(12)
+        w.sint(1, first ? start : start - previousEnd - 1)
+        w.uint(2, end - start + 1)
+        w.end()
+        first = false
+        previousEnd = end
+        i = j
+        while (i <= range.hi && core.bucket(i) === 0) i++
+        start = i
+      }
+      for (let k = range.lo; k <= range.hi && whole; k++) if (!Number.isSafeInteger(core.bucket(k))) whole = false
+      // The counts of every span, in order (zeros inside spans included).
+      w.begin(whole ? 13 : 14)
+      let previous = 0
+      let k = range.lo
+      while (k <= range.hi) {
+        let end = k
+        let j = k + 1
+        for (; j <= range.hi; j++) {
+          if (core.bucket(j) !== 0) {
+            if (j - end > 3) break
+            end = j
+          }
+        }
+        for (let b = k; b <= end; b++) {
+          const c = core.bucket(b)
+          if (whole) {
+            w.rawSint(c - previous)
+            previous = c
+          } else w.rawDouble(c)
+        }
+        k = j
+        while (k <= range.hi && core.bucket(k) === 0) k++
+      }
       w.end()
     }
     if (exemplars !== undefined) {
