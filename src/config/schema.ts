@@ -196,6 +196,9 @@ export const configSchema = {
         timeout_ms: { type: 'integer', minimum: 100 },
         // Extra request headers (e.g. an API key of the collector's vendor).
         headers: { type: 'object', default: {}, additionalProperties: { type: 'string' } },
+        // Histogram points: explicit bucket bounds, or base-2 exponential buckets (docs/otel.md).
+        // Unset: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else explicit.
+        histograms: { enum: ['explicit', 'exponential'] },
       },
     },
     tokenizer: {

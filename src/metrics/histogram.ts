@@ -130,6 +130,9 @@ export class HistogramSeries {
 }
 
 const NEWLINE = 0x0a
+/** Series encoded between two empty pieces of `protobufChunks` (each a few µs). */
+const RENDERS_PER_PIECE = 32
+const EMPTY = Buffer.alloc(0)
 
 export class Histogram extends Metric<HistogramSeries> {
   readonly type = 'histogram'
@@ -246,8 +249,15 @@ export class Histogram extends Metric<HistogramSeries> {
    */
   *protobufChunks(): Generator<Buffer> {
     const series: Buffer[] = []
+    let rendered = 0
     for (const s of this.series.values()) {
-      s.protobuf ??= histogramMetric(this.labelNames, s.labelValues, s.core, this.buckets, s.exemplars)
+      if (s.protobuf === undefined) {
+        s.protobuf = histogramMetric(this.labelNames, s.labelValues, s.core, this.buckets, s.exemplars)
+        // The family's length prefix needs every series first: an empty piece now and then lets
+        // the registry give the event loop its turn meanwhile (a series' bytes are a fresh
+        // buffer, so one observed meanwhile does not change what this scrape holds).
+        if (++rendered % RENDERS_PER_PIECE === 0) yield EMPTY
+      }
       series.push(s.protobuf)
     }
     yield* familyChunks(this.name, this.help, MetricTypeCode.histogram, series)
