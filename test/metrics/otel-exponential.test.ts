@@ -28,7 +28,7 @@ function bucketsOf(p: Point): Map<number, number> {
   const e = p.exponential
   if (e === undefined) throw new Error('not an exponential point')
   const out = new Map<number, number>()
-  e.counts.forEach((c, j) => c > 0 && out.set(e.offset + j, c))
+  for (let j = 0; j < e.counts.length; j++) if (e.counts[j] > 0) out.set(e.offset + j, e.counts[j])
   return out
 }
 
