@@ -167,7 +167,7 @@ export class PreAggregatedHistogram {
  * (base^index, base^(index+1)], Prometheus's (and the core's) (base^(index−1), base^index]: the
  * same buckets, numbered one lower.
  */
-export function exponentialPoint(h: HistogramCore): ExponentialHistogram {
+function exponentialPoint(h: HistogramCore): ExponentialHistogram {
   const some = h.count > 0
   const range = h.range()
   const bucketCounts: number[] = []
