@@ -5,13 +5,15 @@ import { fileURLToPath } from 'node:url'
 import type { Job } from './load-client.ts'
 import { requestBody, warmUpJob } from './plans.ts'
 import { pidOf, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
-import { PROMETHEUS_ACCEPT, describeScrape, scrapePhase } from './scrape-phase.ts'
+import { PROMETHEUS_ACCEPT, describeScrape, scrapeAtSeries, scrapePhase, servesProtobuf } from './scrape-phase.ts'
 
 /**
  * The benchmark's scrape phase alone, for A/B comparisons of the exposition:
- * `npm run build && node dist/bench/scrape.js [--models 59,1000] [--scrapes 100,10] [--text] [--identity]`
- * (`--text`: ask for the Prometheus text format instead of Prometheus's default Accept;
- * `--identity`: without `Accept-Encoding: gzip`).
+ * `npm run build && node dist/bench/scrape.js [--models 59,1000 | --series 1000] [--scrapes 100,10] [--text] [--identity]`
+ * (`--series`: scales in llm_ histogram series rather than models, as `npm run bench` reports them;
+ * `--text`: ask for the Prometheus text format instead of Prometheus's default Accept;
+ * `--identity`: without `Accept-Encoding: gzip`). When the proxy serves the protobuf exposition,
+ * each scale is scraped in both formats.
  * Same processes as `npm run bench` (simulator, proxy with the el-probe, load generator).
  */
 
@@ -21,6 +23,7 @@ const arg = (name: string, dflt: string): number[] => {
   return (i < 0 ? dflt : process.argv[i + 1]).split(',').map(Number)
 }
 const MODELS = arg('--models', '59,1000')
+const SERIES = process.argv.includes('--series') ? arg('--series', '1000') : undefined
 const SCRAPES = arg('--scrapes', '100,10')
 
 async function main(): Promise<void> {
@@ -45,8 +48,11 @@ async function main(): Promise<void> {
   }
   // Warm up (JIT, pools).
   await job(warmUpJob(deps.streamUrl, 'warm'))
-  for (let i = 0; i < MODELS.length; i++) {
-    const f = await scrapePhase(deps, MODELS[i], SCRAPES[i] ?? SCRAPES[SCRAPES.length - 1])
+  const protobuf = await servesProtobuf(deps)
+  const scales = SERIES ?? MODELS
+  for (let i = 0; i < scales.length; i++) {
+    const scrapes = SCRAPES[i] ?? SCRAPES[SCRAPES.length - 1]
+    const f = SERIES === undefined ? await scrapePhase(deps, scales[i], scrapes, protobuf) : await scrapeAtSeries(deps, scales[i], scrapes, protobuf)
     process.stdout.write(`${describeScrape(f)}\n${JSON.stringify(f)}\n`)
   }
   rmSync(dir, { recursive: true, force: true })

@@ -7,6 +7,7 @@ import { monotonicNow } from './clock.ts'
 import { validateConfig } from './config/load-config.ts'
 import type { Config, RouteConfig } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
+import { nativeOptions } from './metrics/histogram.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
@@ -100,7 +101,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const config = validatedConfig(options)
   const logger = options.logger ?? (app.log as unknown as Logger)
   const now = options.now ?? monotonicNow
-  const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
+  const native = nativeOptions(config.metrics.native_histograms)
+  const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics, protobuf: native !== undefined })
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
   const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn })
@@ -109,7 +111,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     (add) => {
       for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel), 1)
     },
-    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, bandedLabelNames: policy.bandedLabelNames },
+    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, bandedLabelNames: policy.bandedLabelNames, native },
   )
   for (const m of metrics.all()) registry.register(m)
   const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
@@ -127,7 +129,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const finishing = new FinishQueue()
   const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now)
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
-  registerRealtimeMetrics(realtime, registry, config.metrics.buckets)
+  registerRealtimeMetrics(realtime, registry, config.metrics.buckets, native)
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).

@@ -1,12 +1,14 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import { wantsOpenMetrics } from '../metrics/openmetrics.ts'
+import { PROTOBUF_CONTENT_TYPE, wantsProtobuf } from '../metrics/protobuf.ts'
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from '../metrics/source.ts'
 import type { MetricsSource } from '../metrics/source.ts'
 
 /**
- * `GET /metrics`: Prometheus text format, or OpenMetrics with exemplars when the scraper's
- * Accept asks for it and the source can write it.
+ * `GET /metrics`: Prometheus text format, OpenMetrics with exemplars when the scraper's Accept
+ * asks for it, or the protobuf exposition with native histograms when it prefers that; each
+ * only when the source can write it.
  */
 
 /** Resolves when the response can take more (or is gone: a scraper that left stops the scrape). */
@@ -25,8 +27,10 @@ function drained(res: ServerResponse): Promise<void> {
 
 export function metricsRoute(admin: FastifyInstance, source: MetricsSource): void {
   admin.get('/metrics', async (request, reply) => {
-    const openMetrics = source.openMetrics && wantsOpenMetrics(request.headers.accept)
-    const contentType = openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE
+    const accept = request.headers.accept
+    const protobuf = source.protobuf !== undefined && wantsProtobuf(accept) ? source.protobuf : undefined
+    const openMetrics = protobuf === undefined && source.openMetrics && wantsOpenMetrics(accept)
+    const contentType = protobuf !== undefined ? PROTOBUF_CONTENT_TYPE : openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE
     // Streamed as it is rendered (chunked), in slices, at the pace the scraper reads. Not gzipped
     // although Prometheus asks: compressing the series that changed costs more CPU than the
     // writes it saves (measured with bench/scrape.ts; see the commit removing gzip-blocks.ts).
@@ -34,7 +38,7 @@ export function metricsRoute(admin: FastifyInstance, source: MetricsSource): voi
     const res = reply.raw
     const recycle = source.recycle?.bind(source)
     try {
-      for await (const batch of source.exposition(openMetrics)) {
+      for await (const batch of protobuf !== undefined ? protobuf() : source.exposition(openMetrics)) {
         if (res.destroyed) break
         // The head goes out with the first batch: a source that fails before it still gets a 500.
         if (!res.headersSent) res.writeHead(200, { 'content-type': contentType, vary: 'accept' })

@@ -11,19 +11,22 @@ import { PROVIDER_NAMES } from '../parsers/registry.ts'
 export const PROVIDERS = ['auto', ...PROVIDER_NAMES] as const
 
 export const DEFAULT_BUCKETS = {
-  /** 0.5 ms … 10 s, dense between 5 and 100 ms where healthy decoding lives. */
+  /**
+   * 0.5 ms … 10 s, dense between 5 and 100 ms where healthy decoding lives, and no wider than
+   * 25 % from 1 to 2.5 s where stalls sit (a jump from 1 to 2.5 s read a 1.3 s P99 as 1.75 s).
+   */
   itl: [
     0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.0225, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.125, 0.15,
-    0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10,
+    0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7.5, 10,
   ],
   /** 5 ms … 120 s. */
   ttft: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120],
   /** 10 ms … 30 min. */
   e2e: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800],
-  /** Output tokens per second per request. */
-  tps: [1, 2, 5, 10, 15, 20, 25, 30, 40, 50, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 2000, 5000],
+  /** Output tokens per second per request (1 a second apart from 5 to 10, where slow streams sit). */
+  tps: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12.5, 15, 20, 25, 30, 40, 50, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 2000, 5000],
   /** A request's longest gap between content chunks: 10 ms … 2 min, the stall range. */
-  max_gap: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 30, 60, 120],
+  max_gap: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120],
 } as const
 
 const buckets = (defaults: readonly number[]) =>
@@ -162,6 +165,22 @@ export const configSchema = {
         exemplars: { type: 'boolean', default: false },
         // Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms.
         length_band_label: { type: 'boolean', default: false },
+        // Native histograms (sparse exponential buckets) beside the classic ones, served in the
+        // protobuf exposition to scrapers that ask for it: docs/native-histograms.md.
+        native_histograms: {
+          type: 'object',
+          additionalProperties: false,
+          default: {},
+          properties: {
+            enabled: { type: 'boolean', default: true },
+            // Resolution: each power of two split into 2^schema buckets (3: within ~4.4 %).
+            schema: { type: 'integer', minimum: -4, maximum: 8, default: 3 },
+            // Values up to this magnitude count in the zero bucket.
+            zero_threshold: { type: 'number', minimum: 0, default: 2 ** -128 },
+            // Populated buckets a series keeps at most; past it the resolution is lowered.
+            bucket_limit: { type: 'integer', minimum: 1, maximum: 10_000, default: 160 },
+          },
+        },
       },
     },
     otel: {
@@ -177,6 +196,9 @@ export const configSchema = {
         timeout_ms: { type: 'integer', minimum: 100 },
         // Extra request headers (e.g. an API key of the collector's vendor).
         headers: { type: 'object', default: {}, additionalProperties: { type: 'string' } },
+        // Histogram points: explicit bucket bounds, or base-2 exponential buckets (docs/otel.md).
+        // Unset: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else explicit.
+        histograms: { enum: ['explicit', 'exponential'] },
       },
     },
     tokenizer: {

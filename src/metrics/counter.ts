@@ -1,6 +1,7 @@
 import { lineChunks } from './byte-writer.ts'
 import { header, renderLabels } from './format.ts'
 import { Metric } from './metric.ts'
+import { MetricTypeCode, VALUE_FIELD, familyChunks, valueMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
 /** A Prometheus counter with label children bound once. */
@@ -55,6 +56,11 @@ export class Counter extends Metric<CounterSeries> {
       (s) => (s.lineBytes ??= Buffer.from(s.line)),
       (s) => s.value,
     )
+  }
+
+  *protobufChunks(): Generator<Buffer> {
+    const series = Array.from(this.series.values(), (s) => valueMetric(VALUE_FIELD.counter, this.labelNames, s.labelValues, s.value))
+    yield* familyChunks(this.name, this.help, MetricTypeCode.counter, series)
   }
 
   protected samples(): SampleJson[] {

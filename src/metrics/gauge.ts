@@ -1,6 +1,7 @@
 import { lineChunks } from './byte-writer.ts'
 import { header, renderLabels } from './format.ts'
 import { Metric, seriesKey } from './metric.ts'
+import { MetricTypeCode, VALUE_FIELD, familyChunks, valueMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
 /**
@@ -81,6 +82,11 @@ export class CollectedGauge extends Metric<Entry> {
       (c) => (c.entry.line ??= Buffer.from(`${this.name}{${c.entry.rendered}} `)),
       (c) => c.value,
     )
+  }
+
+  *protobufChunks(): Generator<Buffer> {
+    const series = Array.from(this.#snapshot().values(), (e) => valueMetric(VALUE_FIELD.gauge, this.labelNames, e.labelValues, e.value))
+    yield* familyChunks(this.name, this.help, MetricTypeCode.gauge, series)
   }
 
   protected samples(): SampleJson[] {

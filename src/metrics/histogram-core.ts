@@ -58,6 +58,25 @@ export function bucketUpper(index: number, schema: number): number {
 /** The index of bucket `index` at `schema` once the resolution is lowered by `by` steps. */
 const coarser = (index: number, by: number): number => -(-index >> by)
 
+/**
+ * A HistogramCore's figures as plain data (JSON and structured-clone safe): what a cluster worker
+ * sends its primary. `buckets` holds pairs: index, count, … ascending.
+ */
+export interface HistogramState {
+  /** Undefined: classic buckets only. */
+  readonly schema?: number
+  readonly zeroThreshold: number
+  readonly count: number
+  readonly sum: number
+  readonly zeroCount: number
+  /** Undefined when empty (JSON has no infinities). */
+  readonly min?: number
+  readonly max?: number
+  readonly buckets: readonly number[]
+  /** Non-cumulative classic counts, the last slot +Inf. */
+  readonly classic?: readonly number[]
+}
+
 export class HistogramCore {
   /** Current schema (lowered past the bucket limit); undefined when only classic buckets are kept. */
   schema: number | undefined
@@ -307,6 +326,39 @@ export class HistogramCore {
     }
   }
 
+  /** This histogram's figures as plain data (`mergeHistogramState` adds them to another). */
+  toState(): HistogramState {
+    const buckets: number[] = []
+    this.forEachBucket((index, c) => buckets.push(index, c))
+    const empty = this.count === 0
+    return {
+      schema: this.schema,
+      zeroThreshold: this.zeroThreshold,
+      count: this.count,
+      sum: this.sum,
+      zeroCount: this.zeroCount,
+      min: empty ? undefined : this.min,
+      max: empty ? undefined : this.max,
+      buckets,
+      classic: this.classic === undefined ? undefined : Array.from(this.classic),
+    }
+  }
+
+  /** A histogram holding `state` (with no bucket limit of its own: the one merged into applies its limit). */
+  static fromState(state: HistogramState, bounds?: Float64Array): HistogramCore {
+    const h = new HistogramCore({ schema: state.schema, zeroThreshold: state.zeroThreshold, maxBuckets: 0, bounds })
+    h.count = state.count
+    h.sum = state.sum
+    h.zeroCount = state.zeroCount
+    if (state.min !== undefined && state.min !== null) h.min = state.min
+    if (state.max !== undefined && state.max !== null) h.max = state.max
+    const b = state.buckets
+    if (state.schema !== undefined) for (let i = 0; i + 1 < b.length; i += 2) h.#add(b[i], b[i + 1])
+    const classic = h.classic
+    if (classic !== undefined && state.classic !== undefined) for (let i = 0; i < classic.length && i < state.classic.length; i++) classic[i] = state.classic[i]
+    return h
+  }
+
   /** Forgets every observation (the configured schema stays as lowered). */
   clear(): void {
     this.#counts = undefined
@@ -384,3 +436,14 @@ export class HistogramCore {
 }
 
 const EMPTY = new Float64Array(0)
+
+/**
+ * Adds a histogram's state (another process's, from `toState()`) to `into`, bucket by bucket:
+ * when the schemas differ the result takes the lower one (each finer bucket goes to the coarser
+ * bucket that holds it), and `into`'s bucket limit still holds afterwards. Classic counts add
+ * slot by slot (the same bounds expected). What the cluster primary uses to serve its workers'
+ * native histograms as one process would.
+ */
+export function mergeHistogramState(into: HistogramCore, state: HistogramState): void {
+  into.merge(HistogramCore.fromState(state, into.bounds))
+}

@@ -1,7 +1,9 @@
 import { MAX_NUMBER_BYTES, writer } from './byte-writer.ts'
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
-import { HistogramCore } from './histogram-core.ts'
+import { HistogramCore, mergeHistogramState } from './histogram-core.ts'
+import type { HistogramState } from './histogram-core.ts'
 import { Metric } from './metric.ts'
+import { MetricTypeCode, familyChunks, histogramMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
 /**
@@ -16,6 +18,11 @@ export interface NativeOptions {
   readonly schema: number
   readonly zeroThreshold: number
   readonly maxBuckets: number
+}
+
+/** The native histograms' settings from `metrics.native_histograms`, or undefined when they are off. */
+export function nativeOptions(config: { readonly enabled: boolean; readonly schema: number; readonly zero_threshold: number; readonly bucket_limit: number }): NativeOptions | undefined {
+  return config.enabled ? { schema: config.schema, zeroThreshold: config.zero_threshold, maxBuckets: config.bucket_limit } : undefined
 }
 
 export interface HistogramOptions extends MetricOptions {
@@ -44,6 +51,14 @@ export function requestIdExemplar(id: string): string {
   const chars = [...id]
   const value = chars.length > MAX_EXEMPLAR_VALUE ? chars.slice(0, MAX_EXEMPLAR_VALUE).join('') : id
   return `request_id="${escapeLabelValue(value)}"`
+}
+
+/** One series of a family as plain data: what a cluster worker sends for it. */
+export interface HistogramSeriesState {
+  readonly labelValues: readonly string[]
+  readonly state: HistogramState
+  /** The latest exemplar per classic slot (null: none). */
+  readonly exemplars?: readonly (Exemplar | null)[]
 }
 
 /** `name_bucket{labels,le="`, `name_sum{labels} `, `name_count{labels} `. */
@@ -76,6 +91,8 @@ export class HistogramSeries {
   storeWithExemplars: Buffer | undefined
   /** The fixed parts of this series' lines as UTF-8, made at its first render. */
   lineBytes: LineBytes | undefined
+  /** This series' protobuf Metric field (classic and native buckets, exemplars), cached like `exposition`. */
+  protobuf: Buffer | undefined
 
   constructor(core: HistogramCore, labelValues: readonly string[], rendered: string) {
     this.core = core
@@ -98,6 +115,7 @@ export class HistogramSeries {
     if (slot >= 0) {
       this.exposition = undefined
       this.expositionWithExemplars = undefined
+      this.protobuf = undefined
     }
     return slot
   }
@@ -112,6 +130,9 @@ export class HistogramSeries {
 }
 
 const NEWLINE = 0x0a
+/** Series encoded between two empty pieces of `protobufChunks` (each a few µs). */
+const RENDERS_PER_PIECE = 32
+const EMPTY = Buffer.alloc(0)
 
 export class Histogram extends Metric<HistogramSeries> {
   readonly type = 'histogram'
@@ -187,6 +208,59 @@ export class Histogram extends Metric<HistogramSeries> {
         yield s.exposition
       }
     }
+  }
+
+  /** Every series as plain data (HistogramCore.toState, exemplars beside), for the cluster primary. */
+  states(): HistogramSeriesState[] {
+    return Array.from(this.series.values(), (s) => ({
+      labelValues: s.labelValues,
+      state: s.core.toState(),
+      exemplars: s.exemplars?.map((e) => e ?? null),
+    }))
+  }
+
+  /**
+   * Adds other processes' series (from `states()`) into this family, bucket by bucket
+   * (`mergeHistogramState`: differing schemas meet at the lower one), keeping the newer exemplar
+   * of each slot: serving the result is serving what one process that saw it all would serve.
+   */
+  mergeStates(states: readonly HistogramSeriesState[]): void {
+    for (const { labelValues, state, exemplars } of states) {
+      const s = this.labels(...labelValues)
+      mergeHistogramState(s.core, state)
+      s.exposition = undefined
+      s.expositionWithExemplars = undefined
+      s.protobuf = undefined
+      if (exemplars === undefined) continue
+      for (let i = 0; i < exemplars.length && i < s.counts.length; i++) {
+        const e = exemplars[i]
+        if (e === null || e === undefined) continue
+        s.exemplars ??= new Array<Exemplar | undefined>(s.counts.length).fill(undefined)
+        const mine = s.exemplars[i]
+        if (mine === undefined || e.timestamp > mine.timestamp) s.exemplars[i] = e
+      }
+    }
+  }
+
+  /**
+   * The family as a delimited protobuf MetricFamily: each series' Metric field is encoded again
+   * only after it was observed (a fresh buffer each time, so a scrape holding the last one is
+   * never overwritten).
+   */
+  *protobufChunks(): Generator<Buffer> {
+    const series: Buffer[] = []
+    let rendered = 0
+    for (const s of this.series.values()) {
+      if (s.protobuf === undefined) {
+        s.protobuf = histogramMetric(this.labelNames, s.labelValues, s.core, this.buckets, s.exemplars)
+        // The family's length prefix needs every series first: an empty piece now and then lets
+        // the registry give the event loop its turn meanwhile (a series' bytes are a fresh
+        // buffer, so one observed meanwhile does not change what this scrape holds).
+        if (++rendered % RENDERS_PER_PIECE === 0) yield EMPTY
+      }
+      series.push(s.protobuf)
+    }
+    yield* familyChunks(this.name, this.help, MetricTypeCode.histogram, series)
   }
 
   /**

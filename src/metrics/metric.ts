@@ -81,6 +81,9 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
    */
   abstract chunks(openMetrics?: boolean): Generator<Buffer>
 
+  /** The family as one length-delimited protobuf MetricFamily (protobuf.ts), in pieces. */
+  abstract protobufChunks(): Generator<Buffer>
+
   /** The samples in the JSON form. */
   protected abstract samples(): SampleJson[]
 

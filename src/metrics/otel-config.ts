@@ -42,6 +42,16 @@ export function otelProtocol(config: OtelConfig, env: Env = process.env, logger?
   return 'http/protobuf'
 }
 
+/**
+ * Explicit or exponential histogram points: `otel.histograms`, else the spec's
+ * `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION` (`base2_exponential_bucket_histogram`
+ * or `explicit_bucket_histogram`), else explicit.
+ */
+export function otelHistograms(config: OtelConfig, env: Env = process.env): 'explicit' | 'exponential' {
+  if (config.histograms !== undefined) return config.histograms
+  return fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION')?.toLowerCase() === 'base2_exponential_bucket_histogram' ? 'exponential' : 'explicit'
+}
+
 /** The GenAI metrics and their export, the SDK loaded on first use. */
 export async function loadOtelMetrics(options: OtelOptions): Promise<OtelMetrics> {
   const { OtelMetrics } = await import('./otel.ts')

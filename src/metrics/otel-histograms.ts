@@ -3,7 +3,7 @@ import { ValueType } from '@opentelemetry/api'
 import { millisToHrTime } from '@opentelemetry/core'
 import { emptyResource } from '@opentelemetry/resources'
 import { AggregationTemporality, DataPointType } from '@opentelemetry/sdk-metrics'
-import type { CollectionResult, DataPoint, Histogram, MetricData, MetricProducer } from '@opentelemetry/sdk-metrics'
+import type { CollectionResult, DataPoint, ExponentialHistogram, Histogram, MetricData, MetricProducer } from '@opentelemetry/sdk-metrics'
 import { HistogramCore } from './histogram-core.ts'
 
 /**
@@ -24,7 +24,16 @@ import { HistogramCore } from './histogram-core.ts'
  * series and later ones stay in the overflow one (the JS SDK applies its limit per collection
  * period, so its cumulative series can grow past it over time); with delta every period starts
  * empty.
+ *
+ * With `otel.histograms: exponential` the same cores keep exponential buckets instead (the ones
+ * Prometheus native histograms use: OTel's scale is the schema), exported as OTLP
+ * ExponentialHistogram points: scale 8 at most, at most 160 buckets (the SDK's defaults), the
+ * resolution lowered past that as the SDK does.
  */
+
+/** The SDK's default maximum scale and size of a base-2 exponential histogram (our core stops at 8). */
+const EXPONENTIAL_SCALE = 8
+const EXPONENTIAL_MAX_SIZE = 160
 
 /** One attribute set's aggregate in one histogram: its core, and when its period started. */
 export class HistogramCell {
@@ -41,9 +50,9 @@ export class HistogramCell {
     this.start = start
   }
 
-  /** Non-cumulative counts of the explicit buckets (the last one above every bound). */
+  /** Non-cumulative counts of the explicit buckets (the last one above every bound); empty for an exponential cell. */
   get counts(): Float64Array {
-    return this.core.classic as Float64Array
+    return this.core.classic ?? NO_COUNTS
   }
 
   get count(): number {
@@ -72,6 +81,7 @@ export interface HistogramOptions {
   readonly valueType?: ValueType
 }
 
+const NO_COUNTS = new Float64Array(0)
 const OVERFLOW: Attributes = { 'otel.metric.overflow': true }
 /** No attribute set's key: keys are values joined with U+0000, never starting with U+0001. */
 const OVERFLOW_KEY = '\u0001overflow'
@@ -94,7 +104,9 @@ export class PreAggregatedHistogram {
   }
 
   #newCell(attributes: Attributes): HistogramCell {
-    return new HistogramCell(attributes, new HistogramCore({ bounds: this.#bounds }), this.#integer, this.#producer.periodStart)
+    // OTel's exponential histograms have no zero threshold on the wire: only 0 itself is in the zero bucket.
+    const core = this.#producer.exponential ? new HistogramCore({ schema: EXPONENTIAL_SCALE, maxBuckets: EXPONENTIAL_MAX_SIZE, zeroThreshold: 0 }) : new HistogramCore({ bounds: this.#bounds })
+    return new HistogramCell(attributes, core, this.#integer, this.#producer.periodStart)
   }
 
   /**
@@ -124,6 +136,12 @@ export class PreAggregatedHistogram {
   collect(now: HrTime, temporality: AggregationTemporality): MetricData | undefined {
     if (this.#cells.size === 0) return undefined
     const o = this.options
+    const descriptor = { name: o.name, unit: o.unit, description: o.description, valueType: o.valueType ?? ValueType.DOUBLE }
+    if (this.#producer.exponential) {
+      const dataPoints: DataPoint<ExponentialHistogram>[] = []
+      for (const c of this.#cells.values()) dataPoints.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: exponentialPoint(c.core) })
+      return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.EXPONENTIAL_HISTOGRAM, dataPoints }
+    }
     const dataPoints: DataPoint<Histogram>[] = []
     for (const c of this.#cells.values()) {
       const h = c.core
@@ -135,17 +153,34 @@ export class PreAggregatedHistogram {
         value: { buckets: { boundaries: [...o.bounds], counts: Array.from(c.counts) }, sum: h.sum, count: h.count, min: some ? h.min : undefined, max: some ? h.max : undefined },
       })
     }
-    return {
-      descriptor: { name: o.name, unit: o.unit, description: o.description, valueType: o.valueType ?? ValueType.DOUBLE },
-      aggregationTemporality: temporality,
-      dataPointType: DataPointType.HISTOGRAM,
-      dataPoints,
-    }
+    return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.HISTOGRAM, dataPoints }
   }
 
   /** Drops every cell (a delta period ended). */
   clear(): void {
     this.#cells.clear()
+  }
+}
+
+/**
+ * A core's exponential buckets as an OTLP ExponentialHistogram point. OTel's bucket `index` holds
+ * (base^index, base^(index+1)], Prometheus's (and the core's) (base^(index−1), base^index]: the
+ * same buckets, numbered one lower.
+ */
+function exponentialPoint(h: HistogramCore): ExponentialHistogram {
+  const some = h.count > 0
+  const range = h.range()
+  const bucketCounts: number[] = []
+  if (range !== undefined) for (let i = range.lo; i <= range.hi; i++) bucketCounts.push(h.bucket(i))
+  return {
+    count: h.count,
+    sum: h.sum,
+    scale: h.schema as number,
+    zeroCount: h.zeroCount,
+    positive: { offset: range === undefined ? 0 : range.lo - 1, bucketCounts },
+    negative: { offset: 0, bucketCounts: [] },
+    min: some ? h.min : undefined,
+    max: some ? h.max : undefined,
   }
 }
 
@@ -157,6 +192,8 @@ export interface PreAggregatedOptions {
   readonly limit: number
   /** The reader's temporality for histograms (the exporter's choice). */
   readonly temporality: () => AggregationTemporality
+  /** Exponential (base-2) buckets instead of the explicit bounds (`otel.histograms: exponential`). */
+  readonly exponential?: boolean
 }
 
 /** Pre-aggregated histograms of one scope, collected by the SDK's reader. */
@@ -167,9 +204,11 @@ export class PreAggregatedMetrics implements MetricProducer {
   periodStart: HrTime = millisToHrTime(Date.now())
   /** Changes when the cells are dropped (each delta collection): cells kept by callers are stale then. */
   generation = 0
+  readonly exponential: boolean
 
   constructor(options: PreAggregatedOptions) {
     this.#options = options
+    this.exponential = options.exponential === true
   }
 
   histogram(options: HistogramOptions): PreAggregatedHistogram {

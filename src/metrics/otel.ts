@@ -7,7 +7,7 @@ import type { PushMetricExporter } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
 import type { OtelConfig } from '../config/schema.ts'
 import type { Observations, SeriesLabels } from '../timing/observations.ts'
-import { otelProtocol } from './otel-config.ts'
+import { otelHistograms, otelProtocol } from './otel-config.ts'
 import type { Env } from './otel-config.ts'
 import { createOtlpExporter, LoggedExporter } from './otel-export.ts'
 import { PreAggregatedMetrics } from './otel-histograms.ts'
@@ -159,6 +159,7 @@ export class OtelMetrics {
       scope: 'tokentap',
       limit: options.cardinalityLimit ?? 2000,
       temporality: () => exporter.selectAggregationTemporality?.(InstrumentType.HISTOGRAM) ?? AggregationTemporality.CUMULATIVE,
+      exponential: otelHistograms(config, env) === 'exponential',
     })
     const reader = new PeriodicExportingMetricReader({
       exporter,

@@ -8,7 +8,10 @@ import type { Histogram } from './histogram.ts'
 import type { MetricJson } from './metric.ts'
 import { promClientToOpenMetrics } from './openmetrics.ts'
 import type { PromClientMetric } from './openmetrics.ts'
+import { promClientToProtobuf } from './protobuf.ts'
 import type { MetricsSource } from './source.ts'
+
+type ExpositionFormat = 'text' | 'openmetrics' | 'protobuf'
 
 /**
  * What `/metrics` serves in one process: tokentap's own metric families (cached bytes per
@@ -65,9 +68,12 @@ export class MetricsRegistry implements MetricsSource {
   readonly #own: OwnMetric[] = []
   readonly #batches = new BatchPool(BATCH_BYTES, BATCHES_KEPT)
   /** The latest collection of the process metrics: when (monotonicNow()), in which format, its bytes. */
-  #processCache: { readonly at: number; readonly openMetrics: boolean; readonly bytes: Buffer } | undefined
+  #processCache: { readonly at: number; readonly format: ExpositionFormat; readonly bytes: Buffer } | undefined
+  readonly #protobuf: boolean
 
-  constructor(opts: { processMetrics: boolean }) {
+  /** `protobuf`: serve the protobuf exposition (native histograms on). */
+  constructor(opts: { processMetrics: boolean; protobuf?: boolean }) {
+    this.#protobuf = opts.protobuf === true
     if (opts.processMetrics) {
       collectDefaultMetrics({ register: this.#process })
       // Gauges named like counters (`promtool check metrics` flags them); the same numbers
@@ -102,7 +108,21 @@ export class MetricsRegistry implements MetricsSource {
    * never holds up the streams being proxied. Every series is in it exactly once, each as it
    * was at one instant; series created meanwhile are included when their family comes later.
    */
-  async *exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
+  exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
+    return this.#stream(openMetrics ? 'openmetrics' : 'text')
+  }
+
+  /**
+   * The protobuf exposition (delimited MetricFamily messages: native histograms with their
+   * classic buckets), streamed in the same slices and batches as the text formats. Undefined
+   * when native histograms are off: such a registry serves the text formats only.
+   */
+  get protobuf(): (() => AsyncGenerator<Buffer[]>) | undefined {
+    return this.#protobuf ? () => this.#stream('protobuf') : undefined
+  }
+
+  async *#stream(format: ExpositionFormat): AsyncGenerator<Buffer[]> {
+    const openMetrics = format === 'openmetrics'
     const start = monotonicNow()
     // The slice starts before the process metrics: collected anew, they take a millisecond or two.
     let slice = start
@@ -116,7 +136,7 @@ export class MetricsRegistry implements MetricsSource {
     // prom-client's process metrics first, all at once (a few dozen samples), and sent last:
     // counted before the scrape's own yields, they never see its pending setImmediate
     // (nodejs_active_resources{type="Immediate"}) nor its writes.
-    const processText = await this.#processBytes(openMetrics, start)
+    const processText = await this.#processBytes(format, start)
     const out = this.#batches.batches()
     // Time spent in here, not in the caller's writes of what was handed over.
     let handedAt = start
@@ -129,7 +149,7 @@ export class MetricsRegistry implements MetricsSource {
     }
     try {
       for (const m of this.#own) {
-        for (const b of m.chunks(openMetrics)) {
+        for (const b of format === 'protobuf' ? m.protobufChunks() : m.chunks(openMetrics)) {
           const full = out.add(b)
           if (full !== undefined) {
             yield handOver(full)
@@ -153,7 +173,7 @@ export class MetricsRegistry implements MetricsSource {
           }
         }
         // OpenMetrics allows no blank lines between families.
-        if (!openMetrics) out.add(NEWLINE)
+        if (format === 'text') out.add(NEWLINE)
       }
       const last = out.add(processText)
       if (last !== undefined) {
@@ -175,11 +195,16 @@ export class MetricsRegistry implements MetricsSource {
   }
 
   /** prom-client's process metrics in this format: a collection less than `PROCESS_MAX_AGE_MS` old, or a new one. */
-  async #processBytes(openMetrics: boolean, now: number): Promise<Buffer> {
+  async #processBytes(format: ExpositionFormat, now: number): Promise<Buffer> {
     const c = this.#processCache
-    if (c !== undefined && c.openMetrics === openMetrics && now - c.at < PROCESS_MAX_AGE_MS) return c.bytes
-    const bytes = Buffer.from(openMetrics ? promClientToOpenMetrics((await this.#process.getMetricsAsJSON()) as unknown as PromClientMetric[]) : await this.#process.metrics())
-    this.#processCache = { at: now, openMetrics, bytes }
+    if (c !== undefined && c.format === format && now - c.at < PROCESS_MAX_AGE_MS) return c.bytes
+    let bytes: Buffer
+    if (format === 'text') bytes = Buffer.from(await this.#process.metrics())
+    else {
+      const json = (await this.#process.getMetricsAsJSON()) as unknown as PromClientMetric[]
+      bytes = format === 'protobuf' ? promClientToProtobuf(json) : Buffer.from(promClientToOpenMetrics(json))
+    }
+    this.#processCache = { at: now, format, bytes }
     return bytes
   }
 

@@ -8,6 +8,11 @@ export interface MetricsSource {
   /** The exposition in batches of buffers, each batch one socket write, as the scrape goes. */
   exposition(openMetrics: boolean): AsyncIterable<Buffer[]>
   /**
+   * The protobuf exposition (native histograms, classic buckets beside them) when the source
+   * can write it: served when the scraper's Accept prefers it (protobuf.ts, `wantsProtobuf`).
+   */
+  readonly protobuf?: (() => AsyncIterable<Buffer[]>) | undefined
+  /**
    * The caller is done with a batch (its socket write's callback ran, or failed): a source that
    * reuses its buffers may fill them again. Optional; a batch never given back is collected.
    */

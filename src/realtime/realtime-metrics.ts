@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.ts'
 import { Counter } from '../metrics/counter.ts'
 import { CollectedGauge } from '../metrics/gauge.ts'
 import { Histogram } from '../metrics/histogram.ts'
+import type { NativeOptions } from '../metrics/histogram.ts'
 import type { SeriesLabels as Labels } from '../timing/observations.ts'
 import type { FinishedResponse } from './protocol.ts'
 import type { MetricsRegistry } from '../metrics/registry.ts'
@@ -62,7 +63,7 @@ export class RealtimeMetrics {
   readonly tokens: Counter
 
   /** `open`: the labels of every open session, counted at each scrape. */
-  constructor(buckets: Config['metrics']['buckets'], open: (add: (labels: readonly string[], value: number) => void) => void) {
+  constructor(buckets: Config['metrics']['buckets'], open: (add: (labels: readonly string[], value: number) => void) => void, native?: NativeOptions) {
     const labelNames = ['provider', 'model', 'route'] as const
     this.sessions = new Counter({
       name: 'llm_realtime_sessions_total',
@@ -80,19 +81,22 @@ export class RealtimeMetrics {
       help: "Realtime response start (the client's response.create, the server's input_audio_buffer.committed, Gemini: the client's turn end) to the first text, transcript or audio delta.",
       labelNames,
       buckets: buckets.ttft,
+      native,
     })
-    this.ttfa = new Histogram({ name: 'llm_realtime_time_to_first_audio_seconds', help: 'Realtime response start to the first audio delta.', labelNames, buckets: buckets.ttft })
+    this.ttfa = new Histogram({ name: 'llm_realtime_time_to_first_audio_seconds', help: 'Realtime response start to the first audio delta.', labelNames, buckets: buckets.ttft, native })
     this.itl = new Histogram({
       name: 'llm_realtime_inter_token_latency_seconds',
       help: 'Gaps between text/transcript deltas of a realtime response, token-weighted: each delta j>=2 adds k_j observations of gap_j/k_j.',
       labelNames,
       buckets: buckets.itl,
+      native,
     })
     this.underrun = new Histogram({
       name: 'llm_realtime_audio_underrun_seconds',
       help: 'Per realtime response with audio: for a listener who starts playing at the first audio delta, the total time with nothing left to play (audio arriving slower than it plays).',
       labelNames,
       buckets: UNDERRUN_BUCKETS,
+      native,
     })
     this.tokens = new Counter({
       name: 'llm_realtime_tokens_total',
@@ -127,10 +131,14 @@ export class RealtimeMetrics {
 }
 
 /** Creates the llm_realtime_ metrics of `realtime`'s sessions in `registry` (the plugin's one line). */
-export function registerRealtimeMetrics(realtime: RealtimeSessions, registry: MetricsRegistry, buckets: Config['metrics']['buckets']): RealtimeMetrics {
-  const metrics = new RealtimeMetrics(buckets, (add) => {
-    for (const session of realtime.open) add(realtime.inFlightValues(session), 1)
-  })
+export function registerRealtimeMetrics(realtime: RealtimeSessions, registry: MetricsRegistry, buckets: Config['metrics']['buckets'], native?: NativeOptions): RealtimeMetrics {
+  const metrics = new RealtimeMetrics(
+    buckets,
+    (add) => {
+      for (const session of realtime.open) add(realtime.inFlightValues(session), 1)
+    },
+    native,
+  )
   for (const m of metrics.all()) registry.register(m)
   realtime.listen(metrics.listener)
   return metrics

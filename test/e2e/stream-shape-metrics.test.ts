@@ -56,7 +56,7 @@ t.test('a schedule with two stalls and a burst gives exact stall, max-gap, token
   const maxGapSum = sumOf(m, 'llm_stream_max_gap_seconds_sum', labels)
   t.ok(near(maxGapSum, 1.4), `max gap sum ${maxGapSum} = 2 × 700 ms`)
   const gapBuckets = buckets(m, 'llm_stream_max_gap_seconds', labels)
-  t.same(gapBuckets, Object.fromEntries([...DEFAULT_BUCKETS.max_gap.map((b) => [String(b), b >= 0.7 ? 2 : 0]), ['+Inf', 2]]), 'both longest gaps in (0.5, 0.75]')
+  t.same(gapBuckets, Object.fromEntries([...DEFAULT_BUCKETS.max_gap.map((b) => [String(b), b >= 0.7 ? 2 : 0]), ['+Inf', 2]]), 'both longest gaps in (0.6, 0.75]')
   t.same(
     lines.map((l) => l.max_gap_ms),
     [700, 700],

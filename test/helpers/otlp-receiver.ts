@@ -29,6 +29,8 @@ export interface Point {
   readonly explicitBounds: number[]
   readonly startTimeUnixNano: bigint
   readonly timeUnixNano: bigint
+  /** An ExponentialHistogram point's scale, zero count and positive buckets (undefined for explicit points). */
+  readonly exponential?: { readonly scale: number; readonly zeroCount: number; readonly offset: number; readonly counts: number[] }
 }
 
 interface Metric {
@@ -80,11 +82,17 @@ interface RawPoint {
   startTimeUnixNano?: string
   timeUnixNano?: string
 }
+interface RawExponentialPoint extends RawPoint {
+  scale?: number
+  zeroCount?: string
+  positive?: { offset?: number; bucketCounts?: string[] }
+}
 interface RawMetric {
   name: string
   unit?: string
   description?: string
   histogram?: { aggregationTemporality?: number; dataPoints?: RawPoint[] }
+  exponentialHistogram?: { aggregationTemporality?: number; dataPoints?: RawExponentialPoint[] }
 }
 interface RawRequest {
   resourceMetrics?: { resource?: { attributes?: KeyValue[] }; scopeMetrics?: { scope?: { name?: string; version?: string }; metrics?: RawMetric[] }[] }[]
@@ -106,13 +114,14 @@ function normalize(raw: RawRequest, path: string, headers: Export['headers']): E
   const metrics = new Map<string, Metric>()
   for (const m of scopes.flatMap((x) => x.metrics ?? [])) {
     if (metrics.has(m.name)) throw new Error(`${m.name} twice`)
-    if (m.histogram === undefined) throw new Error(`${m.name} is no histogram`)
+    const h = m.histogram ?? m.exponentialHistogram
+    if (h === undefined) throw new Error(`${m.name} is no histogram`)
     metrics.set(m.name, {
       name: m.name,
       unit: m.unit ?? '',
       description: m.description ?? '',
-      temporality: m.histogram.aggregationTemporality ?? 0,
-      points: (m.histogram.dataPoints ?? []).map((p) => ({
+      temporality: h.aggregationTemporality ?? 0,
+      points: (h.dataPoints ?? []).map((p: RawExponentialPoint) => ({
         attributes: attrsOf(p.attributes),
         count: Number(p.count ?? 0),
         sum: p.sum ?? 0,
@@ -122,6 +131,10 @@ function normalize(raw: RawRequest, path: string, headers: Export['headers']): E
         explicitBounds: p.explicitBounds ?? [],
         startTimeUnixNano: BigInt(p.startTimeUnixNano ?? 0),
         timeUnixNano: BigInt(p.timeUnixNano ?? 0),
+        exponential:
+          m.exponentialHistogram === undefined
+            ? undefined
+            : { scale: p.scale ?? 0, zeroCount: Number(p.zeroCount ?? 0), offset: p.positive?.offset ?? 0, counts: (p.positive?.bucketCounts ?? []).map(Number) },
       })),
     })
   }

@@ -1,0 +1,326 @@
+import type { HistogramCore } from './histogram-core.ts'
+import type { PromClientMetric } from './openmetrics.ts'
+import { ProtoWriter, varintBytes } from './protobuf-writer.ts'
+
+/**
+ * Prometheus's protobuf exposition (`io.prometheus.client.MetricFamily`, length-delimited, as
+ * `metrics.proto` of prometheus/client_model v0.6.2 defines it): the only format that carries
+ * native histograms to Prometheus before 3.x's text support. Each histogram series carries its
+ * classic buckets and, when native histograms are on, its exponential buckets in the same
+ * message, so classic queries keep working for a scraper that asks for both.
+ */
+
+export const PROTOBUF_CONTENT_TYPE = 'application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited'
+
+/** `MetricType` of metrics.proto. */
+export const MetricTypeCode = { counter: 0, gauge: 1, summary: 2, untyped: 3, histogram: 4 } as const
+
+/** One media range of an `Accept` header. */
+interface MediaRange {
+  readonly type: string
+  readonly params: ReadonlyMap<string, string>
+  readonly q: number
+}
+
+function parseAccept(accept: string): MediaRange[] {
+  const out: MediaRange[] = []
+  for (const part of accept.split(',')) {
+    const [type, ...rest] = part.split(';')
+    const params = new Map<string, string>()
+    for (const p of rest) {
+      const eq = p.indexOf('=')
+      if (eq > 0)
+        params.set(
+          p.slice(0, eq).trim().toLowerCase(),
+          p
+            .slice(eq + 1)
+            .trim()
+            .replace(/^"|"$/g, ''),
+        )
+    }
+    const q = params.has('q') ? Number(params.get('q')) : 1
+    out.push({ type: type.trim().toLowerCase(), params, q: Number.isFinite(q) ? q : 0 })
+  }
+  return out
+}
+
+const isProtobuf = (r: MediaRange): boolean => r.type === 'application/vnd.google.protobuf' && r.params.get('proto') === 'io.prometheus.client.MetricFamily' && r.params.get('encoding') === 'delimited'
+
+/**
+ * Whether an `Accept` header prefers the delimited protobuf exposition: it is listed, with a q
+ * no lower than any text format's (Prometheus lists it first, q=0.7 or more, when native
+ * histograms are on; a tie goes to the one listed first).
+ */
+export function wantsProtobuf(accept: string | undefined): boolean {
+  if (accept === undefined || !accept.includes('application/vnd.google.protobuf')) return false
+  const ranges = parseAccept(accept)
+  const proto = ranges.findIndex(isProtobuf)
+  if (proto < 0 || !(ranges[proto].q > 0)) return false
+  for (let i = 0; i < ranges.length; i++) {
+    if (i === proto || isProtobuf(ranges[i])) continue
+    const r = ranges[i]
+    if (r.q > ranges[proto].q || (r.q === ranges[proto].q && i < proto)) return false
+  }
+  return true
+}
+
+/** `name="value",…` (the rendered, escaped form) back into pairs, for exemplar labels. */
+function parseRenderedLabels(rendered: string): [string, string][] {
+  const out: [string, string][] = []
+  const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g
+  for (let m = re.exec(rendered); m !== null; m = re.exec(rendered)) out.push([m[1], m[2].replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c))])
+  return out
+}
+
+/** An exemplar as the protobuf message wants it. */
+export interface ProtoExemplar {
+  readonly labels: string
+  readonly value: number
+  /** Wall-clock seconds. */
+  readonly timestamp: number
+}
+
+/** The shared writer: one encode at a time, each ends with `take()`. */
+const w = new ProtoWriter(16 * 1024)
+
+function labelPairs(field: number, names: readonly string[], values: readonly string[]): void {
+  for (let i = 0; i < names.length; i++) {
+    w.begin(field)
+    w.string(1, names[i])
+    w.string(2, values[i])
+    w.end()
+  }
+}
+
+function exemplar(field: number, e: ProtoExemplar): void {
+  w.begin(field)
+  for (const [name, value] of parseRenderedLabels(e.labels)) {
+    w.begin(1)
+    w.string(1, name)
+    w.string(2, value)
+    w.end()
+  }
+  w.double(2, e.value)
+  // google.protobuf.Timestamp: seconds and nanos.
+  const seconds = Math.floor(e.timestamp)
+  w.begin(3)
+  w.uint(1, seconds)
+  const nanos = Math.round((e.timestamp - seconds) * 1e9)
+  if (nanos > 0) w.uint(2, Math.min(nanos, 999_999_999))
+  w.end()
+  w.end()
+}
+
+/** A count as the integer field when it is one, else the float field (counts stay whole in tokentap). */
+function count(intField: number, floatField: number, n: number): void {
+  if (Number.isSafeInteger(n) && n >= 0) w.uint(intField, n)
+  else w.double(floatField, n)
+}
+
+/**
+ * The Metric field (`metric = 4` of MetricFamily) of one histogram series: labels, classic
+ * buckets (cumulative, the +Inf one included, each with its exemplar), and the native histogram
+ * when the core keeps exponential buckets: schema, zero bucket, spans and deltas (gaps of up to
+ * two empty buckets are written as zeros rather than a new span, as client_golang does), and the
+ * exemplars (Prometheus needs timestamps on a native histogram's exemplars; ours have them).
+ */
+export function histogramMetric(
+  names: readonly string[],
+  values: readonly string[],
+  core: HistogramCore,
+  bounds: readonly number[],
+  exemplars: readonly (ProtoExemplar | undefined)[] | undefined,
+): Buffer {
+  w.begin(4)
+  labelPairs(1, names, values)
+  w.begin(7)
+  const integral = Number.isSafeInteger(core.count)
+  count(1, 4, core.count)
+  w.double(2, core.sum)
+  const classic = core.classic
+  if (classic !== undefined) {
+    let cumulative = 0
+    for (let i = 0; i < classic.length; i++) {
+      cumulative += classic[i]
+      w.begin(3)
+      count(1, 4, cumulative)
+      w.double(2, i < bounds.length ? bounds[i] : Number.POSITIVE_INFINITY)
+      const e = exemplars?.[i]
+      if (e !== undefined) exemplar(3, e)
+      w.end()
+    }
+  }
+  const schema = core.schema
+  if (schema !== undefined) {
+    w.sint(5, schema)
+    w.double(6, core.zeroThreshold)
+    count(7, 8, core.zeroCount)
+    // Spans, then the counts: deltas from the previous bucket when every count is whole. Gaps
+    // of up to two empty buckets stay inside a span as zeros (cheaper than a new span).
+    const range = core.range()
+    if (range === undefined) {
+      // A span of no buckets marks an empty series as native (client_golang does the same).
+      w.begin(12)
+      w.sint(1, 0)
+      w.uint(2, 0)
+      w.end()
+    } else {
+      let whole = integral
+      let start = range.lo
+      let previousEnd = 0
+      let first = true
+      let i = range.lo
+      while (i <= range.hi) {
+        // This span runs from `start` to the last populated bucket before a gap of three or more.
+        let end = i
+        let j = i + 1
+        for (; j <= range.hi; j++) {
+          const c = core.bucket(j)
+          if (c !== 0) {
+            if (j - end > 3) break
+            end = j
+          }
+        }
+        w.begin(12)
+        w.sint(1, first ? start : start - previousEnd - 1)
+        w.uint(2, end - start + 1)
+        w.end()
+        first = false
+        previousEnd = end
+        i = j
+        while (i <= range.hi && core.bucket(i) === 0) i++
+        start = i
+      }
+      for (let k = range.lo; k <= range.hi && whole; k++) if (!Number.isSafeInteger(core.bucket(k))) whole = false
+      // The counts of every span, in order (zeros inside spans included).
+      w.begin(whole ? 13 : 14)
+      let previous = 0
+      let k = range.lo
+      while (k <= range.hi) {
+        let end = k
+        let j = k + 1
+        for (; j <= range.hi; j++) {
+          if (core.bucket(j) !== 0) {
+            if (j - end > 3) break
+            end = j
+          }
+        }
+        for (let b = k; b <= end; b++) {
+          const c = core.bucket(b)
+          if (whole) {
+            w.rawSint(c - previous)
+            previous = c
+          } else w.rawDouble(c)
+        }
+        k = j
+        while (k <= range.hi && core.bucket(k) === 0) k++
+      }
+      w.end()
+    }
+    if (exemplars !== undefined) {
+      const sorted = exemplars.filter((e): e is ProtoExemplar => e !== undefined).sort((a, b) => a.value - b.value)
+      for (const e of sorted) exemplar(16, e)
+    }
+  }
+  w.end()
+  w.end()
+  return w.take()
+}
+
+/** The Metric field of a counter, gauge or untyped sample (`valueField`: 3, 2 or 5 of Metric). */
+export function valueMetric(valueField: number, names: readonly string[], values: readonly string[], value: number): Buffer {
+  w.begin(4)
+  labelPairs(1, names, values)
+  w.begin(valueField)
+  w.double(1, value)
+  w.end()
+  w.end()
+  return w.take()
+}
+
+/** The Metric field for a counter / gauge / untyped family type. */
+export const VALUE_FIELD = { counter: 3, gauge: 2, untyped: 5 } as const
+
+/**
+ * A whole delimited MetricFamily: its length prefix and header fields as the first buffer, then
+ * the series' Metric fields as given (each a cached buffer a scrape copies).
+ */
+export function* familyChunks(name: string, help: string, type: number, series: readonly Buffer[]): Generator<Buffer> {
+  w.string(1, name)
+  w.string(2, help)
+  w.uint(3, type)
+  const head = w.take()
+  let total = head.length
+  for (const s of series) total += s.length
+  yield Buffer.concat([varintBytes(total), head])
+  yield* series
+}
+
+/**
+ * prom-client's process metrics (their JSON form) as delimited MetricFamilies: counters and
+ * gauges as they are, histograms with their classic buckets, anything else as untyped samples.
+ */
+export function promClientToProtobuf(metrics: readonly PromClientMetric[]): Buffer {
+  const out: Buffer[] = []
+  for (const m of metrics) {
+    const values = m.values ?? []
+    if (m.type === 'histogram') {
+      out.push(...familyChunks(m.name, m.help, MetricTypeCode.histogram, processHistograms(m.name, values)))
+      continue
+    }
+    const kind = m.type === 'counter' || m.type === 'gauge' ? m.type : 'untyped'
+    const series: Buffer[] = []
+    for (const v of values) {
+      const labels = Object.entries(v.labels ?? {})
+      series.push(
+        valueMetric(
+          VALUE_FIELD[kind],
+          labels.map(([k]) => k),
+          labels.map(([, x]) => String(x)),
+          v.value,
+        ),
+      )
+    }
+    out.push(...familyChunks(m.name, m.help, MetricTypeCode[kind], series))
+  }
+  return Buffer.concat(out)
+}
+
+type JsonSample = NonNullable<PromClientMetric['values']>[number]
+
+/** prom-client's histogram samples grouped back into series (by their labels without `le`). */
+function processHistograms(name: string, values: readonly JsonSample[]): Buffer[] {
+  const groups = new Map<string, { names: string[]; values: string[]; buckets: [number, number][]; sum: number; count: number }>()
+  for (const v of values) {
+    const entries = Object.entries(v.labels ?? {}).filter(([k]) => k !== 'le')
+    const key = JSON.stringify(entries)
+    let g = groups.get(key)
+    if (g === undefined) {
+      g = { names: entries.map(([k]) => k), values: entries.map(([, x]) => String(x)), buckets: [], sum: 0, count: 0 }
+      groups.set(key, g)
+    }
+    if (v.metricName === `${name}_bucket`) {
+      const le = v.labels?.le
+      g.buckets.push([le === '+Inf' ? Number.POSITIVE_INFINITY : Number(le), v.value])
+    } else if (v.metricName === `${name}_sum`) g.sum = v.value
+    else if (v.metricName === `${name}_count`) g.count = v.value
+  }
+  const out: Buffer[] = []
+  for (const g of groups.values()) {
+    w.begin(4)
+    labelPairs(1, g.names, g.values)
+    w.begin(7)
+    count(1, 4, g.count)
+    w.double(2, g.sum)
+    for (const [upper, cumulative] of g.buckets.sort((a, b) => a[0] - b[0])) {
+      w.begin(3)
+      count(1, 4, cumulative)
+      w.double(2, upper)
+      w.end()
+    }
+    w.end()
+    w.end()
+    out.push(w.take())
+  }
+  return out
+}
