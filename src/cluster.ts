@@ -199,6 +199,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     live: views.live,
     active: undefined,
     cluster: {
+      active: views.active,
       inFlight: () => views.inFlight,
       watch: (watching) => {
         clearInterval(syncTimer)

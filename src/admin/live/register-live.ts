@@ -32,6 +32,8 @@ export interface LiveState {
  * kept fresh while `watch(true)` (a live page is open); `/debug/requests/{id}` asks the workers.
  */
 export interface ClusterLive {
+  /** The mirror of the workers' streams in flight (the oldest of each). */
+  readonly active: ReadonlySet<InFlight>
   /** Requests in flight in all workers. */
   readonly inFlight: () => number
   readonly watch: (watching: boolean) => void
@@ -129,7 +131,8 @@ export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set(['/', '/li
 /** Adds the live routes to the admin instance. */
 export function registerLive(admin: FastifyInstance, state: LiveState): void {
   const token = state.config.admin.token
-  const hub = state.live !== undefined && state.active !== undefined ? new EventHub(state.live, state.active, state.now, state.cluster) : undefined
+  const active = state.cluster?.active ?? state.active
+  const hub = state.live !== undefined && active !== undefined ? new EventHub(state.live, active, state.now, state.cluster) : undefined
   // Open event streams would hold close() for ever.
   admin.addHook('preClose', async () => hub?.close())
 
