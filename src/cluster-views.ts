@@ -106,7 +106,10 @@ export class WorkerViews {
 
   /** For Recorder#listen (through LiveStore's mapping). */
   readonly finished = (r: FinishedRequest): void => {
-    this.#requests.push(r)
+    // The runs only (their arrays are sized for every chunk): the clone copies whole buffers.
+    const g = r.gaps
+    const gaps = g.count === g.seconds.length ? g : { count: g.count, seconds: g.seconds.slice(0, g.count), tokens: g.tokens.slice(0, g.count), times: g.times.slice(0, g.count) }
+    this.#requests.push(gaps === g ? r : { ...r, gaps })
     this.#schedule()
   }
 

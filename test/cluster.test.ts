@@ -6,6 +6,8 @@ import { startServerProcess } from './helpers/server-process.ts'
 import { findTool, run } from './helpers/tools.ts'
 import { eventually } from './helpers/eventually.ts'
 import { openChromium } from './helpers/browser.ts'
+import { respond, tapedClient } from './helpers/realtime.ts'
+import type { TapedClient } from './helpers/realtime.ts'
 
 // Two tokens of gap per request: first chunk at 5 ms, then two more chunks.
 const PLAN = {
@@ -47,6 +49,27 @@ async function scrapeUntil(adminUrl: string, requests: number): Promise<{ text: 
     if (sumOf(samples, 'llm_requests_total') >= requests || Date.now() > deadline) return { text, samples }
     await new Promise((r) => setTimeout(r, 50))
   }
+}
+
+/** A realtime session on a worker's simulator, with the given id, `responses` answered responses. */
+async function realtimeSession(proxyUrl: string, id: string, responses: number): Promise<TapedClient> {
+  const c = tapedClient(`${proxyUrl.replace('http', 'ws')}/sim/v1/realtime?model=gpt-realtime`, { headers: { 'x-request-id': id } })
+  await c.opened
+  for (let i = 1; i <= responses; i++)
+    await respond(
+      c,
+      {
+        ttft_ms: 5,
+        first_tokens: 1,
+        chunks: [
+          [5, 1],
+          [5, 2],
+        ],
+        audio_ms_per_token: 30,
+      },
+      i,
+    )
+  return c
 }
 
 /** Reads the live page's server-sent events until `pick` returns something for one. */
@@ -243,6 +266,22 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
     t.match(await card.locator('table.q').first().textContent(), /TTFT.*ITL.*TPOT.*E2E/s, 'with its percentile table')
     t.same(errors, [], 'no script errors on the page')
   }
+
+  // Realtime sessions: the open one on the live events, the finished one on /debug/requests/{id}.
+  const open = await realtimeSession(proxyUrl, 'voice-open', 1)
+  const done = await realtimeSession(proxyUrl, 'voice-1', 2)
+  done.ws.close(1000, 'bye')
+  await done.closed
+  const rt = await firstEvent(`${adminUrl}/live/events`, (msg) => {
+    const r = msg.realtime as { open: number; sessions: { id: string }[]; series: { route: string; sessions: number[]; ok: number[] }[] }
+    return r.open === 1 && r.series.length === 1 && r.series[0].sessions[0] === 1 && r.series[0].ok[0] === 3 ? r : undefined
+  })
+  t.match(rt.sessions, [{ id: 'voice-open' }], 'the live events carry the open realtime session of a worker')
+  t.match(rt.series[0], { route: '/sim', sessions: [1, 1, 1], ok: [3, 3, 3] }, 'and the realtime figures its workers sent')
+  const sessionView = (await (await fetch(`${adminUrl}/debug/requests/voice-1`)).json()) as Record<string, unknown>
+  t.match(sessionView, { request_id: 'voice-1', kind: 'realtime_session', response_count: 2, close_code: 1000 }, '/debug/requests finds the finished session')
+  open.ws.close(1000)
+  await open.closed
 
   // A worker that stops answering (SIGSTOP) leaves a lookup at the timeout, never pending.
   const [stoppedPid, stoppedId] = [...served][0]
