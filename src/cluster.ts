@@ -90,7 +90,13 @@ export function serveWorker(app: TokentapApp): void {
   const tt = app.tokentap
   const send = (msg: object): void => {
     // The primary gone (the channel closed) is the primary's exit: nothing to tell.
-    if (process.connected) process.send?.(msg)
+    if (!process.connected) return
+    try {
+      process.send?.(msg)
+    } catch (err) {
+      // A message the channel cannot carry is lost, never the worker (its streams go on).
+      tt.logger.error({ err }, 'a message to the cluster primary could not be sent')
+    }
   }
   const views = new WorkerViews((batch: LiveBatch) => send({ type: ClusterMessage.live, batch }))
   tt.live.onAdd(views.finished)
@@ -187,8 +193,13 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   })
   const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds })
   let syncTimer: NodeJS.Timeout | undefined
-  const sync = async (): Promise<void> => {
-    for (const { worker, answer } of await askAll('inflight', undefined)) views.onInFlight(answer, worker.id)
+  const sync = (): void => {
+    askAll('inflight', undefined).then(
+      (answers) => {
+        for (const { worker, answer } of answers) views.onInFlight(answer, worker.id)
+      },
+      (err: unknown) => logger.error({ err }, 'mirroring the workers’ streams in flight failed'),
+    )
   }
 
   const state: AdminState = {
@@ -205,8 +216,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
         clearInterval(syncTimer)
         syncTimer = undefined
         if (!watching) return
-        void sync()
-        syncTimer = setInterval(() => void sync(), IN_FLIGHT_SYNC_MS).unref()
+        sync()
+        syncTimer = setInterval(sync, IN_FLIGHT_SYNC_MS).unref()
       },
       lookup: async (id) => {
         for (const { answer } of await askAll('request', id)) if (answer !== null) return answer
@@ -226,7 +237,12 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     const started = Date.now()
     worker.on('message', (msg: { type?: unknown; port?: unknown; batch?: LiveBatch }) => {
       if (msg?.type === ClusterMessage.live) {
-        views.onMessage(msg.batch as LiveBatch, worker.id)
+        try {
+          views.onMessage(msg.batch as LiveBatch, worker.id)
+        } catch (err) {
+          // A batch the primary cannot read costs the live page those requests, not the primary.
+          logger.error({ err, worker: worker.id }, 'a worker’s live batch could not be read')
+        }
         return
       }
       if (msg?.type !== ClusterMessage.listening) return
