@@ -1,8 +1,7 @@
 import cluster from 'node:cluster'
 import type { Worker } from 'node:cluster'
 import type { AddressInfo } from 'node:net'
-import { AggregatorRegistry } from 'prom-client'
-import type { FastifyInstance } from 'fastify'
+import type { TokentapApp } from './app.ts'
 import type { Logger } from 'pino'
 import { monotonicNow } from './clock.ts'
 import { TokentapError } from './errors.ts'
@@ -11,44 +10,66 @@ import { validateConfig } from './config/load-config.ts'
 import type { Config } from './config/schema.ts'
 import { buildAdmin } from './admin/admin.ts'
 import type { AdminState } from './admin/admin.ts'
-import type { MetricJson } from './metrics/metric.ts'
-import { wholeTextSource } from './metrics/source.ts'
+import { snapshotStreams } from './admin/debug-streams.ts'
+import type { StreamsSnapshot } from './admin/debug-streams.ts'
+import { ClusterMetrics, familyState } from './cluster-metrics.ts'
+import type { WorkerMetrics } from './cluster-metrics.ts'
+import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
+import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
 
 /**
  * Several cores, one pod (`server.workers: N` > 1): the primary forks N workers that share the
- * proxy listener (node:cluster hands connections out round-robin), serves the admin listener
- * itself and answers /metrics by asking every worker for its metrics (each family's `get()` JSON,
- * prom-client's shape, over the cluster IPC channel) and summing them with prom-client's
- * AggregatorRegistry (which also knows how to combine the process metrics): counters and
- * in-flight gauges add up, histograms add bucket by bucket, so one scrape is one consistent set.
- * A worker that dies is replaced; the counts it had reported at the last scrape are kept, so the
- * sums never go down (a drop would read as a counter reset to Prometheus).
+ * proxy listener (node:cluster hands connections out round-robin) and serves the admin listener
+ * itself, the same routes as one process: /metrics merges every worker's metric state
+ * (cluster-metrics.ts: histograms bucket by bucket from their HistogramCore state, exemplars
+ * kept, OpenMetrics too), the live page reads a LiveStore the workers feed (cluster-views.ts),
+ * /debug/streams and /debug/requests/{id} ask every worker. A worker that dies is replaced; the
+ * counts it had reported at the last scrape are kept, so the sums never go down (a drop would
+ * read as a counter reset to Prometheus). The IPC channel uses the structured clone
+ * (`serialization: 'advanced'`): typed arrays and ±Infinity cross as they are.
  */
 
-/** Messages on the cluster IPC channel (prom-client's own use different `type`s). */
+/** Messages on the cluster IPC channel. */
 const ClusterMessage = {
-  metricsRequest: 'tokentap:metrics-request',
-  metricsResponse: 'tokentap:metrics-response',
+  ask: 'tokentap:ask',
+  answer: 'tokentap:answer',
+  live: 'tokentap:live',
   listening: 'tokentap:listening',
 } as const
+
+/** What the primary asks a worker, and what the worker answers. */
+interface Questions {
+  metrics: { arg: undefined; answer: WorkerMetrics }
+  streams: { arg: undefined; answer: StreamsSnapshot }
+  request: { arg: string; answer: Record<string, unknown> | null }
+  inflight: { arg: undefined; answer: InFlightDelta }
+}
+type Question = keyof Questions
+
+interface Answer {
+  readonly type: typeof ClusterMessage.answer
+  readonly id: number
+  readonly value?: unknown
+  readonly error?: string
+}
 
 /** The primary hands its validated config to the workers, so they run exactly what it checked. */
 const CONFIG_ENV = 'TOKENTAP_CLUSTER_CONFIG'
 
 /** A worker that does not answer a metrics request within this fails the scrape (503). */
 const METRICS_TIMEOUT_MS = 5000
+/**
+ * A worker that does not answer a debug question within this is left out of the answer (one that
+ * dies or hangs mid-request must not hold the admin request, nor leave it pending for ever).
+ */
+const DEBUG_TIMEOUT_MS = 2000
+/** While a live page is open, the workers' streams in flight are mirrored this often. */
+const IN_FLIGHT_SYNC_MS = 1000
 
 /** Replacement back-off: a worker that dies within this of its start counts as a crash loop. */
 const CRASH_WINDOW_MS = 5000
 const MAX_RESTART_DELAY_MS = 10_000
-
-interface MetricsResponse {
-  readonly type: typeof ClusterMessage.metricsResponse
-  readonly id: number
-  readonly metrics?: MetricJson[]
-  readonly error?: string
-}
 
 /** True in a process forked by `runPrimary`. */
 export function isClusterWorker(): boolean {
@@ -61,25 +82,47 @@ export function workerConfig(): Config {
 }
 
 /**
- * Worker side: answers the primary's metrics requests with this process's metrics and tells it
- * where the proxy listens. Call after `app.listen`.
+ * Worker side: answers the primary's questions (its metric state, its streams, a request by id,
+ * its streams in flight), sends it what feeds the live page, and tells it where the proxy
+ * listens. Call after `app.listen`.
  */
-export function serveWorker(app: FastifyInstance): void {
-  process.on('message', (msg: { type?: unknown; id?: unknown }) => {
-    if (msg?.type !== ClusterMessage.metricsRequest) return
+export function serveWorker(app: TokentapApp): void {
+  const tt = app.tokentap
+  const send = (msg: object): void => {
+    // The primary gone (the channel closed) is the primary's exit: nothing to tell.
+    if (!process.connected) return
+    try {
+      process.send?.(msg)
+    } catch (err) {
+      // A message the channel cannot carry is lost, never the worker (its streams go on).
+      tt.logger.error({ err }, 'a message to the cluster primary could not be sent')
+    }
+  }
+  const views = new WorkerViews((batch: LiveBatch) => send({ type: ClusterMessage.live, batch }))
+  tt.live.onAdd(views.finished)
+  tt.realtime.listen(views.realtime)
+  const answer = async (what: Question, arg: unknown): Promise<unknown> => {
+    switch (what) {
+      case 'metrics':
+        return { families: tt.registry.families.map(familyState), process: await tt.registry.processJson() } satisfies WorkerMetrics
+      case 'streams':
+        return snapshotStreams(tt.active, tt.now())
+      case 'request':
+        return lookupRequest(tt.live, String(arg), tt.now())
+      case 'inflight':
+        return views.inFlight(tt.active, tt.realtime.open)
+    }
+  }
+  process.on('message', (msg: { type?: unknown; id?: unknown; what?: unknown; arg?: unknown }) => {
+    if (msg?.type !== ClusterMessage.ask) return
     const id = msg.id as number
-    app.tokentap.registry.json().then(
-      (metrics) => process.send?.({ type: ClusterMessage.metricsResponse, id, metrics }),
-      (err: unknown) => process.send?.({ type: ClusterMessage.metricsResponse, id, error: String(err) }),
+    answer(msg.what as Question, msg.arg).then(
+      (value) => send({ type: ClusterMessage.answer, id, value }),
+      (err: unknown) => send({ type: ClusterMessage.answer, id, error: String(err) }),
     )
   })
   const address = app.server.address() as AddressInfo | null
-  process.send?.({ type: ClusterMessage.listening, port: address?.port })
-}
-
-/** Only what keeps counting: a dead worker's counters and histograms, not its gauges or process metrics. */
-function retainable(m: MetricJson): boolean {
-  return m.name.startsWith('llm_') && (m.type === 'counter' || m.type === 'histogram')
+  send({ type: ClusterMessage.listening, port: address?.port })
 }
 
 /**
@@ -90,46 +133,33 @@ function retainable(m: MetricJson): boolean {
 export async function runPrimary(config: Config, logger: Logger = createLogger(config)): Promise<void> {
   const wanted = config.server.workers
   const listening = new Set<number>()
-  const lastReport = new Map<number, MetricJson[]>()
-  let retired: MetricJson[] = []
   let stopping = false
   let crashes = 0
   let proxyPort: number | undefined
   let announced = false
-  let nextRequest = 0
-
-  const state: AdminState = {
-    config,
-    logger,
-    // Summed as text: Prometheus format only (no exemplars to merge across workers).
-    registry: wholeTextSource(() => collect()),
-    now: monotonicNow,
-    // Not ready until every worker listens, nor while draining.
-    get draining() {
-      return stopping || listening.size < wanted
-    },
-  }
-  const admin = buildAdmin(state)
+  let nextQuestion = 0
 
   // Only workers that listen: one still starting has counted nothing and would not answer yet.
   const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && listening.has(w.id))
 
-  function ask(worker: Worker, id: number): Promise<MetricJson[]> {
+  /** Asks one worker; rejects when it answers with an error, exits first, or takes longer than `timeoutMs`. */
+  function ask<Q extends Question>(worker: Worker, what: Q, arg: Questions[Q]['arg'], timeoutMs: number): Promise<Questions[Q]['answer']> {
+    const id = nextQuestion++
     return new Promise((resolve, reject) => {
-      const onMessage = (msg: MetricsResponse): void => {
-        if (msg?.type !== ClusterMessage.metricsResponse || msg.id !== id) return
+      const onMessage = (msg: Answer): void => {
+        if (msg?.type !== ClusterMessage.answer || msg.id !== id) return
         done()
-        if (msg.error !== undefined || msg.metrics === undefined) reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, msg.error ?? 'no metrics'))
-        else resolve(msg.metrics)
+        if (msg.error !== undefined) reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, msg.error))
+        else resolve(msg.value as Questions[Q]['answer'])
       }
       const onExit = (): void => {
         done()
-        reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, 'exited during a scrape'))
+        reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, `exited before answering (${what})`))
       }
       const timer = setTimeout(() => {
         done()
-        reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, `did not answer within ${METRICS_TIMEOUT_MS} ms`))
-      }, METRICS_TIMEOUT_MS)
+        reject(new TokentapError('TOKENTAP_ERR_WORKER', worker.id, `did not answer within ${timeoutMs} ms (${what})`))
+      }, timeoutMs)
       const done = (): void => {
         clearTimeout(timer)
         worker.off('message', onMessage)
@@ -137,32 +167,84 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       }
       worker.on('message', onMessage)
       worker.once('exit', onExit)
-      worker.send({ type: ClusterMessage.metricsRequest, id })
+      worker.send({ type: ClusterMessage.ask, id, what, arg }, (err: Error | null) => {
+        if (err !== null) onExit()
+      })
     })
   }
 
-  async function collect(): Promise<string> {
-    const id = nextRequest++
+  /** Every listening worker's answer; one that fails or is late is left out (debug views only). */
+  async function askAll<Q extends Question>(what: Q, arg: Questions[Q]['arg']): Promise<{ worker: Worker; answer: Questions[Q]['answer'] }[]> {
     const live = workers()
-    const reports = await Promise.all(live.map((w) => ask(w, id)))
-    for (let i = 0; i < live.length; i++) lastReport.set(live[i].id, reports[i])
-    return AggregatorRegistry.aggregate([...reports, retired]).metrics()
+    const answers = await Promise.allSettled(live.map((w) => ask(w, what, arg, DEBUG_TIMEOUT_MS)))
+    const out: { worker: Worker; answer: Questions[Q]['answer'] }[] = []
+    answers.forEach((a, i) => {
+      if (a.status === 'fulfilled') out.push({ worker: live[i], answer: a.value })
+      else logger.debug({ err: a.reason }, 'a worker left out of a debug view')
+    })
+    return out
   }
 
-  // Synchronous (the aggregated metrics' get() returns plain values), so no scrape sees the
-  // dead worker's counts missing from both the live reports and `retired`.
-  function retire(workerId: number): void {
-    const report = lastReport.get(workerId)
-    lastReport.delete(workerId)
-    if (report === undefined) return
-    const merged = AggregatorRegistry.aggregate([retired, report.filter(retainable)]).getMetricsAsArray() as unknown as { get(): MetricJson }[]
-    retired = merged.map((m) => m.get())
+  const metrics = new ClusterMetrics(async () => {
+    const live = workers()
+    // Any worker failing fails the scrape: a partial sum would read as counter resets.
+    const reports = await Promise.all(live.map((w) => ask(w, 'metrics', undefined, METRICS_TIMEOUT_MS)))
+    return { reports, workerIds: live.map((w) => w.id) }
+  })
+  const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds })
+  let syncTimer: NodeJS.Timeout | undefined
+  const sync = (): void => {
+    askAll('inflight', undefined).then(
+      (answers) => {
+        for (const { worker, answer } of answers) views.onInFlight(answer, worker.id)
+      },
+      (err: unknown) => logger.error({ err }, 'mirroring the workers’ streams in flight failed'),
+    )
   }
+
+  const state: AdminState = {
+    config,
+    logger,
+    registry: metrics,
+    now: monotonicNow,
+    live: views.live,
+    active: undefined,
+    cluster: {
+      active: views.active,
+      inFlight: () => views.inFlight,
+      watch: (watching) => {
+        clearInterval(syncTimer)
+        syncTimer = undefined
+        if (!watching) return
+        sync()
+        syncTimer = setInterval(sync, IN_FLIGHT_SYNC_MS).unref()
+      },
+      lookup: async (id) => {
+        for (const { answer } of await askAll('request', id)) if (answer !== null) return answer
+        return null
+      },
+      streams: async () => mergeStreams((await askAll('streams', undefined)).map((a) => a.answer)),
+    },
+    // Not ready until every worker listens, nor while draining.
+    get draining() {
+      return stopping || listening.size < wanted
+    },
+  }
+  const admin = buildAdmin(state)
 
   function fork(): void {
     const worker = cluster.fork({ [CONFIG_ENV]: JSON.stringify(config) })
     const started = Date.now()
-    worker.on('message', (msg: { type?: unknown; port?: unknown }) => {
+    worker.on('message', (msg: { type?: unknown; port?: unknown; batch?: LiveBatch }) => {
+      if (msg?.type === ClusterMessage.live) {
+        try {
+          views.onMessage(msg.batch as LiveBatch, worker.id)
+        } catch (err) {
+          // A batch the primary cannot read costs the live page those requests, not the primary.
+          logger.error({ err, worker: worker.id }, 'a worker’s live batch could not be read')
+        }
+        return
+      }
       if (msg?.type !== ClusterMessage.listening) return
       listening.add(worker.id)
       if (typeof msg.port === 'number') proxyPort = msg.port
@@ -174,7 +256,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     })
     worker.on('exit', (code, signal) => {
       listening.delete(worker.id)
-      retire(worker.id)
+      metrics.retire(worker.id)
+      views.workerGone(worker.id)
       if (stopping) return
       crashes = Date.now() - started < CRASH_WINDOW_MS ? crashes + 1 : 0
       const delay = crashes === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 100 * 2 ** crashes)
@@ -186,6 +269,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   }
 
   await admin.listen({ host: config.admin.host, port: config.admin.port })
+  // Typed arrays (the histograms' buckets, the chunk marks) and ±Infinity cross as they are.
+  cluster.setupPrimary({ serialization: 'advanced' })
   for (let i = 0; i < wanted; i++) fork()
 
   const drain = (signal: string): void => {

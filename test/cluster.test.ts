@@ -5,6 +5,9 @@ import type { Sample } from './helpers/prometheus.ts'
 import { startServerProcess } from './helpers/server-process.ts'
 import { findTool, run } from './helpers/tools.ts'
 import { eventually } from './helpers/eventually.ts'
+import { openChromium } from './helpers/browser.ts'
+import { respond, tapedClient } from './helpers/realtime.ts'
+import type { TapedClient } from './helpers/realtime.ts'
 
 // Two tokens of gap per request: first chunk at 5 ms, then two more chunks.
 const PLAN = {
@@ -46,6 +49,52 @@ async function scrapeUntil(adminUrl: string, requests: number): Promise<{ text: 
     if (sumOf(samples, 'llm_requests_total') >= requests || Date.now() > deadline) return { text, samples }
     await new Promise((r) => setTimeout(r, 50))
   }
+}
+
+/** A realtime session on a worker's simulator, with the given id, `responses` answered responses. */
+async function realtimeSession(proxyUrl: string, id: string, responses: number): Promise<TapedClient> {
+  const c = tapedClient(`${proxyUrl.replace('http', 'ws')}/sim/v1/realtime?model=gpt-realtime`, { headers: { 'x-request-id': id } })
+  await c.opened
+  for (let i = 1; i <= responses; i++)
+    await respond(
+      c,
+      {
+        ttft_ms: 5,
+        first_tokens: 1,
+        chunks: [
+          [5, 1],
+          [5, 2],
+        ],
+        audio_ms_per_token: 30,
+      },
+      i,
+    )
+  return c
+}
+
+/** Reads the live page's server-sent events until `pick` returns something for one. */
+async function firstEvent<T>(url: string, pick: (msg: Record<string, unknown>) => T | undefined): Promise<T> {
+  const controller = new AbortController()
+  const res = await fetch(url, { signal: controller.signal })
+  const decoder = new TextDecoder()
+  let text = ''
+  try {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      text += decoder.decode(chunk, { stream: true })
+      let end = text.indexOf('\n\n')
+      while (end >= 0) {
+        const event = text.slice(0, end)
+        text = text.slice(end + 2)
+        end = text.indexOf('\n\n')
+        if (!event.startsWith('data: ')) continue
+        const found = pick(JSON.parse(event.slice(6)) as Record<string, unknown>)
+        if (found !== undefined) return found
+      }
+    }
+  } finally {
+    controller.abort()
+  }
+  throw new Error('the live events ended')
 }
 
 t.setTimeout(900_000)
@@ -131,4 +180,117 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
     server.logs.some((l) => l.msg === 'drain deadline reached: ending open streams'),
     'the workers exit once their streams end, not at drain_seconds',
   )
+})
+
+t.test('with workers: 2 the admin port serves what one process serves: the live page, /debug/streams, /debug/requests/{id} of either worker, OpenMetrics with exemplars', async (t) => {
+  const server = startServerProcess({
+    server: { host: '127.0.0.1', port: 0, workers: 2, drain_seconds: 10 },
+    admin: { host: '127.0.0.1', port: 0 },
+    metrics: { exemplars: true, stall_seconds: 1 },
+    log: { level: 'info' },
+    routes: [simRoute()],
+  })
+  t.teardown(() => server.kill())
+  const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 300_000)
+  const proxyUrl = `http://${up.proxy as string}`
+  const adminUrl = `http://${up.admin as string}`
+
+  // The live page is open before the traffic, as an operator would have it.
+  const chromium = await openChromium(t)
+  const page = chromium?.page
+  const errors: string[] = []
+  page?.on('pageerror', (err) => errors.push(err.message))
+  if (page !== undefined) {
+    await page.goto(`${adminUrl}/`)
+    await page.waitForSelector('#conn[data-conn="open"]', { timeout: 30_000 })
+  }
+
+  const K = 16
+  await drive(proxyUrl, K)
+  await scrapeUntil(adminUrl, K)
+
+  // One finished request of each worker (a generated id carries its process's pid).
+  const served = new Map<string, string>()
+  for (const l of server.logs) if (l.msg === 'request') served.set(String(l.request_id).split('-')[1], String(l.request_id))
+  t.equal(served.size, 2, 'both workers served requests')
+  for (const [pid, id] of served) {
+    const found = await eventually(
+      `request ${id}`,
+      async () => fetch(`${adminUrl}/debug/requests/${encodeURIComponent(id)}`),
+      (res) => res.status === 200,
+    )
+    const view = (await found.json()) as Record<string, unknown>
+    t.equal(view.request_id, id, `/debug/requests finds the request worker ${parseInt(pid, 36)} served`)
+    t.equal(view.route, '/sim', 'with its figures')
+  }
+  const missing = await fetch(`${adminUrl}/debug/requests/no-such-request`)
+  t.equal(missing.status, 404, 'an id no worker has is a 404')
+
+  const om = await fetch(`${adminUrl}/metrics`, { headers: { accept: 'application/openmetrics-text; version=1.0.0' } })
+  t.match(om.headers.get('content-type'), /^application\/openmetrics-text/, 'OpenMetrics when asked for')
+  const omText = await om.text()
+  t.match(omText, /llm_time_to_first_token_seconds_bucket\{[^}]*\} \d+ # \{request_id="[^"]+"\} [\d.e-]+ \d+\.\d{3}\n/, 'buckets carry exemplars')
+  t.match(omText, /# EOF\n$/, 'the exposition ends with # EOF')
+  const exemplarPids = new Set([...omText.matchAll(/# \{request_id="([^"]+)"\}/g)].map((m) => m[1].split('-')[1]))
+  t.ok(exemplarPids.size >= 1 && [...exemplarPids].every((p) => served.has(p)), 'the exemplars name requests the workers served')
+
+  // A stream in flight: /debug/streams lists it, and the live page shows it.
+  const long = complete(proxyUrl, { ttft_ms: 5, chunks: Array.from({ length: 10 }, () => [300, 1]) })
+  const streams = await eventually(
+    'the stream in /debug/streams',
+    async () => (await (await fetch(`${adminUrl}/debug/streams`)).json()) as { in_flight: number; streams: { route: string; chunks: number }[] },
+    (s) => s.in_flight === 1 && s.streams.length === 1 && s.streams[0].chunks >= 1,
+  )
+  t.equal(streams.streams[0].route, '/sim', '/debug/streams lists the stream in flight of whichever worker runs it')
+  if (page !== undefined) {
+    await page.waitForFunction(() => Number(document.querySelector('#inflight')?.textContent) >= 1, undefined, { timeout: 30_000 })
+    t.pass('the live page shows the stream in flight')
+  }
+  // The live events carry the stream's chunks as they come (the page draws them as ticks).
+  const ticks = await firstEvent(`${adminUrl}/live/events`, (msg) => {
+    const s = (msg.streams as { ticks: number[]; ended?: boolean }[]).find((x) => x.ended !== true)
+    return s !== undefined && s.ticks.length >= 2 ? s.ticks : undefined
+  })
+  t.ok(
+    ticks.every((v, i) => i === 0 || v >= ticks[i - 1]),
+    `the live events draw the worker's stream: ticks at ${ticks.join(', ')} µs`,
+  )
+  await long
+
+  if (page !== undefined) {
+    await page.waitForSelector('[data-route="/sim"]', { timeout: 30_000 })
+    await page.waitForFunction((n) => Number(document.querySelector('[data-count="ok"]')?.textContent) === n, K + 1, { timeout: 30_000 })
+    t.pass(`the live page counts all ${K + 1} requests of both workers`)
+    const card = page.locator('[data-route="/sim"]')
+    t.equal(await card.locator('[data-model="gpt-4o-mini"] [data-series-count="ok"] b').textContent(), String(K + 1), 'in one route and model block')
+    t.match(await card.locator('table.q').first().textContent(), /TTFT.*ITL.*TPOT.*E2E/s, 'with its percentile table')
+    t.same(errors, [], 'no script errors on the page')
+  }
+
+  // Realtime sessions: the open one on the live events, the finished one on /debug/requests/{id}.
+  const open = await realtimeSession(proxyUrl, 'voice-open', 1)
+  const done = await realtimeSession(proxyUrl, 'voice-1', 2)
+  done.ws.close(1000, 'bye')
+  await done.closed
+  const rt = await firstEvent(`${adminUrl}/live/events`, (msg) => {
+    const r = msg.realtime as { open: number; sessions: { id: string }[]; series: { route: string; sessions: number[]; ok: number[] }[] }
+    return r.open === 1 && r.series.length === 1 && r.series[0].sessions[0] === 1 && r.series[0].ok[0] === 3 ? r : undefined
+  })
+  t.match(rt.sessions, [{ id: 'voice-open' }], 'the live events carry the open realtime session of a worker')
+  t.match(rt.series[0], { route: '/sim', sessions: [1, 1, 1], ok: [3, 3, 3] }, 'and the realtime figures its workers sent')
+  const sessionView = (await (await fetch(`${adminUrl}/debug/requests/voice-1`)).json()) as Record<string, unknown>
+  t.match(sessionView, { request_id: 'voice-1', kind: 'realtime_session', response_count: 2, close_code: 1000 }, '/debug/requests finds the finished session')
+  open.ws.close(1000)
+  await open.closed
+
+  // A worker that stops answering (SIGSTOP) leaves a lookup at the timeout, never pending.
+  const [stoppedPid, stoppedId] = [...served][0]
+  const pid = parseInt(stoppedPid, 36)
+  process.kill(pid, 'SIGSTOP')
+  try {
+    const res = await fetch(`${adminUrl}/debug/requests/${encodeURIComponent(stoppedId)}`)
+    t.equal(res.status, 404, 'the lookup is answered once the stopped worker’s time is up, without it')
+  } finally {
+    process.kill(pid, 'SIGCONT')
+  }
 })

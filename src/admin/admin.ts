@@ -6,9 +6,11 @@ import type { MetricsSource } from '../metrics/source.ts'
 import type { Exchange } from '../proxy/exchange.ts'
 import { requireToken } from './auth.ts'
 import { debugStreamsRoute } from './debug-streams.ts'
+import type { StreamsSnapshot } from './debug-streams.ts'
 import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics-route.ts'
 import { registerLive, SELF_AUTHENTICATED_ROUTES } from './live/register-live.ts'
+import type { ClusterLive } from './live/register-live.ts'
 import type { LiveStore } from './live/live-store.ts'
 import { listenerTlsOptions } from '../listener-tls.ts'
 
@@ -29,10 +31,18 @@ export interface AdminState {
   readonly draining: boolean
   /** Requests in flight in this process (absent in the cluster primary, which proxies nothing). */
   readonly active?: ReadonlySet<Exchange>
-  /** Finished requests for the live page and /debug/requests (absent in the cluster primary). */
+  /** Finished requests for the live page and /debug/requests (in the cluster primary, fed by its workers). */
   readonly live?: LiveStore
   /** The monotonic clock (ms) the exchanges' times come from. */
   readonly now: () => number
+  /** The cluster primary's questions to its workers (absent in a process that proxies). */
+  readonly cluster?: ClusterAdmin
+}
+
+/** What the cluster primary's admin routes ask its workers (cluster.ts). */
+interface ClusterAdmin extends ClusterLive {
+  /** The workers' /debug/streams snapshots, merged. */
+  readonly streams: () => Promise<StreamsSnapshot>
 }
 
 /** Registers one group of admin routes. */
@@ -41,7 +51,7 @@ export type AdminRoutes = (admin: FastifyInstance, state: AdminState) => void
 /** The admin routes, in registration order. */
 export const ADMIN_ROUTES: readonly AdminRoutes[] = [
   (admin, state) => metricsRoute(admin, state.registry),
-  (admin, state) => debugStreamsRoute(admin, state.active, state.now),
+  (admin, state) => debugStreamsRoute(admin, state.active, state.now, state.cluster?.streams),
   registerLive,
   healthRoutes,
 ]

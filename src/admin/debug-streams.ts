@@ -72,12 +72,14 @@ export function snapshotStreams(active: ReadonlySet<Exchange>, now: number, limi
   return { in_flight: active.size, shown: streams.length, omitted: active.size - streams.length, streams }
 }
 
-/** `GET /debug/streams`; 501 where no streams run in this process (the cluster primary). */
-export function debugStreamsRoute(admin: FastifyInstance, active: ReadonlySet<Exchange> | undefined, now: () => number): void {
+/**
+ * `GET /debug/streams`: this process's streams, or (`fromWorkers`, the cluster primary) every
+ * worker's merged; 501 where neither is given.
+ */
+export function debugStreamsRoute(admin: FastifyInstance, active: ReadonlySet<Exchange> | undefined, now: () => number, fromWorkers?: () => Promise<StreamsSnapshot>): void {
   admin.get('/debug/streams', async (_request, reply) => {
-    if (active === undefined) {
-      return reply.code(501).send({ error: '/debug/streams lists one process’s streams; with server.workers > 1 the primary runs none' })
-    }
+    if (fromWorkers !== undefined) return reply.header('cache-control', 'no-store').send(await fromWorkers())
+    if (active === undefined) return reply.code(501).send({ error: '/debug/streams: this admin listener was given no requests in flight' })
     return reply.header('cache-control', 'no-store').send(snapshotStreams(active, now()))
   })
 }

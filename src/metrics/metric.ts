@@ -53,6 +53,11 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
     return this.series.size
   }
 
+  /** The series in creation order (the cluster worker's state message reads them). */
+  entries(): IterableIterator<S> {
+    return this.series.values()
+  }
+
   reset(): void {
     this.series = new Map()
   }

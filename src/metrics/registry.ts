@@ -86,6 +86,16 @@ export class MetricsRegistry implements MetricsSource {
     this.#own.push(metric)
   }
 
+  /** The own families, in exposition order (a cluster worker sends their state to the primary). */
+  get families(): readonly OwnMetric[] {
+    return this.#own
+  }
+
+  /** prom-client's process metrics in the JSON form (a cluster worker's, which the primary sums). */
+  async processJson(): Promise<MetricJson[]> {
+    return (await this.#process.getMetricsAsJSON()) as unknown as MetricJson[]
+  }
+
   /**
    * The whole exposition as one string: what an app that embeds the plugin serves on a route of
    * its own (`reply.type(PROMETHEUS_CONTENT_TYPE).send(await app.tokentap.registry.text())`).

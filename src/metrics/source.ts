@@ -23,7 +23,7 @@ export interface MetricsSource {
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 export const OPENMETRICS_CONTENT_TYPE = 'application/openmetrics-text; version=1.0.0; charset=utf-8'
 
-/** A source rendered whole (the cluster primary's sum): Prometheus text only, in one batch. */
+/** A source rendered whole: Prometheus text only, in one batch. */
 export function wholeTextSource(render: () => Promise<string>): MetricsSource {
   return {
     openMetrics: false,

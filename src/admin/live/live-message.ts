@@ -222,8 +222,11 @@ function busiest(all: Iterable<Series>, k: number): Series[] {
   return top
 }
 
-/** Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client). */
-export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number): Record<string, unknown> {
+/**
+ * Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client).
+ * `inFlight`: the requests in flight, where `active` holds only some of them (the cluster primary's mirror).
+ */
+export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number, inFlight = active.size): Record<string, unknown> {
   const scratch: number[] = [0, 0, 0]
   const second = Math.floor(now / 1000)
   // Which series are the busiest is re-ranked every few seconds, and at once when a series came
@@ -301,7 +304,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     now: msToMicros(now),
     stallSeconds,
     system: {
-      inFlight: active.size,
+      inFlight,
       tokensPerSecond: WINDOW_SECONDS.map((sec, w) => r2(stats.tokens.sum(w, now) / sec)),
       ok: counts(stats.requests.ok),
       error: counts(stats.requests.error),
@@ -312,6 +315,6 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     omittedSeries: ranking.size - shown.length,
     routes,
     streams,
-    omittedStreams: Math.max(0, active.size - inFlightShown(streams)),
+    omittedStreams: Math.max(0, inFlight - inFlightShown(streams)),
   }
 }

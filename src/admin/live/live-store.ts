@@ -26,9 +26,17 @@ export class LiveStore {
     this.realtime = new RealtimeLive(Math.min(options.recentRequests, 1000), options.realtimeOpen ?? [])
   }
 
+  readonly #onAdd: ((r: FinishedRequest) => void)[] = []
+
   add(r: FinishedRequest): void {
     this.recent.add(r)
     this.stats.add(r)
+    for (const f of this.#onAdd) f(r)
+  }
+
+  /** Hands every request added on to `f` too (a cluster worker sends them to the primary). */
+  onAdd(f: (r: FinishedRequest) => void): void {
+    this.#onAdd.push(f)
   }
 
   /** For `Recorder#listen`: every finished request, from its Observations. */

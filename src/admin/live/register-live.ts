@@ -17,12 +17,28 @@ import { PAGE_HTML, PAGE_SCRIPT } from './page.ts'
  */
 
 export interface LiveState {
-  readonly config: { readonly admin: { readonly token?: string } }
+  readonly config: { readonly admin: { readonly token?: string }; readonly debug: { readonly recent_requests: number } }
   /** Absent in the cluster primary, which proxies nothing. */
   readonly live?: LiveStore
   readonly active?: ReadonlySet<InFlight>
   /** The monotonic clock (ms) the requests' times come from. */
   readonly now: () => number
+  /** The cluster primary's views of its workers (absent in a process that proxies). */
+  readonly cluster?: ClusterLive
+}
+
+/**
+ * What the cluster primary adds (cluster.ts): `active` is a mirror of the workers' oldest streams,
+ * kept fresh while `watch(true)` (a live page is open); `/debug/requests/{id}` asks the workers.
+ */
+export interface ClusterLive {
+  /** The mirror of the workers' streams in flight (the oldest of each). */
+  readonly active: ReadonlySet<InFlight>
+  /** Requests in flight in all workers. */
+  readonly inFlight: () => number
+  readonly watch: (watching: boolean) => void
+  /** A finished request's or realtime session's view from whichever worker has it; null when none. */
+  readonly lookup: (id: string) => Promise<Record<string, unknown> | null>
 }
 
 /** One message a second. */
@@ -37,7 +53,7 @@ let uplot: { js: string; css: string } | undefined
 const uplotFiles = (): { js: string; css: string } =>
   (uplot ??= { js: readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'), 'utf8'), css: readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8') })
 
-const unavailable = { error: 'the live views read one process’s requests; with server.workers > 1 the primary proxies none' }
+const unavailable = { error: 'this admin listener was given no live figures (no LiveStore)' }
 
 /** Sends the shared message to every SSE client each second while there is one. */
 class EventHub {
@@ -46,12 +62,14 @@ class EventHub {
   readonly #live: LiveStore
   readonly #active: ReadonlySet<InFlight>
   readonly #now: () => number
+  readonly #cluster: ClusterLive | undefined
   #timer: NodeJS.Timeout | undefined
 
-  constructor(live: LiveStore, active: ReadonlySet<InFlight>, now: () => number) {
+  constructor(live: LiveStore, active: ReadonlySet<InFlight>, now: () => number, cluster: ClusterLive | undefined) {
     this.#live = live
     this.#active = active
     this.#now = now
+    this.#cluster = cluster
   }
 
   get size(): number {
@@ -60,12 +78,13 @@ class EventHub {
 
   message(cursors: Cursors): string {
     const now = this.#now()
-    const message = buildMessage(this.#live.stats, this.#active, now, cursors, this.#live.stallSeconds)
+    const message = buildMessage(this.#live.stats, this.#active, now, cursors, this.#live.stallSeconds, this.#cluster?.inFlight() ?? this.#active.size)
     message.realtime = this.#live.realtime.message(now)
     return `data: ${JSON.stringify(message)}\n\n`
   }
 
   add(res: ServerResponse): void {
+    if (this.#clients.size === 0) this.#cluster?.watch(true)
     this.#clients.add(res)
     res.on('close', () => {
       this.#clients.delete(res)
@@ -87,6 +106,7 @@ class EventHub {
   stop(): void {
     clearInterval(this.#timer)
     this.#timer = undefined
+    this.#cluster?.watch(false)
   }
 
   close(): void {
@@ -111,7 +131,8 @@ export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set(['/', '/li
 /** Adds the live routes to the admin instance. */
 export function registerLive(admin: FastifyInstance, state: LiveState): void {
   const token = state.config.admin.token
-  const hub = state.live !== undefined && state.active !== undefined ? new EventHub(state.live, state.active, state.now) : undefined
+  const active = state.cluster?.active ?? state.active
+  const hub = state.live !== undefined && active !== undefined ? new EventHub(state.live, active, state.now, state.cluster) : undefined
   // Open event streams would hold close() for ever.
   admin.addHook('preClose', async () => hub?.close())
 
@@ -146,8 +167,13 @@ export function registerLive(admin: FastifyInstance, state: LiveState): void {
 
   admin.get('/debug/requests/:id', async (request, reply) => {
     if (!allowed(request.headers, token)) return denied(reply, '/debug/requests')
-    if (state.live === undefined) return reply.code(501).send(unavailable)
     const id = (request.params as { id: string }).id
+    if (state.cluster !== undefined) {
+      const view = await state.cluster.lookup(id)
+      if (view !== null) return reply.header('cache-control', 'no-store').send(view)
+      return reply.code(404).send({ error: `no finished request with id '${id.slice(0, 200)}' among any worker's last ${state.config.debug.recent_requests}`, request_id: id.slice(0, 200) })
+    }
+    if (state.live === undefined) return reply.code(501).send(unavailable)
     const found = state.live.recent.get(id)
     // A realtime session's id: its figures and its last responses.
     const session = found === undefined ? state.live.realtime.sessionView(id, state.now(), Date.now()) : undefined

@@ -1,0 +1,126 @@
+import { deserialize, serialize } from 'node:v8'
+import t from 'tap'
+import { familyState, MergedFamilies } from '../src/cluster-metrics.ts'
+import type { FamilyState } from '../src/cluster-metrics.ts'
+import { Counter } from '../src/metrics/counter.ts'
+import { CollectedGauge } from '../src/metrics/gauge.ts'
+import { Histogram, requestIdExemplar } from '../src/metrics/histogram.ts'
+import type { NativeOptions } from '../src/metrics/histogram.ts'
+import type { OwnMetric } from '../src/metrics/registry.ts'
+
+/**
+ * The cluster primary's /metrics merges each worker's metric state (cluster-metrics.ts): the
+ * result must be exactly what one process that had observed every request would serve, in both
+ * text formats, exemplars and native (exponential) buckets included. The states cross the same
+ * structured clone as the cluster channel's `serialization: 'advanced'` (v8 serialize).
+ */
+
+interface Families {
+  readonly latency: Histogram
+  readonly requests: Counter
+  readonly inFlight: CollectedGauge
+  readonly all: OwnMetric[]
+}
+
+function families(native: NativeOptions | undefined, gauge: Map<string, number>): Families {
+  const latency = new Histogram({ name: 'llm_time_to_first_token_seconds', help: 'TTFT.', labelNames: ['route', 'model'], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5], native })
+  const requests = new Counter({ name: 'llm_requests_total', help: 'Requests.', labelNames: ['route', 'outcome'] })
+  const inFlight = new CollectedGauge({
+    name: 'llm_requests_in_flight',
+    help: 'In flight.',
+    labelNames: ['route'],
+    collect: (add) => {
+      for (const [route, n] of gauge) add([route], n)
+    },
+  })
+  return { latency, requests, inFlight, all: [latency, requests, inFlight] }
+}
+
+/** A deterministic spread of values, dyadic (sums are exact in any order, as a float sum of durations is not). */
+const sampleValue = (i: number): number => ((i * 37) % 4099) / 1024 + (i % 7) / 65536
+
+const wire = (states: FamilyState[]): FamilyState[] => deserialize(serialize(states)) as FamilyState[]
+
+async function text(metrics: readonly OwnMetric[], openMetrics: boolean): Promise<string> {
+  const parts: Buffer[] = []
+  for (const m of metrics) for (const b of m.chunks(openMetrics)) parts.push(Buffer.from(b))
+  return Buffer.concat(parts).toString('utf8')
+}
+
+/**
+ * The exposition's lines in order of family, then series: a family lists its series in the order
+ * they were created, which in the primary is the order the workers' reports name them.
+ */
+async function lines(metrics: readonly OwnMetric[], openMetrics: boolean): Promise<string[]> {
+  const out: string[] = []
+  for (const m of metrics) {
+    const [head, ...rest] = (await text([m], openMetrics)).split('\n')
+    const bySeries = new Map<string, string[]>()
+    for (const line of rest) {
+      const key = line
+        .replace(/^[^{ ]*/, '')
+        .replace(/,?le="[^"]*"/, '')
+        .replace(/[ #].*$/, '')
+      bySeries.set(key, [...(bySeries.get(key) ?? []), line])
+    }
+    out.push(head, ...[...bySeries.keys()].sort().flatMap((k) => bySeries.get(k) as string[]))
+  }
+  return out
+}
+
+for (const native of [undefined, { schema: 3, zeroThreshold: 2 ** -128, maxBuckets: 160 }, { schema: 8, zeroThreshold: 2 ** -128, maxBuckets: 12 }] as const) {
+  const what = native === undefined ? 'classic buckets only' : `native buckets at schema ${native.schema}, at most ${native.maxBuckets}`
+  t.test(`merging three workers' metric state equals observing every request in one process (${what})`, async (t) => {
+    const one = families(native, new Map([['/a', 3]]))
+    const gauges = [new Map([['/a', 1]]), new Map([['/a', 2]]), new Map<string, number>()]
+    const workers = gauges.map((g) => families(native, g))
+    for (let i = 0; i < 600; i++) {
+      const w = workers[(i * 7) % 3]
+      const route = i % 4 === 0 ? '/b' : '/a'
+      const model = i % 3 === 0 ? 'm1' : 'm2'
+      const v = i % 50 === 0 ? 0 : sampleValue(i)
+      // Increasing timestamps: the newest exemplar of a bucket is the one observed last.
+      const exemplar = requestIdExemplar(`req-${i}`)
+      for (const f of [one, w]) {
+        f.latency.labels(route, model).observeWithExemplar(v, 1 + (i % 3), exemplar, 1_700_000_000 + i)
+        f.requests.labels(route, i % 9 === 0 ? 'error' : 'ok').inc()
+      }
+    }
+    const merged = new MergedFamilies()
+    for (const w of workers) merged.merge(wire(w.all.map(familyState)))
+    t.same(await lines(merged.metrics, false), await lines(one.all, false), 'the Prometheus text has the same lines')
+    t.same(await lines(merged.metrics, true), await lines(one.all, true), 'the OpenMetrics text, exemplars included, has the same lines')
+    t.match(await text(merged.metrics, true), /# \{request_id="req-\d+"\}/, 'exemplars are there')
+    if (native !== undefined) {
+      const [m, o] = [merged.metrics[0] as Histogram, one.latency]
+      for (const s of o.entries()) {
+        const ms = m.labels(...s.labelValues)
+        const buckets = (h: typeof s.core): number[][] => {
+          const out: number[][] = []
+          h.forEachBucket((i, c) => out.push([i, c]))
+          return out
+        }
+        t.same(
+          { schema: ms.core.schema, zero: ms.core.zeroCount, buckets: buckets(ms.core), min: ms.core.min, max: ms.core.max },
+          { schema: s.core.schema, zero: s.core.zeroCount, buckets: buckets(s.core), min: s.core.min, max: s.core.max },
+          `the native buckets of ${s.labelValues.join('/')} are the same`,
+        )
+      }
+    }
+  })
+}
+
+t.test('merged states can be merged again: what dead workers left stays one state, and adds up', async (t) => {
+  const a = families(undefined, new Map())
+  const b = families(undefined, new Map())
+  const one = families(undefined, new Map())
+  for (let i = 0; i < 40; i++) {
+    for (const f of [i % 2 === 0 ? a : b, one]) {
+      f.latency.labels('/a', 'm').observe(sampleValue(i))
+      f.requests.labels('/a', 'ok').inc()
+    }
+  }
+  const retired = new MergedFamilies().merge(wire(a.all.map(familyState))).states()
+  const merged = new MergedFamilies().merge(wire(retired)).merge(wire(b.all.map(familyState)))
+  t.same(await lines(merged.metrics, false), await lines(one.all, false))
+})
