@@ -1,7 +1,7 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
-import { isObject, nonEmpty } from './json.ts'
+import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -25,10 +25,13 @@ interface InputParts {
   cacheCreation?: number
 }
 
-function readInput(usage: Json, parts: InputParts): void {
-  if (typeof usage.input_tokens === 'number') parts.input = usage.input_tokens
-  if (typeof usage.cache_read_input_tokens === 'number') parts.cacheRead = usage.cache_read_input_tokens
-  if (typeof usage.cache_creation_input_tokens === 'number') parts.cacheCreation = usage.cache_creation_input_tokens
+function readInput(usage: Json, parts: InputParts, summary: StreamSummary): void {
+  const input = readCount(usage.input_tokens, summary, 'input_tokens')
+  if (input !== undefined) parts.input = input
+  const cacheRead = readCount(usage.cache_read_input_tokens, summary, 'cache_read_input_tokens')
+  if (cacheRead !== undefined) parts.cacheRead = cacheRead
+  const cacheCreation = readCount(usage.cache_creation_input_tokens, summary, 'cache_creation_input_tokens')
+  if (cacheCreation !== undefined) parts.cacheCreation = cacheCreation
 }
 
 function inputTotal(parts: InputParts): number | undefined {
@@ -93,12 +96,13 @@ export class AnthropicMessagesParser extends SseJsonParser {
   }
 
   #usage(usage: Json, final: boolean): void {
-    readInput(usage, this.#input)
+    readInput(usage, this.#input, this.summary)
     const u = usageOf(this.summary)
     const input = inputTotal(this.#input)
     if (input !== undefined) u.input = input
     // message_start's output_tokens is a placeholder (1–5); only message_delta's is a count.
-    if (final && typeof usage.output_tokens === 'number') u.output = usage.output_tokens
+    const output = final ? readCount(usage.output_tokens, this.summary, 'output_tokens') : undefined
+    if (output !== undefined) u.output = output
   }
 }
 
@@ -111,11 +115,12 @@ export function summarizeAnthropicBody(value: unknown): StreamSummary {
   const usage = value.usage
   if (isObject(usage)) {
     const parts: InputParts = {}
-    readInput(usage, parts)
+    readInput(usage, parts, summary)
     const u: Usage = {}
     const input = inputTotal(parts)
     if (input !== undefined) u.input = input
-    if (typeof usage.output_tokens === 'number') u.output = usage.output_tokens
+    const output = readCount(usage.output_tokens, summary, 'output_tokens')
+    if (output !== undefined) u.output = output
     summary.usage = u
   }
   return summary

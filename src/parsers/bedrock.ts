@@ -3,7 +3,7 @@ import type { EventFrame } from './eventstream-decoder.ts'
 import { DecodedParser } from './decoded-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { ParserContext, StreamSummary } from './types.ts'
-import { isObject, nonEmpty, isCount } from './json.ts'
+import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -34,6 +34,12 @@ export function bedrockModelFromPath(path: string): string | undefined {
   }
 }
 
+/** Sets a usage field from a reported count when it is one (else notes the parse error). */
+function setCount(summary: StreamSummary, field: 'input' | 'output', value: unknown, name: string): void {
+  const n = readCount(value, summary, name)
+  if (n !== undefined) usageOf(summary)[field] = n
+}
+
 /** Usage from a Converse answer (`usage.inputTokens`) or a model-native InvokeModel body. */
 export function summarizeBedrockBody(value: unknown): StreamSummary {
   const summary: StreamSummary = {}
@@ -41,14 +47,14 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
   if (nonEmpty(value.model)) summary.model = value.model
   const u = value.usage
   if (isObject(u)) {
-    if (isCount(u.outputTokens)) usageOf(summary).output = u.outputTokens
-    if (isCount(u.inputTokens)) usageOf(summary).input = u.inputTokens
-    if (isCount(u.output_tokens)) usageOf(summary).output = u.output_tokens
-    if (isCount(u.input_tokens)) usageOf(summary).input = u.input_tokens
+    setCount(summary, 'output', u.outputTokens, 'outputTokens')
+    setCount(summary, 'input', u.inputTokens, 'inputTokens')
+    setCount(summary, 'output', u.output_tokens, 'output_tokens')
+    setCount(summary, 'input', u.input_tokens, 'input_tokens')
   }
   // Llama / Titan InvokeModel answers.
-  if (isCount(value.generation_token_count)) usageOf(summary).output = value.generation_token_count
-  if (isCount(value.prompt_token_count)) usageOf(summary).input = value.prompt_token_count
+  setCount(summary, 'output', value.generation_token_count, 'generation_token_count')
+  setCount(summary, 'input', value.prompt_token_count, 'prompt_token_count')
   return summary
 }
 
@@ -117,8 +123,8 @@ export class BedrockParser extends DecodedParser {
 
   #converseUsage(usage: unknown): void {
     if (!isObject(usage)) return
-    if (isCount(usage.outputTokens)) usageOf(this.summary).output = usage.outputTokens
-    if (isCount(usage.inputTokens)) usageOf(this.summary).input = usage.inputTokens
+    setCount(this.summary, 'output', usage.outputTokens, 'outputTokens')
+    setCount(this.summary, 'input', usage.inputTokens, 'inputTokens')
   }
 
   /** InvokeModelWithResponseStream: the model's own chunk, base64 in `bytes`. */
@@ -135,15 +141,15 @@ export class BedrockParser extends DecodedParser {
     const summary = this.summary
     const metrics = inner['amazon-bedrock-invocationMetrics']
     if (isObject(metrics)) {
-      if (isCount(metrics.outputTokenCount)) usageOf(summary).output = metrics.outputTokenCount
-      if (isCount(metrics.inputTokenCount)) usageOf(summary).input = metrics.inputTokenCount
+      setCount(summary, 'output', metrics.outputTokenCount, 'outputTokenCount')
+      setCount(summary, 'input', metrics.inputTokenCount, 'inputTokenCount')
     }
     switch (inner.type) {
       case 'message_start': {
         const message = inner.message
         if (isObject(message)) {
           if (summary.model === undefined && nonEmpty(message.model)) summary.model = message.model
-          if (isObject(message.usage) && isCount(message.usage.input_tokens) && summary.usage?.input === undefined) usageOf(summary).input = message.usage.input_tokens
+          if (isObject(message.usage) && summary.usage?.input === undefined) setCount(summary, 'input', message.usage.input_tokens, 'input_tokens')
         }
         return
       }
@@ -158,7 +164,7 @@ export class BedrockParser extends DecodedParser {
       case 'message_delta': {
         // Cumulative output; Bedrock's invocation metrics, when they come, say the same or win.
         const u = inner.usage
-        if (isObject(u) && isCount(u.output_tokens) && !isObject(metrics)) usageOf(summary).output = u.output_tokens
+        if (isObject(u) && !isObject(metrics)) setCount(summary, 'output', u.output_tokens, 'output_tokens')
         return
       }
       case 'error':

@@ -1,4 +1,4 @@
-import { isCount, isObject, nonEmpty } from './json.ts'
+import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
@@ -24,8 +24,8 @@ function readUsage(usage: unknown, summary: StreamSummary): void {
   if (!isObject(usage)) return
   const tokens = isObject(usage.tokens) ? usage.tokens : {}
   const billed = isObject(usage.billed_units) ? usage.billed_units : {}
-  const output = isCount(tokens.output_tokens) ? tokens.output_tokens : isCount(billed.output_tokens) ? billed.output_tokens : undefined
-  const input = isCount(tokens.input_tokens) ? tokens.input_tokens : isCount(billed.input_tokens) ? billed.input_tokens : undefined
+  const output = readCount(tokens.output_tokens, summary, 'output_tokens') ?? readCount(billed.output_tokens, summary, 'billed output_tokens')
+  const input = readCount(tokens.input_tokens, summary, 'input_tokens') ?? readCount(billed.input_tokens, summary, 'billed input_tokens')
   if (output !== undefined) usageOf(summary).output = output
   if (input !== undefined) usageOf(summary).input = input
 }

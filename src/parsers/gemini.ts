@@ -5,7 +5,7 @@ import { SseJsonParser } from './sse-json-parser.ts'
 import { DecodedParser } from './decoded-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
-import { isObject, nonEmpty, isCount } from './json.ts'
+import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -128,9 +128,10 @@ class GeminiReader {
   #usage(meta: Json): { candidates?: number; thoughts?: number } {
     const summary = this.#summary
     const usage = usageOf(summary)
-    if (isCount(meta.promptTokenCount)) usage.input = meta.promptTokenCount
-    const candidates = isCount(meta.candidatesTokenCount) ? meta.candidatesTokenCount : undefined
-    const thoughts = isCount(meta.thoughtsTokenCount) ? meta.thoughtsTokenCount : undefined
+    const input = readCount(meta.promptTokenCount, summary, 'promptTokenCount')
+    if (input !== undefined) usage.input = input
+    const candidates = readCount(meta.candidatesTokenCount, summary, 'candidatesTokenCount')
+    const thoughts = readCount(meta.thoughtsTokenCount, summary, 'thoughtsTokenCount')
     if (candidates !== undefined || thoughts !== undefined) usage.output = (candidates ?? 0) + (thoughts ?? 0)
     if (thoughts !== undefined) usage.reasoning = thoughts
     return { candidates, thoughts }

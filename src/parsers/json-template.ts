@@ -43,6 +43,15 @@ interface Frame {
   index: number
 }
 
+/**
+ * Bounds on what may become a template: templates are shared by every stream of the process, so
+ * nothing one response sends may make one costly or uncompilable (an event of 10,000 members or
+ * nested 10,000 deep makes a pattern V8 cannot run). A chat chunk has about ten holes, depth 5.
+ */
+const MAX_HOLES = 64
+const MAX_DEPTH = 16
+const MAX_LITERAL_CHARS = 4096
+
 const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 13 || c === 9
 const isNumberChar = (c: number): boolean => (c >= 48 && c <= 57) || c === 45 || c === 43 || c === 46 || c === 101 || c === 69
 
@@ -81,7 +90,9 @@ export function shapeOf(text: string, contentPath: readonly (string | number)[] 
   let content = -1
   let litStart = 0
   const frames: Frame[] = []
+  let literal = 0
   const hole = (from: number, to: number, kind: Hole): void => {
+    literal += from - litStart
     lits.push(text.slice(litStart, from))
     vals.push(text.slice(from, to))
     kinds.push(kind)
@@ -99,7 +110,9 @@ export function shapeOf(text: string, contentPath: readonly (string | number)[] 
   while (i < n) {
     const c = text.charCodeAt(i)
     const top = frames[frames.length - 1] as Frame | undefined
+    if (vals.length > MAX_HOLES || literal > MAX_LITERAL_CHARS) return undefined
     if (c === 123 /* { */ || c === 91 /* [ */) {
+      if (frames.length >= MAX_DEPTH) return undefined
       const name = top === undefined ? '' : top.keys !== undefined ? top.key : top.index
       frames.push({ keys: c === 123 ? new Set() : undefined, name, key: '', index: 0 })
       i++
@@ -140,6 +153,7 @@ export function shapeOf(text: string, contentPath: readonly (string | number)[] 
     }
   }
   if (content < 0 && contentPath !== undefined) return undefined
+  if (vals.length > MAX_HOLES || literal + n - litStart > MAX_LITERAL_CHARS) return undefined
   lits.push(text.slice(litStart))
   return { lits, vals, kinds, content }
 }
@@ -167,12 +181,34 @@ const MAX_COMPILED = 256
  */
 export class EventTemplate {
   readonly #re: RegExp
+  readonly #key: string
   readonly #holes: number
   readonly #content: boolean
+  #broken = false
+
+  /**
+   * The template of `shape`, cut from `data`, when it compiles and reads `data` back; undefined
+   * otherwise (V8 compiles a pattern on its first use, so only a match proves it runs), so a
+   * template that fails is never shared.
+   */
+  static of(shape: JsonShape, data: string): EventTemplate | undefined {
+    let template: EventTemplate
+    try {
+      template = new EventTemplate(shape)
+    } catch {
+      return undefined
+    }
+    if (template.match(data) === undefined) {
+      template.#forget()
+      return undefined
+    }
+    return template
+  }
 
   constructor(shape: JsonShape) {
     // Keyed by the shape itself (literals and hole kinds); the pattern is only written on a miss.
     const key = `${shape.kinds.join('')}\u0000${shape.lits.join('\u0000')}`
+    this.#key = key
     let re = compiled.get(key)
     if (re === undefined) {
       const parts = ['^', escapeRegExp(shape.lits[0])]
@@ -190,6 +226,15 @@ export class EventTemplate {
     this.#content = shape.content >= 0
   }
 
+  /** The pattern threw when run: the template matches nothing from now on and must be dropped. */
+  get broken(): boolean {
+    return this.#broken
+  }
+
+  #forget(): void {
+    if (compiled.get(this.#key) === this.#re) compiled.delete(this.#key)
+  }
+
   /** Number of holes (the content included). */
   get holes(): number {
     return this.#holes
@@ -197,7 +242,17 @@ export class EventTemplate {
 
   /** The content string's value when `data` matches ('' for a shape without content), else undefined. */
   match(data: string): string | undefined {
-    const m = this.#re.exec(data)
+    if (this.#broken) return undefined
+    let m: RegExpExecArray | null
+    try {
+      m = this.#re.exec(data)
+    } catch {
+      // A pattern V8 cannot run (too large, too deep): this template reads nothing, and no other
+      // one may get it from the compiled cache.
+      this.#broken = true
+      this.#forget()
+      return undefined
+    }
     if (m === null) return undefined
     if (!this.#content) return ''
     const content = m[1]

@@ -2,7 +2,7 @@ import { NdjsonDecoder } from './ndjson-decoder.ts'
 import { DecodedParser } from './decoded-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { ParserContext, StreamSummary } from './types.ts'
-import { isObject, nonEmpty, isCount } from './json.ts'
+import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -24,13 +24,17 @@ function readFinal(value: Json, summary: StreamSummary): void {
     summary.error = typeof value.error === 'string' ? value.error : isObject(value.error) && nonEmpty(value.error.message) ? value.error.message : 'error'
   }
   if (value.done !== true) return
-  if (isCount(value.eval_count)) usageOf(summary).output = value.eval_count
-  if (isCount(value.prompt_eval_count)) usageOf(summary).input = value.prompt_eval_count
-  if (isCount(value.eval_duration) && value.eval_duration > 0) {
+  const output = readCount(value.eval_count, summary, 'eval_count')
+  if (output !== undefined) usageOf(summary).output = output
+  const input = readCount(value.prompt_eval_count, summary, 'prompt_eval_count')
+  if (input !== undefined) usageOf(summary).input = input
+  // A duration is nanoseconds: under 1 ns (or not finite) it is no duration, and a rate from it would be absurd.
+  const duration = value.eval_duration
+  if (typeof duration === 'number' && Number.isFinite(duration) && duration >= 1) {
     const extra: Record<string, number | string> = summary.extra ?? {}
     summary.extra = extra
-    extra.eval_duration_ms = Math.round(value.eval_duration / 1e3) / 1e3
-    if (isCount(value.eval_count)) extra.eval_rate_tps = Math.round((value.eval_count / value.eval_duration) * 1e9 * 100) / 100
+    extra.eval_duration_ms = Math.round(duration / 1e3) / 1e3
+    if (output !== undefined) extra.eval_rate_tps = Math.round((output / duration) * 1e9 * 100) / 100
   }
 }
 

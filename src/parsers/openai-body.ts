@@ -1,3 +1,4 @@
+import { readCount } from './json.ts'
 import type { StreamSummary, Usage } from './types.ts'
 
 /** Usage and model of a whole OpenAI-style JSON answer (chat, completions, errors). */
@@ -9,10 +10,13 @@ export function summarizeOpenAIBody(value: unknown): StreamSummary {
   const u = v.usage as Record<string, unknown> | undefined
   if (typeof u === 'object' && u !== null) {
     const usage: Usage = {}
-    if (typeof u.completion_tokens === 'number') usage.output = u.completion_tokens
-    if (typeof u.prompt_tokens === 'number') usage.input = u.prompt_tokens
+    const output = readCount(u.completion_tokens, summary, 'completion_tokens')
+    if (output !== undefined) usage.output = output
+    const input = readCount(u.prompt_tokens, summary, 'prompt_tokens')
+    if (input !== undefined) usage.input = input
     const d = u.completion_tokens_details as Record<string, unknown> | undefined
-    if (typeof d === 'object' && d !== null && typeof d.reasoning_tokens === 'number') usage.reasoning = d.reasoning_tokens
+    const reasoning = typeof d === 'object' && d !== null ? readCount(d.reasoning_tokens, summary, 'reasoning_tokens') : undefined
+    if (reasoning !== undefined) usage.reasoning = reasoning
     summary.usage = usage
   }
   return summary

@@ -2,7 +2,7 @@ import { ownCopy } from './bytes.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
-import { isObject, nonEmpty } from './json.ts'
+import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -80,6 +80,12 @@ interface Learned {
 const known: Learned[] = []
 const MAX_KNOWN = 16
 
+/** Drops a template that broke, so no later stream tries it. */
+function forget(learned: Learned): void {
+  const i = known.indexOf(learned)
+  if (i >= 0) known.splice(i, 1)
+}
+
 function remember(learned: Learned): void {
   if (known.length >= MAX_KNOWN) known.pop()
   known.unshift(learned)
@@ -114,6 +120,10 @@ export class OpenAIChatParser extends SseJsonParser {
     if (event !== '') return false
     const own = this.#learned
     let text = own?.template.match(data)
+    if (own?.template.broken) {
+      forget(own)
+      this.#learned = undefined
+    }
     // Learning and recalling cost a scan each: a stream whose chunks never repeat (logprobs
     // arrays, say) stops trying after a few, but for a rare retry.
     const trying = this.#wasted < MAX_WASTED || (this.#misses & 255) === 0
@@ -122,6 +132,7 @@ export class OpenAIChatParser extends SseJsonParser {
         const other = known[i]
         if (other === own) continue
         text = other.template.match(data)
+        if (other.template.broken) forget(other)
         if (text !== undefined) {
           this.#adopt(other)
           break
@@ -156,7 +167,9 @@ export class OpenAIChatParser extends SseJsonParser {
     // The template keeps pieces of the text: they must not keep the whole read alive.
     const shape = shapeOf(ownCopy(data), path ?? undefined, fixed)
     if (shape === undefined) return
-    const learned: Learned = { template: new EventTemplate(shape), model: nonEmpty(value.model) ? ownCopy(value.model) : undefined }
+    const template = EventTemplate.of(shape, data)
+    if (template === undefined) return
+    const learned: Learned = { template, model: nonEmpty(value.model) ? ownCopy(value.model) : undefined }
     this.#adopt(learned)
     remember(learned)
   }
@@ -201,13 +214,13 @@ export class OpenAIChatParser extends SseJsonParser {
     if (piece === undefined) return
     const kind = piece.text > 0 ? ContentKind.text : piece.tool > 0 ? ContentKind.tool : ContentKind.reasoning
     const estimated = piece.text + piece.tool + piece.reasoning
-    const cumulative = usage !== undefined ? usage.completion_tokens : undefined
-    if (continuous && typeof cumulative === 'number' && cumulative > this.#cumulative) {
+    const cumulative = usage !== undefined ? this.summary.usage?.output : undefined
+    if (continuous && cumulative !== undefined && cumulative > this.#cumulative) {
       this.emit({ kind, tokens: cumulative - this.#cumulative, exact: true })
     } else {
       this.emit({ kind, tokens: Math.max(1, estimated), exact: false })
     }
-    if (typeof cumulative === 'number') this.#cumulative = cumulative
+    if (cumulative !== undefined) this.#cumulative = cumulative
   }
 
   #delta(piece: Piece | undefined, delta: Json): Piece | undefined {
@@ -257,10 +270,14 @@ export class OpenAIChatParser extends SseJsonParser {
   #usage(usage: Json): void {
     const summary = this.summary
     const u = usageOf(summary)
-    if (typeof usage.completion_tokens === 'number') u.output = usage.completion_tokens
-    if (typeof usage.prompt_tokens === 'number') u.input = usage.prompt_tokens
+    // A count that is not one leaves the field as it was: not reported, the stream's own count stands.
+    const output = readCount(usage.completion_tokens, summary, 'completion_tokens')
+    if (output !== undefined) u.output = output
+    const input = readCount(usage.prompt_tokens, summary, 'prompt_tokens')
+    if (input !== undefined) u.input = input
     const details = usage.completion_tokens_details
-    if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
+    const reasoning = isObject(details) ? readCount(details.reasoning_tokens, summary, 'reasoning_tokens') : undefined
+    if (reasoning !== undefined) u.reasoning = reasoning
   }
 
   /** A chunk without `usage`: Groq's `x_groq.usage`, else llama.cpp's `timings`. A top-level `usage` seen before wins. */
@@ -272,10 +289,13 @@ export class OpenAIChatParser extends SseJsonParser {
     }
     const timings = value.timings
     if (!isObject(timings) || this.#topLevelUsage) return
-    const u = usageOf(this.summary)
-    if (typeof timings.predicted_n === 'number') u.output = timings.predicted_n
+    const summary = this.summary
+    const u = usageOf(summary)
+    const output = readCount(timings.predicted_n, summary, 'predicted_n')
+    if (output !== undefined) u.output = output
     // prompt_n counts the prompt tokens evaluated; those reused from the KV cache are cache_n (-1: none).
-    const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? timings.cache_n : 0
-    if (typeof timings.prompt_n === 'number') u.input = timings.prompt_n + cached
+    const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? (readCount(timings.cache_n, summary, 'cache_n') ?? 0) : 0
+    const prompt = readCount(timings.prompt_n, summary, 'prompt_n')
+    if (prompt !== undefined) u.input = readCount(prompt + cached, summary, 'prompt_n + cache_n')
   }
 }

@@ -1,7 +1,7 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
-import { isObject, nonEmpty } from './json.ts'
+import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -33,13 +33,16 @@ const CONTENT: ReadonlyMap<string, ContentKind> = new Map([
 ])
 
 /** `usage` of a response object: `{input_tokens, output_tokens, output_tokens_details.reasoning_tokens}`. */
-function responsesUsage(usage: unknown): Usage | undefined {
+function responsesUsage(usage: unknown, summary: StreamSummary): Usage | undefined {
   if (!isObject(usage)) return undefined
   const u: Usage = {}
-  if (typeof usage.output_tokens === 'number') u.output = usage.output_tokens
-  if (typeof usage.input_tokens === 'number') u.input = usage.input_tokens
+  const output = readCount(usage.output_tokens, summary, 'output_tokens')
+  if (output !== undefined) u.output = output
+  const input = readCount(usage.input_tokens, summary, 'input_tokens')
+  if (input !== undefined) u.input = input
   const details = usage.output_tokens_details
-  if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
+  const reasoning = isObject(details) ? readCount(details.reasoning_tokens, summary, 'reasoning_tokens') : undefined
+  if (reasoning !== undefined) u.reasoning = reasoning
   return u
 }
 
@@ -52,7 +55,7 @@ function errorName(error: unknown): string | undefined {
 /** Model, usage and error of a whole Responses API object (`response`), streamed or not. */
 function readResponse(response: Json, summary: StreamSummary): void {
   if (summary.model === undefined && nonEmpty(response.model)) summary.model = response.model
-  const usage = responsesUsage(response.usage)
+  const usage = responsesUsage(response.usage, summary)
   if (usage !== undefined) summary.usage = usage
   if (response.status === 'failed') summary.error ??= errorName(response.error) ?? 'response.failed'
 }

@@ -1,7 +1,7 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { ContentEvent, StreamSummary } from './types.ts'
-import { isObject } from './json.ts'
+import { isObject, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -20,7 +20,8 @@ const ONE_TOKEN: ContentEvent = Object.freeze({ kind: ContentKind.text, tokens: 
 
 function readDetails(value: Json, summary: StreamSummary): void {
   const details = value.details
-  if (isObject(details) && typeof details.generated_tokens === 'number') usageOf(summary).output = details.generated_tokens
+  const output = isObject(details) ? readCount(details.generated_tokens, summary, 'generated_tokens') : undefined
+  if (output !== undefined) usageOf(summary).output = output
   if (value.error !== undefined && value.error !== null) summary.error = String(value.error_type ?? value.error)
 }
 

@@ -9,6 +9,10 @@ import { isObject } from '../parsers/json.ts'
 /** OpenAI Realtime's default output: PCM16, 24 kHz, mono. */
 export const DEFAULT_BYTES_PER_SECOND = 48_000
 const G711_BYTES_PER_SECOND = 8_000
+/** Sample rates a PCM format may name (1 kHz to 768 kHz); anything else is no rate, so the default stands. */
+const MIN_RATE = 1_000
+const MAX_RATE = 768_000
+const isRate = (rate: unknown): rate is number => typeof rate === 'number' && Number.isFinite(rate) && rate >= MIN_RATE && rate <= MAX_RATE
 
 /**
  * An OpenAI Realtime output format: the beta's string (`pcm16`, `g711_ulaw`, `g711_alaw`) or the
@@ -24,7 +28,7 @@ export function openAIBytesPerSecond(format: unknown): number | undefined {
   if (!isObject(format) || typeof format.type !== 'string') return undefined
   if (format.type === 'audio/pcmu' || format.type === 'audio/pcma') return G711_BYTES_PER_SECOND
   if (format.type !== 'audio/pcm') return undefined
-  return typeof format.rate === 'number' && format.rate > 0 && Number.isFinite(format.rate) ? format.rate * 2 : DEFAULT_BYTES_PER_SECOND
+  return isRate(format.rate) ? format.rate * 2 : DEFAULT_BYTES_PER_SECOND
 }
 
 /** A media type of inline audio (Gemini: `audio/pcm;rate=24000`); undefined when it is not audio the proxy can time. */
@@ -35,7 +39,7 @@ export function mimeBytesPerSecond(mime: string): number | undefined {
   for (const p of params) {
     const [name, value] = p.split('=')
     const rate = Number(value)
-    if (name === 'rate' && rate > 0 && Number.isFinite(rate)) return rate * 2
+    if (name === 'rate' && isRate(rate)) return rate * 2
   }
   // Gemini Live answers at 24 kHz when the type names no rate.
   return DEFAULT_BYTES_PER_SECOND

@@ -1,4 +1,4 @@
-import { isCount, isObject, nonEmpty } from '../parsers/json.ts'
+import { MAX_COUNT, isCount, isObject, nonEmpty } from '../parsers/json.ts'
 import type { Json } from '../parsers/json.ts'
 import { Outcome } from '../timing/measurement.ts'
 import { ResponseTimeline } from '../timing/realtime-timing.ts'
@@ -153,7 +153,8 @@ function usageOf(usage: unknown): RealtimeUsage | undefined {
       if (d.modality === 'AUDIO') audio += d.tokenCount
       else if (d.modality === 'TEXT') text += d.tokenCount
     }
-    return { text, audio }
+    // Many details of up to MAX_COUNT each could still add up to a poisonous figure.
+    return { text: text <= MAX_COUNT ? text : 0, audio: audio <= MAX_COUNT ? audio : 0 }
   }
   const input = side(usage.promptTokenCount, usage.promptTokensDetails)
   const output = side(usage.responseTokenCount, usage.responseTokensDetails)

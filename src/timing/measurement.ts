@@ -4,7 +4,8 @@ import { countStalls, itlQuantiles, reconcileTokens, summarize, totalTokens } fr
 import type { Timing } from './request-timing.ts'
 import { judgeSlo } from './slo.ts'
 import type { RouteSlo, SloVerdict } from './slo.ts'
-import type { StreamSummary } from '../parsers/types.ts'
+import type { StreamSummary, Usage } from '../parsers/types.ts'
+import { isCount } from '../parsers/json.ts'
 import type { FailureCode } from '../errors.ts'
 
 /**
@@ -101,7 +102,7 @@ export function measure(facts: ExchangeFacts): Measurement {
       ? Outcome.error
       : Outcome.ok
 
-  const usage = summary.usage
+  const usage = validUsage(summary.usage)
   let source: TokenSource = TokenSource.estimate
   let estimateRatio: number | undefined
   if (usage?.output !== undefined) {
@@ -140,9 +141,24 @@ export function measure(facts: ExchangeFacts): Measurement {
     itlP99,
     slo,
     estimateRatio: estimateRatio !== undefined && Number.isFinite(estimateRatio) ? estimateRatio : undefined,
-    parseError: summary.parseError ?? facts.unreadable,
+    parseError: summary.parseError ?? (usage !== summary.usage ? 'reported usage is not a token count: not used' : undefined) ?? facts.unreadable,
     chunks,
   }
 }
 
 const QUANTILES = [0.5, 0.99] as const
+
+/**
+ * The usage with only its counts (every parser reads them with readCount; this holds the line
+ * for any that does not): a figure that is no count is not reported. The same object when all are.
+ */
+function validUsage(usage: Usage | undefined): Usage | undefined {
+  if (usage === undefined) return undefined
+  const ok = (v: number | undefined): boolean => v === undefined || isCount(v)
+  if (ok(usage.output) && ok(usage.input) && ok(usage.reasoning)) return usage
+  const valid: Usage = {}
+  if (usage.output !== undefined && isCount(usage.output)) valid.output = usage.output
+  if (usage.input !== undefined && isCount(usage.input)) valid.input = usage.input
+  if (usage.reasoning !== undefined && isCount(usage.reasoning)) valid.reasoning = usage.reasoning
+  return valid
+}

@@ -174,7 +174,7 @@ function select(a: Float64Array, k: number, lo: number, hi: number): void {
  */
 export function reconcileTokens(log: ChunkLog, target: number): boolean {
   const n = log.count
-  if (n === 0 || !Number.isInteger(target) || target < n) return false
+  if (n === 0 || !Number.isSafeInteger(target) || target < n) return false
   let estimated = 0
   for (let i = 0; i < n; i++) estimated += log.tokens(i)
   if (estimated === target || estimated === 0) return false
@@ -194,13 +194,14 @@ export function reconcileTokens(log: ChunkLog, target: number): boolean {
     log.setTokens(i, 1 + whole)
     given += whole
   }
+  // The fractions add up to fewer than n whole tokens, but float rounding of huge shares can
+  // leave any residue: at most one more each, in order of fraction, and the rest to the largest
+  // fraction's chunk, so the loop never runs more than n times whatever the target.
   let left = spare - given
   if (left > 0) {
     const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => frac[b] - frac[a] || a - b)
-    for (let j = 0; left > 0; j++, left--) {
-      const i = order[j % n]
-      log.setTokens(i, log.tokens(i) + 1)
-    }
+    for (let j = 0; j < n && left > 0; j++, left--) log.setTokens(order[j], log.tokens(order[j]) + 1)
+    if (left > 0) log.setTokens(order[0], log.tokens(order[0]) + left)
   }
   return true
 }
