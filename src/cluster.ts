@@ -14,6 +14,7 @@ import type { AdminState } from './admin/admin.ts'
 import type { MetricJson } from './metrics/metric.ts'
 import { wholeTextSource } from './metrics/source.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
+import { announce, listenAs, serviceUrls } from './startup.ts'
 
 /**
  * Several cores, one pod (`server.workers: N` > 1): the primary forks N workers that share the
@@ -169,7 +170,16 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       if (!announced && listening.size >= wanted) {
         announced = true
         const adminPort = (admin.server.address() as AddressInfo).port
-        logger.info({ proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map(routeLabel) }, 'tokentap listening')
+        const urls = serviceUrls(
+          config,
+          { address: config.server.host, family: config.server.host.includes(':') ? 'IPv6' : 'IPv4', port: proxyPort ?? config.server.port },
+          admin.server.address() as AddressInfo,
+        )
+        logger.info(
+          { proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map(routeLabel), metrics: urls.metrics, live: urls.live },
+          'tokentap listening',
+        )
+        announce(urls)
       }
     })
     worker.on('exit', (code, signal) => {
@@ -185,7 +195,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     })
   }
 
-  await admin.listen({ host: config.admin.host, port: config.admin.port })
+  await listenAs('admin', () => admin.listen({ host: config.admin.host, port: config.admin.port }), config.admin.host, config.admin.port)
   for (let i = 0; i < wanted; i++) fork()
 
   const drain = (signal: string): void => {
