@@ -8,6 +8,7 @@ import type { Cursors, InFlight } from './live-message.ts'
 import type { LiveStore } from './live-store.ts'
 import { requestView } from './recent-requests.ts'
 import { PAGE_HTML, PAGE_SCRIPT } from './page.ts'
+import { ProcessFigures } from './process-figures.ts'
 
 /**
  * The admin listener's live views: `GET /` (the live page), `GET /live/events` (its
@@ -46,6 +47,8 @@ class EventHub {
   readonly #live: LiveStore
   readonly #active: ReadonlySet<InFlight>
   readonly #now: () => number
+  /** The process's CPU, event-loop delay, memory and identity (process-figures.ts). */
+  readonly #process = new ProcessFigures()
   #timer: NodeJS.Timeout | undefined
 
   constructor(live: LiveStore, active: ReadonlySet<InFlight>, now: () => number) {
@@ -62,6 +65,7 @@ class EventHub {
     const now = this.#now()
     const message = buildMessage(this.#live.stats, this.#active, now, cursors, this.#live.stallSeconds)
     message.realtime = this.#live.realtime.message(now)
+    message.process = this.#process.read()
     return `data: ${JSON.stringify(message)}\n\n`
   }
 
@@ -71,6 +75,7 @@ class EventHub {
       this.#clients.delete(res)
       if (this.#clients.size === 0) this.stop()
     })
+    this.#process.start()
     // A new client's first message has its own cursors: the strip's last 30 s of every stream.
     res.write(`retry: 2000\n\n${this.message(new Map())}`)
     this.#timer ??= setInterval(() => this.#tick(), EVENT_INTERVAL_MS).unref()
@@ -87,6 +92,7 @@ class EventHub {
   stop(): void {
     clearInterval(this.#timer)
     this.#timer = undefined
+    this.#process.stop()
   }
 
   close(): void {
