@@ -17,6 +17,7 @@ import type { WorkerMetrics } from './cluster-metrics.ts'
 import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
 import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
+import { announce, listenAs, serviceUrls } from './startup.ts'
 
 /**
  * Several cores, one pod (`server.workers: N` > 1): the primary forks N workers that share the
@@ -251,7 +252,16 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       if (!announced && listening.size >= wanted) {
         announced = true
         const adminPort = (admin.server.address() as AddressInfo).port
-        logger.info({ proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map(routeLabel) }, 'tokentap listening')
+        const urls = serviceUrls(
+          config,
+          { address: config.server.host, family: config.server.host.includes(':') ? 'IPv6' : 'IPv4', port: proxyPort ?? config.server.port },
+          admin.server.address() as AddressInfo,
+        )
+        logger.info(
+          { proxy: `${config.server.host}:${proxyPort}`, admin: `${config.admin.host}:${adminPort}`, workers: wanted, routes: config.routes.map(routeLabel), metrics: urls.metrics, live: urls.live },
+          'tokentap listening',
+        )
+        announce(urls)
       }
     })
     worker.on('exit', (code, signal) => {
@@ -268,7 +278,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     })
   }
 
-  await admin.listen({ host: config.admin.host, port: config.admin.port })
+  await listenAs('admin', () => admin.listen({ host: config.admin.host, port: config.admin.port }), config.admin.host, config.admin.port)
   // Typed arrays (the histograms' buckets, the chunk marks) and ±Infinity cross as they are.
   cluster.setupPrimary({ serialization: 'advanced' })
   for (let i = 0; i < wanted; i++) fork()

@@ -1,12 +1,12 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
-import { Transform } from 'node:stream'
-import type { Readable } from 'node:stream'
+import { Readable, Transform } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { RouteConfig } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 import type { FailureCode } from './errors.ts'
 import type { Exchange } from './proxy/exchange.ts'
 import { proxyRoute } from './proxy/open-exchange.ts'
+import { declaredLength } from './proxy/request-body.ts'
 import type { RouteSlo } from './timing/slo.ts'
 
 /**
@@ -66,6 +66,26 @@ function failureOf(err: Error & { statusCode?: number }): FailureCode {
   return 'TOKENTAP_ERR_UPSTREAM_FAILED'
 }
 
+/**
+ * The request's bytes_in. http-proxy's parser hands reply-from the request stream unread; a
+ * `data` listener beside reply-from's counts it. The stream is paused first so this listener
+ * does not start the flow before reply-from's consumer is attached (undici and `pipe` both
+ * resume it). A body some other parser already read is counted by its Content-Length.
+ */
+function countBody(ex: Exchange, body: unknown, req: IncomingMessage): void {
+  const watch = { model: undefined, bytes: 0 }
+  ex.bodyStreaming(watch)
+  if (body instanceof Readable) {
+    body.pause()
+    body.on('data', (chunk: Buffer) => {
+      watch.bytes += chunk.length
+    })
+    return
+  }
+  const declared = declaredLength(req)
+  if (declared !== undefined) watch.bytes = declared
+}
+
 // biome-ignore lint/suspicious/noExplicitAny: any Fastify instance the plugin was registered on (its logger type varies).
 export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, any>, options: HttpProxyTapOptions): TokentapReplyOptions {
   const state = app.tokentap
@@ -88,6 +108,7 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
       if (start === undefined) return headers
       const { ex } = opener.open(route, req, req.url ?? '/', start.tReq)
       exchanges.set(req, ex)
+      countBody(ex, (request as { body?: unknown }).body, req)
       opener.finishOnClose(ex, start.reply.raw)
       // reply-from sends the request as soon as this returns.
       ex.requestSent(now())

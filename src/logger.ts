@@ -242,12 +242,22 @@ function nonBlockingPipe(fd: number): number {
 }
 
 /** The process logger on stdout (fd 1): JSON lines, credentials redacted. */
+const FASTIFY_LISTENING = 'Server listening at '
+
 export function createLogger(config: Config, fd = 1): Logger {
   const destination = new LogDestination(nonBlockingPipe(fd))
   const logger = pino(
     {
       level: config.log.level,
       base: undefined,
+      // Fastify's "Server listening at …" (one per listener and address) is replaced by
+      // tokentap's own start-up line with every URL (startup.ts), so it is not written.
+      hooks: {
+        logMethod(args, method) {
+          if (typeof args[0] === 'string' && args[0].startsWith(FASTIFY_LISTENING)) return
+          method.apply(this, args)
+        },
+      },
       // Belt and braces: tokentap never logs request headers, but should anything carry them
       // (an error with a request attached), credentials are cut out.
       // Their first keys are pinoOwn's: writeInfoLine leaves lines with them to pino.

@@ -12,6 +12,7 @@ import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
 import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
+import { appHeadersOf } from './proxy/app-headers.ts'
 import { sendError } from './proxy/error-answer.ts'
 import type { Exchange, ExchangeDeps } from './proxy/exchange.ts'
 import { FinishQueue } from './proxy/finish-queue.ts'
@@ -173,6 +174,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       done()
     }
     const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+      // What the app's hooks and plugins set (CORS, rate-limit headers): Fastify will not write
+      // them on a hijacked reply, so the proxy does (app-headers.ts).
+      const appHeaders = appHeadersOf(reply.getHeaders())
       reply.hijack()
       const req = request.raw
       const res = reply.raw
@@ -181,7 +185,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         // never lands in the upstream path (request-target.ts).
         const url = originForm(req.url)
         if (url instanceof TokentapError) {
-          sendError(res, url)
+          sendError(res, url, appHeaders)
           return
         }
         const pending = pendingUpgrade(req)
@@ -191,11 +195,11 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
           return
         }
         const { ex, target } = opener.open(proxied, req, url, request.tokentapStart)
-        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, opener })
+        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, opener, appHeaders })
       } catch (err) {
         // A bug must cost one request, never the process.
         logger.error({ err }, 'proxy handler failed')
-        sendError(res, new TokentapError('TOKENTAP_ERR_INTERNAL', (err as Error).message))
+        sendError(res, new TokentapError('TOKENTAP_ERR_INTERNAL', (err as Error).message), appHeaders)
       }
     }
     for (const url of base === '' ? ['/', '/*'] : [base, `${base}/*`]) {

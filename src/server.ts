@@ -3,8 +3,10 @@ import { buildApp } from './app.ts'
 import { outcomeOf, parseCli } from './cli.ts'
 import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
 import type { Config } from './config/schema.ts'
+import { TokentapError } from './errors.ts'
 import { closeLogger } from './logger.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
+import { announce, listenAs, serviceUrls } from './startup.ts'
 
 /**
  * The process: the command line (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else
@@ -34,16 +36,21 @@ async function main(): Promise<void> {
   }
   const app = await buildApp(config)
   const { admin, logger } = app.tokentap
-  await app.listen({ host: config.server.host, port: config.server.port })
+  await listenAs('proxy', () => app.listen({ host: config.server.host, port: config.server.port }), config.server.host, config.server.port)
   // A worker's admin listener is the primary's; it sends its metrics over IPC instead.
   if (worker) serveWorker(app)
-  else await admin.listen({ host: config.admin.host, port: config.admin.port })
+  else await listenAs('admin', () => admin.listen({ host: config.admin.host, port: config.admin.port }), config.admin.host, config.admin.port)
   // The bound addresses (port 0 in the config means any free port: tests and side-by-side runs).
   const bound = (s: typeof app.server): string => {
     const a = s.address() as AddressInfo
     return `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`
   }
-  if (!worker) logger.info({ proxy: bound(app.server), admin: bound(admin.server), routes: config.routes.map(routeLabel) }, 'tokentap listening')
+  if (!worker) {
+    const urls = serviceUrls(config, app.server.address() as AddressInfo, admin.server.address() as AddressInfo)
+    logger.info({ proxy: bound(app.server), admin: bound(admin.server), routes: config.routes.map(routeLabel), metrics: urls.metrics, live: urls.live }, 'tokentap listening')
+    // The line for people, on stderr: the JSON log on stdout stays parseable.
+    announce(urls)
+  }
 
   let stopping = false
   const drain = async (signal: string): Promise<void> => {
@@ -81,6 +88,7 @@ async function main(): Promise<void> {
 }
 
 void main().catch((err: unknown) => {
-  process.stderr.write(`tokentap: ${(err as Error).stack ?? String(err)}\n`)
+  // tokentap's own errors (a port in use, ...) say what to change in one line; anything else is a bug: its stack.
+  process.stderr.write(`tokentap: ${err instanceof TokentapError ? err.message : ((err as Error).stack ?? String(err))}\n`)
   process.exit(1)
 })

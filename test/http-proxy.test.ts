@@ -1,4 +1,7 @@
+import { request } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { Writable } from 'node:stream'
 import Fastify from 'fastify'
 import httpProxy from '@fastify/http-proxy'
 import OpenAI from 'openai'
@@ -13,6 +16,7 @@ import { simPlan } from './helpers/proxy.ts'
 import { startUpstream } from './helpers/upstream.ts'
 import { parseMetrics, sumOf } from './helpers/prometheus.ts'
 import { defined } from './helpers/defined.ts'
+import { openRequest, readAll } from './helpers/http.ts'
 
 const SIM = defined(validateConfig({ routes: [{ prefix: '/s', simulator: { jitter_ms: 0, stall_probability: 0, burst_every: 0 } }] }).routes[0].simulator, 'a simulator config')
 const FIRST = 2
@@ -112,4 +116,44 @@ t.test('a client that leaves an @fastify/http-proxy stream is recorded as cancel
   // As reply-from does without the tap: the upstream answer is dropped, not read to its end.
   const closed = await Promise.race([upstreamClosed, new Promise<string>((r) => setTimeout(r, 10_000, 'still open after 10 s').unref())])
   t.equal(closed, true, 'the upstream answer closed before its end')
+})
+
+t.test("the helper's log line reports the request's real bytes_in, a chunked upload included", async (t) => {
+  const upstream = await startUpstream((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{"choices":[]}')
+  })
+  t.teardown(() => upstream.close())
+  const lines: Record<string, unknown>[] = []
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>)
+      cb()
+    },
+  })
+  const app = Fastify({ loggerInstance: pino({ level: 'silent' }) })
+  await app.register(tokentap, { routes: [], logger: pino({ level: 'info', base: undefined }, sink) })
+  await app.register(httpProxy, { prefix: '/p', upstream: upstream.url, replyOptions: tokentapReplyOptions(app, { prefix: '/p', provider: 'openai' }) })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/p/v1/chat/completions`
+  const fixed = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(70_000) }] })
+  await readAll((await openRequest(url, { headers: { 'content-type': 'application/json' }, body: fixed })).res)
+  // No Content-Length: node:http sends the pieces chunked.
+  const pieces = ['{"model":"m",', '"messages":[]', '}']
+  const chunked = await new Promise<IncomingMessage>((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, resolve)
+    req.on('error', reject)
+    for (const p of pieces) req.write(p)
+    req.end()
+  })
+  await readAll(chunked)
+  while (lines.filter((l) => l.msg === 'request').length < 2) await new Promise((r) => setImmediate(r))
+  const logged = lines.filter((l) => l.msg === 'request').map((l) => l.bytes_in)
+  t.same(logged, [Buffer.byteLength(fixed), pieces.join('').length])
+  t.same(
+    upstream.requests.map((r) => r.body.toString()),
+    [fixed, pieces.join('')],
+    'the upstream got every byte: counting took none away',
+  )
 })

@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -24,7 +24,13 @@ const tarball = join(dir, packed[0].filename)
 const app = join(dir, 'app')
 execFileSync('mkdir', ['-p', app])
 writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'tokentap-try', private: true, type: 'module' }))
-npm(['install', '--prefer-offline', '--no-package-lock', tarball], app)
+// npm's warnings kept (EBADENGINE is one): installing on the Node running the tests must print none.
+const installed = spawnSync('npm', ['install', '--prefer-offline', '--no-package-lock', tarball], {
+  cwd: app,
+  encoding: 'utf8',
+  env: { ...process.env, npm_config_loglevel: 'warn', npm_config_fund: 'false', npm_config_audit: 'false', npm_config_update_notifier: 'false' },
+})
+if (installed.status !== 0) throw new Error(`npm install of the packed package failed: ${installed.stderr}`)
 
 interface Running {
   readonly proxy: string
@@ -63,6 +69,12 @@ async function npx(args: string[]): Promise<Running> {
 
 const chat = (url: string, headers: Record<string, string> = {}): Promise<string> =>
   fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [] }) }).then((r) => r.text())
+
+t.test(`installing the packed package on Node ${process.versions.node} prints no engine warning: every dependency accepts the Node lines package.json's engines does`, async (t) => {
+  t.notMatch(installed.stderr, /EBADENGINE|Unsupported engine/)
+  const engines = (JSON.parse(readFileSync(join(app, 'node_modules', 'tokentap', 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node
+  t.equal(engines, '>=20.18.1', "undici's own floor")
+})
 
 t.test('the packed package holds the compiled plugin, its types and the default config, and no tests or bench', async (t) => {
   const files = packed[0].files.map((f) => f.path)

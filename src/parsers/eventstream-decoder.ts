@@ -27,7 +27,7 @@ const PRELUDE = 12
 /** Prelude plus message CRC: the smallest frame there is. */
 const OVERHEAD = 16
 
-// zlib.crc32 is the IEEE CRC-32 the format uses; Node has it since 20.15 (package.json asks for ≥ 20.18).
+// zlib.crc32 is the IEEE CRC-32 the format uses; Node has it since 20.15 (package.json asks for ≥ 20.18.1).
 const crc32 = (buf: Buffer, start: number, end: number): number => zlib.crc32(buf.subarray(start, end))
 
 /** Value sizes of the fixed-width header types (0/1 booleans carry no value). */

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
+import { withAppHeaders } from './app-headers.ts'
 import { clientResponseHeaders, rawHeader, withoutHeader } from './headers.ts'
 import { UsageChunkFilter } from './inject-usage.ts'
 import { IdleDeadline } from './idle-deadline.ts'
@@ -48,6 +49,8 @@ export interface ClientWriterOptions {
   readonly req: IncomingMessage
   /** The response head came (or the exchange ended): the proxy's headers timeout stops. */
   readonly headed: () => void
+  /** Headers the embedding app set before the proxy took the reply over, merged into the head (app-headers.ts). */
+  readonly appHeaders?: readonly string[]
 }
 
 export class ClientWriter implements Dispatcher.DispatchHandler {
@@ -140,6 +143,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       this.#filter = new UsageChunkFilter()
       raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
     }
+    if (this.#o.appHeaders !== undefined) raw = withAppHeaders(raw, this.#o.appHeaders)
     if (this.#o.echoRequestId) raw.push('x-tokentap-request-id', this.#ex.id)
     // A trailer needs a chunked body: none with a length, none on bodiless answers.
     if (this.#o.trailers && statusCode >= 200 && statusCode !== 204 && statusCode !== 304 && this.#ex.method !== 'HEAD' && rawHeader(raw, 'content-length') === undefined) {

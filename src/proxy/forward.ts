@@ -29,22 +29,24 @@ export interface ForwardOptions {
   readonly injectUsage?: boolean
   /** The clock (`opener.now`), and where the exchange is finished once the response closed (off the socket callback). */
   readonly opener: ExchangeOpener
+  /** Headers the embedding app set on the reply before the proxy took it over (app-headers.ts). */
+  readonly appHeaders?: readonly string[]
 }
 
 /** Ends the request with a proxy error answer (or a cut connection once the response started). */
-function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError): void {
+function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError, appHeaders: readonly string[] | undefined): void {
   ex.fail(err.code)
   // The rest of a body over the limit is never read: close the connection after the answer.
   if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE') res.shouldKeepAlive = false
   const started = res.headersSent
-  const bytes = sendError(res, err)
+  const bytes = sendError(res, err, appHeaders)
   if (!started) ex.answered(err.httpStatus, bytes)
 }
 
 export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse, opts: ForwardOptions): void {
   const { config, opener } = opts
   const now = opener.now
-  const fail = (err: TokentapError): void => failRequest(ex, res, err)
+  const fail = (err: TokentapError): void => failRequest(ex, res, err, opts.appHeaders)
   let writer: ClientWriter | undefined
   let totalTimer: NodeJS.Timeout | undefined
   const headersDeadline = new HeadersDeadline(config.upstream.headers_timeout_ms, () => {
@@ -84,6 +86,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
       trailers: ex.route.serverTiming === true && req.httpVersion === '1.1' && acceptsTrailers(req.headers.te as string | undefined),
       req,
       headed: () => headersDeadline.clear(),
+      appHeaders: opts.appHeaders,
     })
     // The headers timeout runs from when the request is out whole (undici's own, coarser timer
     // stays the backstop while a streamed body is still being written).

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import type { LlmMetrics } from '../metrics/llm-metrics.ts'
 import type { OtelMetrics } from '../metrics/otel.ts'
+import { Outcome } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { Observations, RecordPolicy } from '../timing/observations.ts'
 import type { ExchangeIdentity } from './exchange.ts'
@@ -44,7 +45,10 @@ export class Recorder {
     if (o.parseError !== undefined) {
       deps.logger.warn({ request_id: o.id, route: o.labels.route, provider: o.labels.provider, reason: o.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
     }
-    if (deps.logger.isLevelEnabled('info')) {
+    // A failed request's line is a warning (it is what an operator filters for); pino writes it.
+    if (o.measurement.outcome === Outcome.error) {
+      if (deps.logger.isLevelEnabled('warn')) deps.logger.warn(requestLogLine(who, o), 'request')
+    } else if (deps.logger.isLevelEnabled('info')) {
       const line = requestLogLine(who, o)
       if (!writeInfoLine(deps.logger, line, 'request')) deps.logger.info(line, 'request')
     }

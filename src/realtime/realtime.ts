@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import type { Dispatcher } from 'undici'
 import type { Config } from '../config/schema.ts'
 import { writeInfoLine } from '../logger.ts'
+import { Outcome } from '../timing/measurement.ts'
 import type { RecordPolicy, SeriesLabels as Labels } from '../timing/observations.ts'
 import type { RouteRuntime } from '../proxy/exchange.ts'
 import type { UpstreamTarget } from '../proxy/route-path.ts'
@@ -127,7 +128,10 @@ export class RealtimeSessions {
     const logger = this.#options.logger
     if (summary.parseError !== undefined)
       logger.warn({ request_id: who.id, route: labels.route, provider: labels.provider, reason: summary.parseError }, 'realtime session not fully measured (frames passed through unchanged)')
-    if (logger.isLevelEnabled('info')) {
+    // A failed session's line is a warning (it is what an operator filters for).
+    if (summary.outcome === Outcome.error) {
+      if (logger.isLevelEnabled('warn')) logger.warn(sessionLogLine(who, labels, summary), 'realtime session')
+    } else if (logger.isLevelEnabled('info')) {
       const line = sessionLogLine(who, labels, summary)
       if (!writeInfoLine(logger, line, 'realtime session')) logger.info(line, 'realtime session')
     }

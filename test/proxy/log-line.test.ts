@@ -57,3 +57,23 @@ t.test('a stream the upstream breaks off mid-way logs a typed failure code with 
   t.type(line.error_detail, 'string')
   t.equal(line.chunks, 1, 'the content that arrived is still measured')
 })
+
+t.test('a failed request logs its line at warn, a good or cancelled one at info', async (t) => {
+  const upstream = await startUpstream((req, res) => {
+    res.writeHead(req.url === '/v1/bad' ? 401 : 200, { 'content-type': 'application/json' })
+    res.end('{}')
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url, provider: 'openai' }] })
+  t.teardown(() => proxy.close())
+  await (await fetch(`${proxy.url}/up/v1/good`, { method: 'POST', body: '{}' })).text()
+  await (await fetch(`${proxy.url}/up/v1/bad`, { method: 'POST', body: '{}' })).text()
+  const lines = await proxy.waitForRequests(2)
+  t.same(
+    lines.map((l) => [l.path, l.outcome, l.level]),
+    [
+      ['/v1/good', 'ok', 30],
+      ['/v1/bad', 'error', 40],
+    ],
+  )
+})

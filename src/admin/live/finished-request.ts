@@ -49,6 +49,8 @@ export interface FinishedRequest {
   readonly concurrency: number
   /** t_end, ms on the proxy's monotonic clock (the injected `now`). */
   readonly endedAt: number
+  /** The route's latency SLO verdict (routes with `slo:`; undefined when not judged). */
+  readonly slo?: 'met' | 'missed'
 }
 
 /** A FinishedRequest from a request's Observations (what the Recorder hands its listeners). */
@@ -80,5 +82,6 @@ export function fromObservations(o: Observations): FinishedRequest {
     lengthBand: o.lengthBand,
     concurrency: o.concurrency,
     endedAt: o.endedAt,
+    slo: m.slo,
   }
 }

@@ -300,6 +300,21 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     streams.push(streamView(ex, now, cursors, stallMs, false))
   }
   const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
+  // What an SRE looks for first: the failures by status, the newest failed requests (each links
+  // to its /debug/requests/{id}), and per route with an `slo:` its judged requests (goodput).
+  const errorsByStatus: { status: number; n: number[] }[] = []
+  for (const [status, c] of stats.errorStatus) {
+    const n = counts(c)
+    if (n[2] > 0) errorsByStatus.push({ status, n })
+  }
+  errorsByStatus.sort((a, b) => b.n[2] - a.n[2] || a.status - b.status)
+  const slo: { route: string; met: number[]; missed: number[] }[] = []
+  for (const [route, b] of stats.routes) {
+    const met = counts(b.slo.met)
+    const missed = counts(b.slo.missed)
+    if (met[2] + missed[2] > 0) slo.push({ route, met, missed })
+  }
+  const failures = stats.failures.map((f) => ({ id: f.id, route: f.route, model: f.model, status: f.status, ago: msToMicros(now - f.endedAt) }))
   return {
     now: msToMicros(now),
     stallSeconds,
@@ -310,7 +325,10 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       error: counts(stats.requests.error),
       cancelled: counts(stats.requests.cancelled),
       total: { ok: stats.requests.ok.total, error: stats.requests.error.total, cancelled: stats.requests.cancelled.total },
+      errorsByStatus,
     },
+    slo,
+    failures,
     series,
     omittedSeries: ranking.size - shown.length,
     routes,

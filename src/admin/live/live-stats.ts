@@ -10,7 +10,7 @@ import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
  * concurrency band. Pure: a request's time is its `endedAt`, a reader's time is an argument.
  */
 
-export const LiveMetric = { ttft: 'ttft', itl: 'itl', tpot: 'tpot', e2e: 'e2e', tps: 'tps' } as const
+export const LiveMetric = { ttft: 'ttft', itl: 'itl', tpot: 'tpot', e2e: 'e2e', tps: 'tps', headers: 'headers' } as const
 export type LiveMetric = (typeof LiveMetric)[keyof typeof LiveMetric]
 export const LIVE_METRICS: readonly LiveMetric[] = Object.values(LiveMetric)
 
@@ -45,6 +45,8 @@ export class Series {
     tpot: new SlidingSketch(),
     e2e: new SlidingSketch(),
     tps: new SlidingSketch(),
+    // Time to response headers: the provider's own wait, before any byte of the answer.
+    headers: new SlidingSketch(),
   }
   readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
   /** Requests of every outcome: the ranking reads one counter, not three. */
@@ -84,8 +86,24 @@ export class RouteBands {
 
   readonly length = LENGTH_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
   readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
+  /** The route's requests judged against its `slo:` (none when it has no SLO). */
+  readonly slo = { met: new SlidingCounter(), missed: new SlidingCounter() }
   lastAt = 0
 }
+
+/** A failed request as the live page lists it, with a link to its `/debug/requests/{id}`. */
+export interface RecentFailure {
+  readonly id: string
+  readonly route: string
+  readonly model: string
+  readonly status: number
+  readonly endedAt: number
+}
+
+/** Failed requests the page lists (the newest). */
+const MAX_FAILURES = 10
+/** Distinct status codes counted one by one; past this many the rest count under 0 ("other"). */
+const MAX_STATUSES = 24
 
 /** 15 minutes and a slot: past this a series with no request is dropped. */
 const FORGET_MS = 16 * 60_000
@@ -95,6 +113,10 @@ export class LiveStats {
   readonly routes = new Map<string, RouteBands>()
   readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
   readonly tokens = new SlidingCounter()
+  /** Requests with outcome error, by the status they got (200: an error inside the stream; 502/504: the proxy's own). */
+  readonly errorStatus = new Map<number, SlidingCounter>()
+  /** The newest failed requests, newest last. */
+  readonly failures: RecentFailure[] = []
   readonly #maxSeries: number
   #seq = 0
   /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
@@ -119,6 +141,8 @@ export class LiveStats {
     sk.e2e.observe(r.e2e, 1, now)
     if (r.ttft !== undefined) sk.ttft.observe(r.ttft, 1, now)
     if (r.tps !== undefined) sk.tps.observe(r.tps, 1, now)
+    if (r.headers !== undefined) sk.headers.observe(r.headers, 1, now)
+    if (r.outcome === 'error') this.#failed(r)
 
     let bands = this.routes.get(r.route)
     if (bands === undefined) {
@@ -126,6 +150,7 @@ export class LiveStats {
       this.routes.set(r.route, bands)
     }
     bands.lastAt = now
+    if (r.slo !== undefined) bands.slo[r.slo].add(1, now)
     const byLength = bands.length[r.lengthBand]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
     if (r.tpot !== undefined) {
@@ -160,6 +185,19 @@ export class LiveStats {
     for (const s of this.series.values()) n += s.byteLength
     for (const b of this.routes.values()) for (const band of [...b.length, ...b.concurrency]) n += band.itl.byteLength + band.tpot.byteLength
     return n
+  }
+
+  #failed(r: FinishedRequest): void {
+    let status = r.statusCode
+    if (!this.errorStatus.has(status) && this.errorStatus.size >= MAX_STATUSES) status = 0
+    let c = this.errorStatus.get(status)
+    if (c === undefined) {
+      c = new SlidingCounter()
+      this.errorStatus.set(status, c)
+    }
+    c.add(1, r.endedAt)
+    this.failures.push({ id: r.id, route: r.route, model: r.model, status: r.statusCode, endedAt: r.endedAt })
+    if (this.failures.length > MAX_FAILURES) this.failures.shift()
   }
 
   #series(r: FinishedRequest): Series {

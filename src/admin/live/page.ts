@@ -23,7 +23,15 @@ export const PAGE_HTML = `<!doctype html>
   .windows { margin-left: auto; display: flex; gap: 4px; align-items: center; color: var(--dim); }
   .windows button { background: var(--panel); color: var(--text); border: 1px solid var(--line); border-radius: 4px; padding: 3px 9px; cursor: pointer; font: inherit; }
   .windows button.on { border-color: var(--tick); color: var(--tick); }
-  main { padding: 14px 18px; display: grid; gap: 16px; }
+  main { padding: 14px 18px; display: grid; gap: 16px; grid-template-columns: minmax(0, 1fr); align-items: start; }
+  .col { display: grid; gap: 16px; min-width: 0; }
+  /* A wide screen: the streams and routes on the left, the service's health on the right. */
+  @media (min-width: 1200px) { main { grid-template-columns: minmax(0, 1fr) minmax(360px, 40%); } }
+  a { color: var(--tick); }
+  .side table td:first-child { white-space: normal; }
+  #inst { color: var(--dim); } #inst b { color: var(--text); font-weight: 600; }
+  #failures { list-style: none; margin: 0; padding: 0; font-variant-numeric: tabular-nums; }
+  #failures li { padding: 3px 0; border-bottom: 1px solid var(--line); } #failures .st { color: var(--err); font-weight: 600; margin: 0 6px; }
   .summary { display: flex; gap: 10px; flex-wrap: wrap; }
   .stat { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; min-width: 120px; }
   .stat b { display: block; font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; } .stat span { color: var(--dim); font-size: 12px; }
@@ -56,12 +64,14 @@ export const PAGE_HTML = `<!doctype html>
   <div class="windows">window <button data-w="0" class="on">1 min</button><button data-w="1">5 min</button><button data-w="2">15 min</button></div>
 </header>
 <main>
+<div class="col">
   <section class="summary" id="system">
     <div class="stat"><b id="inflight">0</b><span>streams in flight</span></div>
     <div class="stat"><b id="sys-tps">0</b><span>output tokens/s, system</span></div>
     <div class="stat ok"><b data-count="ok">0</b><span>ok</span></div>
     <div class="stat error"><b data-count="error">0</b><span>error</span></div>
     <div class="stat cancelled"><b data-count="cancelled">0</b><span>cancelled</span></div>
+    <div class="stat error"><b id="err-rate">–</b><span>error rate</span></div>
   </section>
   <section class="panel">
     <h2>Streams in flight <span id="strip-cap" style="text-transform:none;letter-spacing:0;font-weight:400"></span></h2>
@@ -74,6 +84,14 @@ export const PAGE_HTML = `<!doctype html>
     <table id="rt-series"></table>
     <div id="rt-sessions" class="counts" style="flex-wrap:wrap;margin-top:8px"></div>
   </section>
+</div>
+<aside class="col side">
+  <section class="panel"><h2>Instance</h2><div id="inst">–</div></section>
+  <section class="panel"><h2>Errors by status</h2><table id="errors"><tr><td class="none">no errors in this window</td></tr></table></section>
+  <section class="panel" id="slo-panel" hidden><h2>SLO goodput</h2><table id="slo"></table></section>
+  <section class="panel"><h2>Process</h2><table id="proc"></table></section>
+  <section class="panel"><h2>Recent failures</h2><ul id="failures"><li class="none">none yet</li></ul></section>
+</aside>
 </main>
 <script src="/live/uplot.js"></script>
 <script src="/live/app.js"></script>
@@ -282,6 +300,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     $('#inflight').textContent = sys.inFlight
     $('#sys-tps').textContent = num(sys.tokensPerSecond[win])
     ;['ok', 'error', 'cancelled'].forEach(function (o) { $('[data-count="' + o + '"]').textContent = num(sys[o][win]) })
+    renderHealth(msg)
     if (msg.series.length > 0) { var e = $('#routes .empty'); if (e) e.remove() }
     msg.series.forEach(function (s) {
       var c = card(s.route), k = key(s.route, s.model), m = models.get(k)
@@ -302,7 +321,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         '<span class="stalls" data-series-count="stalls">stalls <b>' + num(s.stalls[win]) + '</b></span>' +
         '<span>tokens/s <b>' + num(s.tokensPerSecond[win]) + '</b></span>'
       m.el.querySelector('table.q').innerHTML = '<tr><th></th><th>p50</th><th>p95</th><th>p99</th><th>n</th></tr>' +
-        qRow('TTFT', s.q.ttft, 'ms') + qRow('ITL', s.q.itl, 'ms') + qRow('TPOT', s.q.tpot, 'ms') + qRow('E2E', s.q.e2e, 'ms') + qRow('tokens/s per user', s.q.tps, '')
+        qRow('response headers', s.q.headers, 'ms') + qRow('TTFT', s.q.ttft, 'ms') + qRow('ITL', s.q.itl, 'ms') + qRow('TPOT', s.q.tpot, 'ms') + qRow('E2E', s.q.e2e, 'ms') + qRow('tokens/s per user', s.q.tps, '')
       chart(m, s)
     })
     renderRealtime(msg.realtime)
@@ -310,6 +329,38 @@ export const PAGE_SCRIPT = String.raw`'use strict'
       card(b.route).bands.innerHTML = '<div><h2>By output length, last 5 min</h2>' + bandTable('length', b.length) + '</div>' +
         '<div><h2>By concurrency at start, last 5 min</h2>' + bandTable('in flight', b.concurrency) + '</div>'
     })
+  }
+
+  var pct = function (part, all) { return all > 0 ? (Math.round((1000 * part) / all) / 10) + ' %' : '–' }
+  var ago = function (ms) { return ms >= 60000 ? Math.round(ms / 60000) + ' min ago' : Math.round(ms / 1000) + ' s ago' }
+  var mb = function (bytes) { return (bytes / 1048576).toFixed(0) + ' MB' }
+  var STATUS_NOTE = { 0: 'other codes', 200: 'error inside the stream', 499: 'client closed', 502: 'upstream unreachable or bad answer', 504: 'upstream timed out' }
+
+  // The service's health, for the right-hand column: error rate and errors by status over the
+  // chosen window, goodput per route with an SLO, the process's own figures, the newest failures.
+  function renderHealth(msg) {
+    var sys = msg.system, all = sys.ok[win] + sys.error[win] + sys.cancelled[win]
+    $('#err-rate').textContent = pct(sys.error[win], all)
+    var rows = sys.errorsByStatus.filter(function (e) { return e.n[win] > 0 })
+    $('#errors').innerHTML = rows.length === 0 ? '<tr><td class="none">no errors in this window</td></tr>' :
+      '<tr><th>status</th><th>requests</th><th>share of all</th></tr>' + rows.map(function (e) {
+        var note = STATUS_NOTE[e.status] || (e.status >= 500 ? 'upstream' : e.status >= 400 ? 'client' : '')
+        return '<tr data-status="' + e.status + '"><td>' + (e.status === 0 ? '' : e.status) + ' <small>' + esc(note) + '</small></td><td>' + num(e.n[win]) + '</td><td>' + pct(e.n[win], all) + '</td></tr>'
+      }).join('')
+    $('#slo-panel').hidden = msg.slo.length === 0
+    $('#slo').innerHTML = '<tr><th>route</th><th>goodput</th><th>met</th><th>missed</th></tr>' + msg.slo.map(function (r) {
+      return '<tr data-slo-route="' + esc(r.route) + '"><td>' + esc(r.route) + '</td><td>' + pct(r.met[win], r.met[win] + r.missed[win]) + '</td><td>' + num(r.met[win]) + '</td><td>' + num(r.missed[win]) + '</td></tr>'
+    }).join('')
+    var p = msg.process
+    if (p) {
+      $('#inst').innerHTML = '<b>' + esc(p.instance) + '</b> · pid ' + p.pid + ' · tokentap <b>' + esc(p.version) + '</b> · Node ' + esc(p.node) + ' · up ' + (p.uptime >= 3600 ? (p.uptime / 3600).toFixed(1) + ' h' : Math.round(p.uptime / 60) + ' min')
+      $('#proc').innerHTML = '<tr><td>CPU, share of one core</td><td>' + (p.cpu === null ? '–' : (p.cpu / 100).toFixed(1) + ' %') + '</td></tr>' +
+        '<tr><td>event-loop delay p99 / max, last second</td><td>' + (p.loopP99 === null ? '–' : (p.loopP99 / 1000).toFixed(1) + ' / ' + (p.loopMax / 1000).toFixed(1) + ' ms') + '</td></tr>' +
+        '<tr><td>memory: resident / heap used</td><td>' + mb(p.rss) + ' / ' + mb(p.heapUsed) + '</td></tr>'
+    }
+    $('#failures').innerHTML = msg.failures.length === 0 ? '<li class="none">none yet</li>' : msg.failures.slice().reverse().map(function (f) {
+      return '<li data-failure="' + esc(f.id) + '"><a href="/debug/requests/' + encodeURIComponent(f.id) + '" target="_blank" rel="noopener">' + esc(f.id) + '</a><span class="st">' + f.status + '</span>' + esc(f.route) + ' · ' + esc(f.model) + ' · ' + ago(f.ago) + '</li>'
+    }).join('')
   }
 
   // Realtime (WebSocket) sessions: one row per route and model over the chosen window, and the sessions open now.
@@ -338,7 +389,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
   function decode(msg) {
     msg.now /= US
     msg.series.forEach(function (s) {
-      ;['ttft', 'itl', 'tpot', 'e2e'].forEach(function (m) {
+      ;['ttft', 'itl', 'tpot', 'e2e', 'headers'].forEach(function (m) {
         var q = s.q[m]
         for (var i = 0; i < q.length; i++) if (i % 4 !== 3) q[i] = msOf(q[i])
       })
@@ -363,6 +414,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
       })
       msg.realtime.sessions.forEach(function (x) { x.age /= US })
     }
+    msg.failures.forEach(function (f) { f.ago /= US })
     msg.streams.forEach(function (s) {
       s.t0 /= US; s.ttft = msOf(s.ttft); s.gap /= US; s.maxGap /= US
       s.ticks = s.ticks.map(function (v) { return v / US })

@@ -9,7 +9,7 @@ import type { FinishedRequest } from './finished-request.ts'
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand'>
+export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'slo'>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [

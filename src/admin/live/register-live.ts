@@ -8,6 +8,7 @@ import type { Cursors, InFlight } from './live-message.ts'
 import type { LiveStore } from './live-store.ts'
 import { requestView } from './recent-requests.ts'
 import { PAGE_HTML, PAGE_SCRIPT } from './page.ts'
+import { ProcessFigures } from './process-figures.ts'
 
 /**
  * The admin listener's live views: `GET /` (the live page), `GET /live/events` (its
@@ -63,6 +64,8 @@ class EventHub {
   readonly #active: ReadonlySet<InFlight>
   readonly #now: () => number
   readonly #cluster: ClusterLive | undefined
+  /** The process's CPU, event-loop delay, memory and identity (process-figures.ts). */
+  readonly #process = new ProcessFigures()
   #timer: NodeJS.Timeout | undefined
 
   constructor(live: LiveStore, active: ReadonlySet<InFlight>, now: () => number, cluster: ClusterLive | undefined) {
@@ -80,6 +83,7 @@ class EventHub {
     const now = this.#now()
     const message = buildMessage(this.#live.stats, this.#active, now, cursors, this.#live.stallSeconds, this.#cluster?.inFlight() ?? this.#active.size)
     message.realtime = this.#live.realtime.message(now)
+    message.process = this.#process.read()
     return `data: ${JSON.stringify(message)}\n\n`
   }
 
@@ -90,6 +94,7 @@ class EventHub {
       this.#clients.delete(res)
       if (this.#clients.size === 0) this.stop()
     })
+    this.#process.start()
     // A new client's first message has its own cursors: the strip's last 30 s of every stream.
     res.write(`retry: 2000\n\n${this.message(new Map())}`)
     this.#timer ??= setInterval(() => this.#tick(), EVENT_INTERVAL_MS).unref()
@@ -107,6 +112,7 @@ class EventHub {
     clearInterval(this.#timer)
     this.#timer = undefined
     this.#cluster?.watch(false)
+    this.#process.stop()
   }
 
   close(): void {

@@ -1,0 +1,73 @@
+import type { AddressInfo } from 'node:net'
+import type { Config } from './config/schema.ts'
+import { TokentapError } from './errors.ts'
+
+/**
+ * What the service says when it starts, and when it cannot: one human line with the URLs a
+ * newcomer opens (the proxy, /metrics, the live page), and for a listener that cannot bind, one
+ * line naming it, its address and the setting and flag that change it (no stack trace).
+ */
+
+/** The two listeners, with the config key, flag and variable that set each one's port. */
+const LISTENERS = {
+  proxy: { name: 'proxy listener', host: 'server.host', port: 'server.port', flag: '--port', env: 'TOKENTAP_PORT' },
+  admin: { name: 'admin listener (metrics, live page)', host: 'admin.host', port: 'admin.port', flag: '--admin-port', env: 'TOKENTAP_ADMIN_PORT' },
+} as const
+
+export type ListenerName = keyof typeof LISTENERS
+
+/** host:port as a URL authority; a wildcard address is shown as localhost (what a browser on this machine opens). */
+function authority(a: AddressInfo): string {
+  if (a.address === '0.0.0.0' || a.address === '::') return `localhost:${a.port}`
+  return a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`
+}
+
+export interface ServiceUrls {
+  readonly proxy: string
+  readonly metrics: string
+  readonly live: string
+}
+
+/** The URLs of the bound listeners (port 0 in the config is the port the system chose). */
+export function serviceUrls(config: Config, proxy: AddressInfo, admin: AddressInfo): ServiceUrls {
+  const proxyBase = `${config.server.tls === undefined ? 'http' : 'https'}://${authority(proxy)}`
+  const adminBase = `${config.admin.tls === undefined ? 'http' : 'https'}://${authority(admin)}`
+  return { proxy: `${proxyBase}/`, metrics: `${adminBase}/metrics`, live: `${adminBase}/` }
+}
+
+/** The start-up line for people (the JSON log line beside it carries the same URLs for machines). */
+function startupLine(urls: ServiceUrls): string {
+  return `tokentap: proxy ${urls.proxy} · metrics ${urls.metrics} · live page ${urls.live}\n`
+}
+
+/** Writes the start-up line to stderr. A closed or broken stderr never takes the service down: the line is a courtesy. */
+export function announce(urls: ServiceUrls): void {
+  if (process.stderr.listenerCount('error') === 0) process.stderr.on('error', () => undefined)
+  process.stderr.write(startupLine(urls))
+}
+
+const REASONS: Record<string, string> = {
+  EADDRINUSE: 'the address is already in use (another process listens there)',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+  EADDRNOTAVAIL: 'the host is not an address of this machine',
+}
+
+/** A listen failure as one line naming the listener, its address and what changes it; other errors as they are. */
+function listenError(err: unknown, which: ListenerName, host: string, port: number): unknown {
+  const code = (err as { code?: string } | undefined)?.code
+  const reason = code === undefined ? undefined : REASONS[code]
+  if (reason === undefined) return err
+  const l = LISTENERS[which]
+  const where = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+  const change = code === 'EADDRNOTAVAIL' ? `set '${l.host}' in the config` : `set '${l.port}' in the config, ${l.flag} N or ${l.env}`
+  return new TokentapError('TOKENTAP_ERR_LISTEN', l.name, where, reason, change)
+}
+
+/** Listens, turning a bind failure into listenError's one line. */
+export async function listenAs(which: ListenerName, listen: () => Promise<unknown>, host: string, port: number): Promise<void> {
+  try {
+    await listen()
+  } catch (err) {
+    throw listenError(err, which, host, port)
+  }
+}
