@@ -4,6 +4,7 @@ import { DecodedParser } from './decoded-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { ParserContext, StreamSummary } from './types.ts'
 import { isObject, nonEmpty, isCount } from './json.ts'
+import { ReportedPhase, Unit, reportTime } from './reported-times.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -18,6 +19,12 @@ import type { Json } from './json.ts'
  *   for Claude; `generation` / `outputText` for Llama / Titan), the last one with
  *   `amazon-bedrock-invocationMetrics` (`inputTokenCount`, `outputTokenCount`).
  *   https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html
+ *
+ * Timings the service reports (milliseconds): ConverseStream's `metadata.metrics.latencyMs` (and
+ * Converse's `metrics.latencyMs`) → total; InvokeModelWithResponseStream's
+ * `amazon-bedrock-invocationMetrics.invocationLatency` → total and `firstByteLatency` (the time to
+ * the first byte of the answer: Bedrock gives no queue or load apart) → prompt.
+ * https://docs.aws.amazon.com/bedrock/latest/userguide/monitoring-cw.html (InvocationLatency)
  *
  * Frames with `:message-type` `exception` (throttling, modelStreamError, …) or `error` are
  * provider errors. The bytes are never altered; a corrupt frame stops measuring only.
@@ -46,6 +53,7 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
     if (isCount(u.output_tokens)) usageOf(summary).output = u.output_tokens
     if (isCount(u.input_tokens)) usageOf(summary).input = u.input_tokens
   }
+  if (isObject(value.metrics)) reportTime(summary, ReportedPhase.total, value.metrics.latencyMs, Unit.ms)
   // Llama / Titan InvokeModel answers.
   if (isCount(value.generation_token_count)) usageOf(summary).output = value.generation_token_count
   if (isCount(value.prompt_token_count)) usageOf(summary).input = value.prompt_token_count
@@ -101,6 +109,7 @@ export class BedrockParser extends DecodedParser {
         return
       case 'metadata':
         this.#converseUsage(value.usage)
+        if (isObject(value.metrics)) reportTime(this.summary, ReportedPhase.total, value.metrics.latencyMs, Unit.ms)
         return
       case 'chunk':
         this.#chunk(value)
@@ -137,6 +146,8 @@ export class BedrockParser extends DecodedParser {
     if (isObject(metrics)) {
       if (isCount(metrics.outputTokenCount)) usageOf(summary).output = metrics.outputTokenCount
       if (isCount(metrics.inputTokenCount)) usageOf(summary).input = metrics.inputTokenCount
+      reportTime(summary, ReportedPhase.prompt, metrics.firstByteLatency, Unit.ms)
+      reportTime(summary, ReportedPhase.total, metrics.invocationLatency, Unit.ms)
     }
     switch (inner.type) {
       case 'message_start': {

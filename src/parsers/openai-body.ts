@@ -1,4 +1,5 @@
 import type { StreamSummary, Usage } from './types.ts'
+import { readGroqTimes, readLlamaCppTimes } from './openai-chat.ts'
 
 /** Usage and model of a whole OpenAI-style JSON answer (chat, completions, errors). */
 export function summarizeOpenAIBody(value: unknown): StreamSummary {
@@ -14,6 +15,8 @@ export function summarizeOpenAIBody(value: unknown): StreamSummary {
     const d = u.completion_tokens_details as Record<string, unknown> | undefined
     if (typeof d === 'object' && d !== null && typeof d.reasoning_tokens === 'number') usage.reasoning = d.reasoning_tokens
     summary.usage = usage
+    readGroqTimes(u, summary)
   }
+  if (typeof v.timings === 'object' && v.timings !== null && !Array.isArray(v.timings)) readLlamaCppTimes(v.timings as Record<string, unknown>, summary)
   return summary
 }

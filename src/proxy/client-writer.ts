@@ -63,8 +63,11 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   #trailer = false
   /** `upstream.idle_timeout_ms` between two reads of the body, on the proxy's own timer. */
   readonly #idle: IdleDeadline
+  /** When the current wait for 'drain' began (a write returned false); undefined while not waiting. */
+  #waitFrom: number | undefined
   readonly #resume = (): void => {
     this.#waiting = false
+    this.#waited()
     // Before the controller: resuming parses what waited, which may pause again at once.
     this.#idle.resume()
     this.#controller?.resume()
@@ -106,6 +109,17 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   /** The client's response closed: no timer of this exchange may outlive it. */
   responseClosed(): void {
     this.#idle.clear()
+    // A response ended with bytes still queued never gets its 'drain' (Node emits none once the
+    // response is finished): they waited until it closed, which is when the last of them left.
+    this.#waited()
+  }
+
+  /** A wait for the client's socket is over: the exchange learns how long the bytes were held. */
+  #waited(): void {
+    const from = this.#waitFrom
+    if (from === undefined) return
+    this.#waitFrom = undefined
+    this.#ex.clientWaited(Math.max(0, this.#o.now() - from))
   }
 
   onRequestStart(c: Dispatcher.DispatchController): void {
@@ -275,6 +289,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#idle.pause()
     if (this.#waiting) return
     this.#waiting = true
+    this.#waitFrom = this.#o.now()
     this.#res.once('drain', this.#resume)
   }
 }

@@ -1,3 +1,4 @@
+import { JsonBodyParser } from '../parsers/json-body-parser.ts'
 import { providerForPath, selectParser } from '../parsers/registry.ts'
 import { ContentKind } from '../parsers/types.ts'
 import type { ContentEvent, StreamSummary } from '../parsers/types.ts'
@@ -115,6 +116,10 @@ export class Exchange {
   #injected = false
   /** The parser's summary, once the upstream's body ended (or the response closed). */
   #summary: StreamSummary | Promise<StreamSummary> | undefined
+  /** The answer is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
+  #streamed = false
+  /** ms the response's bytes waited for the client's socket (write returned false → 'drain'). */
+  #clientWaitMs = 0
   #firstChunkOverhead: number | undefined
   #contentReadOverhead = 0
   #contentReads = 0
@@ -217,6 +222,7 @@ export class Exchange {
       countTokens: this.#countTokens,
     })
     this.#provider = selection.provider
+    this.#streamed = selection.parser !== undefined && !(selection.parser instanceof JsonBodyParser)
     if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
     else if (this.#ownsPath && statusCode >= 200 && statusCode < 300) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
@@ -255,6 +261,11 @@ export class Exchange {
       this.#contentReadOverhead += cost
       this.#contentReads++
     }
+  }
+
+  /** The client's socket would not take the response's bytes for `ms` (a write returned false, until 'drain' or the close). */
+  clientWaited(ms: number): void {
+    this.#clientWaitMs += ms
   }
 
   readonly #countTokens = (text: string): number => {
@@ -307,6 +318,7 @@ export class Exchange {
       unreadable: this.#unreadable,
       slo: this.#route.slo,
       stallSeconds: this.#deps.stallSeconds,
+      clientWriteWaitMs: this.#streamed ? this.#clientWaitMs : undefined,
     })
   }
 

@@ -364,8 +364,12 @@ t.test('a request read back from the ring has every figure it was added with, an
     lengthBand: 1,
     concurrency: 114,
     endedAt: 115,
+    upstreamReported: { queue: 0.116, load: 0.117, prompt: 0.118, generation: 0.119, total: 0.12 },
+    outsideUpstream: 0.121,
+    clientWriteWait: 0.122,
+    slowClient: true,
   }
-  const { gaps: _g, lengthBand: _b, ...kept } = full
+  const { gaps: _g, lengthBand: _b, slowClient: _s, ...kept } = full
   const bare = {
     ...full,
     id: 'bare',
@@ -378,6 +382,9 @@ t.test('a request read back from the ring has every figure it was added with, an
     itlP99: undefined,
     maxGap: undefined,
     inputTokens: undefined,
+    upstreamReported: undefined,
+    outsideUpstream: undefined,
+    clientWriteWait: undefined,
   }
   recent.add(full)
   recent.add(bare)
@@ -386,7 +393,7 @@ t.test('a request read back from the ring has every figure it was added with, an
   t.same(recent.get('full'), kept)
   t.strictSame(recent.get('full'), kept, 'the same values, nothing added')
   const back = recent.get('bare') as Record<string, unknown>
-  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens']) t.equal(back[key], undefined, `${key} stays undefined`)
+  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens', 'upstreamReported', 'outsideUpstream', 'clientWriteWait']) t.equal(back[key], undefined, `${key} stays undefined`)
   t.equal(recent.get('x1499')?.chunks, 1499)
   t.equal(recent.get('x1024')?.chunks, 1024)
   t.equal(recent.size, 1502)

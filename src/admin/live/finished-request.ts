@@ -1,4 +1,5 @@
 import type { GapRuns, Observations } from '../../timing/observations.ts'
+import type { ReportedTimes } from '../../parsers/reported-times.ts'
 
 /**
  * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
@@ -49,6 +50,14 @@ export interface FinishedRequest {
   readonly concurrency: number
   /** t_end, ms on the proxy's monotonic clock (the injected `now`). */
   readonly endedAt: number
+  /** The upstream's own timings by phase (seconds), as it reported them. */
+  readonly upstreamReported?: ReportedTimes
+  /** TTFT − the upstream's reported queue + load + prompt. */
+  readonly outsideUpstream?: number
+  /** Seconds a streamed response waited for the client's socket. */
+  readonly clientWriteWait?: number
+  /** That wait was over 100 ms; undefined when the response was not a stream. */
+  readonly slowClient?: boolean
 }
 
 /** A FinishedRequest from a request's Observations (what the Recorder hands its listeners). */
@@ -80,5 +89,9 @@ export function fromObservations(o: Observations): FinishedRequest {
     lengthBand: o.lengthBand,
     concurrency: o.concurrency,
     endedAt: o.endedAt,
+    upstreamReported: o.upstreamReported,
+    outsideUpstream: o.outsideUpstream,
+    clientWriteWait: o.clientWriteWait,
+    slowClient: o.slowClient,
   }
 }

@@ -84,6 +84,9 @@ export class RouteBands {
 
   readonly length = LENGTH_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
   readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
+  /** Streamed requests, and those whose bytes waited over 100 ms for the client's socket (a slow client). */
+  readonly streamed = new SlidingCounter()
+  readonly slowClients = new SlidingCounter()
   lastAt = 0
 }
 
@@ -126,6 +129,10 @@ export class LiveStats {
       this.routes.set(r.route, bands)
     }
     bands.lastAt = now
+    if (r.slowClient !== undefined) {
+      bands.streamed.add(1, now)
+      if (r.slowClient) bands.slowClients.add(1, now)
+    }
     const byLength = bands.length[r.lengthBand]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
     if (r.tpot !== undefined) {
