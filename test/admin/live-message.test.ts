@@ -393,7 +393,8 @@ t.test('a request read back from the ring has every figure it was added with, an
   t.same(recent.get('full'), kept)
   t.strictSame(recent.get('full'), kept, 'the same values, nothing added')
   const back = recent.get('bare') as Record<string, unknown>
-  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens', 'upstreamReported', 'outsideUpstream', 'clientWriteWait']) t.equal(back[key], undefined, `${key} stays undefined`)
+  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens', 'upstreamReported', 'outsideUpstream', 'clientWriteWait'])
+    t.equal(back[key], undefined, `${key} stays undefined`)
   t.equal(recent.get('x1499')?.chunks, 1499)
   t.equal(recent.get('x1024')?.chunks, 1024)
   t.equal(recent.size, 1502)
