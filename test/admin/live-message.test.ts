@@ -123,6 +123,32 @@ t.test('the message holds counts by outcome, window quantiles and the bands', as
   )
 })
 
+t.test("a route's slow clients: streamed requests whose bytes waited over 100 ms for the client's socket, by window", async (t) => {
+  const stats = new LiveStats()
+  // Four streamed requests at 10 s: waits of 0, 100 ms (not over), 150 ms and 2 s; one whole answer (no wait figure).
+  for (const [i, wait] of [0, 0.1, 0.15, 2].entries()) {
+    const m = measure({
+      tReq: 0,
+      tEnd: 300,
+      tHeaders: 10,
+      statusCode: 200,
+      failure: undefined,
+      clientGone: false,
+      chunks: log([[100, 1]]),
+      summary: {},
+      stallSeconds: 1,
+      clientWriteWaitMs: wait * 1000,
+    })
+    stats.add({ ...fromObservations(observationsOf(m, { id: `s${i}`, provider: 'openai', model: 'm', route: '/sim' })), endedAt: 10_000 })
+  }
+  stats.add(finished([], 300, 10_000, { id: 'whole' }))
+  // One more slow one 2 minutes later: in the 5- and 15-minute windows with the rest, alone in the last minute.
+  const late = measure({ tReq: 0, tEnd: 300, tHeaders: 10, statusCode: 200, failure: undefined, clientGone: false, chunks: log([[100, 1]]), summary: {}, stallSeconds: 1, clientWriteWaitMs: 500 })
+  stats.add({ ...fromObservations(observationsOf(late, { id: 'late', provider: 'openai', model: 'm', route: '/sim' })), endedAt: 130_000 })
+  const route = build(stats, [], 130_000).routes[0] as unknown as { clients: { streamed: number[]; slow: number[] } }
+  t.same(route.clients, { streamed: [1, 5, 5], slow: [1, 3, 3] })
+})
+
 t.test('requests move out of the 1-minute window while staying in the longer ones', async (t) => {
   const stats = new LiveStats()
   stats.add(
