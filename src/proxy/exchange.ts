@@ -1,5 +1,7 @@
 import { JsonBodyParser } from '../parsers/json-body-parser.ts'
 import { providerForPath, selectParser } from '../parsers/registry.ts'
+import { tgiHeaderTimes } from '../parsers/tgi.ts'
+import type { ReportedTimes } from '../parsers/reported-times.ts'
 import { ContentKind } from '../parsers/types.ts'
 import type { ContentEvent, StreamSummary } from '../parsers/types.ts'
 import { ChunkLog, MarkKind } from '../timing/chunk-log.ts'
@@ -116,6 +118,8 @@ export class Exchange {
   #injected = false
   /** The parser's summary, once the upstream's body ended (or the response closed). */
   #summary: StreamSummary | Promise<StreamSummary> | undefined
+  /** Timings the upstream reported in its response headers (TGI's whole answers). */
+  #headerTimes: ReportedTimes | undefined
   /** The answer is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
   #streamed = false
   /** ms the response's bytes waited for the client's socket (write returned false → 'drain'). */
@@ -208,8 +212,11 @@ export class Exchange {
     this.#tRequestSent ??= at
   }
 
-  /** Upstream response headers arrived: choose the parser. `requestId`: the response's x-request-id. */
-  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string): void {
+  /**
+   * Upstream response headers arrived: choose the parser. `requestId`: the response's x-request-id;
+   * `header`: any other response header by lower-case name (for timings a provider sends there).
+   */
+  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string, header?: (lowerName: string) => string | undefined): void {
     this.#statusCode = statusCode
     this.#tHeaders = at
     // The provider's own id (OpenAI's req_…) is the one its support can look up.
@@ -222,6 +229,7 @@ export class Exchange {
       countTokens: this.#countTokens,
     })
     this.#provider = selection.provider
+    if (selection.provider === 'tgi' && header !== undefined) this.#headerTimes = tgiHeaderTimes(header)
     this.#streamed = selection.parser !== undefined && !(selection.parser instanceof JsonBodyParser)
     if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
     else if (this.#ownsPath && statusCode >= 200 && statusCode < 300) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
@@ -305,7 +313,10 @@ export class Exchange {
     else this.#done(summary, tEnd, clientGone)
   }
 
-  #measure(summary: StreamSummary, tEnd: number, clientGone: boolean): Measurement {
+  #measure(parsed: StreamSummary, tEnd: number, clientGone: boolean): Measurement {
+    const headerTimes = this.#headerTimes
+    // What the body reported wins over the same phase in a header.
+    const summary = headerTimes === undefined ? parsed : { ...parsed, reported: { ...headerTimes, ...parsed.reported } }
     return measure({
       tReq: this.#tReq,
       tEnd,

@@ -3,6 +3,7 @@ import { BedrockParser, summarizeBedrockBody } from '../../src/parsers/bedrock.t
 import { summarizeOpenAIBody } from '../../src/parsers/openai-body.ts'
 import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
 import { OllamaParser, summarizeOllamaBody } from '../../src/parsers/ollama.ts'
+import { tgiHeaderTimes } from '../../src/parsers/tgi.ts'
 import { MAX_REPORTED_SECONDS, reportedSeconds, Unit } from '../../src/parsers/reported-times.ts'
 import type { ReportedTimes } from '../../src/parsers/reported-times.ts'
 import { chunkFrame, eventFrame } from '../helpers/eventstream.ts'
@@ -137,4 +138,13 @@ t.test('a reported duration is a finite number >= 0, at most a day, in its unit'
   t.equal(reportedSeconds(MAX_REPORTED_SECONDS + 1, Unit.s), undefined, 'over a day: a unit mix-up, not a timing')
   t.equal(reportedSeconds(1e15, Unit.ns), undefined, '11.6 days in ns')
   for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, '12', null, undefined, {}, true]) t.equal(reportedSeconds(bad, Unit.s), undefined, `${String(bad)} is no duration`)
+})
+
+t.test("TGI's timing headers: whole or decimal milliseconds, anything else dropped", async (t) => {
+  const headers = (h: Record<string, string>) => (name: string) => h[name]
+  t.same(tgiHeaderTimes(headers({ 'x-queue-time': '12', 'x-total-time': '340.5' })), { queue: 0.012, total: 0.3405 })
+  t.same(tgiHeaderTimes(headers({ 'x-total-time': '7' })), { total: 0.007 })
+  t.equal(tgiHeaderTimes(headers({})), undefined)
+  t.equal(tgiHeaderTimes(headers({ 'x-queue-time': '-1', 'x-total-time': '1e9' })), undefined, 'a negative and an exponent are no durations')
+  t.equal(tgiHeaderTimes(headers({ 'x-total-time': '86400001' })), undefined, 'over a day')
 })

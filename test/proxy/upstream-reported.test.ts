@@ -69,3 +69,32 @@ t.test('a stream whose upstream reports no timings records none of these series'
   t.same(select(m, 'llm_upstream_reported_seconds_count'), [])
   t.equal(sumOf(m, 'llm_first_token_outside_upstream_seconds_count'), 0)
 })
+
+t.test("a whole TGI /generate answer's x-queue-time and x-total-time headers (ms, as its router writes them) are its queue and total", async (t) => {
+  const upstream = await startUpstream((_req, res) => {
+    // As router/src/server.rs `generate_internal` sets them: whole milliseconds.
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'x-compute-type': 'gpu+optimized',
+      'x-total-time': '1250',
+      'x-validation-time': '2',
+      'x-queue-time': '375',
+      'x-inference-time': '873',
+      'x-time-per-token': '17',
+    })
+    res.end('{"generated_text":"Hi","details":{"finish_reason":"length","generated_tokens":50}}')
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/tgi', upstream: upstream.url, provider: 'tgi' }] })
+  t.teardown(() => proxy.close())
+  await fetch(`${proxy.url}/tgi/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"inputs":"Hi"}' }).then((r) => r.text())
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.upstream_queue_ms, 375)
+  t.equal(line.upstream_total_ms, 1250)
+  t.equal(line.upstream_prompt_ms, undefined, 'x-inference-time is prefill and decode together: no single phase')
+  const m = await proxy.scrape()
+  t.equal(sumOf(m, 'llm_upstream_reported_seconds_sum', { provider: 'tgi', phase: 'queue' }), 0.375)
+  t.equal(sumOf(m, 'llm_upstream_reported_seconds_sum', { provider: 'tgi', phase: 'total' }), 1.25)
+  t.equal(sumOf(m, 'llm_first_token_outside_upstream_seconds_count'), 0, 'a whole answer has no first token')
+  t.equal(line.client_write_wait_ms, undefined, 'nor is it a stream')
+})
