@@ -94,6 +94,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#res = res
     this.#o = options
     this.#idle = new IdleDeadline(options.upstream.idle_timeout_ms, () => this.#idleTimeout())
+    ex.clientWritesWatched()
   }
 
   /** The upstream response ended or failed (nothing is left to abort). */

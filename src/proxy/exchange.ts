@@ -122,8 +122,8 @@ export class Exchange {
   #headerTimes: ReportedTimes | undefined
   /** The answer is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
   #streamed = false
-  /** ms the response's bytes waited for the client's socket (write returned false → 'drain'). */
-  #clientWaitMs = 0
+  /** ms the response's bytes waited for the client's socket (write returned false → 'drain'), when a writer that measures it writes them. */
+  #clientWaitMs: number | undefined
   #firstChunkOverhead: number | undefined
   #contentReadOverhead = 0
   #contentReads = 0
@@ -271,9 +271,17 @@ export class Exchange {
     }
   }
 
+  /**
+   * The response's bytes go through a writer that measures how long the client's socket holds
+   * them (the ClientWriter; not @fastify/http-proxy's reply): its streams observe the wait, 0 included.
+   */
+  clientWritesWatched(): void {
+    this.#clientWaitMs ??= 0
+  }
+
   /** The client's socket would not take the response's bytes for `ms` (a write returned false, until 'drain' or the close). */
   clientWaited(ms: number): void {
-    this.#clientWaitMs += ms
+    this.#clientWaitMs = (this.#clientWaitMs ?? 0) + ms
   }
 
   readonly #countTokens = (text: string): number => {
