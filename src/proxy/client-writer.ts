@@ -150,8 +150,9 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     unwrapped.rawHeaders = null
     const contentType = rawHeader(raw, 'content-type')
     const contentEncoding = rawHeader(raw, 'content-encoding')
-    const responseHeaders = raw
-    this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'), (name) => rawHeader(responseHeaders, name))
+    // The header getter is read within the call (a provider's timing headers), before raw changes below.
+    const upstreamHeaders = raw
+    this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'), (name) => rawHeader(upstreamHeaders, name))
     if (this.#o.injected && statusCode >= 200 && statusCode < 300 && /^text\/event-stream/i.test(contentType ?? '') && contentEncoding === undefined) {
       this.#filter = new UsageChunkFilter()
       raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
