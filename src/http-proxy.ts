@@ -121,7 +121,7 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
         void reply.send(res.stream)
         return
       }
-      ex.responseStarted(res.statusCode, header(res.headers, 'content-type'), header(res.headers, 'content-encoding'), now(), header(res.headers, 'x-request-id'))
+      ex.responseStarted(res.statusCode, header(res.headers, 'content-type'), header(res.headers, 'content-encoding'), now(), header(res.headers, 'x-request-id'), (name) => header(res.headers, name))
       // After the client left, the upstream stream is destroyed on purpose (below): not a failure.
       res.stream.once('error', (err: Error & { code?: string }) => {
         if (!reply.raw.destroyed) ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', err.code ?? err.message)

@@ -70,6 +70,7 @@ t.test('an @fastify/http-proxy registration with tokentapReplyOptions is measure
   t.equal(sumOf(m, 'llm_inter_chunk_latency_seconds_count', labels), GAPS.length)
   t.equal(sumOf(m, 'llm_output_tokens_total', { ...labels, source: 'usage' }), N)
   t.equal(sumOf(m, 'llm_time_per_output_token_seconds_count', labels), 1)
+  t.equal(sumOf(m, 'llm_client_write_wait_seconds_count', labels), 0, "no client write wait: @fastify/http-proxy's reply writes the bytes, unwatched")
 })
 
 t.test('the bytes through @fastify/http-proxy are the upstream bytes, unchanged', async (t) => {

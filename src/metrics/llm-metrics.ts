@@ -8,6 +8,8 @@ import type { Observations } from '../timing/observations.ts'
 import type { Outcome, TokenSource } from '../timing/measurement.ts'
 import { DEFAULT_BUCKETS } from '../config/schema.ts'
 import type { Config } from '../config/schema.ts'
+import { REPORTED_PHASES } from '../parsers/reported-times.ts'
+import type { ReportedPhase } from '../parsers/reported-times.ts'
 
 /**
  * The llm_ Prometheus families: definitions, and `record()` of one finished request, a plain
@@ -38,6 +40,9 @@ const OVERHEAD_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0
 /** The `phase` values of llm_proxy_overhead_seconds. */
 const OverheadPhase = { request: 'request', firstChunk: 'first_chunk', chunk: 'chunk' } as const
 
+/** Time a stream's bytes waited for the client's socket: 1 ms … 60 s (0.1 s: the live page's slow client). */
+const CLIENT_WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] as const
+
 /** Burstiness: how many tokens one content chunk carries. */
 const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
 /** Estimate ÷ usage: dense around 1, where a good tokenizer lands. */
@@ -62,6 +67,10 @@ interface Bound {
   readonly overheadRequest: HistogramSeries
   readonly overheadFirstChunk: HistogramSeries
   readonly overheadChunk: HistogramSeries
+  readonly outsideUpstream: HistogramSeries
+  readonly clientWriteWait: HistogramSeries
+  /** llm_upstream_reported_seconds by phase, each made at its first observation. */
+  readonly reported: Partial<Record<ReportedPhase, HistogramSeries>>
   /** Only for label sets of routes with an SLO: both made at the first such request, so rate() sees the 0. */
   slo?: { readonly met: CounterSeries; readonly missed: CounterSeries }
   /** The series with one more label, each made at its first request (so in the same order as before). */
@@ -93,6 +102,9 @@ export class LlmMetrics {
   readonly outputPerRequest: Histogram
   readonly concurrency: Histogram
   readonly overhead: Histogram
+  readonly upstreamReported: Histogram
+  readonly outsideUpstream: Histogram
+  readonly clientWriteWait: Histogram
   readonly #bound = new Map<string, Bound>()
   /** ITL and TPOT series by the banded key (the same as the label set's with `length_band` off). */
   readonly #banded = new Map<string, { readonly itl: HistogramSeries; readonly tpot: HistogramSeries }>()
@@ -251,6 +263,27 @@ export class LlmMetrics {
       buckets: OVERHEAD_BUCKETS,
       native,
     })
+    this.upstreamReported = new Histogram({
+      name: 'llm_upstream_reported_seconds',
+      help: "The upstream's own account of the request, by phase (queue, load, prompt, generation, total), once per request and phase the upstream reported.",
+      labelNames: [...BASE, 'phase'],
+      buckets: buckets.e2e,
+      native,
+    })
+    this.outsideUpstream = new Histogram({
+      name: 'llm_first_token_outside_upstream_seconds',
+      help: "TTFT minus the upstream's reported queue + load + prompt time, for requests whose upstream reports them: the part of the first token's wait the upstream does not account for (network, TLS, its front door).",
+      labelNames,
+      buckets: buckets.ttft,
+      native,
+    })
+    this.clientWriteWait = new Histogram({
+      name: 'llm_client_write_wait_seconds',
+      help: "Once per streamed request: total time its response's bytes waited in the proxy because the client's socket would not take them (write returned false, until drain); 0 when never.",
+      labelNames,
+      buckets: CLIENT_WAIT_BUCKETS,
+      native,
+    })
   }
 
   /** Every metric, in scrape order. */
@@ -279,6 +312,9 @@ export class LlmMetrics {
       this.outputPerRequest,
       this.concurrency,
       this.overhead,
+      this.upstreamReported,
+      this.outsideUpstream,
+      this.clientWriteWait,
     ]
   }
 
@@ -302,6 +338,9 @@ export class LlmMetrics {
         overheadRequest: this.overhead.labels(...v, OverheadPhase.request),
         overheadFirstChunk: this.overhead.labels(...v, OverheadPhase.firstChunk),
         overheadChunk: this.overhead.labels(...v, OverheadPhase.chunk),
+        outsideUpstream: this.outsideUpstream.labels(...v),
+        clientWriteWait: this.clientWriteWait.labels(...v),
+        reported: {},
         byOutcome: {},
         bySource: {},
       }
@@ -381,6 +420,21 @@ export class LlmMetrics {
     if (o.overheadRequest !== undefined) b.overheadRequest.observe(o.overheadRequest)
     if (o.overheadFirstChunk !== undefined) b.overheadFirstChunk.observe(o.overheadFirstChunk)
     if (o.overheadChunk !== undefined) b.overheadChunk.observe(o.overheadChunk)
+    const reported = o.upstreamReported
+    if (reported !== undefined) {
+      for (const phase of REPORTED_PHASES) {
+        const seconds = reported[phase]
+        if (seconds === undefined) continue
+        let series = b.reported[phase]
+        if (series === undefined) {
+          series = this.upstreamReported.labels(...o.labelValues, phase)
+          b.reported[phase] = series
+        }
+        series.observe(seconds)
+      }
+    }
+    if (o.outsideUpstream !== undefined) b.outsideUpstream.observe(o.outsideUpstream)
+    if (o.clientWriteWait !== undefined) b.clientWriteWait.observe(o.clientWriteWait)
     // Made at their first count: most label sets never have one.
     if (o.usageInjected) this.usageInjections.labels(...o.labelValues).inc()
     if (o.parseError !== undefined) this.parseErrors.labels(...o.labelValues).inc()

@@ -4,6 +4,7 @@ import { DecodedParser } from './decoded-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { ParserContext, StreamSummary } from './types.ts'
 import { isObject, nonEmpty, readCount } from './json.ts'
+import { ReportedPhase, Unit, reportTime } from './reported-times.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -18,6 +19,12 @@ import type { Json } from './json.ts'
  *   for Claude; `generation` / `outputText` for Llama / Titan), the last one with
  *   `amazon-bedrock-invocationMetrics` (`inputTokenCount`, `outputTokenCount`).
  *   https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html
+ *
+ * Timings the service reports (milliseconds): ConverseStream's `metadata.metrics.latencyMs` (and
+ * Converse's `metrics.latencyMs`) → total; InvokeModelWithResponseStream's
+ * `amazon-bedrock-invocationMetrics.invocationLatency` → total and `firstByteLatency` (the time to
+ * the first byte of the answer: Bedrock gives no queue or load apart) → prompt.
+ * https://docs.aws.amazon.com/bedrock/latest/userguide/monitoring-cw.html (InvocationLatency)
  *
  * Frames with `:message-type` `exception` (throttling, modelStreamError, …) or `error` are
  * provider errors. The bytes are never altered; a corrupt frame stops measuring only.
@@ -52,6 +59,7 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
     setCount(summary, 'output', u.output_tokens, 'output_tokens')
     setCount(summary, 'input', u.input_tokens, 'input_tokens')
   }
+  if (isObject(value.metrics)) reportTime(summary, ReportedPhase.total, value.metrics.latencyMs, Unit.ms)
   // Llama / Titan InvokeModel answers.
   setCount(summary, 'output', value.generation_token_count, 'generation_token_count')
   setCount(summary, 'input', value.prompt_token_count, 'prompt_token_count')
@@ -107,6 +115,7 @@ export class BedrockParser extends DecodedParser {
         return
       case 'metadata':
         this.#converseUsage(value.usage)
+        if (isObject(value.metrics)) reportTime(this.summary, ReportedPhase.total, value.metrics.latencyMs, Unit.ms)
         return
       case 'chunk':
         this.#chunk(value)
@@ -143,6 +152,8 @@ export class BedrockParser extends DecodedParser {
     if (isObject(metrics)) {
       setCount(summary, 'output', metrics.outputTokenCount, 'outputTokenCount')
       setCount(summary, 'input', metrics.inputTokenCount, 'inputTokenCount')
+      reportTime(summary, ReportedPhase.prompt, metrics.firstByteLatency, Unit.ms)
+      reportTime(summary, ReportedPhase.total, metrics.invocationLatency, Unit.ms)
     }
     switch (inner.type) {
       case 'message_start': {

@@ -3,6 +3,7 @@ import { DecodedParser } from './decoded-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { ParserContext, StreamSummary } from './types.ts'
 import { isObject, nonEmpty, readCount } from './json.ts'
+import { ReportedPhase, Unit, reportTime } from './reported-times.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -15,6 +16,9 @@ import type { Json } from './json.ts'
  * Usage: the `done: true` line's `eval_count` (output) and `prompt_eval_count` (input).
  * Ollama's own decode rate (`eval_count / eval_duration`, durations in ns) goes to the log
  * line, to compare with what the proxy measured. An `{"error": "…"}` line is a provider error.
+ * Its own timings (docs/api.md: "All durations are returned in nanoseconds"): `load_duration`
+ * (loading the model) → load, `prompt_eval_duration` (evaluating the prompt) → prompt,
+ * `eval_duration` (generating the response) → generation, `total_duration` → total.
  */
 
 /** Usage, model, error and Ollama's decode rate from one line or whole answer. */
@@ -24,6 +28,10 @@ function readFinal(value: Json, summary: StreamSummary): void {
     summary.error = typeof value.error === 'string' ? value.error : isObject(value.error) && nonEmpty(value.error.message) ? value.error.message : 'error'
   }
   if (value.done !== true) return
+  reportTime(summary, ReportedPhase.load, value.load_duration, Unit.ns)
+  reportTime(summary, ReportedPhase.prompt, value.prompt_eval_duration, Unit.ns)
+  reportTime(summary, ReportedPhase.generation, value.eval_duration, Unit.ns)
+  reportTime(summary, ReportedPhase.total, value.total_duration, Unit.ns)
   const output = readCount(value.eval_count, summary, 'eval_count')
   if (output !== undefined) usageOf(summary).output = output
   const input = readCount(value.prompt_eval_count, summary, 'prompt_eval_count')

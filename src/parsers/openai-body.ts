@@ -1,5 +1,6 @@
 import { readCount } from './json.ts'
 import type { StreamSummary, Usage } from './types.ts'
+import { readGroqTimes, readLlamaCppTimes } from './openai-chat.ts'
 
 /** Usage and model of a whole OpenAI-style JSON answer (chat, completions, errors). */
 export function summarizeOpenAIBody(value: unknown): StreamSummary {
@@ -18,6 +19,8 @@ export function summarizeOpenAIBody(value: unknown): StreamSummary {
     const reasoning = typeof d === 'object' && d !== null ? readCount(d.reasoning_tokens, summary, 'reasoning_tokens') : undefined
     if (reasoning !== undefined) usage.reasoning = reasoning
     summary.usage = usage
+    readGroqTimes(u, summary)
   }
+  if (typeof v.timings === 'object' && v.timings !== null && !Array.isArray(v.timings)) readLlamaCppTimes(v.timings as Record<string, unknown>, summary)
   return summary
 }

@@ -4,6 +4,22 @@ import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
+import { ReportedPhase, Unit, reportTime } from './reported-times.ts'
+import type { StreamSummary } from './types.ts'
+
+/** Groq's timings in a usage object (`x_groq.usage` in a stream, `usage` in a whole answer), seconds. */
+export function readGroqTimes(usage: Json, summary: StreamSummary): void {
+  reportTime(summary, ReportedPhase.queue, usage.queue_time, Unit.s)
+  reportTime(summary, ReportedPhase.prompt, usage.prompt_time, Unit.s)
+  reportTime(summary, ReportedPhase.generation, usage.completion_time, Unit.s)
+  reportTime(summary, ReportedPhase.total, usage.total_time, Unit.s)
+}
+
+/** llama.cpp server's `timings` (milliseconds): the last one sent wins (it runs on with `timings_per_token`). */
+export function readLlamaCppTimes(timings: Json, summary: StreamSummary): void {
+  reportTime(summary, ReportedPhase.prompt, timings.prompt_ms, Unit.ms)
+  reportTime(summary, ReportedPhase.generation, timings.predicted_ms, Unit.ms)
+}
 
 /**
  * OpenAI Chat Completions (`chat.completion.chunk`) and legacy Completions (`text_completion`)
@@ -20,6 +36,11 @@ import type { Json } from './json.ts'
  * Usage: top-level `usage`, else what a server reports in its own place: Groq's `x_groq.usage`
  * (older Groq streams have no top-level usage at all), llama.cpp's `timings.predicted_n` /
  * `prompt_n` on its last chunk (tools/server/server.cpp, with or without `usage`).
+ *
+ * The server's own timings, wherever it sends them: Groq's `queue_time`, `prompt_time`,
+ * `completion_time`, `total_time` in its usage (seconds; https://console.groq.com/docs/api-reference,
+ * `usage` of a chat completion) → queue, prompt, generation, total; llama.cpp's `timings.prompt_ms`
+ * and `timings.predicted_ms` (milliseconds; tools/server/README.md, "timings") → prompt, generation.
  */
 
 /** Where a plain chunk's text is: the template's content hole. */
@@ -211,6 +232,7 @@ export class OpenAIChatParser extends SseJsonParser {
     } else {
       this.#ownUsage(value)
     }
+    if (isObject(value.timings)) readLlamaCppTimes(value.timings, this.summary)
     if (piece === undefined) return
     const kind = piece.text > 0 ? ContentKind.text : piece.tool > 0 ? ContentKind.tool : ContentKind.reasoning
     const estimated = piece.text + piece.tool + piece.reasoning
@@ -278,6 +300,7 @@ export class OpenAIChatParser extends SseJsonParser {
     const details = usage.completion_tokens_details
     const reasoning = isObject(details) ? readCount(details.reasoning_tokens, summary, 'reasoning_tokens') : undefined
     if (reasoning !== undefined) u.reasoning = reasoning
+    readGroqTimes(usage, summary)
   }
 
   /** A chunk without `usage`: Groq's `x_groq.usage`, else llama.cpp's `timings`. A top-level `usage` seen before wins. */

@@ -3,6 +3,8 @@ import { ContentKind, usageOf } from './types.ts'
 import type { ContentEvent, StreamSummary } from './types.ts'
 import { isObject, readCount } from './json.ts'
 import type { Json } from './json.ts'
+import { ReportedPhase, reportedSeconds, Unit } from './reported-times.ts'
+import type { ReportedTimes } from './reported-times.ts'
 
 /**
  * Hugging Face Text Generation Inference, native API: `/generate_stream` (SSE written as
@@ -15,6 +17,27 @@ import type { Json } from './json.ts'
  * `{"error": "…", "error_type": "…"}` is a provider error
  * (router/src/server.rs, `impl From<InferError> for Event`).
  */
+
+/** A header's whole or decimal number of milliseconds, in seconds, when it is a sane duration. */
+function headerMs(value: string | undefined): number | undefined {
+  return value !== undefined && /^\d{1,12}(?:\.\d{1,9})?$/.test(value) ? reportedSeconds(Number(value), Unit.ms) : undefined
+}
+
+/**
+ * TGI's own timings on a whole `/generate` answer: `x-queue-time` → queue and `x-total-time`
+ * (validation, queue and inference) → total, whole milliseconds (router/src/server.rs,
+ * `generate_internal`). `x-inference-time` (prefill and decode together) is no single phase. A
+ * stream's head leaves before the timings exist, so `/generate_stream` has none.
+ */
+export function tgiHeaderTimes(header: (lowerName: string) => string | undefined): ReportedTimes | undefined {
+  const queue = headerMs(header('x-queue-time'))
+  const total = headerMs(header('x-total-time'))
+  if (queue === undefined && total === undefined) return undefined
+  const times: ReportedTimes = {}
+  if (queue !== undefined) times[ReportedPhase.queue] = queue
+  if (total !== undefined) times[ReportedPhase.total] = total
+  return times
+}
 
 const ONE_TOKEN: ContentEvent = Object.freeze({ kind: ContentKind.text, tokens: 1, exact: true })
 

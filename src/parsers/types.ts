@@ -1,3 +1,5 @@
+import type { ReportedTimes } from './reported-times.ts'
+
 /**
  * The single seam between the byte path and the measuring path: one parser per
  * provider API, created per request, holding that request's state.
@@ -43,6 +45,8 @@ export interface StreamSummary {
   parseError?: string
   /** Provider-specific figures kept for the log line (e.g. Ollama's eval rate). */
   extra?: Record<string, number | string>
+  /** The upstream's own timings by phase, in seconds, as it reported them (reported-times.ts). */
+  reported?: ReportedTimes
 }
 
 /** The summary's usage, created empty the first time a parser records a field of it. */

@@ -66,8 +66,11 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   #trailer = false
   /** `upstream.idle_timeout_ms` between two reads of the body, on the proxy's own timer. */
   readonly #idle: IdleDeadline
+  /** When the current wait for 'drain' began (a write returned false); undefined while not waiting. */
+  #waitFrom: number | undefined
   readonly #resume = (): void => {
     this.#waiting = false
+    this.#waited()
     // Before the controller: resuming parses what waited, which may pause again at once.
     this.#idle.resume()
     this.#controller?.resume()
@@ -94,6 +97,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#res = res
     this.#o = options
     this.#idle = new IdleDeadline(options.upstream.idle_timeout_ms, () => this.#idleTimeout())
+    ex.clientWritesWatched()
   }
 
   /** The upstream response ended or failed (nothing is left to abort). */
@@ -109,6 +113,17 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   /** The client's response closed: no timer of this exchange may outlive it. */
   responseClosed(): void {
     this.#idle.clear()
+    // A response ended with bytes still queued never gets its 'drain' (Node emits none once the
+    // response is finished): they waited until it closed, which is when the last of them left.
+    this.#waited()
+  }
+
+  /** A wait for the client's socket is over: the exchange learns how long the bytes were held. */
+  #waited(): void {
+    const from = this.#waitFrom
+    if (from === undefined) return
+    this.#waitFrom = undefined
+    this.#ex.clientWaited(Math.max(0, this.#o.now() - from))
   }
 
   onRequestStart(c: Dispatcher.DispatchController): void {
@@ -138,7 +153,9 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     unwrapped.rawHeaders = null
     const contentType = rawHeader(raw, 'content-type')
     const contentEncoding = rawHeader(raw, 'content-encoding')
-    this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'))
+    // The header getter is read within the call (a provider's timing headers), before raw changes below.
+    const upstreamHeaders = raw
+    this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'), (name) => rawHeader(upstreamHeaders, name))
     if (this.#o.injected && statusCode >= 200 && statusCode < 300 && /^text\/event-stream/i.test(contentType ?? '') && contentEncoding === undefined) {
       this.#filter = new UsageChunkFilter()
       raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
@@ -279,6 +296,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#idle.pause()
     if (this.#waiting) return
     this.#waiting = true
+    this.#waitFrom = this.#o.now()
     this.#res.once('drain', this.#resume)
   }
 }

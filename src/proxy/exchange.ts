@@ -1,4 +1,7 @@
+import { JsonBodyParser } from '../parsers/json-body-parser.ts'
 import { providerForPath, selectParser } from '../parsers/registry.ts'
+import { tgiHeaderTimes } from '../parsers/tgi.ts'
+import type { ReportedTimes } from '../parsers/reported-times.ts'
 import { ContentKind } from '../parsers/types.ts'
 import type { ContentEvent, StreamSummary } from '../parsers/types.ts'
 import { ChunkLog, MarkKind } from '../timing/chunk-log.ts'
@@ -115,6 +118,12 @@ export class Exchange {
   #injected = false
   /** The parser's summary, once the upstream's body ended (or the response closed). */
   #summary: StreamSummary | Promise<StreamSummary> | undefined
+  /** Timings the upstream reported in its response headers (TGI's whole answers). */
+  #headerTimes: ReportedTimes | undefined
+  /** The answer is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
+  #streamed = false
+  /** ms the response's bytes waited for the client's socket (write returned false → 'drain'), when a writer that measures it writes them. */
+  #clientWaitMs: number | undefined
   #firstChunkOverhead: number | undefined
   #contentReadOverhead = 0
   #contentReads = 0
@@ -203,8 +212,11 @@ export class Exchange {
     this.#tRequestSent ??= at
   }
 
-  /** Upstream response headers arrived: choose the parser. `requestId`: the response's x-request-id. */
-  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string): void {
+  /**
+   * Upstream response headers arrived: choose the parser. `requestId`: the response's x-request-id;
+   * `header`: any other response header by lower-case name (for timings a provider sends there).
+   */
+  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string, header?: (lowerName: string) => string | undefined): void {
     this.#statusCode = statusCode
     this.#tHeaders = at
     // The provider's own id (OpenAI's req_…) is the one its support can look up.
@@ -217,6 +229,8 @@ export class Exchange {
       countTokens: this.#countTokens,
     })
     this.#provider = selection.provider
+    if (selection.provider === 'tgi' && header !== undefined) this.#headerTimes = tgiHeaderTimes(header)
+    this.#streamed = selection.parser !== undefined && !(selection.parser instanceof JsonBodyParser)
     if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
     else if (this.#ownsPath && statusCode >= 200 && statusCode < 300) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
@@ -257,6 +271,19 @@ export class Exchange {
     }
   }
 
+  /**
+   * The response's bytes go through a writer that measures how long the client's socket holds
+   * them (the ClientWriter; not @fastify/http-proxy's reply): its streams observe the wait, 0 included.
+   */
+  clientWritesWatched(): void {
+    this.#clientWaitMs ??= 0
+  }
+
+  /** The client's socket would not take the response's bytes for `ms` (a write returned false, until 'drain' or the close). */
+  clientWaited(ms: number): void {
+    this.#clientWaitMs = (this.#clientWaitMs ?? 0) + ms
+  }
+
   readonly #countTokens = (text: string): number => {
     this.#counter ??= this.#deps.encodings.counterFor(this.requestModel)
     return this.#counter(text)
@@ -294,7 +321,10 @@ export class Exchange {
     else this.#done(summary, tEnd, clientGone)
   }
 
-  #measure(summary: StreamSummary, tEnd: number, clientGone: boolean): Measurement {
+  #measure(parsed: StreamSummary, tEnd: number, clientGone: boolean): Measurement {
+    const headerTimes = this.#headerTimes
+    // What the body reported wins over the same phase in a header.
+    const summary = headerTimes === undefined ? parsed : { ...parsed, reported: { ...headerTimes, ...parsed.reported } }
     return measure({
       tReq: this.#tReq,
       tEnd,
@@ -307,6 +337,7 @@ export class Exchange {
       unreadable: this.#unreadable,
       slo: this.#route.slo,
       stallSeconds: this.#deps.stallSeconds,
+      clientWriteWaitMs: this.#streamed ? this.#clientWaitMs : undefined,
     })
   }
 

@@ -6,6 +6,8 @@ import { judgeSlo } from './slo.ts'
 import type { RouteSlo, SloVerdict } from './slo.ts'
 import type { StreamSummary, Usage } from '../parsers/types.ts'
 import { isCount } from '../parsers/json.ts'
+import { reportedBeforeFirstToken } from '../parsers/reported-times.ts'
+import type { ReportedTimes } from '../parsers/reported-times.ts'
 import type { FailureCode } from '../errors.ts'
 
 /**
@@ -55,6 +57,11 @@ export interface ExchangeFacts {
   readonly slo?: RouteSlo
   /** Seconds: a longer gap between content chunks is a stall. */
   readonly stallSeconds: number
+  /**
+   * ms the response's bytes waited in the proxy because the client's socket would not take them
+   * (a write returned false, until 'drain'); undefined when the response was not a stream.
+   */
+  readonly clientWriteWaitMs?: number
 }
 
 export interface Measurement {
@@ -81,6 +88,16 @@ export interface Measurement {
   readonly estimateRatio: number | undefined
   /** Why the stream could not be measured (the parser gave up, or no parser took its type). */
   readonly parseError: string | undefined
+  /** The upstream's own timings by phase (seconds), as it reported them. */
+  readonly reported: ReportedTimes | undefined
+  /**
+   * TTFT − the reported queue + load + prompt time, when content arrived and the upstream
+   * reported any of them: the part of the first token's wait the upstream does not account for
+   * (network, TLS, its front door). 0 when the upstream claims all of it or more.
+   */
+  readonly outsideUpstream: number | undefined
+  /** Seconds a streamed response's bytes waited for the client's socket (0 when never). */
+  readonly clientWriteWait: number | undefined
   /**
    * The content marks with final token counts (what gap-by-gap views iterate): the facts' log,
    * or a copy whose tokenizer estimates were scaled to the provider's reported total.
@@ -142,6 +159,9 @@ export function measure(facts: ExchangeFacts): Measurement {
     slo,
     estimateRatio: estimateRatio !== undefined && Number.isFinite(estimateRatio) ? estimateRatio : undefined,
     parseError: summary.parseError ?? (usage !== summary.usage ? 'reported usage is not a token count: not used' : undefined) ?? facts.unreadable,
+    reported: summary.reported,
+    outsideUpstream: outsideUpstream(timing.ttft, reportedBeforeFirstToken(summary.reported)),
+    clientWriteWait: facts.clientWriteWaitMs === undefined ? undefined : Math.max(0, facts.clientWriteWaitMs) / 1000,
     chunks,
   }
 }
@@ -161,4 +181,9 @@ function validUsage(usage: Usage | undefined): Usage | undefined {
   if (usage.input !== undefined && isCount(usage.input)) valid.input = usage.input
   if (usage.reasoning !== undefined && isCount(usage.reasoning)) valid.reasoning = usage.reasoning
   return valid
+}
+
+function outsideUpstream(ttft: number | undefined, before: number | undefined): number | undefined {
+  if (ttft === undefined || before === undefined) return undefined
+  return Math.max(0, ttft - before)
 }

@@ -2,6 +2,10 @@ import { LabelLimiter } from '../metrics/label-limiter.ts'
 import { Outcome, TokenSource } from './measurement.ts'
 import type { Measurement } from './measurement.ts'
 import type { SloVerdict } from './slo.ts'
+import type { ReportedTimes } from '../parsers/reported-times.ts'
+
+/** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
+export const SLOW_CLIENT_SECONDS = 0.1
 
 /**
  * The recording policy, in one place: a finished request's `Measurement` (what happened) and
@@ -120,6 +124,14 @@ export interface Observations {
   readonly overheadRequest: number | undefined
   readonly overheadFirstChunk: number | undefined
   readonly overheadChunk: number | undefined
+  /** The upstream's own timings by phase (seconds), each phase it reported once. */
+  readonly upstreamReported: ReportedTimes | undefined
+  /** TTFT − the upstream's reported queue + load + prompt, where it reported them. */
+  readonly outsideUpstream: number | undefined
+  /** Seconds a streamed response waited for the client's socket (0 included), once per streamed request. */
+  readonly clientWriteWait: number | undefined
+  /** That wait was over SLOW_CLIENT_SECONDS (the live page's share of slow clients); undefined when not streamed. */
+  readonly slowClient: boolean | undefined
   /** The route has an SLO (its met/missed series exist from its first request on); the verdict when judged. */
   readonly sloJudged: boolean
   readonly slo: SloVerdict | undefined
@@ -292,6 +304,10 @@ export class RecordPolicy {
       overheadRequest: who.overhead.request,
       overheadFirstChunk: who.overhead.firstChunk,
       overheadChunk: who.overhead.chunk,
+      upstreamReported: m.reported,
+      outsideUpstream: m.outsideUpstream,
+      clientWriteWait: m.clientWriteWait,
+      slowClient: m.clientWriteWait === undefined ? undefined : m.clientWriteWait > SLOW_CLIENT_SECONDS,
       sloJudged: who.route.slo !== undefined,
       slo: m.slo,
       usageInjected: who.usageInjected,

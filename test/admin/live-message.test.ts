@@ -123,6 +123,32 @@ t.test('the message holds counts by outcome, window quantiles and the bands', as
   )
 })
 
+t.test("a route's slow clients: streamed requests whose bytes waited over 100 ms for the client's socket, by window", async (t) => {
+  const stats = new LiveStats()
+  // Four streamed requests at 10 s: waits of 0, 100 ms (not over), 150 ms and 2 s; one whole answer (no wait figure).
+  for (const [i, wait] of [0, 0.1, 0.15, 2].entries()) {
+    const m = measure({
+      tReq: 0,
+      tEnd: 300,
+      tHeaders: 10,
+      statusCode: 200,
+      failure: undefined,
+      clientGone: false,
+      chunks: log([[100, 1]]),
+      summary: {},
+      stallSeconds: 1,
+      clientWriteWaitMs: wait * 1000,
+    })
+    stats.add({ ...fromObservations(observationsOf(m, { id: `s${i}`, provider: 'openai', model: 'm', route: '/sim' })), endedAt: 10_000 })
+  }
+  stats.add(finished([], 300, 10_000, { id: 'whole' }))
+  // One more slow one 2 minutes later: in the 5- and 15-minute windows with the rest, alone in the last minute.
+  const late = measure({ tReq: 0, tEnd: 300, tHeaders: 10, statusCode: 200, failure: undefined, clientGone: false, chunks: log([[100, 1]]), summary: {}, stallSeconds: 1, clientWriteWaitMs: 500 })
+  stats.add({ ...fromObservations(observationsOf(late, { id: 'late', provider: 'openai', model: 'm', route: '/sim' })), endedAt: 130_000 })
+  const route = build(stats, [], 130_000).routes[0] as unknown as { clients: { streamed: number[]; slow: number[] } }
+  t.same(route.clients, { streamed: [1, 5, 5], slow: [1, 3, 3] })
+})
+
 t.test('requests move out of the 1-minute window while staying in the longer ones', async (t) => {
   const stats = new LiveStats()
   stats.add(
@@ -364,8 +390,12 @@ t.test('a request read back from the ring has every figure it was added with, an
     lengthBand: 1,
     concurrency: 114,
     endedAt: 115,
+    upstreamReported: { queue: 0.116, load: 0.117, prompt: 0.118, generation: 0.119, total: 0.12 },
+    outsideUpstream: 0.121,
+    clientWriteWait: 0.122,
+    slowClient: true,
   }
-  const { gaps: _g, lengthBand: _b, ...kept } = full
+  const { gaps: _g, lengthBand: _b, slowClient: _s, ...kept } = full
   const bare = {
     ...full,
     id: 'bare',
@@ -378,6 +408,9 @@ t.test('a request read back from the ring has every figure it was added with, an
     itlP99: undefined,
     maxGap: undefined,
     inputTokens: undefined,
+    upstreamReported: undefined,
+    outsideUpstream: undefined,
+    clientWriteWait: undefined,
   }
   recent.add(full)
   recent.add(bare)
@@ -386,7 +419,8 @@ t.test('a request read back from the ring has every figure it was added with, an
   t.same(recent.get('full'), kept)
   t.strictSame(recent.get('full'), kept, 'the same values, nothing added')
   const back = recent.get('bare') as Record<string, unknown>
-  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens']) t.equal(back[key], undefined, `${key} stays undefined`)
+  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens', 'upstreamReported', 'outsideUpstream', 'clientWriteWait'])
+    t.equal(back[key], undefined, `${key} stays undefined`)
   t.equal(recent.get('x1499')?.chunks, 1499)
   t.equal(recent.get('x1024')?.chunks, 1024)
   t.equal(recent.size, 1502)

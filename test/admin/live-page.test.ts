@@ -83,6 +83,10 @@ t.test('the live page shows the route card, the counts and the stall marker in C
   // At least the planned 100 ms (the simulator never sends early); how much later depends on the machine.
   t.ok(/ ms$/.test(ttftP50) && Number.parseFloat(ttftP50) >= 100, `TTFT p50 in ms: ${ttftP50}`)
   t.equal((await gpt.locator('.dist canvas').count()) > 0, true, 'the ITL distribution chart is drawn')
+  // The route's share of slow clients: five streamed requests, read at once by the SDK (small
+  // streams fit the socket buffers, so none waited).
+  await page.waitForFunction(() => document.querySelector('[data-route="/sim"] [data-slow-clients]')?.getAttribute('data-slow-clients') === '0/5', undefined, { timeout: 15_000 })
+  t.match(await card.locator('[data-slow-clients]').textContent(), /Slow clients .*: 0 % of 5 streamed requests/, 'the slow-client share in the route view')
 
   // Second round, photographed in flight: the strip shows ticks and a stall as they happen.
   const second = Promise.all([

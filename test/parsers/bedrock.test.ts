@@ -99,7 +99,7 @@ t.test('InvokeModelWithResponseStream: Anthropic chunks inside chunk.bytes, usag
     whole.events.map((e) => e.kind),
     ['reasoning', 'text', 'text', 'tool'],
   )
-  t.same(whole.summary, { model: 'claude-3-5-haiku-20241022', usage: { input: 21, output: 12 } })
+  t.same(whole.summary, { model: 'claude-3-5-haiku-20241022', usage: { input: 21, output: 12 }, reported: { prompt: 0.2, total: 0.5 } })
   for (const i of splitOffsets(bytes.length, 300)) {
     const r = feed(new BedrockParser(ctx), splitAt(bytes, i))
     t.same([totals(r), r.summary], [totals(whole), whole.summary], `split at ${i}`)

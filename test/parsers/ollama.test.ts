@@ -95,7 +95,7 @@ t.test('a last line without a newline still gives the usage', async (t) => {
 
 t.test('a whole stream:false answer gives the usage and the model', async (t) => {
   const answer = { model: 'llama3.2', message: { role: 'assistant', content: 'Hi' }, done: true, eval_count: 7, prompt_eval_count: 12, eval_duration: 70_000_000 }
-  t.same(summarizeOllamaBody(answer), { model: 'llama3.2', usage: { output: 7, input: 12 }, extra: { eval_duration_ms: 70, eval_rate_tps: 100 } })
+  t.same(summarizeOllamaBody(answer), { model: 'llama3.2', usage: { output: 7, input: 12 }, extra: { eval_duration_ms: 70, eval_rate_tps: 100 }, reported: { generation: 0.07 } })
   t.same(summarizeOllamaBody('nope'), {})
   const sel = selectParser('auto', '/api/generate', 'application/json; charset=utf-8', ctx)
   t.equal(sel.provider, 'ollama')

@@ -1,4 +1,5 @@
 import type { GapRuns, Observations } from '../../timing/observations.ts'
+import type { ReportedTimes } from '../../parsers/reported-times.ts'
 
 /**
  * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
@@ -51,6 +52,14 @@ export interface FinishedRequest {
   readonly endedAt: number
   /** The route's latency SLO verdict (routes with `slo:`; undefined when not judged). */
   readonly slo?: 'met' | 'missed'
+  /** The upstream's own timings by phase (seconds), as it reported them. */
+  readonly upstreamReported?: ReportedTimes
+  /** TTFT − the upstream's reported queue + load + prompt. */
+  readonly outsideUpstream?: number
+  /** Seconds a streamed response waited for the client's socket. */
+  readonly clientWriteWait?: number
+  /** That wait was over 100 ms; undefined when the response was not a stream. */
+  readonly slowClient?: boolean
 }
 
 /** A FinishedRequest from a request's Observations (what the Recorder hands its listeners). */
@@ -83,5 +92,9 @@ export function fromObservations(o: Observations): FinishedRequest {
     concurrency: o.concurrency,
     endedAt: o.endedAt,
     slo: m.slo,
+    upstreamReported: o.upstreamReported,
+    outsideUpstream: o.outsideUpstream,
+    clientWriteWait: o.clientWriteWait,
+    slowClient: o.slowClient,
   }
 }

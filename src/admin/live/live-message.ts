@@ -270,12 +270,15 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       ...(i < MAX_DISTRIBUTIONS ? { dist: distribution(s.sketches.itl, now) } : {}),
     }
   })
+  const windowCounts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
   const routes: Record<string, unknown>[] = []
   for (const route of new Set(shown.map((s) => s.route))) {
     const b = stats.routes.get(route)
     if (b === undefined) continue
+    // Counts are cheap to read: fresh every message, unlike the bands' quantiles.
+    const clients = { streamed: windowCounts(b.streamed), slow: windowCounts(b.slowClients) }
     if (b.sent !== undefined && (second + b.seq) % LONG_REFRESH_SECONDS !== 0) {
-      routes.push(b.sent as Record<string, unknown>)
+      routes.push({ ...(b.sent as Record<string, unknown>), clients })
       continue
     }
     const sent = {
@@ -284,7 +287,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
     }
     b.sent = sent
-    routes.push(sent)
+    routes.push({ ...sent, clients })
   }
   const streams: Record<string, unknown>[] = []
   const stallMs = stallSeconds * 1000

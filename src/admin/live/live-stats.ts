@@ -88,6 +88,9 @@ export class RouteBands {
   readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
   /** The route's requests judged against its `slo:` (none when it has no SLO). */
   readonly slo = { met: new SlidingCounter(), missed: new SlidingCounter() }
+  /** Streamed requests, and those whose bytes waited over 100 ms for the client's socket (a slow client). */
+  readonly streamed = new SlidingCounter()
+  readonly slowClients = new SlidingCounter()
   lastAt = 0
 }
 
@@ -151,6 +154,10 @@ export class LiveStats {
     }
     bands.lastAt = now
     if (r.slo !== undefined) bands.slo[r.slo].add(1, now)
+    if (r.slowClient !== undefined) {
+      bands.streamed.add(1, now)
+      if (r.slowClient) bands.slowClients.add(1, now)
+    }
     const byLength = bands.length[r.lengthBand]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
     if (r.tpot !== undefined) {

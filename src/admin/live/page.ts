@@ -326,8 +326,12 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     })
     renderRealtime(msg.realtime)
     msg.routes.forEach(function (b) {
+      var streamed = b.clients.streamed[win]
+      var slow = b.clients.slow[win]
       card(b.route).bands.innerHTML = '<div><h2>By output length, last 5 min</h2>' + bandTable('length', b.length) + '</div>' +
-        '<div><h2>By concurrency at start, last 5 min</h2>' + bandTable('in flight', b.concurrency) + '</div>'
+        '<div><h2>By concurrency at start, last 5 min</h2>' + bandTable('in flight', b.concurrency) + '</div>' +
+        '<div data-slow-clients="' + slow + '/' + streamed + '">Slow clients (bytes waited &gt; 100 ms for the client socket): <b>' +
+        (streamed > 0 ? Math.round((100 * slow) / streamed) + ' %' : '–') + '</b> of ' + num(streamed) + ' streamed requests</div>'
     })
   }
 

@@ -1,4 +1,6 @@
 import type { FinishedRequest } from './finished-request.ts'
+import { REPORTED_PHASES } from '../../parsers/reported-times.ts'
+import type { ReportedTimes } from '../../parsers/reported-times.ts'
 
 /**
  * The last N finished requests, for `GET /debug/requests/{id}`: a ring of their figures in
@@ -9,7 +11,7 @@ import type { FinishedRequest } from './finished-request.ts'
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'slo'>
+export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'slo' | 'slowClient'>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [
@@ -29,7 +31,15 @@ const NUMBERS = [
   'chunks',
   'concurrency',
   'endedAt',
-] as const satisfies readonly (keyof RecentRequest)[]
+  'outsideUpstream',
+  'clientWriteWait',
+  // The upstream's reported phases, one column each.
+  'queue',
+  'load',
+  'prompt',
+  'generation',
+  'total',
+] as const satisfies readonly (keyof RecentRequest | keyof ReportedTimes)[]
 const WIDTH = NUMBERS.length
 /** Rows per page: pages are allocated as the ring fills, so a large capacity costs only what is used. */
 const PAGE_BITS = 10
@@ -90,7 +100,15 @@ export class RecentRequests {
     row[o++] = num(r.inputTokens)
     row[o++] = r.chunks
     row[o++] = r.concurrency
-    row[o] = r.endedAt
+    row[o++] = r.endedAt
+    row[o++] = num(r.outsideUpstream)
+    row[o++] = num(r.clientWriteWait)
+    const reported = r.upstreamReported
+    row[o++] = num(reported?.queue)
+    row[o++] = num(reported?.load)
+    row[o++] = num(reported?.prompt)
+    row[o++] = num(reported?.generation)
+    row[o] = num(reported?.total)
     this.#next = slot + 1 === this.capacity ? 0 : slot + 1
   }
 
@@ -131,8 +149,23 @@ export class RecentRequests {
       chunks: field.chunks,
       concurrency: field.concurrency,
       endedAt: field.endedAt,
+      upstreamReported: reportedOf(field),
+      outsideUpstream: opt(field.outsideUpstream),
+      clientWriteWait: opt(field.clientWriteWait),
     } satisfies { readonly [K in keyof Required<RecentRequest>]: RecentRequest[K] }
   }
+}
+
+/** The reported phases of a row, only those it has; undefined when none. */
+function reportedOf(field: Readonly<Record<keyof ReportedTimes, number>>): ReportedTimes | undefined {
+  let reported: ReportedTimes | undefined
+  for (const phase of REPORTED_PHASES) {
+    const v = field[phase]
+    if (Number.isNaN(v)) continue
+    reported ??= {}
+    reported[phase] = v
+  }
+  return reported
 }
 
 const ms = (seconds: number | undefined): number | null => (seconds === undefined ? null : Math.round(seconds * 1e6) / 1e3)
@@ -165,6 +198,13 @@ export function requestView(r: RecentRequest, now: number, wallNow: number): Rec
     chunks: r.chunks,
     tps: r.tps === undefined ? null : Math.round(r.tps * 100) / 100,
     concurrency: r.concurrency,
+    upstream_queue_ms: ms(r.upstreamReported?.queue),
+    upstream_load_ms: ms(r.upstreamReported?.load),
+    upstream_prompt_ms: ms(r.upstreamReported?.prompt),
+    upstream_generation_ms: ms(r.upstreamReported?.generation),
+    upstream_total_ms: ms(r.upstreamReported?.total),
+    ttft_outside_upstream_ms: ms(r.outsideUpstream),
+    client_write_wait_ms: ms(r.clientWriteWait),
     ended_at: new Date(wallNow - (now - r.endedAt)).toISOString(),
   }
 }
