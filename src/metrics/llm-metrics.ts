@@ -51,6 +51,10 @@ interface Bound {
   readonly interChunk: HistogramSeries
   readonly tps: HistogramSeries
   readonly input: CounterSeries
+  /** Made at the first request whose provider reported them: most label sets never have one. */
+  cacheRead?: CounterSeries
+  cacheWrite?: CounterSeries
+  reasoning?: CounterSeries
   readonly maxGap: HistogramSeries
   readonly stalls: CounterSeries
   readonly tokensPerChunk: HistogramSeries
@@ -78,6 +82,8 @@ export class LlmMetrics {
   readonly tps: Histogram
   readonly outputTokens: Counter
   readonly inputTokens: Counter
+  readonly cachedInputTokens: Counter
+  readonly reasoningTokens: Counter
   readonly requests: Counter
   readonly parseErrors: Counter
   readonly usageInjections: Counter
@@ -155,6 +161,16 @@ export class LlmMetrics {
     this.inputTokens = new Counter({
       name: 'llm_input_tokens_total',
       help: 'Input tokens the provider reported.',
+      labelNames,
+    })
+    this.cachedInputTokens = new Counter({
+      name: 'llm_cached_input_tokens_total',
+      help: 'Input tokens the provider reported as read from (cache="read") or written to (cache="write") its prompt cache; part of llm_input_tokens_total.',
+      labelNames: [...BASE, 'cache'],
+    })
+    this.reasoningTokens = new Counter({
+      name: 'llm_reasoning_tokens_total',
+      help: 'Reasoning (thinking) output tokens the provider reported, never estimated; part of llm_output_tokens_total.',
       labelNames,
     })
     this.requests = new Counter({
@@ -264,6 +280,8 @@ export class LlmMetrics {
       this.tps,
       this.outputTokens,
       this.inputTokens,
+      this.cachedInputTokens,
+      this.reasoningTokens,
       this.requests,
       this.parseErrors,
       this.usageInjections,
@@ -377,6 +395,18 @@ export class LlmMetrics {
     if (o.inputTokens !== undefined) {
       b.input.inc(o.inputTokens)
       b.inputPerRequest.observe(o.inputTokens)
+    }
+    if (o.cacheReadTokens !== undefined) {
+      b.cacheRead ??= this.cachedInputTokens.labels(...o.labelValues, 'read')
+      b.cacheRead.inc(o.cacheReadTokens)
+    }
+    if (o.cacheWriteTokens !== undefined) {
+      b.cacheWrite ??= this.cachedInputTokens.labels(...o.labelValues, 'write')
+      b.cacheWrite.inc(o.cacheWriteTokens)
+    }
+    if (o.reasoningTokens !== undefined) {
+      b.reasoning ??= this.reasoningTokens.labels(...o.labelValues)
+      b.reasoning.inc(o.reasoningTokens)
     }
     if (o.overheadRequest !== undefined) b.overheadRequest.observe(o.overheadRequest)
     if (o.overheadFirstChunk !== undefined) b.overheadFirstChunk.observe(o.overheadFirstChunk)

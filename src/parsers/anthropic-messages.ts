@@ -1,7 +1,7 @@
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
-import { isObject, nonEmpty } from './json.ts'
+import { isCount, isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -14,7 +14,8 @@ import type { Json } from './json.ts'
  * `cache_read_input_tokens` + `cache_creation_input_tokens`; its `output_tokens` is a
  * placeholder, ignored); `message_delta.usage` is cumulative and final: its `output_tokens` is the
  * output, and where it repeats the input fields (newer API versions, server tools) they replace
- * the start's. `event: error` (`overloaded_error`, …) is a provider error.
+ * the start's. The cache reads and writes are `cache_read_input_tokens` and
+ * `cache_creation_input_tokens`, as reported. `event: error` (`overloaded_error`, …) is a provider error.
  * https://docs.anthropic.com/en/docs/build-with-claude/streaming
  */
 
@@ -26,14 +27,17 @@ interface InputParts {
 }
 
 function readInput(usage: Json, parts: InputParts): void {
-  if (typeof usage.input_tokens === 'number') parts.input = usage.input_tokens
-  if (typeof usage.cache_read_input_tokens === 'number') parts.cacheRead = usage.cache_read_input_tokens
-  if (typeof usage.cache_creation_input_tokens === 'number') parts.cacheCreation = usage.cache_creation_input_tokens
+  if (isCount(usage.input_tokens)) parts.input = usage.input_tokens
+  if (isCount(usage.cache_read_input_tokens)) parts.cacheRead = usage.cache_read_input_tokens
+  if (isCount(usage.cache_creation_input_tokens)) parts.cacheCreation = usage.cache_creation_input_tokens
 }
 
-function inputTotal(parts: InputParts): number | undefined {
-  if (parts.input === undefined && parts.cacheRead === undefined && parts.cacheCreation === undefined) return undefined
-  return (parts.input ?? 0) + (parts.cacheRead ?? 0) + (parts.cacheCreation ?? 0)
+/** The input total (the three parts summed) and the cache read and write counts, as reported. */
+function applyInput(parts: InputParts, u: Usage): void {
+  if (parts.input === undefined && parts.cacheRead === undefined && parts.cacheCreation === undefined) return
+  u.input = (parts.input ?? 0) + (parts.cacheRead ?? 0) + (parts.cacheCreation ?? 0)
+  if (parts.cacheRead !== undefined) u.cacheRead = parts.cacheRead
+  if (parts.cacheCreation !== undefined) u.cacheWrite = parts.cacheCreation
 }
 
 function errorName(value: Json): string {
@@ -95,8 +99,7 @@ export class AnthropicMessagesParser extends SseJsonParser {
   #usage(usage: Json, final: boolean): void {
     readInput(usage, this.#input)
     const u = usageOf(this.summary)
-    const input = inputTotal(this.#input)
-    if (input !== undefined) u.input = input
+    applyInput(this.#input, u)
     // message_start's output_tokens is a placeholder (1–5); only message_delta's is a count.
     if (final && typeof usage.output_tokens === 'number') u.output = usage.output_tokens
   }
@@ -113,8 +116,7 @@ export function summarizeAnthropicBody(value: unknown): StreamSummary {
     const parts: InputParts = {}
     readInput(usage, parts)
     const u: Usage = {}
-    const input = inputTotal(parts)
-    if (input !== undefined) u.input = input
+    applyInput(parts, u)
     if (typeof usage.output_tokens === 'number') u.output = usage.output_tokens
     summary.usage = u
   }

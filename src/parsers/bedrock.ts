@@ -34,6 +34,22 @@ export function bedrockModelFromPath(path: string): string | undefined {
   }
 }
 
+/**
+ * Converse usage: `inputTokens` excludes the prompt cache's tokens (`totalTokens` adds
+ * `cacheReadInputTokens` and `cacheWriteInputTokens`), so the input here is their sum, as
+ * Anthropic's is: cached input tokens are always a part of the input count.
+ * https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html
+ */
+function converseUsage(usage: Json, summary: StreamSummary): void {
+  const u = usageOf(summary)
+  if (isCount(usage.outputTokens)) u.output = usage.outputTokens
+  const read = isCount(usage.cacheReadInputTokens) ? usage.cacheReadInputTokens : undefined
+  const write = isCount(usage.cacheWriteInputTokens) ? usage.cacheWriteInputTokens : undefined
+  if (read !== undefined) u.cacheRead = read
+  if (write !== undefined) u.cacheWrite = write
+  if (isCount(usage.inputTokens)) u.input = usage.inputTokens + (read ?? 0) + (write ?? 0)
+}
+
 /** Usage from a Converse answer (`usage.inputTokens`) or a model-native InvokeModel body. */
 export function summarizeBedrockBody(value: unknown): StreamSummary {
   const summary: StreamSummary = {}
@@ -41,8 +57,7 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
   if (nonEmpty(value.model)) summary.model = value.model
   const u = value.usage
   if (isObject(u)) {
-    if (isCount(u.outputTokens)) usageOf(summary).output = u.outputTokens
-    if (isCount(u.inputTokens)) usageOf(summary).input = u.inputTokens
+    converseUsage(u, summary)
     if (isCount(u.output_tokens)) usageOf(summary).output = u.output_tokens
     if (isCount(u.input_tokens)) usageOf(summary).input = u.input_tokens
   }
@@ -116,9 +131,7 @@ export class BedrockParser extends DecodedParser {
   }
 
   #converseUsage(usage: unknown): void {
-    if (!isObject(usage)) return
-    if (isCount(usage.outputTokens)) usageOf(this.summary).output = usage.outputTokens
-    if (isCount(usage.inputTokens)) usageOf(this.summary).input = usage.inputTokens
+    if (isObject(usage)) converseUsage(usage, this.summary)
   }
 
   /** InvokeModelWithResponseStream: the model's own chunk, base64 in `bytes`. */
@@ -137,6 +150,8 @@ export class BedrockParser extends DecodedParser {
     if (isObject(metrics)) {
       if (isCount(metrics.outputTokenCount)) usageOf(summary).output = metrics.outputTokenCount
       if (isCount(metrics.inputTokenCount)) usageOf(summary).input = metrics.inputTokenCount
+      if (isCount(metrics.cacheReadInputTokenCount)) usageOf(summary).cacheRead = metrics.cacheReadInputTokenCount
+      if (isCount(metrics.cacheWriteInputTokenCount)) usageOf(summary).cacheWrite = metrics.cacheWriteInputTokenCount
     }
     switch (inner.type) {
       case 'message_start': {

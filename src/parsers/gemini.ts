@@ -133,6 +133,8 @@ class GeminiReader {
     const thoughts = isCount(meta.thoughtsTokenCount) ? meta.thoughtsTokenCount : undefined
     if (candidates !== undefined || thoughts !== undefined) usage.output = (candidates ?? 0) + (thoughts ?? 0)
     if (thoughts !== undefined) usage.reasoning = thoughts
+    // Part of promptTokenCount: the prompt tokens served from a context cache (explicit or implicit).
+    if (isCount(meta.cachedContentTokenCount)) usage.cacheRead = meta.cachedContentTokenCount
     return { candidates, thoughts }
   }
 }

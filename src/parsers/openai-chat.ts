@@ -1,8 +1,9 @@
 import { ownCopy } from './bytes.ts'
+import { readOpenAIDetails } from './openai-body.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
-import { isObject, nonEmpty } from './json.ts'
+import { isCount, isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
@@ -259,8 +260,7 @@ export class OpenAIChatParser extends SseJsonParser {
     const u = usageOf(summary)
     if (typeof usage.completion_tokens === 'number') u.output = usage.completion_tokens
     if (typeof usage.prompt_tokens === 'number') u.input = usage.prompt_tokens
-    const details = usage.completion_tokens_details
-    if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
+    readOpenAIDetails(usage, u)
   }
 
   /** A chunk without `usage`: Groq's `x_groq.usage`, else llama.cpp's `timings`. A top-level `usage` seen before wins. */
@@ -277,5 +277,6 @@ export class OpenAIChatParser extends SseJsonParser {
     // prompt_n counts the prompt tokens evaluated; those reused from the KV cache are cache_n (-1: none).
     const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? timings.cache_n : 0
     if (typeof timings.prompt_n === 'number') u.input = timings.prompt_n + cached
+    if (isCount(timings.cache_n)) u.cacheRead = cached
   }
 }

@@ -3,6 +3,7 @@ import { ContentKind } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
 import { isObject, nonEmpty } from './json.ts'
 import type { Json } from './json.ts'
+import { readOpenAIDetails } from './openai-body.ts'
 
 /**
  * OpenAI Responses API (`POST /v1/responses`), as OpenAI, Azure (`/openai/v1/responses`),
@@ -32,14 +33,13 @@ const CONTENT: ReadonlyMap<string, ContentKind> = new Map([
   ['response.code_interpreter_call_code.delta', ContentKind.tool],
 ])
 
-/** `usage` of a response object: `{input_tokens, output_tokens, output_tokens_details.reasoning_tokens}`. */
+/** `usage` of a response object: `{input_tokens, input_tokens_details.cached_tokens, output_tokens, output_tokens_details.reasoning_tokens}`. */
 function responsesUsage(usage: unknown): Usage | undefined {
   if (!isObject(usage)) return undefined
   const u: Usage = {}
   if (typeof usage.output_tokens === 'number') u.output = usage.output_tokens
   if (typeof usage.input_tokens === 'number') u.input = usage.input_tokens
-  const details = usage.output_tokens_details
-  if (isObject(details) && typeof details.reasoning_tokens === 'number') u.reasoning = details.reasoning_tokens
+  readOpenAIDetails(usage, u)
   return u
 }
 

@@ -115,6 +115,10 @@ export interface Observations {
   readonly outputSource: TokenSource
   /** Input tokens the provider reported (0 included). */
   readonly inputTokens: number | undefined
+  /** Reasoning tokens and cached input tokens (read, written) the provider reported (0 included); never estimated. */
+  readonly reasoningTokens: number | undefined
+  readonly cacheReadTokens: number | undefined
+  readonly cacheWriteTokens: number | undefined
   readonly estimateRatio: number | undefined
   readonly concurrency: number
   readonly overheadRequest: number | undefined
@@ -287,6 +291,9 @@ export class RecordPolicy {
       outputTokens: m.outputSource === TokenSource.usage || m.outputTokens > 0 ? m.outputTokens : undefined,
       outputSource: m.outputSource,
       inputTokens: m.inputTokens,
+      reasoningTokens: m.reasoningTokens,
+      cacheReadTokens: m.cacheReadTokens,
+      cacheWriteTokens: m.cacheWriteTokens,
       estimateRatio: m.estimateRatio,
       concurrency: who.concurrency,
       overheadRequest: who.overhead.request,
