@@ -9,6 +9,7 @@ import type { Config, RouteConfig } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
+import { TenantResolver } from './metrics/tenant.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
 import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
 import { sendError } from './proxy/error-answer.ts'
@@ -103,13 +104,14 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
-  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn })
+  const tenant = config.metrics.tenant
+  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn, tenant: tenant !== undefined })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
     (add) => {
-      for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel), 1)
+      for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel, ex.tenant), 1)
     },
-    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, bandedLabelNames: policy.bandedLabelNames },
+    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, labelNames: policy.labelNames, bandedLabelNames: policy.bandedLabelNames },
   )
   for (const m of metrics.all()) registry.register(m)
   const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
@@ -125,9 +127,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     onRecordError: recorder.onRecordError,
   }
   const finishing = new FinishQueue()
-  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now)
+  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant))
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
-  registerRealtimeMetrics(realtime, registry, config.metrics.buckets)
+  registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labelNames)
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
@@ -184,8 +186,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         }
         const pending = pendingUpgrade(req)
         if (pending !== undefined) {
-          const { target, id } = opener.identify(proxied, req, url)
-          realtime.pass(req, pending, { route: proxied.runtime, id, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
+          const { target, id, tenant } = opener.identify(proxied, req, url)
+          realtime.pass(req, pending, { route: proxied.runtime, id, tenant, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
           return
         }
         const { ex, target } = opener.open(proxied, req, url, request.tokentapStart)

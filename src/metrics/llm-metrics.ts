@@ -20,6 +20,8 @@ export interface LlmMetricsOptions {
   readonly stallSeconds: number
   /** Attach request ids as exemplars to TTFT, ITL, E2E (and max-gap) buckets. */
   readonly exemplars: boolean
+  /** The label names of every series before its own (the policy's: SERIES_LABELS, plus `tenant` when on). */
+  readonly labelNames?: readonly string[]
   /** The label names of the ITL and TPOT series (the policy's: `length_band` when on). */
   readonly bandedLabelNames?: readonly string[]
   /** Native histograms beside the classic buckets (`metrics.native_histograms`). */
@@ -42,8 +44,6 @@ const OverheadPhase = { request: 'request', firstChunk: 'first_chunk', chunk: 'c
 const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
 /** Estimate ÷ usage: dense around 1, where a good tokenizer lands. */
 const ESTIMATE_RATIO_BUCKETS = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.5, 2] as const
-
-const BASE = SERIES_LABELS
 
 /** One label set's bound children, so a request looks its series up once. */
 interface Bound {
@@ -108,7 +108,7 @@ export class LlmMetrics {
   constructor(buckets: Config['metrics']['buckets'], inFlight: (add: (labels: readonly string[], value: number) => void) => void, options: LlmMetricsOptions = { stallSeconds: 1, exemplars: false }) {
     this.#options = options
     this.#wallSeconds = options.wallSeconds ?? (() => Date.now() / 1000)
-    const labelNames = BASE
+    const labelNames = options.labelNames ?? SERIES_LABELS
     const native = options.native
     this.ttft = new Histogram({
       name: 'llm_time_to_first_token_seconds',
@@ -142,7 +142,7 @@ export class LlmMetrics {
     this.e2e = new Histogram({
       name: 'llm_request_duration_seconds',
       help: 'End-to-end latency: last response byte written minus request headers received, every request.',
-      labelNames: [...BASE, 'outcome'],
+      labelNames: [...labelNames, 'outcome'],
       buckets: buckets.e2e,
       native,
     })
@@ -156,7 +156,7 @@ export class LlmMetrics {
     this.outputTokens = new Counter({
       name: 'llm_output_tokens_total',
       help: 'Output tokens: the provider-reported count (source="usage") when given, else the streamed tokens counted exactly from per-token events (source="stream") or by the tokenizer (source="estimate").',
-      labelNames: [...BASE, 'source'],
+      labelNames: [...labelNames, 'source'],
     })
     this.inputTokens = new Counter({
       name: 'llm_input_tokens_total',
@@ -166,7 +166,7 @@ export class LlmMetrics {
     this.cachedInputTokens = new Counter({
       name: 'llm_cached_input_tokens_total',
       help: 'Input tokens the provider reported as read from (cache="read") or written to (cache="write") its prompt cache; part of llm_input_tokens_total.',
-      labelNames: [...BASE, 'cache'],
+      labelNames: [...labelNames, 'cache'],
     })
     this.reasoningTokens = new Counter({
       name: 'llm_reasoning_tokens_total',
@@ -176,7 +176,7 @@ export class LlmMetrics {
     this.requests = new Counter({
       name: 'llm_requests_total',
       help: 'Proxied requests by outcome (ok, error, cancelled) and HTTP status code.',
-      labelNames: [...BASE, 'outcome', 'status_code'],
+      labelNames: [...labelNames, 'outcome', 'status_code'],
     })
     this.parseErrors = new Counter({
       name: 'llm_parse_errors_total',
@@ -230,7 +230,7 @@ export class LlmMetrics {
     this.slo = new Counter({
       name: 'llm_slo_requests_total',
       help: 'Requests judged against their route SLO (TTFT <= slo.ttft_seconds and own ITL P99 <= slo.itl_p99_seconds), by slo="met"|"missed".',
-      labelNames: [...BASE, 'slo'],
+      labelNames: [...labelNames, 'slo'],
     })
     this.estimateRatio = new Histogram({
       name: 'llm_token_estimate_ratio',
@@ -249,7 +249,7 @@ export class LlmMetrics {
     this.outputPerRequest = new Histogram({
       name: 'llm_request_output_tokens',
       help: 'Output tokens of one request (as llm_output_tokens_total counts them, by source), once per request with output.',
-      labelNames: [...BASE, 'source'],
+      labelNames: [...labelNames, 'source'],
       buckets: TOKEN_COUNT_BUCKETS,
       native,
     })
@@ -263,7 +263,7 @@ export class LlmMetrics {
     this.overhead = new Histogram({
       name: 'llm_proxy_overhead_seconds',
       help: "The proxy's own cost, by phase: request = request headers received to the request head written upstream; first_chunk = the upstream read completing the first content chunk to that read written to the client; chunk = per request, the mean of read to written over its content reads.",
-      labelNames: [...BASE, 'phase'],
+      labelNames: [...labelNames, 'phase'],
       buckets: OVERHEAD_BUCKETS,
       native,
     })

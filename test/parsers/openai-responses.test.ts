@@ -19,7 +19,7 @@ interface Case {
   file: string
   deltas: Record<string, number>
   kinds: Record<string, number>
-  usage?: { output: number; input: number; reasoning: number }
+  usage?: { output: number; input: number; reasoning: number; cacheRead: number }
   model: string
   error?: string
 }
