@@ -10,6 +10,7 @@ import { TokentapError } from './errors.ts'
 import { nativeOptions } from './metrics/histogram.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
+import { TenantResolver } from './metrics/tenant.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
 import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
 import { appHeadersOf } from './proxy/app-headers.ts'
@@ -106,13 +107,14 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics, protobuf: native !== undefined })
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
-  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn })
+  const tenant = config.metrics.tenant
+  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn, tenant: tenant !== undefined })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
     (add) => {
-      for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel), 1)
+      for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel, ex.tenant), 1)
     },
-    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, bandedLabelNames: policy.bandedLabelNames, native },
+    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, labelNames: policy.labelNames, bandedLabelNames: policy.bandedLabelNames, native },
   )
   for (const m of metrics.all()) registry.register(m)
   const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
@@ -128,9 +130,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     onRecordError: recorder.onRecordError,
   }
   const finishing = new FinishQueue()
-  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now)
+  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant))
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
-  registerRealtimeMetrics(realtime, registry, config.metrics.buckets, native)
+  registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labelNames, native)
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
@@ -190,8 +192,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         }
         const pending = pendingUpgrade(req)
         if (pending !== undefined) {
-          const { target, id } = opener.identify(proxied, req, url)
-          realtime.pass(req, pending, { route: proxied.runtime, id, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
+          const { target, id, tenant } = opener.identify(proxied, req, url)
+          realtime.pass(req, pending, { route: proxied.runtime, id, tenant, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
           return
         }
         const { ex, target } = opener.open(proxied, req, url, request.tokentapStart)

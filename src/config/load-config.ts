@@ -83,6 +83,11 @@ export function validateConfig(raw: unknown): Config {
       throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'routes[${i}]' needs exactly one of 'upstream' or 'simulator'`)
     }
   })
+  const tenant = config.metrics.tenant
+  if (tenant !== undefined) {
+    if (tenant.from === 'api_key' && tenant.secret === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'metrics.tenant.secret' is needed with 'from: api_key'`)
+    if (tenant.from !== 'api_key' && tenant.header === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'metrics.tenant.header' is needed (or 'from: api_key' with a 'secret')`)
+  }
   return deepFreeze(config)
 }
 

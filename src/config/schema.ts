@@ -181,6 +181,20 @@ export const configSchema = {
             bucket_limit: { type: 'integer', minimum: 1, maximum: 10_000, default: 160 },
           },
         },
+        // Opt-in `tenant` label on every llm_ series (docs/metrics.md, "Tenants"): a request
+        // header's value, or `from: api_key` a keyed hash of the request's API key (never the key).
+        tenant: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            header: { type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+            from: { enum: ['header', 'api_key'], default: 'header' },
+            // The HMAC key of `from: api_key`: at least 16 characters, so the hashes cannot be recomputed from guessed keys.
+            secret: { type: 'string', minLength: 16 },
+            // Distinct tenant values kept per process; later ones are `other` (`none` and `other` do not count).
+            max_values: { type: 'integer', minimum: 1, maximum: 100_000, default: 1000 },
+          },
+        },
       },
     },
     otel: {

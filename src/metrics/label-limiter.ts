@@ -6,7 +6,7 @@ const OTHER = 'other'
 export const UNKNOWN = 'unknown'
 
 /** Longest label value kept; longer model names are cut (they are still one value each). */
-const MAX_VALUE_LENGTH = 128
+export const MAX_VALUE_LENGTH = 128
 
 export class LabelLimiter {
   readonly #max: number

@@ -22,6 +22,8 @@ export interface LlmMetricsOptions {
   readonly stallSeconds: number
   /** Attach request ids as exemplars to TTFT, ITL, E2E (and max-gap) buckets. */
   readonly exemplars: boolean
+  /** The label names of every series before its own (the policy's: SERIES_LABELS, plus `tenant` when on). */
+  readonly labelNames?: readonly string[]
   /** The label names of the ITL and TPOT series (the policy's: `length_band` when on). */
   readonly bandedLabelNames?: readonly string[]
   /** Native histograms beside the classic buckets (`metrics.native_histograms`). */
@@ -48,14 +50,16 @@ const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
 /** Estimate ÷ usage: dense around 1, where a good tokenizer lands. */
 const ESTIMATE_RATIO_BUCKETS = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.5, 2] as const
 
-const BASE = SERIES_LABELS
-
 /** One label set's bound children, so a request looks its series up once. */
 interface Bound {
   readonly ttft: HistogramSeries
   readonly interChunk: HistogramSeries
   readonly tps: HistogramSeries
   readonly input: CounterSeries
+  /** Made at the first request whose provider reported them: most label sets never have one. */
+  cacheRead?: CounterSeries
+  cacheWrite?: CounterSeries
+  reasoning?: CounterSeries
   readonly maxGap: HistogramSeries
   readonly stalls: CounterSeries
   readonly tokensPerChunk: HistogramSeries
@@ -87,6 +91,8 @@ export class LlmMetrics {
   readonly tps: Histogram
   readonly outputTokens: Counter
   readonly inputTokens: Counter
+  readonly cachedInputTokens: Counter
+  readonly reasoningTokens: Counter
   readonly requests: Counter
   readonly parseErrors: Counter
   readonly usageInjections: Counter
@@ -114,7 +120,7 @@ export class LlmMetrics {
   constructor(buckets: Config['metrics']['buckets'], inFlight: (add: (labels: readonly string[], value: number) => void) => void, options: LlmMetricsOptions = { stallSeconds: 1, exemplars: false }) {
     this.#options = options
     this.#wallSeconds = options.wallSeconds ?? (() => Date.now() / 1000)
-    const labelNames = BASE
+    const labelNames = options.labelNames ?? SERIES_LABELS
     const native = options.native
     this.ttft = new Histogram({
       name: 'llm_time_to_first_token_seconds',
@@ -148,7 +154,7 @@ export class LlmMetrics {
     this.e2e = new Histogram({
       name: 'llm_request_duration_seconds',
       help: 'End-to-end latency: last response byte written minus request headers received, every request.',
-      labelNames: [...BASE, 'outcome'],
+      labelNames: [...labelNames, 'outcome'],
       buckets: buckets.e2e,
       native,
     })
@@ -162,17 +168,27 @@ export class LlmMetrics {
     this.outputTokens = new Counter({
       name: 'llm_output_tokens_total',
       help: 'Output tokens: the provider-reported count (source="usage") when given, else the streamed tokens counted exactly from per-token events (source="stream") or by the tokenizer (source="estimate").',
-      labelNames: [...BASE, 'source'],
+      labelNames: [...labelNames, 'source'],
     })
     this.inputTokens = new Counter({
       name: 'llm_input_tokens_total',
       help: 'Input tokens the provider reported.',
       labelNames,
     })
+    this.cachedInputTokens = new Counter({
+      name: 'llm_cached_input_tokens_total',
+      help: 'Input tokens the provider reported as read from (cache="read") or written to (cache="write") its prompt cache; part of llm_input_tokens_total.',
+      labelNames: [...labelNames, 'cache'],
+    })
+    this.reasoningTokens = new Counter({
+      name: 'llm_reasoning_tokens_total',
+      help: 'Reasoning (thinking) output tokens the provider reported, never estimated; part of llm_output_tokens_total.',
+      labelNames,
+    })
     this.requests = new Counter({
       name: 'llm_requests_total',
       help: 'Proxied requests by outcome (ok, error, cancelled) and HTTP status code.',
-      labelNames: [...BASE, 'outcome', 'status_code'],
+      labelNames: [...labelNames, 'outcome', 'status_code'],
     })
     this.parseErrors = new Counter({
       name: 'llm_parse_errors_total',
@@ -226,7 +242,7 @@ export class LlmMetrics {
     this.slo = new Counter({
       name: 'llm_slo_requests_total',
       help: 'Requests judged against their route SLO (TTFT <= slo.ttft_seconds and own ITL P99 <= slo.itl_p99_seconds), by slo="met"|"missed".',
-      labelNames: [...BASE, 'slo'],
+      labelNames: [...labelNames, 'slo'],
     })
     this.estimateRatio = new Histogram({
       name: 'llm_token_estimate_ratio',
@@ -245,7 +261,7 @@ export class LlmMetrics {
     this.outputPerRequest = new Histogram({
       name: 'llm_request_output_tokens',
       help: 'Output tokens of one request (as llm_output_tokens_total counts them, by source), once per request with output.',
-      labelNames: [...BASE, 'source'],
+      labelNames: [...labelNames, 'source'],
       buckets: TOKEN_COUNT_BUCKETS,
       native,
     })
@@ -259,14 +275,14 @@ export class LlmMetrics {
     this.overhead = new Histogram({
       name: 'llm_proxy_overhead_seconds',
       help: "The proxy's own cost, by phase: request = request headers received to the request head written upstream; first_chunk = the upstream read completing the first content chunk to that read written to the client; chunk = per request, the mean of read to written over its content reads.",
-      labelNames: [...BASE, 'phase'],
+      labelNames: [...labelNames, 'phase'],
       buckets: OVERHEAD_BUCKETS,
       native,
     })
     this.upstreamReported = new Histogram({
       name: 'llm_upstream_reported_seconds',
       help: "The upstream's own account of the request, by phase (queue, load, prompt, generation, total), once per request and phase the upstream reported.",
-      labelNames: [...BASE, 'phase'],
+      labelNames: [...labelNames, 'phase'],
       buckets: buckets.e2e,
       native,
     })
@@ -297,6 +313,8 @@ export class LlmMetrics {
       this.tps,
       this.outputTokens,
       this.inputTokens,
+      this.cachedInputTokens,
+      this.reasoningTokens,
       this.requests,
       this.parseErrors,
       this.usageInjections,
@@ -416,6 +434,18 @@ export class LlmMetrics {
     if (o.inputTokens !== undefined) {
       b.input.inc(o.inputTokens)
       b.inputPerRequest.observe(o.inputTokens)
+    }
+    if (o.cacheReadTokens !== undefined) {
+      b.cacheRead ??= this.cachedInputTokens.labels(...o.labelValues, 'read')
+      b.cacheRead.inc(o.cacheReadTokens)
+    }
+    if (o.cacheWriteTokens !== undefined) {
+      b.cacheWrite ??= this.cachedInputTokens.labels(...o.labelValues, 'write')
+      b.cacheWrite.inc(o.cacheWriteTokens)
+    }
+    if (o.reasoningTokens !== undefined) {
+      b.reasoning ??= this.reasoningTokens.labels(...o.labelValues)
+      b.reasoning.inc(o.reasoningTokens)
     }
     if (o.overheadRequest !== undefined) b.overheadRequest.observe(o.overheadRequest)
     if (o.overheadFirstChunk !== undefined) b.overheadFirstChunk.observe(o.overheadFirstChunk)

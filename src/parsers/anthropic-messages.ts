@@ -14,7 +14,8 @@ import type { Json } from './json.ts'
  * `cache_read_input_tokens` + `cache_creation_input_tokens`; its `output_tokens` is a
  * placeholder, ignored); `message_delta.usage` is cumulative and final: its `output_tokens` is the
  * output, and where it repeats the input fields (newer API versions, server tools) they replace
- * the start's. `event: error` (`overloaded_error`, …) is a provider error.
+ * the start's. The cache reads and writes are `cache_read_input_tokens` and
+ * `cache_creation_input_tokens`, as reported. `event: error` (`overloaded_error`, …) is a provider error.
  * https://docs.anthropic.com/en/docs/build-with-claude/streaming
  */
 
@@ -34,9 +35,12 @@ function readInput(usage: Json, parts: InputParts, summary: StreamSummary): void
   if (cacheCreation !== undefined) parts.cacheCreation = cacheCreation
 }
 
-function inputTotal(parts: InputParts): number | undefined {
-  if (parts.input === undefined && parts.cacheRead === undefined && parts.cacheCreation === undefined) return undefined
-  return (parts.input ?? 0) + (parts.cacheRead ?? 0) + (parts.cacheCreation ?? 0)
+/** The input total (the three parts summed) and the cache read and write counts, as reported. */
+function applyInput(parts: InputParts, u: Usage): void {
+  if (parts.input === undefined && parts.cacheRead === undefined && parts.cacheCreation === undefined) return
+  u.input = (parts.input ?? 0) + (parts.cacheRead ?? 0) + (parts.cacheCreation ?? 0)
+  if (parts.cacheRead !== undefined) u.cacheRead = parts.cacheRead
+  if (parts.cacheCreation !== undefined) u.cacheWrite = parts.cacheCreation
 }
 
 function errorName(value: Json): string {
@@ -98,8 +102,7 @@ export class AnthropicMessagesParser extends SseJsonParser {
   #usage(usage: Json, final: boolean): void {
     readInput(usage, this.#input, this.summary)
     const u = usageOf(this.summary)
-    const input = inputTotal(this.#input)
-    if (input !== undefined) u.input = input
+    applyInput(this.#input, u)
     // message_start's output_tokens is a placeholder (1–5); only message_delta's is a count.
     const output = final ? readCount(usage.output_tokens, this.summary, 'output_tokens') : undefined
     if (output !== undefined) u.output = output
@@ -117,8 +120,7 @@ export function summarizeAnthropicBody(value: unknown): StreamSummary {
     const parts: InputParts = {}
     readInput(usage, parts, summary)
     const u: Usage = {}
-    const input = inputTotal(parts)
-    if (input !== undefined) u.input = input
+    applyInput(parts, u)
     const output = readCount(usage.output_tokens, summary, 'output_tokens')
     if (output !== undefined) u.output = output
     summary.usage = u

@@ -42,9 +42,26 @@ export function bedrockModelFromPath(path: string): string | undefined {
 }
 
 /** Sets a usage field from a reported count when it is one (else notes the parse error). */
-function setCount(summary: StreamSummary, field: 'input' | 'output', value: unknown, name: string): void {
+function setCount(summary: StreamSummary, field: 'input' | 'output' | 'cacheRead' | 'cacheWrite', value: unknown, name: string): void {
   const n = readCount(value, summary, name)
   if (n !== undefined) usageOf(summary)[field] = n
+}
+
+/**
+ * Converse usage: `inputTokens` excludes the prompt cache's tokens (`totalTokens` adds
+ * `cacheReadInputTokens` and `cacheWriteInputTokens`), so the input here is their sum, as
+ * Anthropic's is: cached input tokens are always a part of the input count.
+ * https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html
+ */
+function converseUsage(usage: Json, summary: StreamSummary): void {
+  setCount(summary, 'output', usage.outputTokens, 'outputTokens')
+  const read = readCount(usage.cacheReadInputTokens, summary, 'cacheReadInputTokens')
+  const write = readCount(usage.cacheWriteInputTokens, summary, 'cacheWriteInputTokens')
+  const u = usageOf(summary)
+  if (read !== undefined) u.cacheRead = read
+  if (write !== undefined) u.cacheWrite = write
+  const input = readCount(usage.inputTokens, summary, 'inputTokens')
+  if (input !== undefined) u.input = input + (read ?? 0) + (write ?? 0)
 }
 
 /** Usage from a Converse answer (`usage.inputTokens`) or a model-native InvokeModel body. */
@@ -54,8 +71,7 @@ export function summarizeBedrockBody(value: unknown): StreamSummary {
   if (nonEmpty(value.model)) summary.model = value.model
   const u = value.usage
   if (isObject(u)) {
-    setCount(summary, 'output', u.outputTokens, 'outputTokens')
-    setCount(summary, 'input', u.inputTokens, 'inputTokens')
+    converseUsage(u, summary)
     setCount(summary, 'output', u.output_tokens, 'output_tokens')
     setCount(summary, 'input', u.input_tokens, 'input_tokens')
   }
@@ -131,9 +147,7 @@ export class BedrockParser extends DecodedParser {
   }
 
   #converseUsage(usage: unknown): void {
-    if (!isObject(usage)) return
-    setCount(this.summary, 'output', usage.outputTokens, 'outputTokens')
-    setCount(this.summary, 'input', usage.inputTokens, 'inputTokens')
+    if (isObject(usage)) converseUsage(usage, this.summary)
   }
 
   /** InvokeModelWithResponseStream: the model's own chunk, base64 in `bytes`. */
@@ -152,6 +166,8 @@ export class BedrockParser extends DecodedParser {
     if (isObject(metrics)) {
       setCount(summary, 'output', metrics.outputTokenCount, 'outputTokenCount')
       setCount(summary, 'input', metrics.inputTokenCount, 'inputTokenCount')
+      setCount(summary, 'cacheRead', metrics.cacheReadInputTokenCount, 'cacheReadInputTokenCount')
+      setCount(summary, 'cacheWrite', metrics.cacheWriteInputTokenCount, 'cacheWriteInputTokenCount')
       reportTime(summary, ReportedPhase.prompt, metrics.firstByteLatency, Unit.ms)
       reportTime(summary, ReportedPhase.total, metrics.invocationLatency, Unit.ms)
     }

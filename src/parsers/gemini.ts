@@ -134,6 +134,9 @@ class GeminiReader {
     const thoughts = readCount(meta.thoughtsTokenCount, summary, 'thoughtsTokenCount')
     if (candidates !== undefined || thoughts !== undefined) usage.output = (candidates ?? 0) + (thoughts ?? 0)
     if (thoughts !== undefined) usage.reasoning = thoughts
+    // Part of promptTokenCount: the prompt tokens served from a context cache (explicit or implicit).
+    const cached = readCount(meta.cachedContentTokenCount, summary, 'cachedContentTokenCount')
+    if (cached !== undefined) usage.cacheRead = cached
     return { candidates, thoughts }
   }
 }

@@ -1,6 +1,25 @@
-import { readCount } from './json.ts'
+import { isObject, readCount } from './json.ts'
+import type { Json } from './json.ts'
 import type { StreamSummary, Usage } from './types.ts'
 import { readGroqTimes, readLlamaCppTimes } from './openai-chat.ts'
+
+/**
+ * The token breakdowns of an OpenAI-style `usage` object, as reported (never estimated):
+ * reasoning from `completion_tokens_details.reasoning_tokens` (Responses:
+ * `output_tokens_details`), cache reads from `prompt_tokens_details.cached_tokens` (Responses:
+ * `input_tokens_details`), else DeepSeek's `prompt_cache_hit_tokens`. Both are parts of the
+ * output and input counts. https://platform.openai.com/docs/api-reference/chat/object
+ * https://api-docs.deepseek.com/guides/kv_cache
+ */
+export function readOpenAIDetails(usage: Json, u: Usage, summary: StreamSummary): void {
+  const out = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : usage.output_tokens_details
+  const reasoning = isObject(out) ? readCount(out.reasoning_tokens, summary, 'reasoning_tokens') : undefined
+  if (reasoning !== undefined) u.reasoning = reasoning
+  const prompt = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : usage.input_tokens_details
+  const cached =
+    isObject(prompt) && prompt.cached_tokens !== undefined ? readCount(prompt.cached_tokens, summary, 'cached_tokens') : readCount(usage.prompt_cache_hit_tokens, summary, 'prompt_cache_hit_tokens')
+  if (cached !== undefined) u.cacheRead = cached
+}
 
 /** Usage and model of a whole OpenAI-style JSON answer (chat, completions, errors). */
 export function summarizeOpenAIBody(value: unknown): StreamSummary {
@@ -8,16 +27,14 @@ export function summarizeOpenAIBody(value: unknown): StreamSummary {
   const v = value as Record<string, unknown>
   const summary: StreamSummary = {}
   if (typeof v.model === 'string' && v.model) summary.model = v.model
-  const u = v.usage as Record<string, unknown> | undefined
-  if (typeof u === 'object' && u !== null) {
+  const u = v.usage
+  if (isObject(u)) {
     const usage: Usage = {}
     const output = readCount(u.completion_tokens, summary, 'completion_tokens')
     if (output !== undefined) usage.output = output
     const input = readCount(u.prompt_tokens, summary, 'prompt_tokens')
     if (input !== undefined) usage.input = input
-    const d = u.completion_tokens_details as Record<string, unknown> | undefined
-    const reasoning = typeof d === 'object' && d !== null ? readCount(d.reasoning_tokens, summary, 'reasoning_tokens') : undefined
-    if (reasoning !== undefined) usage.reasoning = reasoning
+    readOpenAIDetails(u, usage, summary)
     summary.usage = usage
     readGroqTimes(u, summary)
   }

@@ -1,4 +1,5 @@
 import { ownCopy } from './bytes.ts'
+import { readOpenAIDetails } from './openai-body.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
@@ -297,9 +298,7 @@ export class OpenAIChatParser extends SseJsonParser {
     if (output !== undefined) u.output = output
     const input = readCount(usage.prompt_tokens, summary, 'prompt_tokens')
     if (input !== undefined) u.input = input
-    const details = usage.completion_tokens_details
-    const reasoning = isObject(details) ? readCount(details.reasoning_tokens, summary, 'reasoning_tokens') : undefined
-    if (reasoning !== undefined) u.reasoning = reasoning
+    readOpenAIDetails(usage, u, summary)
     readGroqTimes(usage, summary)
   }
 
@@ -320,5 +319,6 @@ export class OpenAIChatParser extends SseJsonParser {
     const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? (readCount(timings.cache_n, summary, 'cache_n') ?? 0) : 0
     const prompt = readCount(timings.prompt_n, summary, 'prompt_n')
     if (prompt !== undefined) u.input = readCount(prompt + cached, summary, 'prompt_n + cache_n')
+    if (cached > 0) u.cacheRead = cached
   }
 }

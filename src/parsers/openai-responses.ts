@@ -3,6 +3,7 @@ import { ContentKind } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
 import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
+import { readOpenAIDetails } from './openai-body.ts'
 
 /**
  * OpenAI Responses API (`POST /v1/responses`), as OpenAI, Azure (`/openai/v1/responses`),
@@ -32,7 +33,7 @@ const CONTENT: ReadonlyMap<string, ContentKind> = new Map([
   ['response.code_interpreter_call_code.delta', ContentKind.tool],
 ])
 
-/** `usage` of a response object: `{input_tokens, output_tokens, output_tokens_details.reasoning_tokens}`. */
+/** `usage` of a response object: `{input_tokens, input_tokens_details.cached_tokens, output_tokens, output_tokens_details.reasoning_tokens}`. */
 function responsesUsage(usage: unknown, summary: StreamSummary): Usage | undefined {
   if (!isObject(usage)) return undefined
   const u: Usage = {}
@@ -40,9 +41,7 @@ function responsesUsage(usage: unknown, summary: StreamSummary): Usage | undefin
   if (output !== undefined) u.output = output
   const input = readCount(usage.input_tokens, summary, 'input_tokens')
   if (input !== undefined) u.input = input
-  const details = usage.output_tokens_details
-  const reasoning = isObject(details) ? readCount(details.reasoning_tokens, summary, 'reasoning_tokens') : undefined
-  if (reasoning !== undefined) u.reasoning = reasoning
+  readOpenAIDetails(usage, u, summary)
   return u
 }
 

@@ -32,6 +32,10 @@ export interface Usage {
   input?: number
   /** Reasoning tokens inside `output`, where the provider breaks them out. */
   reasoning?: number
+  /** Input tokens read from the provider's prompt cache (part of `input`). */
+  cacheRead?: number
+  /** Input tokens written to the provider's prompt cache (part of `input`; Anthropic, Bedrock). */
+  cacheWrite?: number
 }
 
 /** What the parser learned about the whole response once it ended. */

@@ -43,6 +43,8 @@ export interface ExchangeIdentity {
   readonly id: string
   readonly route: RouteRuntime
   readonly provider: string
+  /** The `tenant` label value (`metrics.tenant`), resolved once when the request opened. */
+  readonly tenant: string | undefined
   readonly method: string
   readonly path: string
   /** The request's own model (body, else path), else the response's; undefined when neither said. */
@@ -128,8 +130,12 @@ export class Exchange {
   #contentReadOverhead = 0
   #contentReads = 0
 
-  constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number, idGenerated = false) {
+  /** The `tenant` label value, resolved once from the request's headers (undefined with `metrics.tenant` off). */
+  readonly tenant: string | undefined
+
+  constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number, idGenerated = false, tenant?: string) {
     this.#deps = deps
+    this.tenant = tenant
     this.#route = route
     this.#id = id
     this.#idGenerated = idGenerated
@@ -360,6 +366,7 @@ export class Exchange {
       id: this.#id,
       route: this.#route,
       provider: this.#provider,
+      tenant: this.tenant,
       method: this.#method,
       path: this.#path,
       model: this.requestModel ?? summary.model,

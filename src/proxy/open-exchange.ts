@@ -3,6 +3,7 @@ import type { RouteSlo } from '../timing/slo.ts'
 import { Exchange } from './exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './exchange.ts'
 import type { FinishQueue } from './finish-queue.ts'
+import type { TenantResolver } from '../metrics/tenant.ts'
 import type { RequestIds } from './request-id.ts'
 import { prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
 import type { UpstreamTarget } from './route-path.ts'
@@ -65,14 +66,16 @@ export class ExchangeOpener {
   readonly #deps: ExchangeDeps
   readonly #ids: RequestIds
   readonly #finishing: FinishQueue
+  readonly #tenants: TenantResolver | undefined
   /** The monotonic clock (ms) every time of an exchange comes from. */
   readonly now: () => number
 
-  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number) {
+  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number, tenants?: TenantResolver) {
     this.#deps = deps
     this.#ids = ids
     this.#finishing = finishing
     this.now = now
+    this.#tenants = tenants
   }
 
   /** Whether a raw request target belongs under a route's prefix. */
@@ -81,18 +84,22 @@ export class ExchangeOpener {
     return base === '' || url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)
   }
 
-  /** Where a request under `route` goes upstream, and its id (an exchange's or a realtime session's). */
-  identify(route: ProxyRoute, req: IncomingMessage, url: string): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean } {
+  /**
+   * Where a request under `route` goes upstream, its id and its tenant (an exchange's or a
+   * realtime session's): the one place a request's tenant is resolved, once.
+   */
+  identify(route: ProxyRoute, req: IncomingMessage, url: string): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean; readonly tenant: string | undefined } {
     // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
     const target = upstreamPathAndQuery(url, rawPrefixEnd(url, route.base))
     const { id, generated } = this.#ids.of(req.headers)
-    return { target, id, generated }
+    const tenant = this.#tenants?.resolve(req.headers, target.pathAndQuery)
+    return { target, id, generated, tenant }
   }
 
   /** The exchange of a request whose headers arrived at `tReq`; `url` is its origin-form target. */
   open(route: ProxyRoute, req: IncomingMessage, url: string, tReq: number): Opened {
-    const { target, id, generated } = this.identify(route, req, url)
-    const ex = new Exchange(this.#deps, route.runtime, id, req.method ?? 'GET', target.path, tReq, generated)
+    const { target, id, generated, tenant } = this.identify(route, req, url)
+    const ex = new Exchange(this.#deps, route.runtime, id, req.method ?? 'GET', target.path, tReq, generated, tenant)
     return { ex, target }
   }
 

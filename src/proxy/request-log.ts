@@ -22,6 +22,7 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     request_id: o.id,
     route: labels.route,
     provider: labels.provider,
+    tenant: labels.tenant,
     model: who.model === undefined ? labels.model : cut(who.model, MAX_MODEL),
     model_label: who.model !== undefined && labels.model !== who.model ? labels.model : undefined,
     method: who.method,

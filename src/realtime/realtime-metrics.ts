@@ -3,6 +3,7 @@ import { Counter } from '../metrics/counter.ts'
 import { CollectedGauge } from '../metrics/gauge.ts'
 import { Histogram } from '../metrics/histogram.ts'
 import type { NativeOptions } from '../metrics/histogram.ts'
+import { SERIES_LABELS } from '../timing/observations.ts'
 import type { SeriesLabels as Labels } from '../timing/observations.ts'
 import type { FinishedResponse } from './protocol.ts'
 import type { MetricsRegistry } from '../metrics/registry.ts'
@@ -52,6 +53,9 @@ export function responseObservations(r: FinishedResponse): ResponseObservations 
   return { outcome: r.outcome, ttft: r.timing.ttft, ttfa: r.timing.ttfa, itl: r.timing.itl, underrun: r.timing.underrun, tokens }
 }
 
+/** A session's label values in the order of the policy's label names (the tenant last, when on). */
+const valuesOf = (l: Labels): string[] => (l.tenant === undefined ? [l.provider, l.model, l.route] : [l.provider, l.model, l.route, l.tenant])
+
 export class RealtimeMetrics {
   readonly sessions: Counter
   readonly inFlight: CollectedGauge
@@ -63,8 +67,8 @@ export class RealtimeMetrics {
   readonly tokens: Counter
 
   /** `open`: the labels of every open session, counted at each scrape. */
-  constructor(buckets: Config['metrics']['buckets'], open: (add: (labels: readonly string[], value: number) => void) => void, native?: NativeOptions) {
-    const labelNames = ['provider', 'model', 'route'] as const
+  /** `labelNames`: the policy's (provider, model, route, and `tenant` with `metrics.tenant` on). */
+  constructor(buckets: Config['metrics']['buckets'], open: (add: (labels: readonly string[], value: number) => void) => void, labelNames: readonly string[] = SERIES_LABELS, native?: NativeOptions) {
     this.sessions = new Counter({
       name: 'llm_realtime_sessions_total',
       help: 'Realtime (WebSocket) sessions by how they ended: ok (closed normally), error (refused or failed upgrade, a failure close code, the upstream gone, a proxy timeout), cancelled (the client gone without a close).',
@@ -113,30 +117,37 @@ export class RealtimeMetrics {
   readonly listener: RealtimeListener = {
     response: (_who, l: Labels, r: FinishedResponse) => {
       const o = responseObservations(r)
-      this.responses.labels(l.provider, l.model, l.route, o.outcome).inc()
-      if (o.ttft !== undefined) this.ttft.labels(l.provider, l.model, l.route).observe(o.ttft)
-      if (o.ttfa !== undefined) this.ttfa.labels(l.provider, l.model, l.route).observe(o.ttfa)
+      this.responses.labels(...valuesOf(l), o.outcome).inc()
+      if (o.ttft !== undefined) this.ttft.labels(...valuesOf(l)).observe(o.ttft)
+      if (o.ttfa !== undefined) this.ttfa.labels(...valuesOf(l)).observe(o.ttfa)
       if (o.itl.length > 0) {
-        const itl = this.itl.labels(l.provider, l.model, l.route)
+        const itl = this.itl.labels(...valuesOf(l))
         for (const [value, weight] of o.itl) itl.observe(value, weight)
       }
-      if (o.underrun !== undefined) this.underrun.labels(l.provider, l.model, l.route).observe(o.underrun)
-      for (const t of o.tokens) this.tokens.labels(l.provider, l.model, l.route, t.direction, t.modality).inc(t.count)
+      if (o.underrun !== undefined) this.underrun.labels(...valuesOf(l)).observe(o.underrun)
+      for (const t of o.tokens) this.tokens.labels(...valuesOf(l), t.direction, t.modality).inc(t.count)
     },
     session: (_who, l: Labels, s: SessionSummary) => {
-      this.inFlight.touch([l.provider, l.model, l.route])
-      this.sessions.labels(l.provider, l.model, l.route, s.outcome).inc()
+      this.inFlight.touch(valuesOf(l))
+      this.sessions.labels(...valuesOf(l), s.outcome).inc()
     },
   }
 }
 
 /** Creates the llm_realtime_ metrics of `realtime`'s sessions in `registry` (the plugin's one line). */
-export function registerRealtimeMetrics(realtime: RealtimeSessions, registry: MetricsRegistry, buckets: Config['metrics']['buckets'], native?: NativeOptions): RealtimeMetrics {
+export function registerRealtimeMetrics(
+  realtime: RealtimeSessions,
+  registry: MetricsRegistry,
+  buckets: Config['metrics']['buckets'],
+  labelNames?: readonly string[],
+  native?: NativeOptions,
+): RealtimeMetrics {
   const metrics = new RealtimeMetrics(
     buckets,
     (add) => {
       for (const session of realtime.open) add(realtime.inFlightValues(session), 1)
     },
+    labelNames,
     native,
   )
   for (const m of metrics.all()) registry.register(m)

@@ -69,20 +69,24 @@ export class RealtimeSessions {
   }
 
   /** The labels a session counts under (the model folded into `other` past the route's bound). */
-  labelsOf(who: Pick<SessionIdentity, 'provider' | 'route' | 'model'>): Labels {
+  labelsOf(who: Pick<SessionIdentity, 'provider' | 'route' | 'model' | 'tenant'>): Labels {
     return this.#options.policy.labelsOf(who)
   }
 
   /** The label values an open session shows under at a scrape, which admits no model into the bound. */
-  inFlightValues(who: Pick<SessionIdentity, 'provider' | 'route' | 'model'>): readonly string[] {
-    return this.#options.policy.inFlightValues(who.provider, who.route.label, who.model)
+  inFlightValues(who: Pick<SessionIdentity, 'provider' | 'route' | 'model' | 'tenant'>): readonly string[] {
+    return this.#options.policy.inFlightValues(who.provider, who.route.label, who.model, who.tenant)
   }
 
   /** Takes a WebSocket upgrade over: a session relayed to the route's upstream and measured. */
-  pass(req: IncomingMessage, pending: PendingUpgrade, how: { route: RouteRuntime; id: string; tReq: number; target: UpstreamTarget; dispatcher: Dispatcher; upstream: Upstream }): void {
+  pass(
+    req: IncomingMessage,
+    pending: PendingUpgrade,
+    how: { route: RouteRuntime; id: string; tenant?: string; tReq: number; target: UpstreamTarget; dispatcher: Dispatcher; upstream: Upstream },
+  ): void {
     const q = how.target.pathAndQuery.indexOf('?')
     const query = new URLSearchParams(q < 0 ? '' : how.target.pathAndQuery.slice(q + 1))
-    const session = new RealtimeSession(this.#deps, how.route, how.id, how.target.path, query, how.tReq)
+    const session = new RealtimeSession(this.#deps, how.route, how.id, how.target.path, query, how.tReq, how.tenant)
     passThrough(session, req, pending, {
       dispatcher: how.dispatcher,
       upstream: how.upstream,

@@ -14,6 +14,7 @@ export function sessionLogLine(who: SessionIdentity, labels: Labels, s: SessionS
     request_id: who.id,
     route: labels.route,
     provider: labels.provider,
+    tenant: labels.tenant,
     model: who.model === undefined ? labels.model : cut(who.model, 256),
     path: cut(who.path, MAX_PATH),
     status: s.statusCode,

@@ -30,6 +30,8 @@ export interface SessionIdentity {
   readonly id: string
   readonly route: RouteRuntime
   readonly provider: string
+  /** The `tenant` label value (`metrics.tenant`), resolved once from the upgrade request. */
+  readonly tenant: string | undefined
   /** The model from the query (`model`, Azure's `deployment`), else the one the session named; undefined when neither did. */
   readonly model: string | undefined
   readonly path: string
@@ -117,8 +119,12 @@ export class RealtimeSession implements RelayObserver {
   #finished = false
   readonly #context: ProtocolContext
 
-  constructor(deps: RealtimeDeps, route: RouteRuntime, id: string, path: string, query: URLSearchParams, tReq: number) {
+  /** The `tenant` label value, resolved once from the upgrade request (undefined with `metrics.tenant` off). */
+  readonly tenant: string | undefined
+
+  constructor(deps: RealtimeDeps, route: RouteRuntime, id: string, path: string, query: URLSearchParams, tReq: number, tenant?: string) {
     this.#deps = deps
+    this.tenant = tenant
     this.#route = route
     this.#id = id
     this.#path = path
@@ -265,7 +271,7 @@ export class RealtimeSession implements RelayObserver {
   }
 
   #identity(): SessionIdentity {
-    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, model: this.model, path: this.#path, tReq: this.#tReq }
+    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, tenant: this.tenant, model: this.model, path: this.#path, tReq: this.#tReq }
   }
 
   #responseEnded(response: FinishedResponse): void {

@@ -77,6 +77,11 @@ export interface Measurement {
   readonly outputSource: TokenSource
   /** Input tokens the provider reported. */
   readonly inputTokens: number | undefined
+  /** Reasoning tokens the provider reported (part of the output), never estimated. */
+  readonly reasoningTokens: number | undefined
+  /** Input tokens the provider reported as read from / written to its prompt cache (part of the input). */
+  readonly cacheReadTokens: number | undefined
+  readonly cacheWriteTokens: number | undefined
   /** Seconds from request headers to the upstream's response headers. */
   readonly headersSeconds: number | undefined
   readonly stalls: number
@@ -152,6 +157,9 @@ export function measure(facts: ExchangeFacts): Measurement {
     outputTokens: usage?.output ?? timing.tokens,
     outputSource: source,
     inputTokens: usage?.input,
+    reasoningTokens: usage?.reasoning,
+    cacheReadTokens: usage?.cacheRead,
+    cacheWriteTokens: usage?.cacheWrite,
     headersSeconds: facts.tHeaders === undefined ? undefined : Math.max(0, facts.tHeaders - facts.tReq) / 1000,
     stalls: timing.chunks >= 2 ? countStalls(chunks, facts.stallSeconds) : 0,
     itlP50,

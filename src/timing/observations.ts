@@ -18,17 +18,23 @@ export const SLOW_CLIENT_SECONDS = 0.1
  * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`.
  * The sinks (Prometheus families, OTLP, the live page, the log line) only map Observations onto
  * their own shapes, with no conditions of their own. Adding a metric is one field here and one
- * line per sink; adding a label is one entry in `SERIES_LABELS` and its value in `#labels`.
+ * line per sink; adding a label is one entry in `SERIES_LABELS` and its value in `#set` (`tenant`, optional, is
+ * appended there).
  * Pure but for the label bound's memory of the models it admitted.
  */
 
 /** The label names of every llm_ series, in the order of `Observations.labelValues`. */
 export const SERIES_LABELS = ['provider', 'model', 'route'] as const
 
+/** The optional label every llm_ series carries after SERIES_LABELS with `metrics.tenant` on. */
+const TENANT_LABEL = 'tenant'
+
 export interface SeriesLabels {
   readonly provider: string
   readonly model: string
   readonly route: string
+  /** With `metrics.tenant` on: the request's tenant (metrics/tenant.ts). */
+  readonly tenant?: string
 }
 
 /** Output-length bands (`length_band`): short < 64, medium < 512, long ≥ 512 output tokens. */
@@ -68,6 +74,8 @@ export interface RequestFacts {
   readonly id: string
   readonly route: { readonly label: string; readonly slo?: unknown }
   readonly provider: string
+  /** The tenant label value, resolved once when the request opened; undefined with `metrics.tenant` off. */
+  readonly tenant?: string
   readonly method: string
   /** Path after the route prefix, without the query. */
   readonly path: string
@@ -119,6 +127,10 @@ export interface Observations {
   readonly outputSource: TokenSource
   /** Input tokens the provider reported (0 included). */
   readonly inputTokens: number | undefined
+  /** Reasoning tokens and cached input tokens (read, written) the provider reported (0 included); never estimated. */
+  readonly reasoningTokens: number | undefined
+  readonly cacheReadTokens: number | undefined
+  readonly cacheWriteTokens: number | undefined
   readonly estimateRatio: number | undefined
   readonly concurrency: number
   readonly overheadRequest: number | undefined
@@ -153,6 +165,8 @@ export interface RecordPolicyOptions {
   readonly lengthBandLabel: boolean
   /** OpenTelemetry is on: work out the GenAI operation and the bounded response model. */
   readonly genAi: boolean
+  /** `metrics.tenant` is on: every series carries `tenant` after SERIES_LABELS. */
+  readonly tenant?: boolean
 }
 
 /** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
@@ -246,9 +260,14 @@ export class RecordPolicy {
     this.#models = new LabelLimiter(options.maxModelsPerRoute)
   }
 
-  /** The label names of the ITL and TPOT series (SERIES_LABELS, plus `length_band` when on). */
+  /** The label names of every llm_ series, in the order of `Observations.labelValues`: SERIES_LABELS, plus `tenant` when on. */
+  get labelNames(): readonly string[] {
+    return this.#options.tenant === true ? [...SERIES_LABELS, TENANT_LABEL] : SERIES_LABELS
+  }
+
+  /** The label names of the ITL and TPOT series (`labelNames`, plus `length_band` when on). */
   get bandedLabelNames(): readonly string[] {
-    return this.#options.lengthBandLabel ? [...SERIES_LABELS, 'length_band'] : SERIES_LABELS
+    return this.#options.lengthBandLabel ? [...this.labelNames, 'length_band'] : this.labelNames
   }
 
   /**
@@ -256,18 +275,18 @@ export class RecordPolicy {
    * a model the bound admitted keeps its name, one it has not seen yet shows as `other` once the
    * bound is full; a scrape never admits a model.
    */
-  inFlightValues(provider: string, route: string, model: string | undefined): readonly string[] {
-    return this.#set(provider, this.#models.peek(route, model), route).values
+  inFlightValues(provider: string, route: string, model: string | undefined, tenant: string | undefined): readonly string[] {
+    return this.#set(provider, this.#models.peek(route, model), route, tenant).values
   }
 
   /** The label values a finished request is counted under (admits its model while the route has room). */
-  labelsOf(who: Pick<RequestFacts, 'provider' | 'route' | 'model'>): SeriesLabels {
-    return this.#set(who.provider, this.#models.value(who.route.label, who.model), who.route.label).labels
+  labelsOf(who: Pick<RequestFacts, 'provider' | 'route' | 'model' | 'tenant'>): SeriesLabels {
+    return this.#set(who.provider, this.#models.value(who.route.label, who.model), who.route.label, who.tenant).labels
   }
 
   observe(who: RequestFacts, m: Measurement): Observations {
     const route = who.route.label
-    const set = this.#set(who.provider, this.#models.value(route, who.model), route)
+    const set = this.#set(who.provider, this.#models.value(route, who.model), route, who.tenant)
     const t = m.timing
     const ok = m.outcome === Outcome.ok
     const band = lengthBandOf(m.outputTokens)
@@ -299,6 +318,9 @@ export class RecordPolicy {
       outputTokens: m.outputSource === TokenSource.usage || m.outputTokens > 0 ? m.outputTokens : undefined,
       outputSource: m.outputSource,
       inputTokens: m.inputTokens,
+      reasoningTokens: m.reasoningTokens,
+      cacheReadTokens: m.cacheReadTokens,
+      cacheWriteTokens: m.cacheWriteTokens,
       estimateRatio: m.estimateRatio,
       concurrency: who.concurrency,
       overheadRequest: who.overhead.request,
@@ -319,13 +341,15 @@ export class RecordPolicy {
     }
   }
 
-  #set(provider: string, model: string, route: string): LabelSet {
-    const key = `${provider}\u0000${model}\u0000${route}`
+  #set(provider: string, model: string, route: string, tenant: string | undefined): LabelSet {
+    // The tenant only when the label is on (the resolver gives none otherwise).
+    const t = this.#options.tenant === true ? (tenant ?? 'none') : undefined
+    const key = t === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${t}`
     let set = this.#sets.get(key)
     if (set === undefined) {
-      const values = [provider, model, route]
+      const values = t === undefined ? [provider, model, route] : [provider, model, route, t]
       const banded = this.#options.lengthBandLabel ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
-      set = { labels: { provider, model, route }, values, key, banded }
+      set = { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, banded }
       if (this.#sets.size >= LABEL_CACHE) this.#sets.clear()
       this.#sets.set(key, set)
     }

@@ -23,7 +23,7 @@ interface Case {
   file: string
   deltas: Record<string, number>
   kinds: Record<string, number>
-  usage: { output: number; input: number }
+  usage: { output: number; input: number; cacheRead: number; cacheWrite: number }
   model: string
 }
 
@@ -32,7 +32,7 @@ const CASES: Case[] = [
     file: 'anthropic/messages-text-ping-between-deltas.sse',
     deltas: { text_delta: 3 },
     kinds: { text: 3 },
-    usage: { input: 15, output: 13 },
+    usage: { input: 15, output: 13, cacheRead: 0, cacheWrite: 0 },
     model: 'claude-3-opus-20240229',
   },
   {
@@ -40,14 +40,14 @@ const CASES: Case[] = [
     file: 'anthropic/messages-text-server-tool-then-tool-use.sse',
     deltas: { text_delta: 4, input_json_delta: 16 },
     kinds: { text: 4, tool: 16 },
-    usage: { input: 1591, output: 175 },
+    usage: { input: 1591, output: 175, cacheRead: 0, cacheWrite: 0 },
     model: 'claude-sonnet-4-6',
   },
   {
     file: 'anthropic/messages-thinking-signature-text.sse',
     deltas: { thinking_delta: 13, text_delta: 95 },
     kinds: { reasoning: 13, text: 95 },
-    usage: { input: 43, output: 282 },
+    usage: { input: 43, output: 282, cacheRead: 0, cacheWrite: 0 },
     model: 'claude-sonnet-4-20250514',
   },
 ]
@@ -84,7 +84,7 @@ t.test('an overloaded_error event mid-stream is a provider error; the deltas bef
   const { events, summary } = feed(make, body)
   t.equal(events.length, 1)
   t.equal(summary.error, 'overloaded_error')
-  t.same(summary.usage, { input: 17 }, 'input = input + cache read + cache creation; the start placeholder is no output count')
+  t.same(summary.usage, { input: 17, cacheRead: 5, cacheWrite: 2 }, 'input = input + cache read + cache creation, each cache count as reported; the start placeholder is no output count')
 })
 
 t.test('a stream cut before message_delta reports no output count', async (t) => {
@@ -108,7 +108,7 @@ t.test('citations and signature deltas and non-object values are not content', a
 t.test('a non-streamed Messages answer gives its usage, model and errors', async (t) => {
   t.same(summarizeAnthropicBody({ type: 'message', model: 'claude-opus-4', usage: { input_tokens: 20, cache_read_input_tokens: 100, output_tokens: 42 } }), {
     model: 'claude-opus-4',
-    usage: { input: 120, output: 42 },
+    usage: { input: 120, output: 42, cacheRead: 100 },
   })
   t.same(summarizeAnthropicBody({ type: 'error', error: { type: 'invalid_request_error', message: 'bad' } }), { error: 'invalid_request_error' })
   t.same(summarizeAnthropicBody(null), {})

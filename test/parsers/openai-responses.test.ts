@@ -19,7 +19,7 @@ interface Case {
   file: string
   deltas: Record<string, number>
   kinds: Record<string, number>
-  usage?: { output: number; input: number; reasoning: number }
+  usage?: { output: number; input: number; reasoning: number; cacheRead: number }
   model: string
   error?: string
 }
@@ -29,21 +29,21 @@ const CASES: Case[] = [
     file: 'openai-responses/responses-text-deltas.sse',
     deltas: { 'response.output_text.delta': 7 },
     kinds: { text: 7 },
-    usage: { output: 9, input: 278, reasoning: 0 },
+    usage: { output: 9, input: 278, reasoning: 0, cacheRead: 0 },
     model: 'gpt-4o-2024-08-06',
   },
   {
     file: 'openai-responses/responses-reasoning-item-function-call-usage.sse',
     deltas: { 'response.function_call_arguments.delta': 6 },
     kinds: { tool: 6 },
-    usage: { output: 469, input: 53, reasoning: 448 },
+    usage: { output: 469, input: 53, reasoning: 448, cacheRead: 0 },
     model: 'gpt-5-2025-08-07',
   },
   {
     file: 'openai-responses/responses-reasoning-summary-then-text.sse',
     deltas: { 'response.reasoning_summary_text.delta': 383, 'response.output_text.delta': 271 },
     kinds: { reasoning: 383, text: 271 },
-    usage: { output: 1680, input: 13, reasoning: 1408 },
+    usage: { output: 1680, input: 13, reasoning: 1408, cacheRead: 0 },
     model: 'o3-mini-2025-01-31',
   },
   {
@@ -57,7 +57,7 @@ const CASES: Case[] = [
     file: 'openai-compatible/openrouter-responses-data-only-done.sse',
     deltas: { 'response.reasoning_text.delta': 26, 'response.output_text.delta': 1 },
     kinds: { reasoning: 26, text: 1 },
-    usage: { output: 37, input: 78, reasoning: 22 },
+    usage: { output: 37, input: 78, reasoning: 22, cacheRead: 0 },
     model: 'openai/gpt-oss-20b',
   },
 ]
