@@ -214,6 +214,8 @@ export class ClusterMetrics implements MetricsSource {
   readonly #last = new Map<number, WorkerMetrics>()
   /** What dead workers counted, merged into one state. */
   #retired: FamilyState[] = []
+  /** Workers retired: a report of theirs that arrives later is not used (its older one is in #retired). */
+  readonly #dead = new Set<number>()
 
   constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>) {
     this.#collect = collect
@@ -231,6 +233,7 @@ export class ClusterMetrics implements MetricsSource {
    * no scrape sees its counts missing from both the live reports and the retired state.
    */
   retire(workerId: number): void {
+    this.#dead.add(workerId)
     const last = this.#last.get(workerId)
     this.#last.delete(workerId)
     if (last === undefined) return
@@ -238,8 +241,16 @@ export class ClusterMetrics implements MetricsSource {
   }
 
   async *exposition(openMetrics: boolean): AsyncGenerator<Buffer[]> {
-    const { reports, workerIds } = await this.#collect()
-    for (let i = 0; i < reports.length; i++) this.#last.set(workerIds[i], reports[i])
+    const answered = await this.#collect()
+    // A worker that died while the scrape waited is in #retired with its previous report: its
+    // newer one would count that part twice.
+    const reports: WorkerMetrics[] = []
+    answered.reports.forEach((r, i) => {
+      const id = answered.workerIds[i]
+      if (this.#dead.has(id)) return
+      this.#last.set(id, r)
+      reports.push(r)
+    })
     const out: Buffer[] = []
     for (const m of this.merged(reports).metrics) {
       for (const b of m.chunks(openMetrics)) out.push(b)

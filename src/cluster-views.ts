@@ -275,6 +275,11 @@ export class ClusterViews {
     )
   }
 
+  /** No live page is open: the mirror stops being refreshed, so it is emptied rather than left stale. */
+  clearInFlight(): void {
+    for (const id of [...this.#streams.keys(), ...this.#totals.keys()]) this.workerGone(id)
+  }
+
   /** A worker exited: its streams and sessions are no longer in flight. */
   workerGone(workerId: number): void {
     for (const s of this.#streams.get(workerId)?.values() ?? []) this.active.delete(s)

@@ -216,7 +216,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       watch: (watching) => {
         clearInterval(syncTimer)
         syncTimer = undefined
-        if (!watching) return
+        if (!watching) return views.clearInFlight()
         sync()
         syncTimer = setInterval(sync, IN_FLIGHT_SYNC_MS).unref()
       },

@@ -1,7 +1,7 @@
 import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
-import { familyState, MergedFamilies } from '../src/cluster-metrics.ts'
-import type { FamilyState } from '../src/cluster-metrics.ts'
+import { ClusterMetrics, familyState, MergedFamilies } from '../src/cluster-metrics.ts'
+import type { FamilyState, WorkerMetrics } from '../src/cluster-metrics.ts'
 import { Counter } from '../src/metrics/counter.ts'
 import { CollectedGauge } from '../src/metrics/gauge.ts'
 import { Histogram, requestIdExemplar } from '../src/metrics/histogram.ts'
@@ -123,4 +123,31 @@ t.test('merged states can be merged again: what dead workers left stays one stat
   const retired = new MergedFamilies().merge(wire(a.all.map(familyState))).states()
   const merged = new MergedFamilies().merge(wire(retired)).merge(wire(b.all.map(familyState)))
   t.same(await lines(merged.metrics, false), await lines(one.all, false))
+})
+
+t.test('a worker that dies keeps what it reported, and a report it sent while the scrape waited is not counted twice', async (t) => {
+  const a = families(undefined, new Map())
+  const b = families(undefined, new Map())
+  const report = (f: Families): WorkerMetrics => ({ families: wire(f.all.map(familyState)), process: [] })
+  let answer: () => Promise<{ reports: WorkerMetrics[]; workerIds: number[] }> = async () => ({ reports: [report(a), report(b)], workerIds: [1, 2] })
+  const source = new ClusterMetrics(() => answer())
+  const requests = async (): Promise<number> => {
+    const parts: Buffer[] = []
+    for await (const batch of source.exposition(false)) parts.push(...batch)
+    return Number(/llm_requests_total\{route="\/a",outcome="ok"\} (\d+)/.exec(Buffer.concat(parts).toString())?.[1])
+  }
+  a.requests.labels('/a', 'ok').inc(3)
+  b.requests.labels('/a', 'ok').inc(4)
+  t.equal(await requests(), 7, 'both workers summed')
+  a.requests.labels('/a', 'ok').inc(10)
+  // Worker 1 answers the next scrape, then dies before the scrape has every answer.
+  const late = report(a)
+  answer = async () => {
+    source.retire(1)
+    return { reports: [late, report(b)], workerIds: [1, 2] }
+  }
+  t.equal(await requests(), 7, 'the dead worker counts as it was last served, once')
+  answer = async () => ({ reports: [report(b)], workerIds: [2] })
+  b.requests.labels('/a', 'ok').inc()
+  t.equal(await requests(), 8, 'and keeps counting in the sum after it is gone')
 })

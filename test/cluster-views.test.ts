@@ -97,6 +97,10 @@ t.test('the streams in flight are mirrored chunk by chunk, on the primary’s cl
   primary.workerGone(2)
   t.equal(primary.active.size, 0, 'a dead worker’s streams leave with it')
   t.equal(primary.inFlight, 0, 'and its count')
+  primary.onInFlight(clone(views.inFlight(active, [{ id: 's2', route: { label: '/rt' }, provider: 'openai', model: undefined, tReq: 10, responsesInFlight: 0 }])), 3)
+  primary.clearInFlight()
+  t.equal(primary.active.size + primary.inFlight, 0, 'no live page open: the mirror is emptied, not left stale')
+  t.match(primary.live.realtime.message(300 + SHIFT_MS), { open: 0 }, 'its sessions too')
 })
 
 t.test('the workers’ /debug/streams merge oldest first, bounded', async (t) => {

@@ -280,6 +280,10 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
   t.match(rt.series[0], { route: '/sim', sessions: [1, 1, 1], ok: [3, 3, 3] }, 'and the realtime figures its workers sent')
   const sessionView = (await (await fetch(`${adminUrl}/debug/requests/voice-1`)).json()) as Record<string, unknown>
   t.match(sessionView, { request_id: 'voice-1', kind: 'realtime_session', response_count: 2, close_code: 1000 }, '/debug/requests finds the finished session')
+  const rm = parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text())
+  t.equal(sumOf(rm, 'llm_realtime_sessions_total'), 1, 'the realtime metrics are merged too: one finished session')
+  t.equal(sumOf(rm, 'llm_realtime_sessions_in_flight'), 1, 'and one open')
+  t.equal(sumOf(rm, 'llm_realtime_time_to_first_token_seconds_count'), 3, 'a TTFT per response')
   open.ws.close(1000)
   await open.closed
 
