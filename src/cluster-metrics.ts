@@ -7,6 +7,7 @@ import { HistogramCore } from './metrics/histogram-core.ts'
 import type { MetricJson } from './metrics/metric.ts'
 import { promClientToOpenMetrics } from './metrics/openmetrics.ts'
 import type { PromClientMetric } from './metrics/openmetrics.ts'
+import { promClientToProtobuf } from './metrics/protobuf.ts'
 import type { OwnMetric } from './metrics/registry.ts'
 import type { MetricsSource } from './metrics/source.ts'
 
@@ -240,7 +241,8 @@ export class ClusterMetrics implements MetricsSource {
     this.#retired = new MergedFamilies().merge(this.#retired).merge(last.families.filter(retainable)).states()
   }
 
-  async *exposition(openMetrics: boolean): AsyncGenerator<Buffer[]> {
+  /** Every live worker's report, minus those of workers that died while the scrape waited. */
+  async #reports(): Promise<WorkerMetrics[]> {
     const answered = await this.#collect()
     // A worker that died while the scrape waited is in #retired with its previous report: its
     // newer one would count that part twice.
@@ -251,6 +253,11 @@ export class ClusterMetrics implements MetricsSource {
       this.#last.set(id, r)
       reports.push(r)
     })
+    return reports
+  }
+
+  async *exposition(openMetrics: boolean): AsyncGenerator<Buffer[]> {
+    const reports = await this.#reports()
     const out: Buffer[] = []
     for (const m of this.merged(reports).metrics) {
       for (const b of m.chunks(openMetrics)) out.push(b)
@@ -262,6 +269,18 @@ export class ClusterMetrics implements MetricsSource {
       out.push(Buffer.from(promClientToOpenMetrics((await processMetrics.getMetricsAsJSON()) as unknown as PromClientMetric[])))
       out.push(EOF)
     } else out.push(Buffer.from(await processMetrics.metrics()))
+    yield out
+  }
+
+  /** The protobuf exposition of the merged families: native histograms merged bucket by bucket. */
+  readonly protobuf = (): AsyncGenerator<Buffer[]> => this.#protobuf()
+
+  async *#protobuf(): AsyncGenerator<Buffer[]> {
+    const reports = await this.#reports()
+    const out: Buffer[] = []
+    for (const m of this.merged(reports).metrics) for (const b of m.protobufChunks()) out.push(b)
+    const processMetrics = AggregatorRegistry.aggregate(reports.map((r) => r.process as never))
+    out.push(promClientToProtobuf((await processMetrics.getMetricsAsJSON()) as unknown as PromClientMetric[]))
     yield out
   }
 }

@@ -8,6 +8,10 @@ import { eventually } from './helpers/eventually.ts'
 import { openChromium } from './helpers/browser.ts'
 import { respond, tapedClient } from './helpers/realtime.ts'
 import type { TapedClient } from './helpers/realtime.ts'
+import { decodeFamilies, nativeBuckets } from './helpers/protobuf-metrics.ts'
+
+/** What Prometheus sends when it scrapes native histograms. */
+const PROTOBUF_ACCEPT = 'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.9,text/plain;version=0.0.4;q=0.3'
 
 // Two tokens of gap per request: first chunk at 5 ms, then two more chunks.
 const PLAN = {
@@ -233,6 +237,22 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
   t.match(omText, /# EOF\n$/, 'the exposition ends with # EOF')
   const exemplarPids = new Set([...omText.matchAll(/# \{request_id="([^"]+)"\}/g)].map((m) => m[1].split('-')[1]))
   t.ok(exemplarPids.size >= 1 && [...exemplarPids].every((p) => served.has(p)), 'the exemplars name requests the workers served')
+
+  // A protobuf scraper gets the workers' native histograms merged, with the classic buckets beside them.
+  const pb = await fetch(`${adminUrl}/metrics`, { headers: { accept: PROTOBUF_ACCEPT } })
+  t.match(pb.headers.get('content-type'), /^application\/vnd\.google\.protobuf/, 'the protobuf exposition when a scraper prefers it')
+  const families = decodeFamilies(new Uint8Array(await pb.arrayBuffer()))
+  const ttft = families.find((f) => f.name === 'llm_time_to_first_token_seconds')
+  const ttftSeries = ttft?.metric.find((m) => m.histogram !== undefined && Number(m.histogram.sample_count) === K)
+  t.ok(ttftSeries !== undefined, `one TTFT series counts all ${K} requests of both workers`)
+  const native = ttftSeries?.histogram
+  t.equal(native?.schema, 3, 'as a native histogram at the default schema')
+  t.equal(native === undefined ? 0 : [...nativeBuckets(native).values()].reduce((a, b) => a + b, 0) + Number(native.zero_count ?? 0), K, 'whose native buckets hold every observation')
+  t.equal(native?.bucket.at(-1)?.cumulative_count === undefined ? undefined : Number(native.bucket.at(-1)?.cumulative_count), K, 'and classic buckets beside them')
+  t.ok(
+    families.some((f) => f.name.startsWith('process_') || f.name.startsWith('nodejs_')),
+    "the workers' process metrics too",
+  )
 
   // A stream in flight: /debug/streams lists it, and the live page shows it.
   const long = complete(proxyUrl, { ttft_ms: 5, chunks: Array.from({ length: 10 }, () => [300, 1]) })
