@@ -111,6 +111,29 @@ function exemplar(field: number, e: ProtoExemplar): void {
   w.end()
 }
 
+/**
+ * The spans of a core's populated buckets as [first, last, first, last, …] bucket indexes: gaps of
+ * up to two empty buckets stay inside a span as zeros (cheaper than a new span, as client_golang
+ * does); empty when no bucket is populated.
+ */
+function spansOf(core: HistogramCore): number[] {
+  const range = core.range()
+  if (range === undefined) return []
+  const spans: number[] = []
+  let start = range.lo
+  let end = range.lo
+  for (let i = range.lo + 1; i <= range.hi; i++) {
+    if (core.bucket(i) === 0) continue
+    if (i - end > 3) {
+      spans.push(start, end)
+      start = i
+    }
+    end = i
+  }
+  spans.push(start, end)
+  return spans
+}
+
 /** A count as the integer field when it is one, else the float field (counts stay whole in tokentap). */
 function count(intField: number, floatField: number, n: number): void {
   if (Number.isSafeInteger(n) && n >= 0) w.uint(intField, n)
@@ -120,8 +143,7 @@ function count(intField: number, floatField: number, n: number): void {
 /**
  * The Metric field (`metric = 4` of MetricFamily) of one histogram series: labels, classic
  * buckets (cumulative, the +Inf one included, each with its exemplar), and the native histogram
- * when the core keeps exponential buckets: schema, zero bucket, spans and deltas (gaps of up to
- * two empty buckets are written as zeros rather than a new span, as client_golang does), and the
+ * when the core keeps exponential buckets: schema, zero bucket, spans (spansOf) and deltas, and the
  * exemplars (Prometheus needs timestamps on a native histogram's exemplars; ours have them).
  */
 export function histogramMetric(
@@ -155,65 +177,36 @@ export function histogramMetric(
     w.sint(5, schema)
     w.double(6, core.zeroThreshold)
     count(7, 8, core.zeroCount)
-    // Spans, then the counts: deltas from the previous bucket when every count is whole. Gaps
-    // of up to two empty buckets stay inside a span as zeros (cheaper than a new span).
-    const range = core.range()
-    if (range === undefined) {
+    const spans = spansOf(core)
+    if (spans.length === 0) {
       // A span of no buckets marks an empty series as native (client_golang does the same).
       w.begin(12)
       w.sint(1, 0)
       w.uint(2, 0)
       w.end()
     } else {
-      let whole = integral
-      let start = range.lo
       let previousEnd = 0
-      let first = true
-      let i = range.lo
-      while (i <= range.hi) {
-        // This span runs from `start` to the last populated bucket before a gap of three or more.
-        let end = i
-        let j = i + 1
-        for (; j <= range.hi; j++) {
-          const c = core.bucket(j)
-          if (c !== 0) {
-            if (j - end > 3) break
-            end = j
-          }
-        }
+      let whole = integral
+      for (let i = 0; i < spans.length; i += 2) {
         w.begin(12)
-        w.sint(1, first ? start : start - previousEnd - 1)
-        w.uint(2, end - start + 1)
+        w.sint(1, i === 0 ? spans[0] : spans[i] - previousEnd - 1)
+        w.uint(2, spans[i + 1] - spans[i] + 1)
         w.end()
-        first = false
-        previousEnd = end
-        i = j
-        while (i <= range.hi && core.bucket(i) === 0) i++
-        start = i
+        previousEnd = spans[i + 1]
+        for (let b = spans[i]; b <= spans[i + 1] && whole; b++) if (!Number.isSafeInteger(core.bucket(b))) whole = false
       }
-      for (let k = range.lo; k <= range.hi && whole; k++) if (!Number.isSafeInteger(core.bucket(k))) whole = false
-      // The counts of every span, in order (zeros inside spans included).
+      // The counts of every span in order, the zeros inside spans included: deltas from the
+      // previous bucket when every count is whole, else the counts as doubles.
       w.begin(whole ? 13 : 14)
       let previous = 0
-      let k = range.lo
-      while (k <= range.hi) {
-        let end = k
-        let j = k + 1
-        for (; j <= range.hi; j++) {
-          if (core.bucket(j) !== 0) {
-            if (j - end > 3) break
-            end = j
-          }
-        }
-        for (let b = k; b <= end; b++) {
+      for (let i = 0; i < spans.length; i += 2) {
+        for (let b = spans[i]; b <= spans[i + 1]; b++) {
           const c = core.bucket(b)
           if (whole) {
             w.rawSint(c - previous)
             previous = c
           } else w.rawDouble(c)
         }
-        k = j
-        while (k <= range.hi && core.bucket(k) === 0) k++
       }
       w.end()
     }

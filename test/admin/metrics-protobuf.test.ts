@@ -4,6 +4,7 @@ import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import type { RunningProxy } from '../helpers/proxy.ts'
 import { decodeFamilies, labelsOf, nativeBuckets } from '../helpers/protobuf-metrics.ts'
 import { parseMetrics, sumOf } from '../helpers/prometheus.ts'
+import { validateConfig } from '../../src/config/load-config.ts'
 
 /** What Prometheus 2.x sends with `--enable-feature=native-histograms`. */
 const NATIVE_ACCEPT =
@@ -59,4 +60,12 @@ t.test('with native histograms off, a protobuf scraper gets the text format', as
   const res = await fetch(`${proxy.adminUrl}/metrics`, { headers: { accept: NATIVE_ACCEPT } })
   t.match(res.headers.get('content-type'), /^application\/openmetrics-text/, 'its next choice, OpenMetrics')
   await res.text()
+})
+
+t.test('metrics.native_histograms: on by default at schema 3 with 160 buckets; a bad value stops start-up naming the key', async (t) => {
+  const c = validateConfig({ routes: [simRoute()] })
+  t.same(c.metrics.native_histograms, { enabled: true, schema: 3, zero_threshold: 2 ** -128, bucket_limit: 160 })
+  t.throws(() => validateConfig({ routes: [simRoute()], metrics: { native_histograms: { schema: 9 } } }), /metrics\.native_histograms\.schema/)
+  t.throws(() => validateConfig({ routes: [simRoute()], metrics: { native_histograms: { bucket_limit: 0 } } }), /metrics\.native_histograms\.bucket_limit/)
+  t.throws(() => validateConfig({ routes: [simRoute()], otel: { histograms: 'sparse' } }), /otel\.histograms/)
 })

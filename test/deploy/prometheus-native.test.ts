@@ -2,6 +2,9 @@ import t from 'tap'
 import OpenAI from 'openai'
 import { simPlan, startProxy } from '../helpers/proxy.ts'
 import { startPrometheus } from '../helpers/prometheus-process.ts'
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { repoPath } from '../helpers/paths.ts'
 import { findTool } from '../helpers/tools.ts'
 import { Received, VirtualClock, play, startHeldSimulator, watchedFetch } from '../helpers/virtual-time.ts'
 
@@ -57,7 +60,11 @@ t.test('a real Prometheus with native histograms reads every ITL quantile within
   t.teardown(() => sim.close())
   const proxy = await startProxy({ routes: [{ prefix: '/sim', upstream: sim.url }] }, { now: clock.now })
   t.teardown(() => proxy.close())
-  const server = await startPrometheus(prometheus, [new URL(proxy.adminUrl).host], { features: ['native-histograms'] })
+  const rulesDir = repoPath('deploy', 'prometheus', 'rules')
+  const ruleFiles = readdirSync(rulesDir)
+    .filter((f) => f.endsWith('.yaml'))
+    .map((f) => join(rulesDir, f))
+  const server = await startPrometheus(prometheus, [new URL(proxy.adminUrl).host], { features: ['native-histograms'], ruleFiles })
   t.teardown(() => server.close())
   t.equal(await server.waitFor('the tokentap target to be up', () => server.number('up{job="tokentap"} == 1')), 1, 'Prometheus scrapes tokentap')
 
@@ -96,4 +103,13 @@ t.test('a real Prometheus with native histograms reads every ITL quantile within
     const rated = await server.number(`histogram_quantile(${q}, sum by (model) (rate(${selector}[1m])))`)
     t.ok(rated !== undefined && rated / later <= BUCKET && later / rated <= BUCKET, `P${q * 100} of the rate: ${rated} within a bucket of the exact ${later}`)
   }
+  // The shipped recording rules read the native histogram first: the same answer, from the rule.
+  const later = exactQuantile(played.slice(1), 0.99)
+  const recorded = await server.waitFor('the recorded P99 ITL', () => server.number('provider_model:llm_inter_token_latency_seconds:p99_5m{provider="openai",model="gpt-4o-mini"}'))
+  t.ok(recorded / later <= BUCKET && later / recorded <= BUCKET, `the recording rule's P99 ITL ${recorded} is within a bucket of the exact ${later}`)
+  const mean = await server.waitFor('the mean TPOT rule', () => server.number('route_model:vllm_request_tpot_seconds:mean_5m'))
+  // Every stream's TPOT is its gaps' total over its tokens after the first.
+  const tpot = SHAPE.reduce((a, [gap, , n]) => a + gap * n, 0) / 1000 / SHAPE.reduce((a, [, k, n]) => a + k * n, 0)
+  t.ok(Math.abs(mean - tpot) < 1e-9, `the mean rules read histogram_sum / histogram_count of the native histogram: ${mean} = ${tpot}`)
+  t.same(await server.unhealthyRules(), [], 'every shipped rule evaluates with health ok against native histograms')
 })

@@ -16,6 +16,8 @@ export interface RunningPrometheus {
   query(q: string): Promise<{ metric: Record<string, string>; value: [number, string] }[]>
   /** The single value of a query, or undefined while it has none (or several). */
   number(q: string): Promise<number | undefined>
+  /** Every loaded rule whose health is not ok, as `name: health error`. */
+  unhealthyRules(): Promise<string[]>
   /** Asks `fn` again every 250 ms until it gives a value (polling a separate process: it sends no events). */
   waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs?: number): Promise<T>
   close(): Promise<void>
@@ -46,13 +48,18 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeou
 }
 
 /** Starts `binary` scraping `targets` (host:port) as job `tokentap`; `features` go to `--enable-feature`. */
-export async function startPrometheus(binary: string, targets: readonly string[], options: { features?: readonly string[]; scrape?: Record<string, unknown> } = {}): Promise<RunningPrometheus> {
+export async function startPrometheus(
+  binary: string,
+  targets: readonly string[],
+  options: { features?: readonly string[]; scrape?: Record<string, unknown>; ruleFiles?: readonly string[] } = {},
+): Promise<RunningPrometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-prometheus-'))
   const port = await freePort()
   writeFileSync(
     join(dir, 'prometheus.yml'),
     stringify({
       global: { scrape_interval: '1s', evaluation_interval: '1s' },
+      rule_files: options.ruleFiles ?? [],
       scrape_configs: [{ job_name: 'tokentap', static_configs: [{ targets }], ...options.scrape }],
     }),
   )
@@ -89,5 +96,9 @@ export async function startPrometheus(binary: string, targets: readonly string[]
     await close()
     throw new Error(`${(err as Error).message}; prometheus said: ${log}`)
   }
-  return { query, number, waitFor, close }
+  const unhealthyRules = async (): Promise<string[]> => {
+    const body = (await (await fetch(`${api}/rules`)).json()) as { data: { groups: { rules: { name: string; health: string; lastError?: string }[] }[] } }
+    return body.data.groups.flatMap((g) => g.rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`))
+  }
+  return { query, number, unhealthyRules, waitFor, close }
 }

@@ -3,6 +3,7 @@ import fc from 'fast-check'
 import { HistogramCore, mergeHistogramState } from '../../src/metrics/histogram-core.ts'
 import { Histogram, requestIdExemplar } from '../../src/metrics/histogram.ts'
 import type { NativeOptions } from '../../src/metrics/histogram.ts'
+import { MetricsRegistry } from '../../src/metrics/registry.ts'
 
 /** Every populated bucket as [index, count], the zero bucket first. */
 function buckets(h: HistogramCore): number[][] {
@@ -90,4 +91,39 @@ t.test('the merged series keeps the bucket limit, and the newest exemplar of eac
   t.ok(s.core.bucketCount <= 10, `${s.core.bucketCount} buckets within the limit of 10 (schema ${s.core.schema})`)
   t.equal(s.count, 32)
   t.equal(s.exemplars?.[1]?.labels, 'request_id="new"', 'the later exemplar of the (0.01, 0.1] slot wins')
+})
+
+t.test("a primary's registry that merges its workers' histogram states serves the protobuf a single process would", async (t) => {
+  const native = { schema: 3, zeroThreshold: 2 ** -128, maxBuckets: 160 }
+  const registry = (): { r: MetricsRegistry; h: Histogram } => {
+    const r = new MetricsRegistry({ processMetrics: false, protobuf: true })
+    const h = family(native)
+    r.register(h)
+    return { r, h }
+  }
+  const single = registry()
+  const workers = [registry(), registry()]
+  const values: [number, number, string][] = [
+    [0.02, 4, 'a'],
+    [1.3, 1, 'a'],
+    [0.15, 2, 'b'],
+    [0.6, 3, 'a'],
+  ]
+  values.forEach(([v, k, model], i) => {
+    single.h.labels(model).observe(v, k)
+    workers[i % 2].h.labels(model).observe(v, k)
+  })
+  const primary = registry()
+  // Over IPC the states travel as JSON (structured clone keeps the same plain data).
+  for (const w of workers) primary.r.mergeHistogramStates(JSON.parse(JSON.stringify(w.r.histogramStates())))
+  const bytes = async (r: MetricsRegistry): Promise<Buffer> => {
+    const out: Buffer[] = []
+    const stream = r.protobuf
+    if (stream === undefined) throw new Error('no protobuf')
+    for await (const batch of stream()) for (const b of batch) out.push(Buffer.from(b))
+    return Buffer.concat(out)
+  }
+  const want = await bytes(single.r)
+  const got = await bytes(primary.r)
+  t.ok(got.equals(want), 'byte for byte the same exposition')
 })
