@@ -1,6 +1,14 @@
 import t from 'tap'
 import OpenAI from 'openai'
 import { simPlan, startProxy } from '../helpers/proxy.ts'
+import type { RunningProxy } from '../helpers/proxy.ts'
+import type { Test } from 'tap'
+import type { AddressInfo } from 'node:net'
+import { deserialize, serialize } from 'node:v8'
+import pino from 'pino'
+import { buildAdmin } from '../../src/admin/admin.ts'
+import { ClusterMetrics, familyState } from '../../src/cluster-metrics.ts'
+import type { WorkerMetrics } from '../../src/cluster-metrics.ts'
 import { startPrometheus } from '../helpers/prometheus-process.ts'
 import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -52,64 +60,93 @@ function exactQuantile(streams: readonly [number, number][][], q: number): numbe
   return values[Math.ceil(q * values.length) - 1]
 }
 
-t.test('a real Prometheus with native histograms reads every ITL quantile within one schema-3 bucket of the exact token-weighted value', async (t) => {
-  const prometheus = findTool(t, 'prometheus')
-  if (prometheus === undefined) return
-  const clock = new VirtualClock()
-  const sim = await startHeldSimulator()
-  t.teardown(() => sim.close())
-  const proxy = await startProxy({ routes: [{ prefix: '/sim', upstream: sim.url }] }, { now: clock.now })
-  t.teardown(() => proxy.close())
-  const rulesDir = repoPath('deploy', 'prometheus', 'rules')
-  const ruleFiles = readdirSync(rulesDir)
-    .filter((f) => f.endsWith('.yaml'))
-    .map((f) => join(rulesDir, f))
-  const server = await startPrometheus(prometheus, [new URL(proxy.adminUrl).host], { features: ['native-histograms'], ruleFiles })
-  t.teardown(() => server.close())
-  t.equal(await server.waitFor('the tokentap target to be up', () => server.number('up{job="tokentap"} == 1')), 1, 'Prometheus scrapes tokentap')
+/**
+ * Where Prometheus scrapes: the proxy's own admin listener, or with `workers: 2` an admin listener
+ * whose /metrics is the cluster primary's ClusterMetrics over the two proxies' metric states,
+ * passed through the structured clone of the cluster channel (v8 serialize), as cluster.ts does.
+ * Two proxies in this process stand for the two workers, so both read the one virtual clock.
+ */
+async function scrapeTarget(t: Test, proxies: readonly RunningProxy[]): Promise<string> {
+  if (proxies.length === 1) return new URL(proxies[0].adminUrl).host
+  const metrics = new ClusterMetrics(async () => ({
+    reports: await Promise.all(
+      proxies.map(async (p) => deserialize(serialize({ families: p.app.tokentap.registry.families.map(familyState), process: await p.app.tokentap.registry.processJson() })) as WorkerMetrics),
+    ),
+    workerIds: proxies.map((_, i) => i + 1),
+  }))
+  const admin = buildAdmin({ config: proxies[0].config, logger: pino({ level: 'silent' }), registry: metrics, draining: false, now: () => 0 })
+  t.teardown(() => admin.close())
+  await admin.listen({ host: '127.0.0.1', port: 0 })
+  return `127.0.0.1:${(admin.server.address() as AddressInfo).port}`
+}
 
-  const received = new Received()
-  const client = new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test', fetch: watchedFetch(received) })
-  const played: [number, number][][] = []
-  const stream = async (seed: number): Promise<void> => {
-    const chunks = chunksOf(seed)
-    played.push(chunks)
-    const reading = (async () => {
-      const s = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [], stream: true }, simPlan({ ttft_ms: 10, first_tokens: 1, chunks }))
-      for await (const _ of s) void _
-    })()
-    await play(proxy, clock, sim, received)
-    await reading
-  }
-  // The first stream makes the series; once Prometheus has it, rate() sees the rest arrive.
-  await stream(1)
-  const selector = 'llm_inter_token_latency_seconds{job="tokentap"}'
-  await server.waitFor('the first stream to be scraped', () => server.number(`histogram_count(sum(${selector})) == 100`))
-  for (let seed = 2; seed <= STREAMS; seed++) await stream(seed)
-  const all = STREAMS * 100
-  t.equal(
-    await server.waitFor('every observation to be scraped', () => server.number(`histogram_count(sum(${selector})) == ${all}`)),
-    all,
-    `Prometheus holds all ${all} token-weighted ITL observations`,
-  )
-  t.same(await server.query('llm_inter_token_latency_seconds_bucket{job="tokentap"}'), [], 'Prometheus 2.x keeps only the native series of a histogram it scraped natively')
+for (const workers of [1, 2]) {
+  t.test(`a real Prometheus with native histograms reads every ITL quantile within one schema-3 bucket of the exact token-weighted value (workers: ${workers})`, async (t) => {
+    const prometheus = findTool(t, 'prometheus')
+    if (prometheus === undefined) return
+    const clock = new VirtualClock()
+    const sim = await startHeldSimulator()
+    t.teardown(() => sim.close())
+    const proxies: RunningProxy[] = []
+    for (let i = 0; i < workers; i++) {
+      const proxy = await startProxy({ routes: [{ prefix: '/sim', upstream: sim.url }] }, { now: clock.now })
+      t.teardown(() => proxy.close())
+      proxies.push(proxy)
+    }
+    const rulesDir = repoPath('deploy', 'prometheus', 'rules')
+    const ruleFiles = readdirSync(rulesDir)
+      .filter((f) => f.endsWith('.yaml'))
+      .map((f) => join(rulesDir, f))
+    const server = await startPrometheus(prometheus, [await scrapeTarget(t, proxies)], { features: ['native-histograms'], ruleFiles })
+    t.teardown(() => server.close())
+    t.equal(await server.waitFor('the tokentap target to be up', () => server.number('up{job="tokentap"} == 1')), 1, 'Prometheus scrapes tokentap')
 
-  for (const q of QUANTILES) {
-    const exact = exactQuantile(played, q)
-    const total = await server.number(`histogram_quantile(${q}, sum(${selector}))`)
-    t.ok(total !== undefined && total / exact <= BUCKET && exact / total <= BUCKET, `P${q * 100} over everything: ${total} within a bucket of the exact ${exact}`)
-    // The dashboard's form: the streams after the first (the same shape), as a rate.
-    const later = exactQuantile(played.slice(1), q)
-    const rated = await server.number(`histogram_quantile(${q}, sum by (model) (rate(${selector}[1m])))`)
-    t.ok(rated !== undefined && rated / later <= BUCKET && later / rated <= BUCKET, `P${q * 100} of the rate: ${rated} within a bucket of the exact ${later}`)
-  }
-  // The shipped recording rules read the native histogram first: the same answer, from the rule.
-  const later = exactQuantile(played.slice(1), 0.99)
-  const recorded = await server.waitFor('the recorded P99 ITL', () => server.number('provider_model:llm_inter_token_latency_seconds:p99_5m{provider="openai",model="gpt-4o-mini"}'))
-  t.ok(recorded / later <= BUCKET && later / recorded <= BUCKET, `the recording rule's P99 ITL ${recorded} is within a bucket of the exact ${later}`)
-  const mean = await server.waitFor('the mean TPOT rule', () => server.number('route_model:vllm_request_tpot_seconds:mean_5m'))
-  // Every stream's TPOT is its gaps' total over its tokens after the first.
-  const tpot = SHAPE.reduce((a, [gap, , n]) => a + gap * n, 0) / 1000 / SHAPE.reduce((a, [, k, n]) => a + k * n, 0)
-  t.ok(Math.abs(mean - tpot) < 1e-9, `the mean rules read histogram_sum / histogram_count of the native histogram: ${mean} = ${tpot}`)
-  t.same(await server.unhealthyRules(), [], 'every shipped rule evaluates with health ok against native histograms')
-})
+    const received = new Received()
+    const clients = proxies.map((proxy) => new OpenAI({ baseURL: `${proxy.url}/sim/v1`, apiKey: 'sk-test', fetch: watchedFetch(received) }))
+    const played: [number, number][][] = []
+    const stream = async (seed: number): Promise<void> => {
+      // The streams take turns between the workers.
+      const proxy = proxies[seed % proxies.length]
+      const client = clients[seed % proxies.length]
+      const chunks = chunksOf(seed)
+      played.push(chunks)
+      const reading = (async () => {
+        const s = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [], stream: true }, simPlan({ ttft_ms: 10, first_tokens: 1, chunks }))
+        for await (const _ of s) void _
+      })()
+      await play(proxy, clock, sim, received)
+      await reading
+    }
+    // The first stream makes the series; once Prometheus has it, rate() sees the rest arrive.
+    await stream(1)
+    const selector = 'llm_inter_token_latency_seconds{job="tokentap"}'
+    await server.waitFor('the first stream to be scraped', () => server.number(`histogram_count(sum(${selector})) == 100`))
+    for (let seed = 2; seed <= STREAMS; seed++) await stream(seed)
+    const all = STREAMS * 100
+    t.equal(
+      await server.waitFor('every observation to be scraped', () => server.number(`histogram_count(sum(${selector})) == ${all}`)),
+      all,
+      `Prometheus holds all ${all} token-weighted ITL observations`,
+    )
+    t.same(await server.query('llm_inter_token_latency_seconds_bucket{job="tokentap"}'), [], 'Prometheus 2.x keeps only the native series of a histogram it scraped natively')
+
+    for (const q of QUANTILES) {
+      const exact = exactQuantile(played, q)
+      const total = await server.number(`histogram_quantile(${q}, sum(${selector}))`)
+      t.ok(total !== undefined && total / exact <= BUCKET && exact / total <= BUCKET, `P${q * 100} over everything: ${total} within a bucket of the exact ${exact}`)
+      // The dashboard's form: the streams after the first (the same shape), as a rate.
+      const later = exactQuantile(played.slice(1), q)
+      const rated = await server.number(`histogram_quantile(${q}, sum by (model) (rate(${selector}[1m])))`)
+      t.ok(rated !== undefined && rated / later <= BUCKET && later / rated <= BUCKET, `P${q * 100} of the rate: ${rated} within a bucket of the exact ${later}`)
+    }
+    // The shipped recording rules read the native histogram first: the same answer, from the rule.
+    const later = exactQuantile(played.slice(1), 0.99)
+    const recorded = await server.waitFor('the recorded P99 ITL', () => server.number('provider_model:llm_inter_token_latency_seconds:p99_5m{provider="openai",model="gpt-4o-mini"}'))
+    t.ok(recorded / later <= BUCKET && later / recorded <= BUCKET, `the recording rule's P99 ITL ${recorded} is within a bucket of the exact ${later}`)
+    const mean = await server.waitFor('the mean TPOT rule', () => server.number('route_model:vllm_request_tpot_seconds:mean_5m'))
+    // Every stream's TPOT is its gaps' total over its tokens after the first.
+    const tpot = SHAPE.reduce((a, [gap, , n]) => a + gap * n, 0) / 1000 / SHAPE.reduce((a, [, k, n]) => a + k * n, 0)
+    t.ok(Math.abs(mean - tpot) < 1e-9, `the mean rules read histogram_sum / histogram_count of the native histogram: ${mean} = ${tpot}`)
+    t.same(await server.unhealthyRules(), [], 'every shipped rule evaluates with health ok against native histograms')
+  })
+}
