@@ -93,7 +93,8 @@ export const configSchema = {
       additionalProperties: false,
       default: {},
       properties: {
-        host: { type: 'string', minLength: 1, default: '0.0.0.0' },
+        // Loopback unless configured: containers set 0.0.0.0 explicitly (TOKENTAP_HOST).
+        host: { type: 'string', minLength: 1, default: '127.0.0.1' },
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
@@ -106,7 +107,8 @@ export const configSchema = {
       additionalProperties: false,
       default: {},
       properties: {
-        host: { type: 'string', minLength: 1, default: '0.0.0.0' },
+        // The admin listener serves metrics and request records: loopback unless configured (TOKENTAP_ADMIN_HOST).
+        host: { type: 'string', minLength: 1, default: '127.0.0.1' },
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 9464 },
         token: { type: 'string', minLength: 1 },
         tls: listenerTls,
