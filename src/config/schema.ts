@@ -99,6 +99,12 @@ export const configSchema = {
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
+        // Longest silence inside a request body (nginx's client_body_timeout): 408, or both sides ended; 0 = none.
+        client_body_timeout_ms: { type: 'integer', minimum: 0, default: 60_000 },
+        // A connection that has not sent a whole request head within this is closed (408 once it began one).
+        request_head_timeout_ms: { type: 'integer', minimum: 1, default: 30_000 },
+        // An idle keep-alive connection (between requests) is closed after this.
+        keep_alive_timeout_ms: { type: 'integer', minimum: 1, default: 72_000 },
         tls: listenerTls,
       },
     },
