@@ -7,7 +7,8 @@
 #     -v "$PWD/my-config.yaml:/etc/tokentap/config.yaml:ro" tokentap
 #
 # The config is read from $TOKENTAP_CONFIG (/etc/tokentap/config.yaml; the image ships
-# config/default.yaml there). TOKENTAP_PORT, TOKENTAP_ADMIN_PORT and TOKENTAP_LOG_LEVEL override it.
+# config/default.yaml there). TOKENTAP_HOST and TOKENTAP_ADMIN_HOST (0.0.0.0 here), TOKENTAP_PORT,
+# TOKENTAP_ADMIN_PORT and TOKENTAP_LOG_LEVEL override it.
 ARG NODE_IMAGE=node:26-slim
 
 FROM ${NODE_IMAGE} AS build
@@ -24,8 +25,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund --ignore-scripts && npm cache clean --force
 
 FROM ${NODE_IMAGE}
+# The config's listeners default to loopback; in a container they must take the network's traffic.
 ENV NODE_ENV=production \
-    TOKENTAP_CONFIG=/etc/tokentap/config.yaml
+    TOKENTAP_CONFIG=/etc/tokentap/config.yaml \
+    TOKENTAP_HOST=0.0.0.0 \
+    TOKENTAP_ADMIN_HOST=0.0.0.0
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src

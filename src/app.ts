@@ -59,10 +59,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     frameworkErrors: frameworkError,
     // close() ends idle keep-alive connections and lets requests in flight finish (graceful drain).
     forceCloseConnections: 'idle',
+    keepAliveTimeout: config.server.keep_alive_timeout_ms,
     ...(https === undefined ? {} : { https }),
   }) as unknown as FastifyInstance
 
-  configureListener(app.server)
+  configureListener(app.server, { requestHeadMs: config.server.request_head_timeout_ms, keepAliveMs: config.server.keep_alive_timeout_ms })
   // Unmatched paths get the proxy's own JSON error, never Fastify's (which echoes the URL, query included).
   app.setNotFoundHandler(notFound)
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })

@@ -15,6 +15,7 @@ const ERRORS = {
   TOKENTAP_ERR_UPSTREAM_RESET: { message: 'the upstream broke off the response: %s', status: 502 },
   TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT: { message: 'the upstream sent nothing for %s ms', status: 504 },
   TOKENTAP_ERR_BODY_TOO_LARGE: { message: 'request body is larger than the limit of %s bytes', status: 413 },
+  TOKENTAP_ERR_CLIENT_BODY_TIMEOUT: { message: 'the client sent nothing of the request body for %s ms', status: 408 },
   TOKENTAP_ERR_BAD_REQUEST: { message: 'bad request: %s', status: 400 },
   TOKENTAP_ERR_BAD_TARGET: { message: 'the request target is not a path the proxy can forward: %s', status: 400 },
   TOKENTAP_ERR_TOO_MANY_HEADERS: { message: 'the request has %s header fields; the proxy forwards at most %s', status: 431 },

@@ -123,6 +123,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics })
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
+    now,
     maxEventBytes: config.limits.max_event_bytes,
     stallSeconds: config.metrics.stall_seconds,
     active,

@@ -11,7 +11,7 @@ import { announce, listenAs, serviceUrls } from './startup.ts'
 /**
  * The process: the command line (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else
  * config/default.yaml; or a one-route `--upstream URL`) gives the config;
- * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT:
+ * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT/SIGHUP/SIGUSR2:
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
  * `server.drain_seconds` to finish, then the process exits.
  * With `server.workers` > 1 this process is the cluster primary (src/cluster.ts): it serves the
@@ -83,8 +83,9 @@ async function main(): Promise<void> {
     await closeLogger(logger, 1000)
     process.exit(0)
   }
-  process.once('SIGTERM', () => void drain('SIGTERM'))
-  process.once('SIGINT', () => void drain('SIGINT'))
+  // SIGHUP (the terminal went away) and SIGUSR2 (nodemon's restart) would otherwise end the
+  // process at once, every stream cut with no log line: they drain like SIGTERM.
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2'] as const) process.once(signal, () => void drain(signal))
 }
 
 void main().catch((err: unknown) => {

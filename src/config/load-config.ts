@@ -98,7 +98,15 @@ const ENV_NUMBERS = {
   TOKENTAP_ADMIN_PORT: ['admin', 'port'],
 } as const
 
-/** Applies the container overrides (TOKENTAP_PORT, TOKENTAP_ADMIN_PORT, TOKENTAP_LOG_LEVEL) to a parsed file. */
+const ENV_HOSTS = {
+  TOKENTAP_HOST: 'server',
+  TOKENTAP_ADMIN_HOST: 'admin',
+} as const
+
+/**
+ * Applies the container overrides (TOKENTAP_HOST, TOKENTAP_ADMIN_HOST, TOKENTAP_PORT,
+ * TOKENTAP_ADMIN_PORT, TOKENTAP_LOG_LEVEL) to a parsed file.
+ */
 export function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
   const out: Record<string, unknown> = { ...raw }
   for (const [name, [section, key]] of Object.entries(ENV_NUMBERS)) {
@@ -106,6 +114,12 @@ export function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): 
     if (v === undefined || v === '') continue
     if (!/^\d+$/.test(v) || Number(v) > 65535) throw new TokentapError('TOKENTAP_ERR_ENV_INVALID', name, v, 'a port number from 0 to 65535 is needed')
     out[section] = { ...(out[section] as object), [key]: Number(v) }
+  }
+  for (const [name, section] of Object.entries(ENV_HOSTS)) {
+    const v = env[name]
+    if (v === undefined || v === '') continue
+    if (/\s/.test(v)) throw new TokentapError('TOKENTAP_ERR_ENV_INVALID', name, v, 'a host name or address is needed')
+    out[section] = { ...(out[section] as object), host: v }
   }
   const level = env.TOKENTAP_LOG_LEVEL
   if (level !== undefined && level !== '') {

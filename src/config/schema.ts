@@ -96,11 +96,18 @@ export const configSchema = {
       additionalProperties: false,
       default: {},
       properties: {
-        host: { type: 'string', minLength: 1, default: '0.0.0.0' },
+        // Loopback unless configured: containers set 0.0.0.0 explicitly (TOKENTAP_HOST).
+        host: { type: 'string', minLength: 1, default: '127.0.0.1' },
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
+        // Longest silence inside a request body (nginx's client_body_timeout): 408, or both sides ended; 0 = none.
+        client_body_timeout_ms: { type: 'integer', minimum: 0, default: 60_000 },
+        // A connection that has not sent a whole request head within this is closed (408 once it began one).
+        request_head_timeout_ms: { type: 'integer', minimum: 1, default: 30_000 },
+        // An idle keep-alive connection (between requests) is closed after this.
+        keep_alive_timeout_ms: { type: 'integer', minimum: 1, default: 72_000 },
         tls: listenerTls,
       },
     },
@@ -109,7 +116,8 @@ export const configSchema = {
       additionalProperties: false,
       default: {},
       properties: {
-        host: { type: 'string', minLength: 1, default: '0.0.0.0' },
+        // The admin listener serves metrics and request records: loopback unless configured (TOKENTAP_ADMIN_HOST).
+        host: { type: 'string', minLength: 1, default: '127.0.0.1' },
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 9464 },
         token: { type: 'string', minLength: 1 },
         tls: listenerTls,

@@ -8,7 +8,8 @@ import { ChunkLog, MarkKind } from '../timing/chunk-log.ts'
 import { measure } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { RouteSlo } from '../timing/slo.ts'
-import type { EncodingSelector, TokenCount } from '../tokens/tokenizer.ts'
+import { ReadBudget } from '../tokens/tokenizer.ts'
+import type { EncodingSelector } from '../tokens/tokenizer.ts'
 import type { FailureCode } from '../errors.ts'
 import { UNKNOWN } from '../metrics/label-limiter.ts'
 import { MAX_REQUEST_ID_LENGTH } from './request-id.ts'
@@ -73,6 +74,8 @@ interface ProxyOverhead {
 
 export interface ExchangeDeps {
   readonly encodings: EncodingSelector
+  /** The clock the counting budget per read runs on (the measuring clock). */
+  readonly now: () => number
   readonly maxEventBytes: number
   /** A longer gap between content chunks (seconds) is a stall. */
   readonly stallSeconds: number
@@ -115,7 +118,8 @@ export class Exchange {
   /** Why a successful answer on such a path could not be read at all (no parser for its content-type). */
   #unreadable: string | undefined
   #tap: Tap | undefined
-  #counter: TokenCount | undefined
+  /** The request's tokenizer behind a budget per read: counting never holds the event loop long. */
+  #counter: ReadBudget | undefined
   #finished = false
   #injected = false
   /** The parser's summary, once the upstream's body ended (or the response closed). */
@@ -266,6 +270,7 @@ export class Exchange {
     const tap = this.#tap
     if (tap === undefined) return
     const before = this.#chunks.count
+    this.#counter?.newRead()
     tap.push(chunk, at)
     if (this.#chunks.count > before) {
       // A read that completed content (the parse is synchronous for identity bodies; an inflated
@@ -291,8 +296,8 @@ export class Exchange {
   }
 
   readonly #countTokens = (text: string): number => {
-    this.#counter ??= this.#deps.encodings.counterFor(this.requestModel)
-    return this.#counter(text)
+    this.#counter ??= new ReadBudget(this.#deps.encodings.counterFor(this.requestModel), this.#deps.now)
+    return this.#counter.count(text)
   }
 
   readonly #onContent = (event: ContentEvent, at: number): void => {
@@ -381,7 +386,8 @@ export class Exchange {
         firstChunk: this.#firstChunkOverhead === undefined ? undefined : Math.max(0, this.#firstChunkOverhead) * s,
         chunk: this.#contentReads === 0 ? undefined : Math.max(0, this.#contentReadOverhead / this.#contentReads) * s,
       },
-      extra: summary.extra,
+      // Tokens the read budget estimated linearly (a long text in one read) are said on the log line.
+      extra: this.#counter !== undefined && this.#counter.estimated > 0 ? { ...summary.extra, tokens_estimated_linearly: this.#counter.estimated } : summary.extra,
       failureDetail: this.#failureDetail,
     }
   }

@@ -5,6 +5,7 @@ import type { Config } from '../config/schema.ts'
 import { ClientWriter, errorBeforeHeaders } from './client-writer.ts'
 import { sendError } from './error-answer.ts'
 import { BodyInHand, sendRequestBody } from './request-body-strategy.ts'
+import { hasBody } from './request-body.ts'
 import type { OutgoingRequest } from './request-body-strategy.ts'
 import { acceptsTrailers } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
@@ -36,8 +37,8 @@ export interface ForwardOptions {
 /** Ends the request with a proxy error answer (or a cut connection once the response started). */
 function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError, appHeaders: readonly string[] | undefined): void {
   ex.fail(err.code)
-  // The rest of a body over the limit is never read: close the connection after the answer.
-  if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE') res.shouldKeepAlive = false
+  // The rest of a body over the limit (or stalled) is never read: close the connection after the answer.
+  if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE' || err.code === 'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT') res.shouldKeepAlive = false
   const started = res.headersSent
   const bytes = sendError(res, err, appHeaders)
   if (!started) ex.answered(err.httpStatus, bytes)
@@ -55,8 +56,26 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     if (!res.headersSent) fail(err)
   })
 
+  // A body that stops half-way would pin the upstream connection (or wait for ever): nothing for
+  // client_body_timeout_ms answers 408 before the answer started, else ends both sides.
+  const bodyMs = config.server.client_body_timeout_ms
+  let bodyTimer: NodeJS.Timeout | undefined
+  if (bodyMs > 0 && hasBody(req) && !req.complete) {
+    bodyTimer = setTimeout(() => {
+      const err = new TokentapError('TOKENTAP_ERR_CLIENT_BODY_TIMEOUT', bodyMs)
+      ex.fail(err.code)
+      writer?.abort(err)
+      if (res.headersSent) res.destroy()
+      else fail(err)
+    }, bodyMs)
+    bodyTimer.unref()
+    req.once('end', () => clearTimeout(bodyTimer))
+  }
+  const touched = bodyTimer === undefined ? undefined : (): void => void bodyTimer?.refresh()
+
   // 'close' comes once: a plain listener, not a once wrapper.
   res.on('close', () => {
+    if (bodyTimer !== undefined) clearTimeout(bodyTimer)
     headersDeadline.clear()
     writer?.responseClosed()
     if (totalTimer !== undefined) clearTimeout(totalTimer)
@@ -108,5 +127,5 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     }
   }
 
-  sendRequestBody(ex, req, { limit: config.server.body_limit_bytes, injectUsage: opts.injectUsage === true, gone: () => res.destroyed, send, fail })
+  sendRequestBody(ex, req, { limit: config.server.body_limit_bytes, injectUsage: opts.injectUsage === true, gone: () => res.destroyed, send, fail, touched })
 }

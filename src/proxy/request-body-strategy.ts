@@ -70,6 +70,8 @@ export interface BodyOptions {
   readonly gone: () => boolean
   readonly send: (r: OutgoingRequest) => void
   readonly fail: (err: TokentapError) => void
+  /** Body bytes came from the client (re-arms the client body timeout). */
+  readonly touched?: () => void
 }
 
 const tooLarge = (limit: number) => (): TokentapError => new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit)
@@ -77,7 +79,7 @@ const tooLarge = (limit: number) => (): TokentapError => new TokentapError('TOKE
 function streamed(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
   let body: AsyncIterable<Buffer> | null = null
   if (hasBody(req)) {
-    const watched = watchBody(req, o.limit, tooLarge(o.limit))
+    const watched = watchBody(req, o.limit, tooLarge(o.limit), o.touched)
     body = watched.body
     ex.bodyStreaming(watched.watch)
   }
@@ -85,7 +87,7 @@ function streamed(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
 }
 
 function whole(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
-  readBody(req, o.limit, (err, raw) => {
+  readBody(req, o.limit, o.touched, (err, raw) => {
     if (o.gone()) return
     if (err !== undefined) {
       o.fail(err)
@@ -97,7 +99,7 @@ function whole(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
 }
 
 function usageInjected(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
-  readBody(req, o.limit, (err, raw) => {
+  readBody(req, o.limit, o.touched, (err, raw) => {
     if (o.gone()) return
     if (err !== undefined) {
       o.fail(err)

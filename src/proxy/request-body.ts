@@ -37,7 +37,7 @@ export function hasBody(req: IncomingMessage): boolean {
  * backpressure to it) while its bytes are counted and its head is searched for the model.
  * Throws `tooLarge()`'s error once the body outgrows `limit`, which aborts the upstream request.
  */
-export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => Error): { watch: BodyWatch; body: AsyncIterable<Buffer> } {
+export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => Error, touched?: () => void): { watch: BodyWatch; body: AsyncIterable<Buffer> } {
   const watch: BodyWatch = { model: undefined, bytes: 0 }
   async function* body(): AsyncGenerator<Buffer> {
     let head = ''
@@ -46,6 +46,7 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
     // 413 has been written (destroying `req` would destroy it at once and lose the answer).
     for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
       watch.bytes += chunk.length
+      touched?.()
       if (watch.bytes > limit) throw tooLarge()
       if (sniffing) {
         head += chunk.toString('utf8', 0, Math.min(chunk.length, SNIFF_BYTES - head.length))
@@ -70,7 +71,7 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
  * the error (over the limit, a stream error, the client gone before the end). Plain listeners and
  * a callback, not a Promise of `once` listeners: this runs for nearly every request.
  */
-export function readBody(req: IncomingMessage, limit: number, done: (err: TokentapError | undefined, body: Buffer) => void): void {
+export function readBody(req: IncomingMessage, limit: number, touched: (() => void) | undefined, done: (err: TokentapError | undefined, body: Buffer) => void): void {
   const parts: Buffer[] = []
   let bytes = 0
   let settled = false
@@ -88,6 +89,7 @@ export function readBody(req: IncomingMessage, limit: number, done: (err: Tokent
   }
   const onData = (chunk: Buffer): void => {
     bytes += chunk.length
+    touched?.()
     if (bytes > limit) {
       req.resume()
       settle(new TokentapError('TOKENTAP_ERR_BODY_TOO_LARGE', limit), EMPTY)

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 
 /**
@@ -15,14 +16,14 @@ export interface RequestId {
   readonly generated: boolean
 }
 
-/** Makes ids unique within the process: `tt-<pid>-<counter>`, base 36. */
+/**
+ * Makes up ids that cannot be walked: `tt-` and a random UUID (122 random bits), so one id
+ * says nothing of the ids of other requests (`/debug/requests/{id}` answers by id).
+ */
 export class RequestIds {
-  readonly #prefix = `tt-${process.pid.toString(36)}-`
-  #next = 0
-
   of(headers: IncomingHttpHeaders): RequestId {
     const given = headers['x-request-id']
     if (typeof given === 'string' && given.length > 0 && given.length <= MAX_REQUEST_ID_LENGTH) return { id: given, generated: false }
-    return { id: this.#prefix + (this.#next++).toString(36), generated: true }
+    return { id: `tt-${randomUUID()}`, generated: true }
   }
 }

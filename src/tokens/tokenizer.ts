@@ -23,6 +23,14 @@ const MEMO_MAX_CHARS = 48
 const MEMO_MAX_ENTRIES = 50_000
 /** Beyond this a chunk is counted on a prefix and scaled, so one huge delta cannot stall the event loop. */
 export const EXACT_MAX_CHARS = 8192
+/**
+ * BPE's cost grows with the square of a pre-token's length, and a run with no whitespace (CJK
+ * text, a long identifier) is one pre-token: 8,192 such characters took about 0.6 s.
+ * A run longer than this is estimated from its first RUN_MAX_CHARS characters, scaled.
+ */
+const RUN_MAX_CHARS = 64
+// Letters (with their marks) and runs of punctuation are the pre-tokens that grow without bound.
+const LONG_RUN = new RegExp(`[\\p{L}\\p{M}]{${RUN_MAX_CHARS + 1},}|[^\\s\\p{L}\\p{N}]{${RUN_MAX_CHARS + 1},}`, 'gu')
 
 // Special-token text in an answer (e.g. "<|endoftext|>") is ordinary text to us, never an error.
 const ORDINARY = { disallowedSpecial: new Set<string>() }
@@ -33,6 +41,27 @@ const raw: Record<Encoding, (text: string) => number> = {
 }
 
 export type TokenCount = (text: string) => number
+
+/** `count` with every run of letters (or of punctuation) longer than RUN_MAX_CHARS estimated from its head. */
+function sliced(count: (text: string) => number): (text: string) => number {
+  return (text) => {
+    if (text.length <= RUN_MAX_CHARS) return count(text)
+    LONG_RUN.lastIndex = 0
+    let m = LONG_RUN.exec(text)
+    if (m === null) return count(text)
+    let n = 0
+    let from = 0
+    while (m !== null) {
+      if (m.index > from) n += count(text.slice(from, m.index))
+      const run = m[0]
+      n += Math.max(1, Math.round((count(run.slice(0, RUN_MAX_CHARS)) * run.length) / RUN_MAX_CHARS))
+      from = m.index + run.length
+      m = LONG_RUN.exec(text)
+    }
+    if (from < text.length) n += count(text.slice(from))
+    return n
+  }
+}
 
 function memoised(count: (text: string) => number): TokenCount {
   let memo = new Map<string, number>()
@@ -55,8 +84,102 @@ function memoised(count: (text: string) => number): TokenCount {
 }
 
 const counters: Record<Encoding, TokenCount> = {
-  o200k_base: memoised(raw.o200k_base),
-  cl100k_base: memoised(raw.cl100k_base),
+  o200k_base: memoised(sliced(raw.o200k_base)),
+  cl100k_base: memoised(sliced(raw.cl100k_base)),
+}
+
+/** Event-loop time one read's counting may take (ms) before the rest of the read is estimated. */
+export const READ_BUDGET_MS = 0.3
+/** Text is counted in slices of about this many characters, so the budget is checked often. */
+const SLICE_CHARS = 64
+/** A slice ends before a space up to this far; past it (no space in sight) it is cut at SLICE_CHARS. */
+const SLICE_MAX_CHARS = 96
+
+const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 13 || c === 9
+const isAsciiLetter = (c: number): boolean => (c >= 65 && c <= 90) || (c >= 97 && c <= 122)
+/** ASCII punctuation that starts a pre-token after a word (not an apostrophe: `'s` belongs to the word). */
+const isCut = (c: number): boolean => (c >= 33 && c <= 47 && c !== 39) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)
+
+/**
+ * Where the slice from `from` ends: before a single space between two words, else after a word
+ * before punctuation (where BPE's pre-tokenizer cuts anyway, so the slices' counts add up to the
+ * whole's), else at SLICE_CHARS.
+ */
+function sliceEnd(text: string, from: number): number {
+  const target = from + SLICE_CHARS
+  if (target >= text.length) return text.length
+  const last = Math.min(text.length - 1, from + SLICE_MAX_CHARS)
+  for (let j = target; j < last; j++) {
+    if (text.charCodeAt(j) === 32 && !isSpace(text.charCodeAt(j - 1)) && !isSpace(text.charCodeAt(j + 1))) return j
+  }
+  // No space (JSON arguments, say): after a word, before punctuation, where a pre-token ends too.
+  for (let j = target; j < last; j++) if (isAsciiLetter(text.charCodeAt(j - 1)) && isCut(text.charCodeAt(j))) return j
+  // Never between the two halves of a surrogate pair.
+  return (text.charCodeAt(target) & 0xfc00) === 0xdc00 ? target + 1 : target
+}
+
+/**
+ * One request's counting with a time budget per read: a read's text is counted exactly, in
+ * slices, until READ_BUDGET_MS of the clock have passed since the read began; the rest of the
+ * read is estimated linearly with this request's tokens per character so far. So counting holds
+ * the event loop about a third of a millisecond per read, whatever the size and script of the
+ * text (bench/tokenizer-stall.ts), and never makes the gaps the proxy measures. Tokens so
+ * estimated are kept (`estimated`) for the log line; a provider's usage, when it reports one,
+ * still sets the request's total at the end. On a clock that does not move (tests on virtual
+ * time), everything is counted exactly.
+ */
+export class ReadBudget {
+  readonly #count: TokenCount
+  readonly #now: () => number
+  #deadline: number | undefined
+  #chars = 0
+  #tokens = 0
+  /** Tokens estimated linearly, over the whole request. */
+  estimated = 0
+
+  constructor(count: TokenCount, now: () => number) {
+    this.#count = count
+    this.#now = now
+  }
+
+  /** A new read from the upstream: the budget starts again. */
+  newRead(): void {
+    this.#deadline = this.#now() + READ_BUDGET_MS
+  }
+
+  readonly count = (text: string): number => {
+    if (this.#deadline === undefined) this.newRead()
+    const length = text.length
+    if (length === 0) return 0
+    if (length <= SLICE_MAX_CHARS) return this.#spent() ? this.#estimate(length, true) : this.#exact(text)
+    let n = 0
+    for (let i = 0; i < length; ) {
+      if (this.#spent()) return n + this.#estimate(length - i, n === 0)
+      const end = sliceEnd(text, i)
+      n += this.#exact(text.slice(i, end))
+      i = end
+    }
+    return n
+  }
+
+  /** The read's budget is spent (and there is a ratio to estimate with). */
+  #spent(): boolean {
+    return this.#chars > 0 && this.#now() > (this.#deadline as number)
+  }
+
+  #exact(text: string): number {
+    const n = this.#count(text)
+    this.#chars += text.length
+    this.#tokens += n
+    return n
+  }
+
+  #estimate(chars: number, whole: boolean): number {
+    const n = Math.round((this.#tokens * chars) / this.#chars)
+    const tokens = whole ? Math.max(1, n) : n
+    this.estimated += tokens
+    return tokens
+  }
 }
 
 /** The counter for an encoding (shared, memoised). */

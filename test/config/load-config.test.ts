@@ -59,6 +59,16 @@ t.test('environment overrides: TOKENTAP_PORT, TOKENTAP_ADMIN_PORT, TOKENTAP_LOG_
   failsWith(t, () => loadConfig(DEFAULT_CONFIG_FILE, { TOKENTAP_LOG_LEVEL: 'loud' }), /TOKENTAP_LOG_LEVEL='loud' is not valid: must be one of fatal, error/, 'a bad level names the variable')
 })
 
+t.test('both listeners bind loopback unless configured; TOKENTAP_HOST and TOKENTAP_ADMIN_HOST set them', async (t) => {
+  const plain = loadConfig(DEFAULT_CONFIG_FILE, {})
+  t.equal(plain.server.host, '127.0.0.1', 'the proxy listener')
+  t.equal(plain.admin.host, '127.0.0.1', 'the admin listener (metrics and request records)')
+  const c = loadConfig(DEFAULT_CONFIG_FILE, { TOKENTAP_HOST: '0.0.0.0', TOKENTAP_ADMIN_HOST: '::' })
+  t.equal(c.server.host, '0.0.0.0')
+  t.equal(c.admin.host, '::')
+  failsWith(t, () => loadConfig(DEFAULT_CONFIG_FILE, { TOKENTAP_HOST: '0.0.0.0 x' }), /TOKENTAP_HOST='0.0.0.0 x'/, 'a bad host names the variable')
+})
+
 t.test('a bad file stops start-up with a message naming the key and the problem', async (t) => {
   failsWith(t, () => loadConfig(join(dir, 'missing.yaml'), {}), /cannot read config file/, 'missing file')
   failsWith(t, () => loadConfig(file('bad.yaml', 'routes: [\n  - prefix: /a\n  upstream'), {}), /not valid YAML/, 'broken YAML')
