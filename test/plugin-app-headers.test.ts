@@ -1,3 +1,4 @@
+import { request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
 import cors from '@fastify/cors'
@@ -124,4 +125,35 @@ t.test('the proxy’s own error answer (upstream unreachable) carries the app’
   t.same(values(res.rawHeaders, 'access-control-allow-origin'), [ORIGIN])
   t.same(values(res.rawHeaders, 'content-type'), ['application/json'])
   t.equal(res.headers['x-ratelimit-limit'], '5')
+})
+
+t.test('onRequestAbort runs when the client leaves while still sending its body, and the request is counted as cancelled', async (t) => {
+  let arrived: () => void = () => undefined
+  const atUpstream = new Promise<void>((resolve) => {
+    arrived = resolve
+  })
+  // Raw: called with the head, the body left unread (it never ends).
+  const upstream = await startUpstream(() => arrived(), { raw: true })
+  t.teardown(() => upstream.close())
+  const app = Fastify({ loggerInstance: pino({ level: 'silent' }) })
+  const aborted = new Promise<string>((resolve) => {
+    app.addHook('onRequestAbort', async (request) => resolve(request.url))
+  })
+  await app.register(tokentap, { routes: [{ prefix: '/llm', upstream: upstream.url, provider: 'openai' }] })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(() => app.close())
+  // A chunked body, its first piece sent and the rest never.
+  const req = request(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/llm/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    agent: false,
+  })
+  req.on('error', () => undefined)
+  req.write('{"model":"gpt-4o-mini",')
+  await atUpstream
+  req.destroy()
+  t.equal(await aborted, '/llm/v1/chat/completions', 'the hook saw the proxied request')
+  while (app.tokentap.active.size > 0) await new Promise((resolve) => setImmediate(resolve))
+  const m = parseMetrics(await app.tokentap.registry.text())
+  t.equal(sumOf(m, 'llm_requests_total', { route: '/llm', outcome: 'cancelled' }), 1)
 })

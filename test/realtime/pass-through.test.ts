@@ -85,6 +85,7 @@ t.test('the upgrade request goes upstream with its headers, the prefix stripped 
   const line = proxy.logs.find((l) => l.msg === 'realtime session') as Record<string, unknown>
   t.equal(line.path, '/v1/realtime', 'the log line has the path without its query')
   t.equal(line.model, 'gpt-realtime')
+  t.equal(line.level, 30, 'a session that ended well logs at info')
   await closeAll(proxy, upstream)
 })
 
@@ -141,6 +142,8 @@ t.test('a refused upgrade comes back as the upstream answered it, and the sessio
   await eventually('the session record', () => sessions.length === 1)
   t.equal(sessions[0].outcome, 'error')
   t.equal(sessions[0].statusCode, 401)
+  await eventually('the log line', () => proxy.logs.some((l) => l.msg === 'realtime session'))
+  t.equal(proxy.logs.find((l) => l.msg === 'realtime session')?.level, 40, 'a failed session logs at warn')
   t.equal(proxy.app.tokentap.realtime.open.size, 0, 'nothing left open')
   await closeAll(proxy, upstream)
 })

@@ -24,7 +24,7 @@ export const PAGE_HTML = `<!doctype html>
   .windows button { background: var(--panel); color: var(--text); border: 1px solid var(--line); border-radius: 4px; padding: 3px 9px; cursor: pointer; font: inherit; }
   .windows button.on { border-color: var(--tick); color: var(--tick); }
   main { padding: 14px 18px; display: grid; gap: 16px; grid-template-columns: minmax(0, 1fr); align-items: start; }
-  .col { display: grid; gap: 16px; min-width: 0; }
+  .col { display: grid; gap: 16px; min-width: 0; grid-template-columns: minmax(0, 1fr); }
   /* A wide screen: the streams and routes on the left, the service's health on the right. */
   @media (min-width: 1200px) { main { grid-template-columns: minmax(0, 1fr) minmax(360px, 40%); } }
   a { color: var(--tick); }
@@ -33,17 +33,17 @@ export const PAGE_HTML = `<!doctype html>
   #failures { list-style: none; margin: 0; padding: 0; font-variant-numeric: tabular-nums; }
   #failures li { padding: 3px 0; border-bottom: 1px solid var(--line); } #failures .st { color: var(--err); font-weight: 600; margin: 0 6px; }
   .summary { display: flex; gap: 10px; flex-wrap: wrap; }
-  .stat { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; min-width: 120px; }
+  .stat { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; min-width: 110px; }
   .stat b { display: block; font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; } .stat span { color: var(--dim); font-size: 12px; }
   .stat.ok b { color: var(--ok); } .stat.error b { color: var(--err); } .stat.cancelled b { color: var(--can); }
   .panel { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 12px; }
   #strip { width: 100%; display: block; }
   #stalls { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 8px; }
   .stall-marker { background: rgba(255,92,92,.12); border: 1px solid var(--stall); color: #ffb3b3; border-radius: 4px; padding: 2px 8px; font-size: 12px; }
-  #routes { display: grid; gap: 16px; }
-  .card { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; }
+  #routes { display: grid; gap: 16px; grid-template-columns: minmax(0, 1fr); }
+  .card { min-width: 0; overflow-x: auto; background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; }
   .card > h3 { margin: 0 0 10px; font-size: 15px; } .card > h3 small { color: var(--dim); font-weight: 400; margin-left: 8px; }
-  .models { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 14px; }
+  .models { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(520px, 100%), 1fr)); gap: 14px; }
   .model { border: 1px solid var(--line); border-radius: 5px; padding: 10px; }
   .model h4 { margin: 0 0 6px; font-size: 13px; } .model h4 small { color: var(--dim); font-weight: 400; }
   .counts { display: flex; gap: 12px; margin-bottom: 6px; color: var(--dim); font-variant-numeric: tabular-nums; } .counts b { color: var(--text); font-weight: 600; }
@@ -51,7 +51,7 @@ export const PAGE_HTML = `<!doctype html>
   table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
   th, td { text-align: right; padding: 2px 6px; border-bottom: 1px solid var(--line); white-space: nowrap; } th:first-child, td:first-child { text-align: left; }
   th { color: var(--dim); font-weight: 500; font-size: 12px; } td.none { color: var(--dim); }
-  .bands { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; margin-top: 12px; }
+  .bands { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(440px, 100%), 1fr)); gap: 14px; margin-top: 12px; }
   .dist { margin-top: 8px; } .dist .cap { color: var(--dim); font-size: 12px; }
   .empty { color: var(--dim); }
   .u-legend { display: none; }
