@@ -70,6 +70,8 @@ export interface HistogramOptions {
   readonly bounds: readonly number[]
   /** ValueType.INT: values are truncated (as the SDK does), the descriptor says INT. */
   readonly valueType?: ValueType
+  /** A monotonic counter: each cell is exported as its sum (a Sum point), its buckets unused. */
+  readonly counter?: boolean
 }
 
 const OVERFLOW: Attributes = { 'otel.metric.overflow': true }
@@ -124,6 +126,12 @@ export class PreAggregatedHistogram {
   collect(now: HrTime, temporality: AggregationTemporality): MetricData | undefined {
     if (this.#cells.size === 0) return undefined
     const o = this.options
+    const descriptor = { name: o.name, unit: o.unit, description: o.description, valueType: o.valueType ?? ValueType.DOUBLE }
+    if (o.counter === true) {
+      const points: DataPoint<number>[] = []
+      for (const c of this.#cells.values()) points.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: c.sum })
+      return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.SUM, isMonotonic: true, dataPoints: points }
+    }
     const dataPoints: DataPoint<Histogram>[] = []
     for (const c of this.#cells.values()) {
       const h = c.core
@@ -136,7 +144,7 @@ export class PreAggregatedHistogram {
       })
     }
     return {
-      descriptor: { name: o.name, unit: o.unit, description: o.description, valueType: o.valueType ?? ValueType.DOUBLE },
+      descriptor,
       aggregationTemporality: temporality,
       dataPointType: DataPointType.HISTOGRAM,
       dataPoints,

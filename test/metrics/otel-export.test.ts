@@ -59,7 +59,7 @@ function checkShape(t: Test, e: Export): void {
     'gen_ai.client.operation.duration': DURATION_BOUNDS,
     'gen_ai.client.token.usage': TOKEN_BOUNDS,
     'gen_ai.client.operation.time_to_first_chunk': DURATION_BOUNDS,
-    'gen_ai.client.operation.time_per_output_chunk': PER_TOKEN_BOUNDS,
+    'gen_ai.client.operation.time_per_output_chunk': DURATION_BOUNDS,
     'gen_ai.server.time_to_first_token': DURATION_BOUNDS,
     'gen_ai.server.time_per_output_token': PER_TOKEN_BOUNDS,
   }
@@ -339,7 +339,7 @@ t.test('hand-computed figures on virtual time: exact counts, sums and buckets', 
   const perChunk = p('gen_ai.client.operation.time_per_output_chunk')[0]
   t.equal(perChunk.count, 3)
   close(t, perChunk.sum, 0.59, 'gaps 0.03 + 0.06 + 0.5')
-  t.same(perChunk.bucketCounts, [0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], '0.03 in (0.025, 0.05], 0.06 in (0.05, 0.075], 0.5 in (0.4, 0.5]')
+  t.same(perChunk.bucketCounts, [0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0], 'the duration bounds: 0.03 in (0.02, 0.04], 0.06 in (0.04, 0.08], 0.5 in (0.32, 0.64]')
   for (const name of ['gen_ai.client.operation.time_to_first_chunk', 'gen_ai.server.time_to_first_token']) {
     t.match(p(name), [{ count: 2, min: 0.05, max: 0.1 }])
     close(t, p(name)[0].sum, 0.15, `${name}: 0.1 + 0.05 s`)
