@@ -49,8 +49,10 @@ export interface OtelOptions {
   readonly env?: Env
 }
 
-/** The six GenAI histograms, and the three token-usage counters tokentap has figures for. */
+/** The six GenAI histograms, and the inference usage counters (input, output and their parts). */
 interface GenAiHistograms {
+  readonly inputUsage: PreAggregatedHistogram
+  readonly outputUsage: PreAggregatedHistogram
   readonly cacheRead: PreAggregatedHistogram
   readonly cacheWrite: PreAggregatedHistogram
   readonly reasoning: PreAggregatedHistogram
@@ -83,7 +85,7 @@ class Series {
   readonly #usageKey: string
   readonly #h: GenAiHistograms
   /** The bound cells, by the slots of the methods below. */
-  readonly #cells: (HistogramCell | undefined)[] = new Array(10).fill(undefined)
+  readonly #cells: (HistogramCell | undefined)[] = new Array(12).fill(undefined)
   /** `PreAggregatedMetrics.generation` the cells were bound in. */
   generation: number
 
@@ -126,6 +128,12 @@ class Series {
   }
   reasoning(): HistogramCell {
     return this.#bind(9, this.#h.reasoning, this.#usageKey, this.#usage)
+  }
+  inputUsage(): HistogramCell {
+    return this.#bind(10, this.#h.inputUsage, this.#usageKey, this.#usage)
+  }
+  outputUsage(): HistogramCell {
+    return this.#bind(11, this.#h.outputUsage, this.#usageKey, this.#usage)
   }
   timeToFirstToken(): HistogramCell {
     return this.#bind(5, this.#h.timeToFirstToken, this.#baseKey, this.#base)
@@ -201,6 +209,8 @@ export class OtelMetrics {
       timePerOutputChunk: histogram('gen_ai.client.operation.time_per_output_chunk', 's', 'Time between consecutive chunks of a streaming operation.', DURATION_BOUNDS),
       timeToFirstToken: histogram('gen_ai.server.time_to_first_token', 's', 'Time to generate first token for successful responses.', DURATION_BOUNDS),
       timePerOutputToken: histogram('gen_ai.server.time_per_output_token', 's', 'Time per output token generated after the first token for successful responses.', PER_TOKEN_BOUNDS),
+      inputUsage: counter('gen_ai.client.inference.usage.input_tokens', 'The number of input (prompt) tokens used, including cached tokens.'),
+      outputUsage: counter('gen_ai.client.inference.usage.output_tokens', 'The number of output (completion) tokens used, including reasoning tokens.'),
       cacheRead: counter('gen_ai.client.inference.usage.cache_read.input_tokens', 'The number of input tokens read from the provider cache.'),
       cacheWrite: counter('gen_ai.client.inference.usage.cache_write.input_tokens', 'The number of input tokens written to the provider cache.'),
       reasoning: counter('gen_ai.client.inference.usage.reasoning.output_tokens', 'The number of reasoning output tokens used.'),
@@ -219,6 +229,9 @@ export class OtelMetrics {
     for (let r = 0; r < gaps.count; r++) s.timePerOutputChunk().add(gaps.seconds[r], gaps.times[r])
     if (o.okTtft !== undefined) s.timeToFirstToken().add(o.okTtft)
     if (o.tpot !== undefined) s.timePerOutputToken().add(o.tpot)
+    // Every operation, 0 when nothing was reported (the conventions' rule for these counters).
+    s.inputUsage().add(o.inputTokens ?? 0)
+    s.outputUsage().add(o.outputTokens ?? 0)
     if (o.cacheReadTokens !== undefined) s.cacheRead().add(o.cacheReadTokens)
     if (o.cacheWriteTokens !== undefined) s.cacheWrite().add(o.cacheWriteTokens)
     if (o.reasoningTokens !== undefined) s.reasoning().add(o.reasoningTokens)

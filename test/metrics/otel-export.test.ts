@@ -19,6 +19,8 @@ const operationFor = (method: string, path: string): string | undefined =>
 import { eventually } from '../helpers/eventually.ts'
 
 const NAMES = [
+  'gen_ai.client.inference.usage.input_tokens',
+  'gen_ai.client.inference.usage.output_tokens',
   'gen_ai.client.operation.duration',
   'gen_ai.client.operation.time_per_output_chunk',
   'gen_ai.client.operation.time_to_first_chunk',
@@ -53,7 +55,7 @@ const close = (t: Test, got: number | undefined, want: number, msg: string) => t
 
 /** What every export of the SDK must look like: cumulative histograms, the spec's bounds, buckets adding up. */
 function checkShape(t: Test, e: Export): void {
-  t.same([...e.metrics.keys()].sort(), NAMES, 'the six GenAI metrics')
+  t.same([...e.metrics.keys()].sort(), NAMES, 'the six GenAI histograms and the input and output usage counters')
   t.equal(e.scope.name, 'tokentap')
   const bounds: Record<string, number[]> = {
     'gen_ai.client.operation.duration': DURATION_BOUNDS,
@@ -65,7 +67,8 @@ function checkShape(t: Test, e: Export): void {
   }
   for (const m of e.metrics.values()) {
     t.equal(m.temporality, 2, `${m.name} is cumulative`)
-    t.equal(m.unit, m.name === 'gen_ai.client.token.usage' ? '{token}' : 's', `${m.name} unit`)
+    t.equal(m.unit, m.name === 'gen_ai.client.token.usage' || m.monotonicSum === true ? '{token}' : 's', `${m.name} unit`)
+    if (m.monotonicSum === true) continue
     for (const p of m.points) {
       t.same(p.explicitBounds, bounds[m.name], `${m.name}: the advised bucket bounds`)
       t.equal(p.bucketCounts.length, p.explicitBounds.length + 1)

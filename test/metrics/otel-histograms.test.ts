@@ -263,6 +263,8 @@ t.test('cache and reasoning tokens go to the inference usage counters with modal
   const base = { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'anthropic', 'gen_ai.request.model': 'claude-x', 'gen_ai.response.model': 'claude-x-1', 'tokentap.tenant': 'search' }
   const usage = { ...base, 'gen_ai.token.modality': 'unknown' }
   for (const [name, value] of [
+    ['gen_ai.client.inference.usage.input_tokens', 4200],
+    ['gen_ai.client.inference.usage.output_tokens', 80],
     ['gen_ai.client.inference.usage.cache_read.input_tokens', 4000],
     ['gen_ai.client.inference.usage.cache_write.input_tokens', 128],
     ['gen_ai.client.inference.usage.reasoning.output_tokens', 60],
@@ -273,8 +275,13 @@ t.test('cache and reasoning tokens go to the inference usage counters with modal
     t.equal(metric?.descriptor.unit, '{token}')
     t.same(
       (metric?.dataPoints ?? []).map((p) => [p.attributes, p.value]),
-      [[usage, value]],
-      `${name}: only the tenant whose provider reported it`,
+      name.endsWith('usage.input_tokens') || name.endsWith('usage.output_tokens')
+        ? [
+            [usage, value],
+            [{ ...usage, 'tokentap.tenant': 'ads' }, name.endsWith('input_tokens') ? 5 : 1],
+          ]
+        : [[usage, value]],
+      `${name}: the parts only for the tenant whose provider reported them`,
     )
   }
   const duration = metrics.find((x) => x.descriptor.name === 'gen_ai.client.operation.duration')
