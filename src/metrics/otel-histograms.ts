@@ -79,6 +79,8 @@ export interface HistogramOptions {
   readonly bounds: readonly number[]
   /** ValueType.INT: values are truncated (as the SDK does), the descriptor says INT. */
   readonly valueType?: ValueType
+  /** A monotonic counter: each cell is exported as its sum (a Sum point), its buckets unused. */
+  readonly counter?: boolean
 }
 
 const NO_COUNTS = new Float64Array(0)
@@ -137,6 +139,11 @@ export class PreAggregatedHistogram {
     if (this.#cells.size === 0) return undefined
     const o = this.options
     const descriptor = { name: o.name, unit: o.unit, description: o.description, valueType: o.valueType ?? ValueType.DOUBLE }
+    if (o.counter === true) {
+      const points: DataPoint<number>[] = []
+      for (const c of this.#cells.values()) points.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: c.sum })
+      return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.SUM, isMonotonic: true, dataPoints: points }
+    }
     if (this.#producer.exponential) {
       const dataPoints: DataPoint<ExponentialHistogram>[] = []
       for (const c of this.#cells.values()) dataPoints.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: exponentialPoint(c.core) })

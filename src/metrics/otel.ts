@@ -25,6 +25,7 @@ import type { HistogramCell, PreAggregatedHistogram } from './otel-histograms.ts
 
 /** Semconv bucket advice: latency in seconds, per-token/chunk latency, token counts. */
 export const DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+/** Semconv bucket advice of `gen_ai.server.time_per_output_token`. */
 export const PER_TOKEN_BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5]
 export const TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 
@@ -48,8 +49,13 @@ export interface OtelOptions {
   readonly env?: Env
 }
 
-/** The six GenAI histograms. */
+/** The six GenAI histograms, and the inference usage counters (input, output and their parts). */
 interface GenAiHistograms {
+  readonly inputUsage: PreAggregatedHistogram
+  readonly outputUsage: PreAggregatedHistogram
+  readonly cacheRead: PreAggregatedHistogram
+  readonly cacheWrite: PreAggregatedHistogram
+  readonly reasoning: PreAggregatedHistogram
   readonly duration: PreAggregatedHistogram
   readonly tokenUsage: PreAggregatedHistogram
   readonly timeToFirstChunk: PreAggregatedHistogram
@@ -74,9 +80,12 @@ class Series {
   readonly #output: Attributes
   readonly #inputKey: string
   readonly #outputKey: string
+  /** The usage counters' set: `gen_ai.token.modality` is required, and no provider here breaks these counts down by it. */
+  readonly #usage: Attributes
+  readonly #usageKey: string
   readonly #h: GenAiHistograms
   /** The bound cells, by the slots of the methods below. */
-  readonly #cells: (HistogramCell | undefined)[] = [undefined, undefined, undefined, undefined, undefined, undefined, undefined]
+  readonly #cells: (HistogramCell | undefined)[] = new Array(12).fill(undefined)
   /** `PreAggregatedMetrics.generation` the cells were bound in. */
   generation: number
 
@@ -90,6 +99,8 @@ class Series {
     this.#output = { ...base, 'gen_ai.token.type': 'output' }
     this.#inputKey = `${baseKey}\u0000input`
     this.#outputKey = `${baseKey}\u0000output`
+    this.#usage = { ...base, 'gen_ai.token.modality': 'unknown' }
+    this.#usageKey = `${baseKey}\u0000usage`
     this.generation = generation
   }
 
@@ -102,11 +113,27 @@ class Series {
   outputTokens(): HistogramCell {
     return this.#bind(2, this.#h.tokenUsage, this.#outputKey, this.#output)
   }
+  // The chunk metrics have no `error.type` in the semantic conventions (their attribute tables).
   timeToFirstChunk(): HistogramCell {
-    return this.#bind(3, this.#h.timeToFirstChunk, this.#key, this.#withError)
+    return this.#bind(3, this.#h.timeToFirstChunk, this.#baseKey, this.#base)
   }
   timePerOutputChunk(): HistogramCell {
-    return this.#bind(4, this.#h.timePerOutputChunk, this.#key, this.#withError)
+    return this.#bind(4, this.#h.timePerOutputChunk, this.#baseKey, this.#base)
+  }
+  cacheRead(): HistogramCell {
+    return this.#bind(7, this.#h.cacheRead, this.#usageKey, this.#usage)
+  }
+  cacheWrite(): HistogramCell {
+    return this.#bind(8, this.#h.cacheWrite, this.#usageKey, this.#usage)
+  }
+  reasoning(): HistogramCell {
+    return this.#bind(9, this.#h.reasoning, this.#usageKey, this.#usage)
+  }
+  inputUsage(): HistogramCell {
+    return this.#bind(10, this.#h.inputUsage, this.#usageKey, this.#usage)
+  }
+  outputUsage(): HistogramCell {
+    return this.#bind(11, this.#h.outputUsage, this.#usageKey, this.#usage)
   }
   timeToFirstToken(): HistogramCell {
     return this.#bind(5, this.#h.timeToFirstToken, this.#baseKey, this.#base)
@@ -175,13 +202,19 @@ export class OtelMetrics {
     this.#provider = new MeterProvider({ resource, readers: [reader] })
     const histogram = (name: string, unit: string, description: string, bounds: number[], valueType = ValueType.DOUBLE): PreAggregatedHistogram =>
       this.#producer.histogram({ name, unit, description, bounds, valueType })
+    const counter = (name: string, description: string): PreAggregatedHistogram => this.#producer.histogram({ name, unit: '{token}', description, bounds: [], valueType: ValueType.INT, counter: true })
     this.#h = {
       duration: histogram('gen_ai.client.operation.duration', 's', 'GenAI operation duration.', DURATION_BOUNDS),
       tokenUsage: histogram('gen_ai.client.token.usage', '{token}', 'Number of input and output tokens used.', TOKEN_BOUNDS, ValueType.INT),
       timeToFirstChunk: histogram('gen_ai.client.operation.time_to_first_chunk', 's', 'Time to receive the first chunk in a streaming operation.', DURATION_BOUNDS),
-      timePerOutputChunk: histogram('gen_ai.client.operation.time_per_output_chunk', 's', 'Time between consecutive chunks of a streaming operation.', PER_TOKEN_BOUNDS),
+      timePerOutputChunk: histogram('gen_ai.client.operation.time_per_output_chunk', 's', 'Time between consecutive chunks of a streaming operation.', DURATION_BOUNDS),
       timeToFirstToken: histogram('gen_ai.server.time_to_first_token', 's', 'Time to generate first token for successful responses.', DURATION_BOUNDS),
       timePerOutputToken: histogram('gen_ai.server.time_per_output_token', 's', 'Time per output token generated after the first token for successful responses.', PER_TOKEN_BOUNDS),
+      inputUsage: counter('gen_ai.client.inference.usage.input_tokens', 'The number of input (prompt) tokens used, including cached tokens.'),
+      outputUsage: counter('gen_ai.client.inference.usage.output_tokens', 'The number of output (completion) tokens used, including reasoning tokens.'),
+      cacheRead: counter('gen_ai.client.inference.usage.cache_read.input_tokens', 'The number of input tokens read from the provider cache.'),
+      cacheWrite: counter('gen_ai.client.inference.usage.cache_write.input_tokens', 'The number of input tokens written to the provider cache.'),
+      reasoning: counter('gen_ai.client.inference.usage.reasoning.output_tokens', 'The number of reasoning output tokens used.'),
     }
   }
 
@@ -197,11 +230,17 @@ export class OtelMetrics {
     for (let r = 0; r < gaps.count; r++) s.timePerOutputChunk().add(gaps.seconds[r], gaps.times[r])
     if (o.okTtft !== undefined) s.timeToFirstToken().add(o.okTtft)
     if (o.tpot !== undefined) s.timePerOutputToken().add(o.tpot)
+    // Every operation, 0 when nothing was reported (the conventions' rule for these counters).
+    s.inputUsage().add(o.inputTokens ?? 0)
+    s.outputUsage().add(o.outputTokens ?? 0)
+    if (o.cacheReadTokens !== undefined) s.cacheRead().add(o.cacheReadTokens)
+    if (o.cacheWriteTokens !== undefined) s.cacheWrite().add(o.cacheWriteTokens)
+    if (o.reasoningTokens !== undefined) s.reasoning().add(o.reasoningTokens)
   }
 
   /** The series of one request's attribute set, its cells still valid (a delta collection drops them). */
   #seriesOf(operation: string, labels: SeriesLabels, responseModel: string | undefined, error: string | undefined): Series {
-    const baseKey = `${operation}\u0000${labels.provider}\u0000${labels.model}\u0000${responseModel ?? ''}`
+    const baseKey = `${operation}\u0000${labels.provider}\u0000${labels.model}\u0000${responseModel ?? ''}\u0000${labels.tenant ?? ''}`
     const key = error === undefined ? baseKey : `${baseKey}\u0000${error}`
     const generation = this.#producer.generation
     let s = this.#series.get(key)
@@ -212,6 +251,8 @@ export class OtelMetrics {
         'gen_ai.request.model': labels.model,
       }
       if (responseModel !== undefined) base['gen_ai.response.model'] = responseModel
+      // No semantic convention names a tenant: tokentap's own namespace, as the conventions ask of custom attributes.
+      if (labels.tenant !== undefined) base['tokentap.tenant'] = labels.tenant
       s = new Series(this.#h, key, baseKey, base, error, generation)
       // A cache, not the series: past its bound it starts over, and the cells stay in the histograms.
       if (this.#series.size >= SERIES_CACHE) this.#series.clear()

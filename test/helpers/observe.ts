@@ -16,6 +16,8 @@ export interface Who {
   readonly slo?: boolean
   readonly tReq?: number
   readonly overhead?: RequestFacts['overhead']
+  /** The tenant label value (with a policy whose `tenant` is on). */
+  readonly tenant?: string
 }
 
 const NO_OVERHEAD = { request: undefined, firstChunk: undefined, chunk: undefined }
@@ -34,6 +36,7 @@ function factsOf(who: Who = {}): RequestFacts {
     concurrency: who.concurrency ?? 1,
     tReq: who.tReq ?? 0,
     overhead: who.overhead ?? NO_OVERHEAD,
+    tenant: who.tenant,
   }
 }
 

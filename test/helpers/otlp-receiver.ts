@@ -39,6 +39,8 @@ interface Metric {
   readonly description: string
   /** 1 delta, 2 cumulative. */
   readonly temporality: number
+  /** A Sum (counter) rather than a histogram: each point's `sum` is its value, `count` 0. */
+  readonly monotonicSum?: boolean
   readonly points: Point[]
 }
 
@@ -93,6 +95,7 @@ interface RawMetric {
   description?: string
   histogram?: { aggregationTemporality?: number; dataPoints?: RawPoint[] }
   exponentialHistogram?: { aggregationTemporality?: number; dataPoints?: RawExponentialPoint[] }
+  sum?: { aggregationTemporality?: number; isMonotonic?: boolean; dataPoints?: (RawPoint & { asInt?: string; asDouble?: number })[] }
 }
 interface RawRequest {
   resourceMetrics?: { resource?: { attributes?: KeyValue[] }; scopeMetrics?: { scope?: { name?: string; version?: string }; metrics?: RawMetric[] }[] }[]
@@ -114,6 +117,27 @@ function normalize(raw: RawRequest, path: string, headers: Export['headers']): E
   const metrics = new Map<string, Metric>()
   for (const m of scopes.flatMap((x) => x.metrics ?? [])) {
     if (metrics.has(m.name)) throw new Error(`${m.name} twice`)
+    if (m.sum !== undefined) {
+      metrics.set(m.name, {
+        name: m.name,
+        unit: m.unit ?? '',
+        description: m.description ?? '',
+        temporality: m.sum.aggregationTemporality ?? 0,
+        monotonicSum: m.sum.isMonotonic === true,
+        points: (m.sum.dataPoints ?? []).map((p) => ({
+          attributes: attrsOf(p.attributes),
+          count: 0,
+          sum: p.asInt !== undefined ? Number(p.asInt) : (p.asDouble ?? 0),
+          min: undefined,
+          max: undefined,
+          bucketCounts: [],
+          explicitBounds: [],
+          startTimeUnixNano: BigInt(p.startTimeUnixNano ?? 0),
+          timeUnixNano: BigInt(p.timeUnixNano ?? 0),
+        })),
+      })
+      continue
+    }
     const h = m.histogram ?? m.exponentialHistogram
     if (h === undefined) throw new Error(`${m.name} is no histogram`)
     metrics.set(m.name, {

@@ -19,6 +19,8 @@ const operationFor = (method: string, path: string): string | undefined =>
 import { eventually } from '../helpers/eventually.ts'
 
 const NAMES = [
+  'gen_ai.client.inference.usage.input_tokens',
+  'gen_ai.client.inference.usage.output_tokens',
   'gen_ai.client.operation.duration',
   'gen_ai.client.operation.time_per_output_chunk',
   'gen_ai.client.operation.time_to_first_chunk',
@@ -53,19 +55,20 @@ const close = (t: Test, got: number | undefined, want: number, msg: string) => t
 
 /** What every export of the SDK must look like: cumulative histograms, the spec's bounds, buckets adding up. */
 function checkShape(t: Test, e: Export): void {
-  t.same([...e.metrics.keys()].sort(), NAMES, 'the six GenAI metrics')
+  t.same([...e.metrics.keys()].sort(), NAMES, 'the six GenAI histograms and the input and output usage counters')
   t.equal(e.scope.name, 'tokentap')
   const bounds: Record<string, number[]> = {
     'gen_ai.client.operation.duration': DURATION_BOUNDS,
     'gen_ai.client.token.usage': TOKEN_BOUNDS,
     'gen_ai.client.operation.time_to_first_chunk': DURATION_BOUNDS,
-    'gen_ai.client.operation.time_per_output_chunk': PER_TOKEN_BOUNDS,
+    'gen_ai.client.operation.time_per_output_chunk': DURATION_BOUNDS,
     'gen_ai.server.time_to_first_token': DURATION_BOUNDS,
     'gen_ai.server.time_per_output_token': PER_TOKEN_BOUNDS,
   }
   for (const m of e.metrics.values()) {
     t.equal(m.temporality, 2, `${m.name} is cumulative`)
-    t.equal(m.unit, m.name === 'gen_ai.client.token.usage' ? '{token}' : 's', `${m.name} unit`)
+    t.equal(m.unit, m.name === 'gen_ai.client.token.usage' || m.monotonicSum === true ? '{token}' : 's', `${m.name} unit`)
+    if (m.monotonicSum === true) continue
     for (const p of m.points) {
       t.same(p.explicitBounds, bounds[m.name], `${m.name}: the advised bucket bounds`)
       t.equal(p.bucketCounts.length, p.explicitBounds.length + 1)
@@ -339,7 +342,7 @@ t.test('hand-computed figures on virtual time: exact counts, sums and buckets', 
   const perChunk = p('gen_ai.client.operation.time_per_output_chunk')[0]
   t.equal(perChunk.count, 3)
   close(t, perChunk.sum, 0.59, 'gaps 0.03 + 0.06 + 0.5')
-  t.same(perChunk.bucketCounts, [0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], '0.03 in (0.025, 0.05], 0.06 in (0.05, 0.075], 0.5 in (0.4, 0.5]')
+  t.same(perChunk.bucketCounts, [0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0], 'the duration bounds: 0.03 in (0.02, 0.04], 0.06 in (0.04, 0.08], 0.5 in (0.32, 0.64]')
   for (const name of ['gen_ai.client.operation.time_to_first_chunk', 'gen_ai.server.time_to_first_token']) {
     t.match(p(name), [{ count: 2, min: 0.05, max: 0.1 }])
     close(t, p(name)[0].sum, 0.15, `${name}: 0.1 + 0.05 s`)

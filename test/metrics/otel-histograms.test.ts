@@ -2,14 +2,15 @@ import t from 'tap'
 import pino from 'pino'
 import { ValueType } from '@opentelemetry/api'
 import type { Attributes } from '@opentelemetry/api'
-import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
+import { AggregationTemporality, DataPointType, InMemoryMetricExporter, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 import type { DataPoint, Histogram, MetricData } from '@opentelemetry/sdk-metrics'
 import { OtelMetrics, PER_TOKEN_BOUNDS, TOKEN_BOUNDS } from '../../src/metrics/otel.ts'
 import { HistogramCell, PreAggregatedMetrics } from '../../src/metrics/otel-histograms.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
 import { HistogramCore } from '../../src/metrics/histogram-core.ts'
-import { observationsOf } from '../helpers/observe.ts'
+import { observationsOf, testPolicy } from '../helpers/observe.ts'
+import type { Usage } from '../../src/parsers/types.ts'
 
 /** A reader the test collects from by hand (the SDK's histograms, for comparison). */
 class HandReader extends MetricReader {
@@ -147,7 +148,7 @@ t.test('cumulative past the limit: sets seen before keep their series, later one
 })
 
 /** A finished request on virtual time: content marks at [ms, tokens], t_end, usage. */
-function measured(marks: [number, number][], tEnd: number, opts: { clientGone?: boolean; usage?: { input: number; output: number } } = {}) {
+function measured(marks: [number, number][], tEnd: number, opts: { clientGone?: boolean; usage?: Usage } = {}) {
   const chunks = new ChunkLog()
   for (const [at, k] of marks) chunks.add(at, k, MarkKind.text, false)
   return measure({
@@ -222,18 +223,13 @@ t.test("an ok and a cancelled request of one model: each metric's series as the 
   )
   t.same(
     points('gen_ai.client.operation.time_to_first_chunk').map((p) => [p.attributes, p.count, p.sum]),
-    [
-      [base, 2, 0.2],
-      [failed, 2, 0.1],
-    ],
+    [[base, 4, 0.3]],
+    'no error.type on the chunk metrics (their attribute tables have none): both requests in one series',
   )
   t.same(
     points('gen_ai.client.operation.time_per_output_chunk').map((p) => [p.attributes, p.count, p.sum, p.counts]),
-    [
-      [base, 4, 0.08, [0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]],
-      [failed, 2, 0.5, [0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0]],
-    ],
-    'gaps of 20 ms in (0.01, 0.025], 250 ms in (0.2, 0.3]',
+    [[base, 6, 0.58, [0, 4, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0]]],
+    'the advised bounds of the operation duration: gaps of 20 ms in (0.01, 0.02], 250 ms in (0.16, 0.32]',
   )
   t.same(
     points('gen_ai.server.time_to_first_token').map((p) => [p.attributes, p.count, p.sum]),
@@ -246,4 +242,52 @@ t.test("an ok and a cancelled request of one model: each metric's series as the 
     'TPOT 40 ms / 2 tokens, ok requests only',
   )
   t.equal(metrics.find((m) => m.descriptor.name === 'gen_ai.client.token.usage')?.descriptor.valueType, ValueType.INT)
+})
+
+t.test('cache and reasoning tokens go to the inference usage counters with modality unknown, and the tenant is an attribute', async (t) => {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+  const otel = new OtelMetrics({ config: { endpoint: 'http://127.0.0.1:9', headers: {}, interval_ms: 3_600_000 }, logger: pino({ level: 'silent' }), env: {}, exporter })
+  t.teardown(() => otel.shutdown())
+  const policy = testPolicy({ tenant: true })
+  const who = { provider: 'anthropic', model: 'claude-x', path: '/v1/messages', responseModel: 'claude-x-1', tenant: 'search' }
+  const m = measured([[100, 1]], 150, { usage: { input: 2100, output: 40, cacheRead: 2000, cacheWrite: 64, reasoning: 30 } })
+  otel.record(observationsOf(m, who, policy))
+  otel.record(observationsOf(m, who, policy))
+  otel.record(observationsOf(measured([[100, 1]], 150, { usage: { input: 5, output: 1 } }), { ...who, tenant: 'ads' }, policy))
+  await otel.flush()
+  const metrics =
+    exporter
+      .getMetrics()
+      .at(-1)
+      ?.scopeMetrics.flatMap((s) => s.metrics) ?? []
+  const base = { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'anthropic', 'gen_ai.request.model': 'claude-x', 'gen_ai.response.model': 'claude-x-1', 'tokentap.tenant': 'search' }
+  const usage = { ...base, 'gen_ai.token.modality': 'unknown' }
+  for (const [name, value] of [
+    ['gen_ai.client.inference.usage.input_tokens', 4200],
+    ['gen_ai.client.inference.usage.output_tokens', 80],
+    ['gen_ai.client.inference.usage.cache_read.input_tokens', 4000],
+    ['gen_ai.client.inference.usage.cache_write.input_tokens', 128],
+    ['gen_ai.client.inference.usage.reasoning.output_tokens', 60],
+  ] as const) {
+    const metric = metrics.find((x) => x.descriptor.name === name)
+    t.equal(metric?.dataPointType, DataPointType.SUM, `${name} is a sum`)
+    t.equal(metric?.dataPointType === DataPointType.SUM && metric.isMonotonic, true, `${name} is monotonic`)
+    t.equal(metric?.descriptor.unit, '{token}')
+    t.same(
+      (metric?.dataPoints ?? []).map((p) => [p.attributes, p.value]),
+      name.endsWith('usage.input_tokens') || name.endsWith('usage.output_tokens')
+        ? [
+            [usage, value],
+            [{ ...usage, 'tokentap.tenant': 'ads' }, name.endsWith('input_tokens') ? 5 : 1],
+          ]
+        : [[usage, value]],
+      `${name}: the parts only for the tenant whose provider reported them`,
+    )
+  }
+  const duration = metrics.find((x) => x.descriptor.name === 'gen_ai.client.operation.duration')
+  t.same(
+    (duration?.dataPoints ?? []).map((p) => p.attributes['tokentap.tenant']),
+    ['search', 'ads'],
+    'every GenAI metric carries the tenant',
+  )
 })
