@@ -53,7 +53,7 @@ const REASONS: Record<string, string> = {
 }
 
 /** A listen failure as one line naming the listener, its address and what changes it; other errors as they are. */
-function listenError(err: unknown, which: ListenerName, host: string, port: number): unknown {
+export function listenError(err: unknown, which: ListenerName, host: string, port: number): unknown {
   const code = (err as { code?: string } | undefined)?.code
   const reason = code === undefined ? undefined : REASONS[code]
   if (reason === undefined) return err

@@ -2,6 +2,7 @@ import { createServer } from 'node:net'
 import type { AddressInfo, Server } from 'node:net'
 import t from 'tap'
 import type { Test } from 'tap'
+import { listenError } from '../src/startup.ts'
 import { startServerProcess } from './helpers/server-process.ts'
 
 /** The real service process: what it says when it starts, and when a port is taken. */
@@ -66,4 +67,18 @@ t.test('a taken admin port names the admin listener and its own setting and flag
     server.stderr(),
     `tokentap: the admin listener (metrics, live page) cannot listen on 127.0.0.1:${port}: the address is already in use (another process listens there); set 'admin.port' in the config, --admin-port N or TOKENTAP_ADMIN_PORT\n`,
   )
+})
+
+t.test('each bind failure names its reason and what changes it; any other error passes through', async (t) => {
+  const err = (code: string): Error => Object.assign(new Error(code), { code })
+  t.equal(
+    (listenError(err('EACCES'), 'proxy', '0.0.0.0', 80) as Error).message,
+    "the proxy listener cannot listen on 0.0.0.0:80: permission denied (ports below 1024 need privileges); set 'server.port' in the config, --port N or TOKENTAP_PORT",
+  )
+  t.equal(
+    (listenError(err('EADDRNOTAVAIL'), 'admin', '2001:db8::1', 9464) as Error).message,
+    "the admin listener (metrics, live page) cannot listen on [2001:db8::1]:9464: the host is not an address of this machine; set 'admin.host' in the config",
+  )
+  const other = err('EMFILE')
+  t.equal(listenError(other, 'proxy', '127.0.0.1', 8080), other, 'not a bind failure: unchanged')
 })
