@@ -59,8 +59,11 @@ t.test('with otel.histograms: exponential every GenAI histogram is exported as E
   )
   await otel.flush()
   const e = receiver.received[0]
-  t.equal(e.metrics.size, 6, 'the six GenAI metrics')
-  for (const [name, m] of e.metrics) for (const p of m.points) t.ok(p.exponential !== undefined, `${name} is exponential`)
+  const histograms = [...e.metrics].filter(([, m]) => m.monotonicSum !== true)
+  t.equal(histograms.length, 6, 'the six GenAI histograms')
+  for (const [name, m] of histograms) for (const p of m.points) t.ok(p.exponential !== undefined, `${name} is exponential`)
+  const counters = [...e.metrics.values()].filter((m) => m.monotonicSum === true)
+  t.ok(counters.length > 0 && counters.every((m) => m.name.startsWith('gen_ai.client.inference.usage.')), 'the usage counters stay Sum points')
   const [gap] = pointsOf(e, 'gen_ai.client.operation.time_per_output_chunk')
   const scale = gap.exponential?.scale as number
   t.equal(scale, 8, 'scale 8: three values fit the 160 buckets at the finest scale')

@@ -156,7 +156,7 @@ t.test('the simulated Responses API stream and answer report the planned usage',
     events.map((e) => e.tokens),
     [2, 1, 3],
   )
-  t.same(summary.usage, { output: N, input: summary.usage?.input, reasoning: 0 })
+  t.same(summary.usage, { output: N, input: summary.usage?.input, reasoning: 0, cacheRead: 0 })
   t.equal(summary.model, 'gpt-sim')
   const whole = JSON.parse((await post(`${url}/v1/responses`, { model: 'gpt-sim', input: 'hi', max_output_tokens: 50 })).bytes.toString('utf8'))
   t.equal(whole.object, 'response')
