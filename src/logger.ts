@@ -241,15 +241,15 @@ function nonBlockingPipe(fd: number): number {
   }
 }
 
-/** The process logger on stdout (fd 1): JSON lines, credentials redacted. */
 const FASTIFY_LISTENING = 'Server listening at '
 
-export function createLogger(config: Config, fd = 1): Logger {
+/** The process logger on stdout (fd 1): JSON lines, credentials redacted; `base`: fields of every line (a cluster worker's pid). */
+export function createLogger(config: Config, fd = 1, base?: Record<string, unknown>): Logger {
   const destination = new LogDestination(nonBlockingPipe(fd))
   const logger = pino(
     {
       level: config.log.level,
-      base: undefined,
+      base: base ?? undefined,
       // Fastify's "Server listening at …" (one per listener and address) is replaced by
       // tokentap's own start-up line with every URL (startup.ts), so it is not written.
       hooks: {

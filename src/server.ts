@@ -4,7 +4,7 @@ import { outcomeOf, parseCli } from './cli.ts'
 import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
 import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
-import { closeLogger } from './logger.ts'
+import { closeLogger, createLogger } from './logger.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
 import { announce, listenAs, serviceUrls } from './startup.ts'
 
@@ -34,7 +34,8 @@ async function main(): Promise<void> {
     config = cmd.config
     if (config.server.workers > 1) return runPrimary(config)
   }
-  const app = await buildApp(config)
+  // A worker's lines carry its pid (pino's own field name): which worker logged is otherwise lost.
+  const app = await buildApp(config, worker ? { logger: createLogger(config, 1, { pid: process.pid }) } : {})
   const { admin, logger } = app.tokentap
   await listenAs('proxy', () => app.listen({ host: config.server.host, port: config.server.port }), config.server.host, config.server.port)
   // A worker's admin listener is the primary's; it sends its metrics over IPC instead.

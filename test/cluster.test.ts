@@ -147,12 +147,12 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   const promtool = findTool(t, 'promtool')
   if (promtool !== undefined) t.equal(run(promtool, ['check', 'metrics'], text).output, '', 'promtool check metrics finds nothing in the aggregated scrape')
 
-  // Both workers took traffic: request ids carry the worker's pid.
-  const pids = new Set(server.logs.filter((l) => l.msg === 'request').map((l) => String(l.request_id).split('-')[1]))
+  // Both workers took traffic: a worker's log lines carry its pid.
+  const pids = new Set(server.logs.filter((l) => l.msg === 'request').map((l) => Number(l.pid)))
   t.equal(pids.size, 2, 'requests were spread over both workers')
 
   // A worker that dies is replaced, and what it had counted is not lost.
-  const victim = parseInt([...pids][0], 36)
+  const victim = [...pids][0]
   process.kill(victim, 'SIGKILL')
   await server.waitForLog((l) => l.msg === 'worker died: starting a new one' && l.pid === victim, 60_000)
   const deadline = Date.now() + 300_000
@@ -213,9 +213,9 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
   await drive(proxyUrl, K)
   await scrapeUntil(adminUrl, K)
 
-  // One finished request of each worker (a generated id carries its process's pid).
-  const served = new Map<string, string>()
-  for (const l of server.logs) if (l.msg === 'request') served.set(String(l.request_id).split('-')[1], String(l.request_id))
+  // One finished request of each worker (a worker's log lines carry its pid).
+  const served = new Map<number, string>()
+  for (const l of server.logs) if (l.msg === 'request') served.set(Number(l.pid), String(l.request_id))
   t.equal(served.size, 2, 'both workers served requests')
   for (const [pid, id] of served) {
     const found = await eventually(
@@ -224,7 +224,7 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
       (res) => res.status === 200,
     )
     const view = (await found.json()) as Record<string, unknown>
-    t.equal(view.request_id, id, `/debug/requests finds the request worker ${parseInt(pid, 36)} served`)
+    t.equal(view.request_id, id, `/debug/requests finds the request worker ${pid} served`)
     t.equal(view.route, '/sim', 'with its figures')
   }
   const missing = await fetch(`${adminUrl}/debug/requests/no-such-request`)
@@ -235,8 +235,9 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
   const omText = await om.text()
   t.match(omText, /llm_time_to_first_token_seconds_bucket\{[^}]*\} \d+ # \{request_id="[^"]+"\} [\d.e-]+ \d+\.\d{3}\n/, 'buckets carry exemplars')
   t.match(omText, /# EOF\n$/, 'the exposition ends with # EOF')
-  const exemplarPids = new Set([...omText.matchAll(/# \{request_id="([^"]+)"\}/g)].map((m) => m[1].split('-')[1]))
-  t.ok(exemplarPids.size >= 1 && [...exemplarPids].every((p) => served.has(p)), 'the exemplars name requests the workers served')
+  const logged = new Set(server.logs.filter((l) => l.msg === 'request').map((l) => String(l.request_id)))
+  const exemplarIds = [...omText.matchAll(/# \{request_id="([^"]+)"\}/g)].map((m) => m[1])
+  t.ok(exemplarIds.length >= 1 && exemplarIds.every((id) => logged.has(id)), 'the exemplars name requests the workers served')
 
   // A protobuf scraper gets the workers' native histograms merged, with the classic buckets beside them.
   const pb = await fetch(`${adminUrl}/metrics`, { headers: { accept: PROTOBUF_ACCEPT } })
@@ -309,7 +310,7 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
 
   // A worker that stops answering (SIGSTOP) leaves a lookup at the timeout, never pending.
   const [stoppedPid, stoppedId] = [...served][0]
-  const pid = parseInt(stoppedPid, 36)
+  const pid = stoppedPid
   process.kill(pid, 'SIGSTOP')
   try {
     const res = await fetch(`${adminUrl}/debug/requests/${encodeURIComponent(stoppedId)}`)
