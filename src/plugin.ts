@@ -191,6 +191,12 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
           sendError(res, url, appHeaders)
           return
         }
+        // Two Host fields, or a path that would leave the route's base path upstream: 400, WebSocket upgrades included.
+        const refused = opener.confine(proxied, req, url)
+        if (refused !== undefined) {
+          sendError(res, refused)
+          return
+        }
         const pending = pendingUpgrade(req)
         if (pending !== undefined) {
           const { target, id, tenant } = opener.identify(proxied, req, url)

@@ -1,11 +1,12 @@
 import type { IncomingMessage } from 'node:http'
 import type { RouteSlo } from '../timing/slo.ts'
+import { TokentapError } from '../errors.ts'
 import { Exchange } from './exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './exchange.ts'
 import type { FinishQueue } from './finish-queue.ts'
 import type { TenantResolver } from '../metrics/tenant.ts'
 import type { RequestIds } from './request-id.ts'
-import { prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
+import { escapesRoot, prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
 import type { UpstreamTarget } from './route-path.ts'
 
 /**
@@ -82,6 +83,22 @@ export class ExchangeOpener {
   owns(route: ProxyRoute, url: string): boolean {
     const base = route.base
     return base === '' || url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)
+  }
+
+  /**
+   * The request's error when it must not go upstream at all (400): two Host fields (RFC 9112
+   * §3.2), or a path after the prefix whose dot-segments, in any spelling, climb above the
+   * route's base path. Undefined when it may go.
+   */
+  confine(route: ProxyRoute, req: IncomingMessage, url: string): TokentapError | undefined {
+    let hosts = 0
+    const raw = req.rawHeaders
+    for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 4 && raw[i].toLowerCase() === 'host') hosts++
+    if (hosts > 1) return new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'more than one Host header field')
+    if (escapesRoot(upstreamPathAndQuery(url, rawPrefixEnd(url, route.base)).path)) {
+      return new TokentapError('TOKENTAP_ERR_BAD_TARGET', "its dot-segments leave the route's base path")
+    }
+    return undefined
   }
 
   /**

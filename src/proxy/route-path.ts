@@ -40,3 +40,25 @@ export function upstreamPathAndQuery(url: string, restAt: number): UpstreamTarge
   const q = pathAndQuery.indexOf('?')
   return { pathAndQuery, path: q < 0 ? pathAndQuery : pathAndQuery.slice(0, q) }
 }
+
+/**
+ * Whether a path (after the route prefix) climbs above its own root once its dot-segments are
+ * resolved (RFC 3986 §5.2.4): `/..`, `/a/../..`, `/%2e%2e/x`, `/.%2E/x`, `/..%2fx`. The
+ * percent-encoded forms count, and so do `%2f` and backslashes as separators, because servers
+ * behind the proxy may decode them; such a path would leave the route's base path upstream.
+ */
+export function escapesRoot(path: string): boolean {
+  // Fast path: no dot that could start a dot-segment, in any spelling.
+  if (path.indexOf('.') < 0 && !/%2e/i.test(path)) return false
+  const decoded = path.replace(/%2e/gi, '.').replace(/%2f|%5c|\\/gi, '/')
+  let depth = 0
+  for (const segment of decoded.split('/').slice(1)) {
+    if (segment === '..') {
+      if (depth === 0) return true
+      depth--
+    } else if (segment !== '.') {
+      depth++
+    }
+  }
+  return false
+}

@@ -101,16 +101,19 @@ t.test('every YAML file under deploy/ parses', async (t) => {
 t.test('the Kubernetes manifests fit together and follow the contract', async (t) => {
   const kustomization = load<{ resources: string[] }>(join(K8S, 'kustomization.yaml'))
   const byKind = new Map<string, Manifest>()
+  const services: Service[] = []
   for (const r of kustomization.resources) {
     t.ok(existsSync(join(K8S, r)), `${r} exists`)
     const doc = load<Manifest>(join(K8S, r))
     t.ok(doc.apiVersion && doc.kind && doc.metadata?.name, `${r} has apiVersion, kind and name`)
     byKind.set(doc.kind, doc)
+    if (doc.kind === 'Service') services.push(doc as Service)
   }
-  for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'ServiceMonitor', 'PrometheusRule'])
+  for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'ServiceMonitor', 'PrometheusRule', 'NetworkPolicy'])
     t.ok(byKind.has(kind), `kustomization includes a ${kind}`)
   const deployment = byKind.get('Deployment') as Deployment
-  const service = byKind.get('Service') as Service
+  const service = services.find((s) => s.metadata.name === 'tokentap') as Service
+  const adminService = services.find((s) => s.metadata.name === 'tokentap-admin') as Service
   const configMap = byKind.get('ConfigMap') as ConfigMap
 
   const config = validateConfig(parse(configMap.data['config.yaml']))
@@ -142,15 +145,36 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   t.equal(pod.volumes.find((v) => v.name === 'config')?.configMap.name, configMap.metadata.name)
 
   t.same(service.spec.selector, deployment.spec.template.metadata.labels, 'the Service selects the pods')
-  t.same(service.spec.ports.map((p) => p.targetPort).sort(), ['admin', 'http'], 'the Service exposes the proxy and admin ports')
+  t.same(
+    service.spec.ports.map((p) => p.targetPort),
+    ['http'],
+    "the proxy's Service exposes the proxy port only",
+  )
+  t.same(adminService.spec.selector, deployment.spec.template.metadata.labels, 'the admin Service selects the pods')
+  t.same(
+    adminService.spec.ports.map((p) => p.targetPort),
+    ['admin'],
+    'the admin Service exposes the admin port only',
+  )
+  t.match(configMap.data['config.yaml'], /admin:\s+host: 0\.0\.0\.0/, 'the ConfigMap binds the admin listener to the pod network explicitly')
+  t.notOk(
+    config.routes.some((r) => r.simulator !== undefined),
+    'no simulator route in the production ConfigMap',
+  )
   const monitor = byKind.get('ServiceMonitor') as ServiceMonitor
-  t.same(monitor.spec.selector.matchLabels, service.metadata.labels, 'the ServiceMonitor selects the Service')
+  t.same(monitor.spec.selector.matchLabels, adminService.metadata.labels, 'the ServiceMonitor selects the admin Service')
+  t.notSame(monitor.spec.selector.matchLabels, service.metadata.labels, "and not the proxy's")
   t.same(
     monitor.spec.endpoints.map((e) => [e.port, e.path]),
     [['admin', '/metrics']],
     'and scrapes its admin port',
   )
-  t.equal(monitor.metadata.name === service.metadata.name && service.metadata.name, 'tokentap', 'the scrape job is named tokentap, as the alerts expect')
+  t.equal((monitor.spec as { jobLabel?: string }).jobLabel, 'app.kubernetes.io/name', 'the job label comes from the Services\u2019 name label')
+  t.equal(adminService.metadata.labels['app.kubernetes.io/name'], 'tokentap', 'the scrape job is named tokentap, as the alerts expect')
+  const policy = byKind.get('NetworkPolicy') as Manifest & { spec: { podSelector: { matchLabels: Record<string, string> }; ingress: { from?: unknown[]; ports: { port: string }[] }[] } }
+  t.same(policy.spec.podSelector.matchLabels, deployment.spec.selector.matchLabels, 'the NetworkPolicy covers the pods')
+  const adminRule = policy.spec.ingress.find((r) => r.ports.some((p) => p.port === 'admin'))
+  t.ok(adminRule?.from !== undefined && adminRule.from.length > 0, 'the admin port admits only the listed sources')
   const pdb = byKind.get('PodDisruptionBudget') as PodDisruptionBudget
   t.same(pdb.spec.selector.matchLabels, deployment.spec.selector.matchLabels, 'the PDB covers the pods')
   t.ok(pdb.spec.minAvailable < deployment.spec.replicas, 'the PDB lets a node drain')
