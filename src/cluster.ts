@@ -128,7 +128,7 @@ export function serveWorker(app: TokentapApp): void {
 
 /**
  * Primary side: forks `config.server.workers` workers, replaces any that die, serves the admin
- * listener with aggregated metrics, and on SIGTERM/SIGINT drains: /readyz turns 503, every
+ * listener with aggregated metrics, and on SIGTERM/SIGINT/SIGHUP/SIGUSR2 drains: /readyz turns 503, every
  * worker gets SIGTERM and drains its streams (`server.drain_seconds`), then the primary exits.
  */
 export async function runPrimary(config: Config, logger: Logger = createLogger(config)): Promise<void> {
@@ -310,6 +310,6 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
         if (Object.keys(cluster.workers ?? {}).length === 0) void finish()
       })
   }
-  process.once('SIGTERM', () => drain('SIGTERM'))
-  process.once('SIGINT', () => drain('SIGINT'))
+  // SIGHUP and SIGUSR2 drain too (see server.ts): they would otherwise end the primary at once.
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2'] as const) process.once(signal, () => drain(signal))
 }
