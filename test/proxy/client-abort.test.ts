@@ -99,3 +99,29 @@ t.test('a client that goes away after k chunks aborts the upstream and keeps the
     [0],
   )
 })
+
+t.test('clients that leave before the response headers leave no upstream connection open, even with a long keep-alive', async (t) => {
+  // undici re-queues an aborted in-flight request and opens a connection for it that serves
+  // nothing (nodejs/undici#5845); the Agent must close it at once, not keep it idle for the
+  // keep-alive time: each would be one more TLS handshake with the provider.
+  const upstream = await startUpstream(() => {
+    // Never answers: each client leaves while the proxy waits for headers.
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { keep_alive_timeout_ms: 600_000 } })
+  t.teardown(() => proxy.close())
+  const http = await import('node:http')
+  const N = 20
+  for (let i = 0; i < N; i++) {
+    const req = http.request(`${proxy.url}/up/v1/chat/completions`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } })
+    req.on('error', () => {})
+    req.end(chatBody('gpt-4o'))
+    await waitFor('the upstream to get the request', () => upstream.requests.length === i + 1)
+    req.destroy()
+  }
+  await proxy.waitForRequests(N)
+  // Far below the 600 s keep-alive: a connection kept idle would still be open.
+  await waitFor('every upstream connection to be closed', async () => (await openConnections(upstream.server)) === 0, 20_000)
+  t.equal(upstream.aborted, N, 'each upstream request was aborted')
+  t.pass(`no upstream connection is left open after ${N} clients left before the headers`)
+})
