@@ -11,8 +11,13 @@ import type { MetricsSource } from '../metrics/source.ts'
  * only when the source can write it.
  */
 
-/** Resolves when the response can take more (or is gone: a scraper that left stops the scrape). */
-function drained(res: ServerResponse): Promise<void> {
+/**
+ * Resolves when the response can take more: its 'drain', or the batch's own write callback
+ * (the socket took all of it), whichever comes first; or the response is gone (a scraper that
+ * left stops the scrape). Never on 'drain' alone: Node 22 can emit it inside uncork() and leave
+ * writableNeedDrain set, so a scrape waiting for one more 'drain' stalled at 128 KiB for ever.
+ */
+function writable(res: ServerResponse, written: Promise<void>): Promise<void> {
   return new Promise((resolve) => {
     if (res.destroyed) return resolve()
     const done = (): void => {
@@ -22,6 +27,7 @@ function drained(res: ServerResponse): Promise<void> {
     }
     res.on('drain', done)
     res.on('close', done)
+    void written.then(done)
   })
 }
 
@@ -48,11 +54,17 @@ export function metricsRoute(admin: FastifyInstance, source: MetricsSource): voi
         res.cork()
         let more = true
         const last = batch.length - 1
+        let wrote: () => void = () => undefined
+        const written = new Promise<void>((resolve) => (wrote = resolve))
         for (let i = 0; i < last; i++) more = res.write(batch[i])
-        if (last >= 0) more = res.write(batch[last], recycle === undefined ? undefined : () => recycle(batch))
+        if (last >= 0) {
+          more = res.write(batch[last], () => {
+            recycle?.(batch)
+            wrote()
+          })
+        } else wrote()
         res.uncork()
-        // Node 26 can flush and emit 'drain' inside uncork(): only wait for a drain still to come.
-        if (!more && res.writableNeedDrain) await drained(res)
+        if (!more) await writable(res, written)
       }
       if (!res.headersSent) res.writeHead(200, { 'content-type': contentType, vary: 'accept' })
       if (!res.destroyed) res.end()

@@ -44,6 +44,28 @@ t.test('/metrics gives every batch back to its source once the socket wrote it, 
   )
 })
 
+t.test('a scrape of many batches larger than the socket takes at once is served whole, each batch given back', async (t) => {
+  // 4 MiB in 64 KiB batches: write() returns false again and again. On Node 22 a wait for
+  // 'drain' alone stalled such a scrape after 128 KiB for ever (the event came inside uncork()).
+  const N = 64
+  const batches = Array.from({ length: N }, (_, i) => [Buffer.alloc(64 * 1024, 97 + (i % 26))])
+  let recycled = 0
+  const r = await scrape({
+    openMetrics: false,
+    async *exposition() {
+      yield* batches
+    },
+    recycle: () => {
+      recycled++
+    },
+  })
+  t.teardown(r.close)
+  t.equal(r.status, 200)
+  t.equal(r.body.length, N * 64 * 1024, 'every byte of every batch')
+  t.equal(r.body, batches.map((b) => b[0].toString()).join(''), 'in order')
+  t.equal(recycled, N, 'every batch came back')
+})
+
 t.test('a source without recycle is served the same', async (t) => {
   const r = await scrape({
     openMetrics: false,
