@@ -1,13 +1,9 @@
 import t from 'tap'
-import { spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
-import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
+import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { stringify } from 'yaml'
 import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
 import { repoPath } from '../helpers/paths.ts'
+import { startPrometheus } from '../helpers/prometheus-process.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { findTool } from '../helpers/tools.ts'
 
@@ -27,79 +23,15 @@ const CHUNKS = 1
 const TRUE_ITL = GAP_MS / 1000 / TOKENS_PER_CHUNK
 const PLAN = { ttft_ms: 20, chunks: Array.from({ length: CHUNKS }, () => [GAP_MS, TOKENS_PER_CHUNK]) }
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      const v = await fn()
-      if (v !== undefined) return v
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(250)
-  }
-}
-
 t.test('a real Prometheus scraping tokentap reads back P99 ITL in the bucket of the true value, and loads the shipped rules', async (t) => {
   const prometheus = findTool(t, 'prometheus')
   if (prometheus === undefined) return
   const proxy = await startProxy({ routes: [simRoute()], log: { level: 'warn' } })
   t.teardown(() => proxy.close())
 
-  const dir = mkdtempSync(join(tmpdir(), 'tokentap-prometheus-'))
-  const port = await freePort()
-  const admin = new URL(proxy.adminUrl)
-  writeFileSync(
-    join(dir, 'prometheus.yml'),
-    stringify({
-      global: { scrape_interval: '1s', evaluation_interval: '1s' },
-      rule_files: ruleFiles,
-      scrape_configs: [{ job_name: 'tokentap', static_configs: [{ targets: [admin.host] }] }],
-    }),
-  )
-  const child = spawn(prometheus, [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  })
-  let log = ''
-  child.stderr?.setEncoding('utf8').on('data', (s: string) => (log = (log + s).slice(-4000)))
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM')
-      const kill = setTimeout(() => child.kill('SIGKILL'), 5000)
-      await exited
-      clearTimeout(kill)
-    }
-    rmSync(dir, { recursive: true, force: true })
-  })
-
-  const api = `http://127.0.0.1:${port}/api/v1`
-  const query = async (q: string): Promise<{ metric: Record<string, string>; value: [number, string] }[]> => {
-    const res = await fetch(`${api}/query?query=${encodeURIComponent(q)}`)
-    const body = (await res.json()) as { status: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } }
-    if (body.status !== 'success') throw new Error(`query ${q} failed`)
-    return body.data.result
-  }
-  const number = async (q: string): Promise<number | undefined> => {
-    const r = await query(q)
-    const v = r.length === 1 ? Number(r[0].value[1]) : NaN
-    return Number.isFinite(v) ? v : undefined
-  }
-
-  await waitFor('Prometheus to start', async () => ((await fetch(`http://127.0.0.1:${port}/-/ready`)).ok ? true : undefined)).catch((err: Error) => {
-    throw new Error(`${err.message}; prometheus said: ${log}`)
-  })
+  const server = await startPrometheus(prometheus, [new URL(proxy.adminUrl).host], { ruleFiles })
+  t.teardown(() => server.close())
+  const { number, waitFor } = server
   t.equal(await waitFor('the tokentap target to be up', () => number('up{job="tokentap"} == 1')), 1, 'Prometheus scrapes tokentap')
 
   const stream = async (): Promise<void> => {
@@ -126,7 +58,7 @@ t.test('a real Prometheus scraping tokentap reads back P99 ITL in the bucket of 
   const count = await waitFor('every observation to be scraped', () => number(`sum(llm_inter_token_latency_seconds_count{job="tokentap"}) == ${want}`), 10_000)
   t.equal(count, want, `Prometheus holds every ITL observation (13 requests × ${CHUNKS} chunk × ${TOKENS_PER_CHUNK} tokens)`)
 
-  const rules = (await (await fetch(`${api}/rules`)).json()) as { data: { groups: { name: string; rules: { name: string; health: string; lastError?: string }[] }[] } }
+  const rules = (await (await fetch(`${server.api}/rules`)).json()) as { data: { groups: { name: string; rules: { name: string; health: string; lastError?: string }[] }[] } }
   const loaded = rules.data.groups.flatMap((g) => g.rules)
   t.same(rules.data.groups.map((g) => g.name).sort(), ['tokentap-alerts', 'tokentap-other-tools', 'tokentap-recording', 'tokentap-slo', 'tokentap-slo-alerts'], 'every rule group is loaded')
   t.ok(loaded.length >= 20, `${loaded.length} rules are loaded`)

@@ -12,6 +12,8 @@ import { stringify } from 'yaml'
  */
 
 export interface RunningPrometheus {
+  /** The HTTP API's base URL (`…/api/v1`). */
+  readonly api: string
   /** An instant query's result vector. */
   query(q: string): Promise<{ metric: Record<string, string>; value: [number, string] }[]>
   /** The single value of a query, or undefined while it has none (or several). */
@@ -100,5 +102,5 @@ export async function startPrometheus(
     const body = (await (await fetch(`${api}/rules`)).json()) as { data: { groups: { rules: { name: string; health: string; lastError?: string }[] }[] } }
     return body.data.groups.flatMap((g) => g.rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.health} ${r.lastError ?? ''}`))
   }
-  return { query, number, unhealthyRules, waitFor, close }
+  return { api, query, number, unhealthyRules, waitFor, close }
 }
