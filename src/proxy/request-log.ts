@@ -1,5 +1,6 @@
 import type { Observations } from '../timing/observations.ts'
 import type { ExchangeIdentity } from './exchange.ts'
+import type { ReportedTimes } from '../parsers/reported-times.ts'
 
 /**
  * The one log line per request (`msg: "request"`): a map of its Observations (the request's own
@@ -12,6 +13,23 @@ const MAX_PATH = 256
 const MAX_MODEL = 256
 
 const ms = (seconds: number | undefined): number | undefined => (seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3)
+/**
+ * Where a request's time went, as the log line and `/debug/requests/{id}` both name it: the
+ * upstream's own phases, the first token's wait outside them, the wait for the client's socket.
+ * `ms` writes an absent figure as that output wants it (the log line leaves it out, the JSON null).
+ */
+export function timeSpentFields<T>(reported: ReportedTimes | undefined, outsideUpstream: number | undefined, clientWriteWait: number | undefined, ms: (seconds: number | undefined) => T) {
+  return {
+    upstream_queue_ms: ms(reported?.queue),
+    upstream_load_ms: ms(reported?.load),
+    upstream_prompt_ms: ms(reported?.prompt),
+    upstream_generation_ms: ms(reported?.generation),
+    upstream_total_ms: ms(reported?.total),
+    ttft_outside_upstream_ms: ms(outsideUpstream),
+    client_write_wait_ms: ms(clientWriteWait),
+  }
+}
+
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n)}…` : s)
 
 export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<string, unknown> {
@@ -45,13 +63,7 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     max_gap_ms: ms(t.maxGap),
     stalls: m.stalls,
     tps: t.tps === undefined ? undefined : Math.round(t.tps * 100) / 100,
-    upstream_queue_ms: ms(m.reported?.queue),
-    upstream_load_ms: ms(m.reported?.load),
-    upstream_prompt_ms: ms(m.reported?.prompt),
-    upstream_generation_ms: ms(m.reported?.generation),
-    upstream_total_ms: ms(m.reported?.total),
-    ttft_outside_upstream_ms: ms(m.outsideUpstream),
-    client_write_wait_ms: ms(m.clientWriteWait),
+    ...timeSpentFields(m.reported, m.outsideUpstream, m.clientWriteWait, ms),
     bytes_in: who.bytesIn,
     bytes_out: who.bytesOut,
     ...who.extra,

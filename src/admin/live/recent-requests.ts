@@ -1,4 +1,5 @@
 import type { FinishedRequest } from './finished-request.ts'
+import { timeSpentFields } from '../../proxy/request-log.ts'
 import { REPORTED_PHASES } from '../../parsers/reported-times.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
 
@@ -198,13 +199,7 @@ export function requestView(r: RecentRequest, now: number, wallNow: number): Rec
     chunks: r.chunks,
     tps: r.tps === undefined ? null : Math.round(r.tps * 100) / 100,
     concurrency: r.concurrency,
-    upstream_queue_ms: ms(r.upstreamReported?.queue),
-    upstream_load_ms: ms(r.upstreamReported?.load),
-    upstream_prompt_ms: ms(r.upstreamReported?.prompt),
-    upstream_generation_ms: ms(r.upstreamReported?.generation),
-    upstream_total_ms: ms(r.upstreamReported?.total),
-    ttft_outside_upstream_ms: ms(r.outsideUpstream),
-    client_write_wait_ms: ms(r.clientWriteWait),
+    ...timeSpentFields(r.upstreamReported, r.outsideUpstream, r.clientWriteWait, ms),
     ended_at: new Date(wallNow - (now - r.endedAt)).toISOString(),
   }
 }
