@@ -120,8 +120,10 @@ function sliceEnd(text: string, from: number): number {
 
 /**
  * One request's counting with a time budget per read: a read's text is counted exactly, in
- * slices, until READ_BUDGET_MS of the clock have passed since the read began; the rest of the
- * read is estimated linearly with this request's tokens per character so far. So counting holds
+ * slices, until counting has taken READ_BUDGET_MS of the clock in this read; the rest of the
+ * read is estimated linearly with this request's tokens per character so far. Only the time
+ * inside the tokenizer counts: time the process spent elsewhere (a busy machine, a GC, the other
+ * events of the read) never turns a short text's exact count into an estimate. So counting holds
  * the event loop about a third of a millisecond per read, whatever the size and script of the
  * text (bench/tokenizer-stall.ts), and never makes the gaps the proxy measures. Tokens so
  * estimated are kept (`estimated`) for the log line; a provider's usage, when it reports one,
@@ -131,7 +133,8 @@ function sliceEnd(text: string, from: number): number {
 export class ReadBudget {
   readonly #count: TokenCount
   readonly #now: () => number
-  #deadline: number | undefined
+  /** ms the tokenizer took in the current read; undefined before the first read. */
+  #used: number | undefined
   #chars = 0
   #tokens = 0
   /** Tokens estimated linearly, over the whole request. */
@@ -144,11 +147,11 @@ export class ReadBudget {
 
   /** A new read from the upstream: the budget starts again. */
   newRead(): void {
-    this.#deadline = this.#now() + READ_BUDGET_MS
+    this.#used = 0
   }
 
   readonly count = (text: string): number => {
-    if (this.#deadline === undefined) this.newRead()
+    if (this.#used === undefined) this.newRead()
     const length = text.length
     if (length === 0) return 0
     if (length <= SLICE_MAX_CHARS) return this.#spent() ? this.#estimate(length, true) : this.#exact(text)
@@ -164,11 +167,13 @@ export class ReadBudget {
 
   /** The read's budget is spent (and there is a ratio to estimate with). */
   #spent(): boolean {
-    return this.#chars > 0 && this.#now() > (this.#deadline as number)
+    return this.#chars > 0 && (this.#used as number) > READ_BUDGET_MS
   }
 
   #exact(text: string): number {
+    const start = this.#now()
     const n = this.#count(text)
+    this.#used = (this.#used as number) + (this.#now() - start)
     this.#chars += text.length
     this.#tokens += n
     return n
