@@ -201,17 +201,21 @@ const pinoOwn = (key: string): boolean => (key.length === 3 && (key === 'err' ||
 
 /**
  * Writes what `logger.info(fields, msg)` would write, byte for byte, when `logger` is
- * createLogger's: `{"level":30,"time":…`, each defined field, `"msg":…}`. JSON.stringify does in
- * one native step what pino does key by key (for a short request, pino's line cost more than all
- * its histogram observations, and most of the bytes it allocated). Returns false, having written
- * nothing, where pino's text could differ: another logger, bindings, a key pino serializes
- * itself (err, the redacted roots), a value that is neither a string nor a number, or a string
- * that is not well-formed UTF-16 (pino writes a short one's lone surrogate raw, JSON.stringify
- * escapes it). The caller checks the level.
+ * createLogger's: `{"level":30,"time":…`, the logger's bindings (a cluster worker's `pid`, as pino
+ * serialized them once when the logger was made), each defined field, `"msg":…}`. JSON.stringify
+ * does in one native step what pino does key by key (for a short request, pino's line cost more
+ * than all its histogram observations, and most of the bytes it allocated). Returns false, having
+ * written nothing, where pino's text could differ: another logger or a child of this one, a key
+ * pino serializes itself (err, the redacted roots), a value that is neither a string nor a
+ * number, or a string that is not well-formed UTF-16 (pino writes a short one's lone surrogate
+ * raw, JSON.stringify escapes it). The caller checks the level.
  */
 export function writeInfoLine(logger: Logger, fields: Readonly<Record<string, unknown>>, msg: string): boolean {
+  // Only createLogger's own logger is in the map: a child's extra bindings are pino's to write.
   const destination = destinations.get(logger)
-  if (destination === undefined || (logger as unknown as Record<symbol, unknown>)[pino.symbols.chindingsSym] !== '') return false
+  if (destination === undefined) return false
+  const bindings = (logger as unknown as Record<symbol, unknown>)[pino.symbols.chindingsSym]
+  if (typeof bindings !== 'string') return false
   for (const key in fields) {
     const value = fields[key]
     if (typeof value === 'string') {
@@ -220,8 +224,8 @@ export function writeInfoLine(logger: Logger, fields: Readonly<Record<string, un
     if (pinoOwn(key)) return false
   }
   const json = JSON.stringify(fields)
-  // pino: the level's cached prefix, `,"time":` + Date.now() (epochTime), `,"key":value` per defined field, `,"msg":…}`.
-  destination.write(`{"level":${logger.levels.values.info},"time":${Date.now()}${json.length > 2 ? `,${json.slice(1, -1)}` : ''},"msg":${JSON.stringify(msg)}}\n`)
+  // pino: the level's cached prefix, `,"time":` + Date.now() (epochTime), the bindings, `,"key":value` per defined field, `,"msg":…}`.
+  destination.write(`{"level":${logger.levels.values.info},"time":${Date.now()}${bindings}${json.length > 2 ? `,${json.slice(1, -1)}` : ''},"msg":${JSON.stringify(msg)}}\n`)
   return true
 }
 

@@ -10,11 +10,11 @@ import { closeLogger, createLogger, writeInfoLine } from '../src/logger.ts'
 
 const config = validateConfig({ log: { level: 'info' }, routes: [{ prefix: '/t', upstream: 'http://127.0.0.1:9' }] })
 
-/** Lines written to a file by createLogger's logger, `time` made equal (the clock moves between two calls). */
-async function linesOf(write: (logger: ReturnType<typeof createLogger>) => void): Promise<string[]> {
+/** Lines written to a file by createLogger's logger (with `base`, its bindings), `time` made equal (the clock moves between two calls). */
+async function linesOf(write: (logger: ReturnType<typeof createLogger>) => void, base?: Record<string, unknown>): Promise<string[]> {
   const file = join(t.testdir({}), 'log')
   const fd = openSync(file, 'w')
-  const logger = createLogger(config, fd)
+  const logger = createLogger(config, fd, base)
   write(logger)
   await closeLogger(logger)
   closeSync(fd)
@@ -68,6 +68,21 @@ t.test('a line written by writeInfoLine is the line pino writes for the same fie
   for (const [i, [what]] of SAME.entries()) t.equal(lines[2 * i + 1], lines[2 * i], what)
 })
 
+t.test('a cluster worker’s logger (its pid bound) writes through writeInfoLine the line pino writes', async (t) => {
+  const lines = await linesOf(
+    (logger) => {
+      for (const [what, fields] of SAME) {
+        logger.info(fields, 'request')
+        t.ok(writeInfoLine(logger, fields, 'request'), `${what}: written`)
+      }
+    },
+    { pid: 4242 },
+  )
+  t.equal(lines.length, SAME.length * 2)
+  t.match(lines[0], /^\{"level":30,"time":0,"pid":4242,"request_id":"tt-1a-2b",/, 'the binding after time, before the fields, as pino writes it')
+  for (const [i, [what]] of SAME.entries()) t.equal(lines[2 * i + 1], lines[2 * i], what)
+})
+
 const FALLBACK: [string, Record<string, unknown>][] = [
   ['a lone surrogate in a short string (pino writes it raw)', { model: 'x\ud800' }],
   ['a boolean', { ok: true }],
@@ -80,7 +95,7 @@ t.test('writeInfoLine writes nothing where its text could differ from pino’s',
   const lines = await linesOf((logger) => {
     for (const [what, fields] of FALLBACK) t.notOk(writeInfoLine(logger, fields, 'request'), what)
     const child = logger.child({ worker: 1 })
-    t.notOk(writeInfoLine(child, { a: 1 }, 'request'), 'a child logger (bindings)')
+    t.notOk(writeInfoLine(child, { a: 1 }, 'request'), 'a child logger (its bindings are pino’s to write)')
   })
   t.same(lines, [])
   const other = pino({ base: undefined }, { write: () => undefined })

@@ -54,11 +54,13 @@ t.test('undici: the controller onResponseStart gets holds the raw head as Buffer
   t.equal(seen.body, 'body', 'dropping it leaves the response intact')
 })
 
-t.test('pino: a logger with no bindings has an empty chindings string, a child has its own (logger.ts)', async (t) => {
-  // writeInfoLine (logger.ts) writes pino's exact line itself only when no bindings could add keys to it.
+t.test('pino: a logger’s bindings are one JSON text in its chindings (empty without), a child has its own (logger.ts)', async (t) => {
+  // writeInfoLine (logger.ts) writes the root logger's chindings string as pino does: after time, before the fields.
   const root = pino({ base: undefined }, { write: () => {} })
   const sym = pino.symbols.chindingsSym
   t.equal((root as unknown as Record<symbol, unknown>)[sym], '', 'no bindings: an empty string')
   const child = root.child({ listener: 'admin' })
   t.match((child as unknown as Record<symbol, unknown>)[sym], /"listener":"admin"/, 'a child: its bindings as JSON text')
+  const bound = pino({ base: { pid: 7 } }, { write: () => {} })
+  t.equal((bound as unknown as Record<symbol, unknown>)[sym], ',"pid":7', 'base bindings (a worker’s pid): the text pino puts after time')
 })
