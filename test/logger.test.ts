@@ -2,6 +2,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pino from 'pino'
 import t from 'tap'
+import type { Test } from 'tap'
 import { validateConfig } from '../src/config/load-config.ts'
 import { closeLogger, createLogger, writeInfoLine } from '../src/logger.ts'
 
@@ -57,30 +58,26 @@ const SAME: [string, Record<string, unknown>][] = [
   ['no field at all', {}],
 ]
 
-t.test('a line written by writeInfoLine is the line pino writes for the same fields', async (t) => {
+/** Each SAME case through pino, then through writeInfoLine; returns the lines pino wrote after checking each pair is equal. */
+async function pinoLinesMatched(t: Test, base?: Record<string, unknown>): Promise<string[]> {
   const lines = await linesOf((logger) => {
     for (const [what, fields] of SAME) {
       logger.info(fields, 'request')
       t.ok(writeInfoLine(logger, fields, 'request'), `${what}: written`)
     }
-  })
+  }, base)
   t.equal(lines.length, SAME.length * 2)
   for (const [i, [what]] of SAME.entries()) t.equal(lines[2 * i + 1], lines[2 * i], what)
+  return lines.filter((_, i) => i % 2 === 0)
+}
+
+t.test('a line written by writeInfoLine is the line pino writes for the same fields', async (t) => {
+  await pinoLinesMatched(t)
 })
 
 t.test('a cluster worker’s logger (its pid bound) writes through writeInfoLine the line pino writes', async (t) => {
-  const lines = await linesOf(
-    (logger) => {
-      for (const [what, fields] of SAME) {
-        logger.info(fields, 'request')
-        t.ok(writeInfoLine(logger, fields, 'request'), `${what}: written`)
-      }
-    },
-    { pid: 4242 },
-  )
-  t.equal(lines.length, SAME.length * 2)
-  t.match(lines[0], /^\{"level":30,"time":0,"pid":4242,"request_id":"tt-1a-2b",/, 'the binding after time, before the fields, as pino writes it')
-  for (const [i, [what]] of SAME.entries()) t.equal(lines[2 * i + 1], lines[2 * i], what)
+  const [first] = await pinoLinesMatched(t, { pid: 4242 })
+  t.match(first, /^\{"level":30,"time":0,"pid":4242,"request_id":"tt-1a-2b",/, 'the binding after time, before the fields, as pino writes it')
 })
 
 const FALLBACK: [string, Record<string, unknown>][] = [
