@@ -3,6 +3,7 @@ import { simRoute } from './helpers/proxy.ts'
 import { parseMetrics, select, sumOf } from './helpers/prometheus.ts'
 import type { Sample } from './helpers/prometheus.ts'
 import { startServerProcess } from './helpers/server-process.ts'
+import type { ServerProcess } from './helpers/server-process.ts'
 import { findTool, run } from './helpers/tools.ts'
 import { eventually } from './helpers/eventually.ts'
 import { openChromium } from './helpers/browser.ts'
@@ -42,6 +43,18 @@ async function drive(proxyUrl: string, n: number, parallel = 4): Promise<void> {
         await complete(proxyUrl)
       }
     }),
+  )
+}
+
+/**
+ * The server's `n` request log lines. A worker's lines leave in batches, up to 50 ms after the
+ * request (logger.ts): what the metrics already count may not be in the log yet.
+ */
+function requestLines(server: ServerProcess, n: number): Promise<Record<string, unknown>[]> {
+  return eventually(
+    `${n} request log lines`,
+    () => server.logs.filter((l) => l.msg === 'request'),
+    (lines) => lines.length >= n,
   )
 }
 
@@ -148,7 +161,7 @@ t.test('with workers: 2 the primary serves one aggregated /metrics whose counts 
   if (promtool !== undefined) t.equal(run(promtool, ['check', 'metrics'], text).output, '', 'promtool check metrics finds nothing in the aggregated scrape')
 
   // Both workers took traffic: a worker's log lines carry its pid.
-  const pids = new Set(server.logs.filter((l) => l.msg === 'request').map((l) => Number(l.pid)))
+  const pids = new Set((await requestLines(server, K)).map((l) => Number(l.pid)))
   t.equal(pids.size, 2, 'requests were spread over both workers')
 
   // A worker that dies is replaced, and what it had counted is not lost.
@@ -212,10 +225,11 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
   const K = 16
   await drive(proxyUrl, K)
   await scrapeUntil(adminUrl, K)
+  const requestLog = await requestLines(server, K)
 
   // One finished request of each worker (a worker's log lines carry its pid).
   const served = new Map<number, string>()
-  for (const l of server.logs) if (l.msg === 'request') served.set(Number(l.pid), String(l.request_id))
+  for (const l of requestLog) served.set(Number(l.pid), String(l.request_id))
   t.equal(served.size, 2, 'both workers served requests')
   for (const [pid, id] of served) {
     const found = await eventually(
@@ -235,7 +249,7 @@ t.test('with workers: 2 the admin port serves what one process serves: the live 
   const omText = await om.text()
   t.match(omText, /llm_time_to_first_token_seconds_bucket\{[^}]*\} \d+ # \{request_id="[^"]+"\} [\d.e-]+ \d+\.\d{3}\n/, 'buckets carry exemplars')
   t.match(omText, /# EOF\n$/, 'the exposition ends with # EOF')
-  const logged = new Set(server.logs.filter((l) => l.msg === 'request').map((l) => String(l.request_id)))
+  const logged = new Set(requestLog.map((l) => String(l.request_id)))
   const exemplarIds = [...omText.matchAll(/# \{request_id="([^"]+)"\}/g)].map((m) => m[1])
   t.ok(exemplarIds.length >= 1 && exemplarIds.every((id) => logged.has(id)), 'the exemplars name requests the workers served')
 
