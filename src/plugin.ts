@@ -13,6 +13,9 @@ import { MetricsRegistry } from './metrics/registry.ts'
 import { TenantResolver } from './metrics/tenant.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
 import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
+import type { OtelTraces, ServerOf } from './metrics/otel-traces.ts'
+import { loadOtelTraces, traceSampling, tracesConfig } from './metrics/otel-traces-config.ts'
+import { TraceIdSource } from './proxy/trace-context.ts'
 import { appHeadersOf } from './proxy/app-headers.ts'
 import { sendError } from './proxy/error-answer.ts'
 import type { Exchange, ExchangeDeps } from './proxy/exchange.ts'
@@ -68,6 +71,8 @@ export interface TokentapState {
   readonly logger: Logger
   /** OpenTelemetry GenAI metrics and their OTLP export, when `otel.endpoint` (or an OTLP endpoint variable) is set. */
   readonly otelMetrics?: OtelMetrics
+  /** The span export (`otel.traces`), when on. */
+  readonly otelTraces?: OtelTraces
   /** How requests become exchanges (the @fastify/http-proxy helper opens its own through it). */
   readonly opener: ExchangeOpener
   /** The monotonic clock (ms) every time of this instance comes from. */
@@ -108,7 +113,14 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
   const tenant = config.metrics.tenant
-  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn, tenant: tenant !== undefined })
+  const traces = tracesConfig(config.otel)
+  const policy = new RecordPolicy({
+    maxModelsPerRoute: config.limits.max_models_per_route,
+    lengthBandLabel: config.metrics.length_band_label,
+    genAi: otelOn || traces !== undefined,
+    tenant: tenant !== undefined,
+    traces: traces === undefined ? undefined : traceSampling(traces),
+  })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
     (add) => {
@@ -120,7 +132,12 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
   // Closing sends a last export (onClose runs once requests in flight have been recorded).
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
-  const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics })
+  // `server.address` of a route's spans: its upstream (a simulator's once it listens).
+  const servers = new Map<string, ServerOf>()
+  const otelTraces = traces === undefined ? undefined : await loadOtelTraces({ config: config.otel, logger, stallSeconds: config.metrics.stall_seconds, now, serverOf: (route) => servers.get(route) })
+  // After the requests in flight were recorded (onClose), like the metrics' last export.
+  if (otelTraces !== undefined) app.addHook('onClose', async () => otelTraces.shutdown())
+  const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics, traces: otelTraces })
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
     now,
@@ -131,10 +148,10 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     onRecordError: recorder.onRecordError,
   }
   const finishing = new FinishQueue()
-  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant))
+  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant), traces === undefined ? undefined : new TraceIdSource())
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
   registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labelNames, native)
-  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, opener, now, realtime, draining: false }
+  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, otelTraces, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
   installUpgradeListener(app, logger)
@@ -162,12 +179,15 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   function registerRoute(proxy: FastifyInstance, route: RouteConfig, dispatcher: Dispatcher): void {
     const proxied = proxyRoute(route)
     let upstream: Upstream | undefined = route.upstream === undefined ? undefined : parseUpstream(route.upstream)
+    const known = (u: Upstream): void => void servers.set(proxied.runtime.label, serverOf(u))
+    if (upstream !== undefined) known(upstream)
     if (route.simulator !== undefined) {
       // The simulated model is a real HTTP server on loopback, so its traffic takes the same path as any upstream's.
       const sim = buildSimulator(route.simulator)
       app.addHook('onReady', async () => {
         await sim.listen({ host: '127.0.0.1', port: 0 })
         upstream = parseUpstream(`http://127.0.0.1:${(sim.server.address() as AddressInfo).port}`)
+        known(upstream)
       })
       app.addHook('onClose', async () => sim.close())
     }
@@ -215,6 +235,12 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       proxy.route({ method: [...PROXY_METHODS], url, onRequest, handler, exposeHeadRoute: false })
     }
   }
+}
+
+/** `server.address` and `server.port` of an upstream (its URL's, the scheme's default port when it names none). */
+function serverOf(u: Upstream): ServerOf {
+  const url = new URL(u.origin)
+  return { address: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port) }
 }
 
 /** The tokentap Fastify plugin (wrapped with fastify-plugin, so `app.tokentap` is visible to the caller). */

@@ -1,5 +1,6 @@
 import type { FromSchema } from 'json-schema-to-ts'
 import { PROVIDER_NAMES } from '../parsers/registry.ts'
+import { KEEP_RULES } from '../timing/trace-sampling.ts'
 
 /**
  * The configuration: one JSON schema (validated once at start-up, defaults filled in), and the
@@ -221,6 +222,29 @@ export const configSchema = {
         // Histogram points: explicit bucket bounds, or base-2 exponential buckets (docs/otel.md).
         // Unset: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else explicit.
         histograms: { enum: ['explicit', 'exponential'] },
+        // Spans per request (docs/otel.md, "Traces"); absent = no traces.
+        traces: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            // OTLP/HTTP (protobuf) traces URL; `/v1/traces` is appended unless present. Unset: otel.endpoint's, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT.
+            endpoint: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
+            sample: {
+              type: 'object',
+              additionalProperties: false,
+              default: {},
+              properties: {
+                // Share of the other traces kept when the caller sent no trace context.
+                ratio: { type: 'number', minimum: 0, maximum: 1, default: 0.1 },
+                // Requests kept whatever the ratio or the caller's flag: errors, stalls, SLO misses, E2E over slow_seconds.
+                keep: { type: 'array', uniqueItems: true, items: { enum: [...KEEP_RULES] }, default: [...KEEP_RULES] },
+                slow_seconds: { type: 'number', exclusiveMinimum: 0, default: 10 },
+              },
+            },
+            // true: the upstream request's `traceparent` names tokentap's span (the provider call under it).
+            propagate: { type: 'boolean', default: false },
+          },
+        },
       },
     },
     tokenizer: {
@@ -298,6 +322,7 @@ export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
 export type OtelConfig = Config['otel']
 /** OTLP/HTTP encodings (`OTEL_EXPORTER_OTLP_PROTOCOL` values). */
 export type OtelProtocol = NonNullable<OtelConfig['protocol']>
+export type TracesConfig = NonNullable<OtelConfig['traces']>
 /** A listener's certificate and private key (PEM file paths): `server.tls`, `admin.tls`. */
 export type ListenerTls = NonNullable<Config['server']['tls']>
 /** TLS toward one route's upstream (PEM file paths): its CA, a client certificate for mTLS, the SNI name. */

@@ -394,7 +394,7 @@ export class LlmMetrics {
     }
     requests.inc()
     // Exemplars carry wall-clock time (OpenMetrics), read once per request and only when asked for.
-    const exemplar = this.#options.exemplars ? requestIdExemplar(o.id) : undefined
+    const exemplar = this.#options.exemplars ? requestIdExemplar(o.id, o.trace) : undefined
     const now = exemplar === undefined ? 0 : this.#wallSeconds()
     observe(byOutcome.e2e, o.e2e, 1, exemplar, now)
     if (o.ttft !== undefined) observe(b.ttft, o.ttft, 1, exemplar, now)

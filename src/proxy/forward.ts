@@ -12,6 +12,9 @@ import type { Exchange } from './exchange.ts'
 import type { ExchangeOpener } from './open-exchange.ts'
 import { HeadersDeadline } from './headers-deadline.ts'
 import type { Upstream } from './upstream.ts'
+import { withoutHeader } from './headers.ts'
+import { traceparentOf } from './trace-context.ts'
+import { sampledAtStart } from '../timing/trace-sampling.ts'
 
 /**
  * The byte path of one request: the body goes upstream by its strategy
@@ -95,7 +98,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     totalTimer.unref()
   }
 
+  const traces = config.otel.traces
   const send = (r: OutgoingRequest): void => {
+    let headers = r.headers
+    // `propagate`: the upstream call becomes a child of tokentap's span (its ids exist from the start).
+    if (traces?.propagate === true && ex.trace !== undefined) {
+      headers = withoutHeader(headers, 'traceparent')
+      headers.push('traceparent', traceparentOf(ex.trace, sampledAtStart(ex.trace, traces.sample.ratio)))
+    }
     writer = new ClientWriter(ex, res, {
       upstream: config.upstream,
       now,
@@ -117,7 +127,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
           origin: opts.upstream.origin,
           path: opts.upstream.basePath + opts.pathAndQuery,
           method: req.method as Dispatcher.HttpMethod,
-          headers: r.headers,
+          headers,
           body: r.body as unknown as Dispatcher.DispatchOptions['body'],
         },
         writer,

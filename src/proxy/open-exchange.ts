@@ -8,6 +8,7 @@ import type { TenantResolver } from '../metrics/tenant.ts'
 import type { RequestIds } from './request-id.ts'
 import { escapesRoot, prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
 import type { UpstreamTarget } from './route-path.ts'
+import type { TraceIdSource } from './trace-context.ts'
 
 /**
  * The one way a request becomes an Exchange, for tokentap's own routes (plugin.ts) and the
@@ -68,11 +69,13 @@ export class ExchangeOpener {
   readonly #ids: RequestIds
   readonly #finishing: FinishQueue
   readonly #tenants: TenantResolver | undefined
+  readonly #traces: TraceIdSource | undefined
   /** The monotonic clock (ms) every time of an exchange comes from. */
   readonly now: () => number
 
-  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number, tenants?: TenantResolver) {
+  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number, tenants?: TenantResolver, traces?: TraceIdSource) {
     this.#deps = deps
+    this.#traces = traces
     this.#ids = ids
     this.#finishing = finishing
     this.now = now
@@ -117,6 +120,8 @@ export class ExchangeOpener {
   open(route: ProxyRoute, req: IncomingMessage, url: string, tReq: number): Opened {
     const { target, id, generated, tenant } = this.identify(route, req, url)
     const ex = new Exchange(this.#deps, route.runtime, id, req.method ?? 'GET', target.path, tReq, generated, tenant)
+    // The span's ids exist from the start, so `propagate` can name the span upstream (trace-context.ts).
+    ex.trace = this.#traces?.start(req.headers)
     return { ex, target }
   }
 

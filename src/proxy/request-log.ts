@@ -66,6 +66,9 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     ...timeSpentFields(m.reported, m.outsideUpstream, m.clientWriteWait, ms),
     bytes_in: who.bytesIn,
     bytes_out: who.bytesOut,
+    // The exported span of a kept request (`otel.traces`): from a log line to its trace.
+    trace_id: o.trace?.traceId,
+    span_id: o.trace?.spanId,
     ...who.extra,
   }
 }

@@ -3,6 +3,9 @@ import { Outcome, TokenSource } from './measurement.ts'
 import type { Measurement } from './measurement.ts'
 import type { SloVerdict } from './slo.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
+import type { TraceIds, TraceStart } from '../proxy/trace-context.ts'
+import { keepTrace } from './trace-sampling.ts'
+import type { TraceSampling } from './trace-sampling.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
 export const SLOW_CLIENT_SECONDS = 0.1
@@ -15,7 +18,8 @@ export const SLOW_CLIENT_SECONDS = 0.1
  * - the output-token rule: a count is recorded when the provider reported one or N ≥ 1;
  * - the length band of the output;
  * - the error type of a failed or cancelled request;
- * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`.
+ * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`;
+ * - which requests' spans are exported (trace-sampling.ts).
  * The sinks (Prometheus families, OTLP, the live page, the log line) only map Observations onto
  * their own shapes, with no conditions of their own. Adding a metric is one field here and one
  * line per sink; adding a label is one entry in `SERIES_LABELS` and its value in `#set` (`tenant`, optional, is
@@ -89,6 +93,8 @@ export interface RequestFacts {
   readonly tReq: number
   /** The proxy's own cost, seconds. */
   readonly overhead: { readonly request: number | undefined; readonly firstChunk: number | undefined; readonly chunk: number | undefined }
+  /** Its span's ids and the caller's span, with `otel.traces` on. */
+  readonly trace?: TraceStart
 }
 
 /** What every sink records of one finished request. Seconds; undefined: not observed. */
@@ -153,6 +159,8 @@ export interface Observations {
   readonly operation: string | undefined
   /** The response's model, bounded like the model label (OpenTelemetry only). */
   readonly responseModel: string | undefined
+  /** The request's span, when `otel.traces` keeps it (the span is exported and exemplars name it). */
+  readonly trace: TraceIds | undefined
   /** ms, monotonic: when the response closed. */
   readonly endedAt: number
   /** The request's own figures as measured, for its log line and `/debug/requests/{id}`. */
@@ -167,6 +175,8 @@ export interface RecordPolicyOptions {
   readonly genAi: boolean
   /** `metrics.tenant` is on: every series carries `tenant` after SERIES_LABELS. */
   readonly tenant?: boolean
+  /** `otel.traces` is on: which requests' spans are kept (trace-sampling.ts). */
+  readonly traces?: TraceSampling
 }
 
 /** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
@@ -336,6 +346,7 @@ export class RecordPolicy {
       parseError: m.parseError,
       operation: genAi ? operationFor(who.method, who.path) : undefined,
       responseModel: genAi && who.responseModel !== undefined ? this.#models.value(`${route}\u0000response`, who.responseModel) : undefined,
+      trace: who.trace !== undefined && this.#options.traces !== undefined && keepTrace(who.trace, m, this.#options.traces) ? who.trace : undefined,
       endedAt: who.tReq + t.e2e * 1000,
       measurement: m,
     }

@@ -1,0 +1,231 @@
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, createTraceState, trace } from '@opentelemetry/api'
+import type { Attributes, Context, HrTime, Tracer } from '@opentelemetry/api'
+import { ExportResultCode, millisToHrTime } from '@opentelemetry/core'
+import type { ExportResult } from '@opentelemetry/core'
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
+import { AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import type { IdGenerator, ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base'
+import type { Logger } from 'pino'
+import type { OtelConfig } from '../config/schema.ts'
+import type { ExchangeIdentity } from '../proxy/exchange.ts'
+import type { TraceStart } from '../proxy/trace-context.ts'
+import { Outcome } from '../timing/measurement.ts'
+import type { Observations } from '../timing/observations.ts'
+import { genAiProvider } from './otel-config.ts'
+import { tokentapResource } from './otel-resource.ts'
+import { tracesEndpoint } from './otel-traces-config.ts'
+
+/**
+ * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
+ * (docs/otel.md, "Traces": the commit followed), through the OpenTelemetry trace SDK: a
+ * BasicTracerProvider of tokentap's own (an embedding app's global one is left alone), a
+ * BatchSpanProcessor and the official OTLP/protobuf exporter. The span is built when the request
+ * has ended, from its Observations, with the start and end it had: nothing runs on the byte path,
+ * and a request the recording policy did not keep (trace-sampling.ts) builds nothing at all.
+ * Its ids were made when the request opened (trace-context.ts), so the SDK is handed them.
+ */
+
+/** A stall event per gap longer than `metrics.stall_seconds`, up to this many (the rest are counted in `tokentap.stalls`). */
+const MAX_STALL_EVENTS = 100
+
+/** A server's address and port (`server.address`, `server.port`). */
+export interface ServerOf {
+  readonly address: string
+  readonly port: number
+}
+
+export interface OtelTracesOptions {
+  /** The `otel` section: `traces`, and the headers and timeout shared with the metrics export. */
+  readonly config: OtelConfig
+  readonly logger: Logger
+  /** `metrics.stall_seconds`: a longer gap between content chunks gets a stall event. */
+  readonly stallSeconds: number
+  /** The monotonic clock (ms) the requests' times come from. */
+  readonly now: () => number
+  /** Epoch ms, read with `now` at each request's end to place its monotonic times (default Date.now). */
+  readonly wallMs?: () => number
+  /** The upstream a route's requests go to, when known. */
+  readonly serverOf?: (route: string) => ServerOf | undefined
+  /** Replaces the OTLP exporter (tests, benchmarks). */
+  readonly exporter?: SpanExporter
+}
+
+/**
+ * Hands the Tracer the ids made when the request opened: the SDK asks its IdGenerator once per
+ * span, synchronously inside `startSpan`, for a span id (and a trace id when the span has no parent).
+ */
+class GivenIds implements IdGenerator {
+  traceId = ''
+  spanId = ''
+  generateTraceId(): string {
+    return this.traceId
+  }
+  generateSpanId(): string {
+    return this.spanId
+  }
+}
+
+const S = 1 / 1000
+
+export class OtelTraces {
+  readonly #provider: BasicTracerProvider
+  readonly #tracer: Tracer
+  readonly #ids = new GivenIds()
+  readonly #logger: Logger
+  readonly #options: OtelTracesOptions
+  readonly #wallMs: () => number
+
+  constructor(options: OtelTracesOptions) {
+    this.#options = options
+    this.#logger = options.logger
+    this.#wallMs = options.wallMs ?? Date.now
+    const { config } = options
+    const exporter = new LoggedSpanExporter(
+      options.exporter ??
+        new OTLPTraceExporter({
+          url: tracesEndpoint(config),
+          headers: Object.keys(config.headers).length === 0 ? undefined : { ...config.headers },
+          timeoutMillis: config.timeout_ms,
+        }),
+      options.logger,
+    )
+    this.#provider = new BasicTracerProvider({
+      resource: tokentapResource(),
+      idGenerator: this.#ids,
+      // The recording policy decided already: every span that gets here is kept.
+      sampler: new AlwaysOnSampler(),
+      spanProcessors: [new BatchSpanProcessor(exporter)],
+    })
+    this.#tracer = this.#provider.getTracer('tokentap')
+  }
+
+  /** Builds and ends the span of one finished request the recording policy kept (`o.trace` set). */
+  record(who: ExchangeIdentity, o: Observations): void {
+    const start = who.trace
+    if (o.trace === undefined || start === undefined) return
+    // Monotonic ms → epoch: one reading of both clocks per request, at its end (as the metrics' timestamps are read when recorded).
+    const offset = this.#wallMs() - this.#options.now()
+    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
+    const m = o.measurement
+    const operation = o.operation
+    const model = who.model ?? 'unknown'
+    const attributes: Attributes = {
+      'gen_ai.provider.name': genAiProvider(o.labels.provider),
+      'http.request.method': who.method,
+      'http.response.status_code': o.statusCode,
+      'tokentap.request_id': who.id,
+      'tokentap.route': who.route.label,
+      'tokentap.outcome': o.outcome,
+      'tokentap.e2e': o.e2e,
+    }
+    if (operation !== undefined) attributes['gen_ai.operation.name'] = operation
+    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
+    if (who.responseModel !== undefined) attributes['gen_ai.response.model'] = who.responseModel
+    if (m.chunks.count > 0) attributes['gen_ai.request.stream'] = true
+    if (o.ttft !== undefined) attributes['gen_ai.response.time_to_first_chunk'] = o.ttft
+    if (o.inputTokens !== undefined) attributes['gen_ai.usage.input_tokens'] = o.inputTokens
+    if (o.outputTokens !== undefined) {
+      attributes['gen_ai.usage.output_tokens'] = o.outputTokens
+      attributes['tokentap.output_tokens.source'] = o.outputSource
+    }
+    if (o.cacheReadTokens !== undefined) attributes['gen_ai.usage.cache_read.input_tokens'] = o.cacheReadTokens
+    if (o.cacheWriteTokens !== undefined) attributes['gen_ai.usage.cache_creation.input_tokens'] = o.cacheWriteTokens
+    if (o.reasoningTokens !== undefined) attributes['gen_ai.usage.reasoning.output_tokens'] = o.reasoningTokens
+    if (o.errorType !== undefined) attributes['error.type'] = o.errorType
+    if (m.failure !== undefined) attributes['tokentap.failure_code'] = m.failure
+    if (m.providerError !== undefined) attributes['tokentap.provider_error'] = m.providerError
+    const server = this.#options.serverOf?.(who.route.label)
+    if (server !== undefined) {
+      attributes['server.address'] = server.address
+      attributes['server.port'] = server.port
+    }
+    if (who.tenant !== undefined) attributes['tokentap.tenant'] = who.tenant
+    if (o.ttft !== undefined) attributes['tokentap.ttft'] = o.ttft
+    if (o.tpot !== undefined) attributes['tokentap.tpot'] = o.tpot
+    if (m.itlP50 !== undefined) attributes['tokentap.itl.p50'] = m.itlP50
+    if (m.itlP99 !== undefined) attributes['tokentap.itl.p99'] = m.itlP99
+    if (o.maxGap !== undefined) attributes['tokentap.max_gap'] = o.maxGap
+    attributes['tokentap.stalls'] = o.stalls
+    attributes['tokentap.chunks'] = m.timing.chunks
+    if (o.headers !== undefined) attributes['tokentap.time_to_response_headers'] = o.headers
+    if (o.clientWriteWait !== undefined) attributes['tokentap.client_write_wait'] = o.clientWriteWait
+    const reported = o.upstreamReported
+    if (reported !== undefined) for (const [phase, seconds] of Object.entries(reported)) if (seconds !== undefined) attributes[`tokentap.upstream_reported.${phase}`] = seconds
+    if (o.slo !== undefined) attributes['tokentap.slo'] = o.slo
+
+    this.#ids.traceId = start.traceId
+    this.#ids.spanId = start.spanId
+    const name = operation === undefined ? who.method : `${operation} ${model}`
+    const span = this.#tracer.startSpan(name, { kind: SpanKind.CLIENT, startTime: at(who.tReq), attributes }, parentContext(start))
+    const chunks = m.chunks
+    if (chunks.count > 0) span.addEvent('tokentap.first_token', { 'tokentap.tokens': chunks.tokens(0) }, at(chunks.at(0)))
+    const limitMs = this.#options.stallSeconds * 1000
+    for (let i = 1, events = 0; i < chunks.count && events < MAX_STALL_EVENTS; i++) {
+      const gap = chunks.at(i) - chunks.at(i - 1)
+      if (gap > limitMs) {
+        // At the chunk that ended the stall, with its length: the wait is the span of time before it.
+        span.addEvent('tokentap.stall', { 'tokentap.gap': gap * S, 'tokentap.chunk': i }, at(chunks.at(i)))
+        events++
+      }
+    }
+    span.addEvent('tokentap.end', { 'tokentap.outcome': o.outcome }, at(o.endedAt))
+    if (o.outcome === Outcome.error) span.setStatus({ code: SpanStatusCode.ERROR, message: o.errorType })
+    span.end(at(o.endedAt))
+  }
+
+  /** Exports the spans ended so far. Never throws. */
+  async flush(): Promise<void> {
+    await this.#provider.forceFlush().catch((err: unknown) => this.#logger.debug({ err }, 'OTLP traces flush failed'))
+  }
+
+  /** Exports what is left and stops. Never throws. */
+  async shutdown(): Promise<void> {
+    await this.#provider.shutdown().catch((err: unknown) => this.#logger.debug({ err }, 'OTLP traces shutdown failed'))
+  }
+}
+
+/** The caller's span as the new span's parent (a remote span context), else the root context. */
+function parentContext(start: TraceStart): Context {
+  const parent = start.parent
+  if (parent === undefined) return ROOT_CONTEXT
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: parent.traceId,
+    spanId: parent.spanId,
+    traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
+    traceState: parent.traceState === undefined ? undefined : createTraceState(parent.traceState),
+    isRemote: true,
+  })
+}
+
+/** Logs an exporter's failures: one warning per outage and a line when it works again (the SDK reports only to `diag`). */
+class LoggedSpanExporter implements SpanExporter {
+  readonly #inner: SpanExporter
+  readonly #logger: Logger
+  #failing = false
+
+  constructor(inner: SpanExporter, logger: Logger) {
+    this.#inner = inner
+    this.#logger = logger
+  }
+
+  export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
+    this.#inner.export(spans, (result) => {
+      if (result.code === ExportResultCode.SUCCESS) {
+        if (this.#failing) this.#logger.info('OTLP traces export works again')
+        this.#failing = false
+      } else {
+        if (!this.#failing) this.#logger.warn({ err: result.error?.message }, 'OTLP traces export failed')
+        this.#failing = true
+      }
+      resultCallback(result)
+    })
+  }
+
+  async forceFlush(): Promise<void> {
+    await this.#inner.forceFlush?.()
+  }
+
+  shutdown(): Promise<void> {
+    return this.#inner.shutdown()
+  }
+}
