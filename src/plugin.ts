@@ -134,7 +134,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
   // `server.address` of a route's spans: its upstream (a simulator's once it listens).
   const servers = new Map<string, ServerOf>()
-  const otelTraces = traces === undefined ? undefined : await loadOtelTraces({ config: config.otel, logger, stallSeconds: config.metrics.stall_seconds, now, serverOf: (route) => servers.get(route) })
+  const otelTraces =
+    traces === undefined ? undefined : await loadOtelTraces({ config: config.otel, traces, logger, stallSeconds: config.metrics.stall_seconds, now, serverOf: (route) => servers.get(route) })
   // After the requests in flight were recorded (onClose), like the metrics' last export.
   if (otelTraces !== undefined) app.addHook('onClose', async () => otelTraces.shutdown())
   const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics, traces: otelTraces })
@@ -151,6 +152,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant), traces === undefined ? undefined : new TraceIdSource())
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
   registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labelNames, native)
+  if (otelTraces !== undefined) realtime.listen(otelTraces.realtime)
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, otelTraces, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
@@ -219,8 +221,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         }
         const pending = pendingUpgrade(req)
         if (pending !== undefined) {
-          const { target, id, tenant } = opener.identify(proxied, req, url)
-          realtime.pass(req, pending, { route: proxied.runtime, id, tenant, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
+          const { target, id, tenant, trace } = opener.identify(proxied, req, url)
+          realtime.pass(req, pending, { route: proxied.runtime, id, tenant, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream, trace })
           return
         }
         const { ex, target } = opener.open(proxied, req, url, request.tokentapStart)

@@ -6,11 +6,16 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import type { IdGenerator, ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base'
 import type { Logger } from 'pino'
-import type { OtelConfig } from '../config/schema.ts'
+import type { OtelConfig, TracesConfig } from '../config/schema.ts'
 import type { ExchangeIdentity } from '../proxy/exchange.ts'
+import { TraceIdSource } from '../proxy/trace-context.ts'
 import type { TraceStart } from '../proxy/trace-context.ts'
+import type { FinishedResponse } from '../realtime/protocol.ts'
+import type { RealtimeListener } from '../realtime/realtime.ts'
+import type { SessionIdentity, SessionSummary } from '../realtime/session.ts'
 import { Outcome } from '../timing/measurement.ts'
 import type { Observations } from '../timing/observations.ts'
+import { sampledAtStart } from '../timing/trace-sampling.ts'
 import { genAiProvider } from './otel-config.ts'
 import { tokentapResource } from './otel-resource.ts'
 import { tracesEndpoint } from './otel-traces-config.ts'
@@ -35,8 +40,10 @@ export interface ServerOf {
 }
 
 export interface OtelTracesOptions {
-  /** The `otel` section: `traces`, and the headers and timeout shared with the metrics export. */
+  /** The `otel` section: the headers and timeout shared with the metrics export. */
   readonly config: OtelConfig
+  /** `otel.traces`: its endpoint, and the sampling of realtime sessions (HTTP requests come sampled by the recording policy). */
+  readonly traces: TracesConfig
   readonly logger: Logger
   /** `metrics.stall_seconds`: a longer gap between content chunks gets a stall event. */
   readonly stallSeconds: number
@@ -74,6 +81,10 @@ export class OtelTraces {
   readonly #logger: Logger
   readonly #options: OtelTracesOptions
   readonly #wallMs: () => number
+  /** Span ids of realtime responses (made when they end: nothing is sent upstream with them). */
+  readonly #responseIds = new TraceIdSource()
+  /** Open realtime sessions (by `seq`) with a response exported: their session span is exported too. */
+  readonly #sessionsWithSpans = new Set<number>()
 
   constructor(options: OtelTracesOptions) {
     this.#options = options
@@ -134,11 +145,7 @@ export class OtelTraces {
     if (o.errorType !== undefined) attributes['error.type'] = o.errorType
     if (m.failure !== undefined) attributes['tokentap.failure_code'] = m.failure
     if (m.providerError !== undefined) attributes['tokentap.provider_error'] = m.providerError
-    const server = this.#options.serverOf?.(who.route.label)
-    if (server !== undefined) {
-      attributes['server.address'] = server.address
-      attributes['server.port'] = server.port
-    }
+    this.#server(who.route.label, attributes)
     if (who.tenant !== undefined) attributes['tokentap.tenant'] = who.tenant
     if (o.ttft !== undefined) attributes['tokentap.ttft'] = o.ttft
     if (o.tpot !== undefined) attributes['tokentap.tpot'] = o.tpot
@@ -171,6 +178,109 @@ export class OtelTraces {
     span.addEvent('tokentap.end', { 'tokentap.outcome': o.outcome }, at(o.endedAt))
     if (o.outcome === Outcome.error) span.setStatus({ code: SpanStatusCode.ERROR, message: o.errorType })
     span.end(at(o.endedAt))
+  }
+
+  /**
+   * Realtime sessions: a span per response (`realtime_inference {model}`, as the GenAI realtime
+   * draft names it) under a span of its session. A response is exported when its session was
+   * sampled at the start (the caller's flag, else the ratio) or it failed (`keep: error`); the
+   * session's span when it was sampled, failed, or has an exported response (no orphans).
+   */
+  readonly realtime: RealtimeListener = {
+    response: (who, _labels, r) => this.#response(who, r),
+    session: (who, _labels, summary) => this.#session(who, summary),
+  }
+
+  #keepsErrors(): boolean {
+    return this.#options.traces.sample.keep.includes('error')
+  }
+
+  #response(who: SessionIdentity, r: FinishedResponse): void {
+    const start = who.trace
+    if (start === undefined) return
+    const failed = r.outcome === Outcome.error
+    if (!sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors())) return
+    this.#sessionsWithSpans.add(who.seq)
+    const offset = this.#wallMs() - this.#options.now()
+    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
+    const began = r.start ?? r.end
+    const attributes: Attributes = {
+      'gen_ai.operation.name': 'realtime_inference',
+      'gen_ai.provider.name': genAiProvider(who.provider),
+      'gen_ai.live_session.id': who.id,
+      'tokentap.request_id': who.id,
+      'tokentap.route': who.route.label,
+      'tokentap.outcome': r.outcome,
+    }
+    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
+    if (r.id !== undefined) attributes['gen_ai.response.id'] = r.id
+    const u = r.usage
+    if (u !== undefined) {
+      attributes['gen_ai.usage.input_tokens'] = u.inputText + u.inputAudio
+      attributes['gen_ai.usage.output_tokens'] = u.outputText + u.outputAudio
+      attributes['gen_ai.usage.text.input_tokens'] = u.inputText
+      attributes['gen_ai.usage.audio.input_tokens'] = u.inputAudio
+      attributes['gen_ai.usage.text.output_tokens'] = u.outputText
+      attributes['gen_ai.usage.audio.output_tokens'] = u.outputAudio
+    }
+    if (failed) attributes['error.type'] = r.detail ?? 'provider_error'
+    if (r.detail !== undefined) attributes['tokentap.provider_detail'] = r.detail
+    const timing = r.timing
+    if (timing.ttft !== undefined) attributes['tokentap.ttft'] = timing.ttft
+    if (timing.ttfa !== undefined) attributes['tokentap.time_to_first_audio'] = timing.ttfa
+    if (timing.underrun !== undefined) attributes['tokentap.audio_underrun'] = timing.underrun
+    attributes['tokentap.audio_seconds'] = timing.audioSeconds
+    attributes['tokentap.text_deltas'] = timing.textDeltas
+    attributes['tokentap.audio_deltas'] = timing.audioDeltas
+    this.#server(who.route.label, attributes)
+    this.#ids.traceId = start.traceId
+    this.#ids.spanId = this.#responseIds.spanId()
+    const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED })
+    const span = this.#tracer.startSpan(`realtime_inference ${who.model ?? 'unknown'}`, { kind: SpanKind.CLIENT, startTime: at(began), attributes }, parent)
+    if (timing.ttft !== undefined) span.addEvent('tokentap.first_token', {}, at(began + timing.ttft * 1000))
+    span.addEvent('tokentap.end', { 'tokentap.outcome': r.outcome }, at(r.end))
+    if (failed) span.setStatus({ code: SpanStatusCode.ERROR, message: r.detail })
+    span.end(at(r.end))
+  }
+
+  #session(who: SessionIdentity, summary: SessionSummary): void {
+    const start = who.trace
+    if (start === undefined) return
+    const failed = summary.outcome === Outcome.error
+    const withSpans = this.#sessionsWithSpans.delete(who.seq)
+    if (!withSpans && !sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors())) return
+    const offset = this.#wallMs() - this.#options.now()
+    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
+    const attributes: Attributes = {
+      'gen_ai.provider.name': genAiProvider(who.provider),
+      'gen_ai.live_session.id': who.id,
+      'http.response.status_code': summary.statusCode,
+      'tokentap.request_id': who.id,
+      'tokentap.route': who.route.label,
+      'tokentap.outcome': summary.outcome,
+      'tokentap.responses': summary.responses,
+    }
+    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
+    if (who.tenant !== undefined) attributes['tokentap.tenant'] = who.tenant
+    if (summary.failure !== undefined) attributes['tokentap.failure_code'] = summary.failure
+    if (summary.close?.code !== undefined) attributes['tokentap.close_code'] = summary.close.code
+    if (summary.endedBy !== undefined) attributes['tokentap.ended_by'] = summary.endedBy
+    if (failed) attributes['error.type'] = summary.failure ?? (summary.close?.code !== undefined ? String(summary.close.code) : String(summary.statusCode))
+    this.#server(who.route.label, attributes)
+    this.#ids.traceId = start.traceId
+    this.#ids.spanId = start.spanId
+    const end = who.tReq + summary.duration * 1000
+    const span = this.#tracer.startSpan(`realtime_session ${who.model ?? 'unknown'}`, { kind: SpanKind.CLIENT, startTime: at(who.tReq), attributes }, parentContext(start))
+    if (failed) span.setStatus({ code: SpanStatusCode.ERROR, message: String(attributes['error.type']) })
+    span.end(at(end))
+  }
+
+  #server(route: string, attributes: Attributes): void {
+    const server = this.#options.serverOf?.(route)
+    if (server !== undefined) {
+      attributes['server.address'] = server.address
+      attributes['server.port'] = server.port
+    }
   }
 
   /** Exports the spans ended so far. Never throws. */

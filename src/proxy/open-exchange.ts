@@ -8,7 +8,7 @@ import type { TenantResolver } from '../metrics/tenant.ts'
 import type { RequestIds } from './request-id.ts'
 import { escapesRoot, prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
 import type { UpstreamTarget } from './route-path.ts'
-import type { TraceIdSource } from './trace-context.ts'
+import type { TraceIdSource, TraceStart } from './trace-context.ts'
 
 /**
  * The one way a request becomes an Exchange, for tokentap's own routes (plugin.ts) and the
@@ -105,23 +105,28 @@ export class ExchangeOpener {
   }
 
   /**
-   * Where a request under `route` goes upstream, its id and its tenant (an exchange's or a
-   * realtime session's): the one place a request's tenant is resolved, once.
+   * Where a request under `route` goes upstream, its id, its tenant and its span's ids (an
+   * exchange's or a realtime session's): the one place a request's tenant is resolved, once.
    */
-  identify(route: ProxyRoute, req: IncomingMessage, url: string): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean; readonly tenant: string | undefined } {
+  identify(
+    route: ProxyRoute,
+    req: IncomingMessage,
+    url: string,
+  ): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean; readonly tenant: string | undefined; readonly trace: TraceStart | undefined } {
     // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
     const target = upstreamPathAndQuery(url, rawPrefixEnd(url, route.base))
     const { id, generated } = this.#ids.of(req.headers)
     const tenant = this.#tenants?.resolve(req.headers, target.pathAndQuery)
-    return { target, id, generated, tenant }
+    // The span's ids exist from the start, so `propagate` can name the span upstream (trace-context.ts).
+    const trace = this.#traces?.start(req.headers)
+    return { target, id, generated, tenant, trace }
   }
 
   /** The exchange of a request whose headers arrived at `tReq`; `url` is its origin-form target. */
   open(route: ProxyRoute, req: IncomingMessage, url: string, tReq: number): Opened {
-    const { target, id, generated, tenant } = this.identify(route, req, url)
+    const { target, id, generated, tenant, trace } = this.identify(route, req, url)
     const ex = new Exchange(this.#deps, route.runtime, id, req.method ?? 'GET', target.path, tReq, generated, tenant)
-    // The span's ids exist from the start, so `propagate` can name the span upstream (trace-context.ts).
-    ex.trace = this.#traces?.start(req.headers)
+    ex.trace = trace
     return { ex, target }
   }
 

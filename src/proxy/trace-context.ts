@@ -83,6 +83,11 @@ export class TraceIdSource {
     return { traceId: parent?.traceId ?? this.#hex(16, ZERO_TRACE), spanId, parent }
   }
 
+  /** A span id alone (a span under one whose trace is known: a realtime response under its session). */
+  spanId(): string {
+    return this.#hex(8, ZERO_SPAN)
+  }
+
   #hex(bytes: number, zero: string): string {
     if (this.#at + bytes > POOL_BYTES) {
       randomFillSync(this.#pool)

@@ -6,6 +6,7 @@ import { Outcome } from '../timing/measurement.ts'
 import { sessionOutcome } from '../timing/realtime-timing.ts'
 import type { EncodingSelector, TokenCount } from '../tokens/tokenizer.ts'
 import type { RouteRuntime } from '../proxy/exchange.ts'
+import type { TraceStart } from '../proxy/trace-context.ts'
 import { Opcode } from './frame.ts'
 import { FrameDecoder } from './frame-decoder.ts'
 import { GeminiLive } from './gemini-live.ts'
@@ -37,6 +38,8 @@ export interface SessionIdentity {
   readonly path: string
   /** ms (monotonic) of the upgrade request. */
   readonly tReq: number
+  /** The session span's ids and the caller's span (`otel.traces` on), from the upgrade request. */
+  readonly trace?: TraceStart
 }
 
 /** A finished session's facts and figures (no text, no headers, no credentials). */
@@ -121,6 +124,8 @@ export class RealtimeSession implements RelayObserver {
 
   /** The `tenant` label value, resolved once from the upgrade request (undefined with `metrics.tenant` off). */
   readonly tenant: string | undefined
+  /** The session span's ids, set once when the upgrade arrived with `otel.traces` on (realtime.ts). */
+  trace: TraceStart | undefined
 
   constructor(deps: RealtimeDeps, route: RouteRuntime, id: string, path: string, query: URLSearchParams, tReq: number, tenant?: string) {
     this.#deps = deps
@@ -271,7 +276,7 @@ export class RealtimeSession implements RelayObserver {
   }
 
   #identity(): SessionIdentity {
-    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, tenant: this.tenant, model: this.model, path: this.#path, tReq: this.#tReq }
+    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, tenant: this.tenant, model: this.model, path: this.#path, tReq: this.#tReq, trace: this.trace }
   }
 
   #responseEnded(response: FinishedResponse): void {

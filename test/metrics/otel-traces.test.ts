@@ -4,7 +4,8 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { fixture } from '../helpers/fixtures.ts'
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts'
 import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp-receiver.ts'
-import { startProxy } from '../helpers/proxy.ts'
+import { simRoute, startProxy } from '../helpers/proxy.ts'
+import { eventually, respond, tapedClient } from '../helpers/realtime.ts'
 import type { RunningProxy } from '../helpers/proxy.ts'
 import { parseOpenMetrics } from '../helpers/openmetrics.ts'
 import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
@@ -299,4 +300,47 @@ t.test('an exemplar with a trace stays within the OpenMetrics label-set limit of
     'names and values: exactly the limit, the request id cut',
   )
   t.equal(requestIdExemplar('r'.repeat(200)).length, 'request_id=""'.length + 118, 'without a trace the id keeps 118 characters')
+})
+
+t.test('a realtime session is a span under the caller’s, each response a span under it; an unsampled session exports nothing', async (t) => {
+  const receiver = await startOtlpReceiver()
+  t.teardown(() => receiver.close())
+  const proxy = await startProxy({ routes: [simRoute()], otel: { traces: { endpoint: receiver.url, sample: { ratio: 0 } } } })
+  t.teardown(() => proxy.close())
+  const sessions = (): number => proxy.logs.filter((l) => l.msg === 'realtime session').length
+  const plan = { ttft_ms: 1, first_tokens: 1, chunks: [[1, 1]], audio_ms_per_token: 20 }
+  const callers: Record<string, string>[] = [{ traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01`, 'x-request-id': 'rt-sampled' }, { 'x-request-id': 'rt-plain' }]
+  for (const headers of callers) {
+    const c = tapedClient(`${proxy.url.replace('http', 'ws')}/sim/v1/realtime?model=gpt-realtime`, { headers })
+    await c.opened
+    await respond(c, plan, 1)
+    await respond(c, plan, 2)
+    const before = sessions()
+    c.ws.close(1000)
+    await c.closed
+    await eventually('the session recorded', () => sessions() > before)
+  }
+  await proxy.app.tokentap.otelTraces?.flush()
+  const session = receiver.spans.find((x) => x.name === 'realtime_session gpt-realtime')
+  const responses = receiver.spans.filter((x) => x.name === 'realtime_inference gpt-realtime')
+  t.equal(receiver.spans.length, 3, 'the sampled session and its two responses; the ratio-0 session none')
+  if (session === undefined) throw new Error('no session span')
+  t.equal(session.traceId, CALLER_TRACE)
+  t.equal(session.parentSpanId, CALLER_SPAN, 'the session under the caller’s span')
+  t.match(session.attributes, { 'gen_ai.live_session.id': 'rt-sampled', 'tokentap.responses': 2, 'tokentap.outcome': 'ok', 'http.response.status_code': 101, 'gen_ai.provider.name': 'openai' })
+  t.same(
+    responses.map((r) => [r.traceId, r.parentSpanId]),
+    [
+      [CALLER_TRACE, session.spanId],
+      [CALLER_TRACE, session.spanId],
+    ],
+    'each response under the session',
+  )
+  t.not(responses[0].spanId, responses[1].spanId)
+  t.match(responses[0].attributes, { 'gen_ai.operation.name': 'realtime_inference', 'gen_ai.request.model': 'gpt-realtime', 'gen_ai.live_session.id': 'rt-sampled', 'tokentap.outcome': 'ok' })
+  t.ok(typeof responses[0].attributes['gen_ai.usage.output_tokens'] === 'number', 'usage from response.done')
+  t.ok(
+    responses.every((r) => r.startTimeUnixNano >= session.startTimeUnixNano && r.endTimeUnixNano <= session.endTimeUnixNano),
+    'within the session',
+  )
 })
