@@ -295,6 +295,7 @@ function runTracesPhase(simPort: number, log: (s: string) => void): Promise<Otel
     intervalMs: P.otelIntervalMs,
     control: OTEL_CONTROL,
     signal: 'traces',
+    cpuProfDir: OTEL_PROF === undefined ? undefined : resolve(OTEL_PROF),
     log,
   })
 }
