@@ -198,10 +198,10 @@ export class MergedFamilies {
     return this
   }
 
-  /** The merged counter of `name` without labels, when a worker reported it. */
-  unlabelledCounter(name: string): Counter | undefined {
+  /** The merged counter family `name`, when a worker reported it. */
+  counter(name: string): Counter | undefined {
     const m = this.#families.get(name)?.metric
-    return m instanceof Counter && m.labelNames.length === 0 ? m : undefined
+    return m instanceof Counter ? m : undefined
   }
 
   get metrics(): OwnMetric[] {
@@ -216,11 +216,12 @@ export class MergedFamilies {
 
 /** The group's llm_label_sets_folded_total: what the workers folded, plus the requests this merge folded. */
 function foldedCount(families: MergedFamilies, pass: FoldPass, fold: GroupLabelFold): void {
-  const counter = families.unlabelledCounter(FOLDED_FAMILY)
+  const counter = families.counter(FOLDED_FAMILY)
   if (counter === undefined) return
-  const series = counter.labels()
-  series.inc(pass.foldedRequests)
-  fold.noteFolded(series.value)
+  for (const f of pass.foldedRequests.values()) counter.labels(...counter.labelNames.map((n) => f.labels[n] ?? '')).inc(f.count)
+  let total = 0
+  for (const s of counter.entries()) total += s.value
+  fold.noteFolded(total)
 }
 
 const NEWLINE = Buffer.from('\n')

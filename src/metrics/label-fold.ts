@@ -24,7 +24,7 @@ export interface LabelCaps {
   readonly maxLabelSets: number
 }
 
-/** The family that counts the requests recorded under `other` because of the label-set budget. */
+/** The family that counts the requests recorded under the overflow set because of the label-set budget (its labels are that set's). */
 export const FOLDED_FAMILY = 'llm_label_sets_folded_total'
 /** The one warn line, logged the first time a label set is folded (by the process, or by the cluster primary for the group). */
 export const FOLD_MESSAGE = 'label sets beyond limits.max_label_sets are recorded with model and tenant "other" from now on (llm_label_sets_folded_total counts them)'
@@ -92,11 +92,17 @@ interface Decision {
 /** Maps one series' label values (in its family's order) to the values it is merged under. */
 export type SeriesMapper = (labels: readonly string[], value: number | undefined) => readonly string[]
 
+/** Requests folded by the budget into one overflow set: its labels by name, and how many. */
+interface FoldedRequests {
+  readonly labels: Readonly<Record<string, string>>
+  count: number
+}
+
 /** One merge: the mappers per family, and what it folded by the budget (added to FOLDED_FAMILY). */
 export interface FoldPass {
   family(name: string, labelNames: readonly string[]): SeriesMapper | undefined
-  /** Requests of llm_requests_total series this pass folded by the budget. */
-  readonly foldedRequests: number
+  /** Requests of llm_requests_total series this pass folded by the budget, by overflow set. */
+  readonly foldedRequests: ReadonlyMap<string, FoldedRequests>
 }
 
 export class GroupLabelFold {
@@ -140,8 +146,9 @@ export class GroupLabelFold {
 
   /** A pass over one merge: each family's series mapped by the same decisions. */
   pass(): FoldPass {
-    let foldedRequests = 0
-    const pass: FoldPass = {
+    const foldedRequests = new Map<string, FoldedRequests>()
+    return {
+      foldedRequests,
       family: (name, labelNames) => {
         const pi = labelNames.indexOf('provider')
         const mi = labelNames.indexOf('model')
@@ -153,18 +160,22 @@ export class GroupLabelFold {
           const tenant = ti < 0 ? undefined : labels[ti]
           const d = this.#decide(labels[pi], labels[mi], labels[ri], tenant)
           if (d.model === labels[mi] && d.tenant === tenant) return labels
-          if (d.budget && counts) foldedRequests += value ?? 0
+          if (d.budget && counts) {
+            const key = `${labels[pi]}\u0000${labels[ri]}`
+            let f = foldedRequests.get(key)
+            if (f === undefined) {
+              f = { labels: { provider: labels[pi], model: OTHER, route: labels[ri], ...(ti < 0 ? {} : { tenant: OTHER }) }, count: 0 }
+              foldedRequests.set(key, f)
+            }
+            f.count += value ?? 0
+          }
           const out = [...labels]
           out[mi] = d.model
           if (ti >= 0) out[ti] = d.tenant as string
           return out
         }
       },
-      get foldedRequests() {
-        return foldedRequests
-      },
     }
-    return pass
   }
 }
 

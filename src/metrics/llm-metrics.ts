@@ -113,7 +113,6 @@ export class LlmMetrics {
   readonly outsideUpstream: Histogram
   readonly clientWriteWait: Histogram
   readonly labelSetsFolded: Counter
-  readonly #folded: CounterSeries
   readonly #bound = new Map<string, Bound>()
   /** ITL and TPOT series by the banded key (the same as the label set's with `length_band` off). */
   readonly #banded = new Map<string, { readonly itl: HistogramSeries; readonly tpot: HistogramSeries }>()
@@ -305,11 +304,9 @@ export class LlmMetrics {
     })
     this.labelSetsFolded = new Counter({
       name: FOLDED_FAMILY,
-      help: 'Requests recorded with model and tenant "other" because their label set (provider, model, route, tenant) was beyond limits.max_label_sets.',
-      labelNames: [],
+      help: 'Requests recorded under the overflow set (model and tenant "other") of their route because their label set (provider, model, route, tenant) was beyond limits.max_label_sets.',
+      labelNames,
     })
-    // There from the start, at 0: an alert on its increase needs the series before the first fold.
-    this.#folded = this.labelSetsFolded.labels()
   }
 
   /** Every metric, in scrape order. */
@@ -404,7 +401,8 @@ export class LlmMetrics {
       byOutcome.requests.set(o.statusCode, requests)
     }
     requests.inc()
-    if (o.labelSetFolded) this.#folded.inc()
+    // Made at the first fold: the labels are the overflow set's (the request's own, once folded).
+    if (o.labelSetFolded) this.labelSetsFolded.labels(...o.labelValues).inc()
     // Exemplars carry wall-clock time (OpenMetrics), read once per request and only when asked for.
     const exemplar = this.#options.exemplars ? requestIdExemplar(o.id) : undefined
     const now = exemplar === undefined ? 0 : this.#wallSeconds()

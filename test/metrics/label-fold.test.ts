@@ -30,8 +30,7 @@ function worker() {
       for (const [k, n] of inFlight) add(k.split('|'), n)
     },
   })
-  const folded = new Counter({ name: 'llm_label_sets_folded_total', help: 'Folded.', labelNames: [] })
-  folded.labels()
+  const folded = new Counter({ name: 'llm_label_sets_folded_total', help: 'Folded.', labelNames: LABELS })
   const all = [requests, ttft, gauge, folded]
   return {
     /** A finished request of this model and tenant. */
@@ -142,11 +141,15 @@ t.test('label sets beyond the budget fold into the overflow set at the primary, 
   }
   // What a worker folded itself arrives as the overflow set and its own count.
   b.request('other', 'other')
-  b.folded.labels().inc()
+  b.folded.labels('openai', 'other', '/a', 'other').inc()
   m = await p.scrape()
   t.equal(values(m, 'tenant').size, 4, 'three sets and the overflow set')
   t.equal(sumOf(m, 'llm_requests_total', { model: 'other', tenant: 'other' }), 7)
-  t.equal(sumOf(m, 'llm_label_sets_folded_total'), 7, 'the primary folded six requests, the worker one')
+  t.same(
+    select(m, 'llm_label_sets_folded_total').map((s) => [s.labels, s.value]),
+    [[{ provider: 'openai', model: 'other', route: '/a', tenant: 'other' }, 7]],
+    'the primary folded six requests, the worker one: one series, the overflow set',
+  )
   t.equal(warnings, 1)
   m = await p.scrape()
   t.equal(sumOf(m, 'llm_label_sets_folded_total'), 7, 'the same on the next scrape')
