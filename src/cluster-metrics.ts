@@ -254,10 +254,14 @@ export class ClusterMetrics implements MetricsSource {
 
   /** The families of these reports and of the dead workers, merged (and folded to the group's caps). */
   merged(reports: readonly WorkerMetrics[]): MergedFamilies {
+    return this.#mergeFolded([...reports.map((r) => r.families), this.#retired])
+  }
+
+  /** States merged and folded to the group's caps, the requests this fold moved added to llm_label_sets_folded_total. */
+  #mergeFolded(lists: readonly (readonly FamilyState[])[]): MergedFamilies {
     const pass = this.#fold?.pass()
     const families = new MergedFamilies(pass)
-    for (const r of reports) families.merge(r.families)
-    families.merge(this.#retired)
+    for (const states of lists) families.merge(states)
     if (pass !== undefined) foldedCount(families, pass, this.#fold as GroupLabelFold)
     return families
   }
@@ -271,7 +275,9 @@ export class ClusterMetrics implements MetricsSource {
     const last = this.#last.get(workerId)
     this.#last.delete(workerId)
     if (last === undefined) return
-    this.#retired = new MergedFamilies().merge(this.#retired).merge(last.families.filter(retainable)).states()
+    // Folded as the exposition folds it, so what dead workers leave stays within the group's caps
+    // however many die (a replacement admits values of its own).
+    this.#retired = this.#mergeFolded([this.#retired, last.families.filter(retainable)]).states()
   }
 
   /** Every live worker's report, minus those of workers that died while the scrape waited. */

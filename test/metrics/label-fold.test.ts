@@ -154,4 +154,12 @@ t.test('label sets beyond the budget fold into the overflow set at the primary, 
   m = await p.scrape()
   t.equal(sumOf(m, 'llm_label_sets_folded_total'), 7, 'the same on the next scrape')
   t.equal(warnings, 1, 'warned once')
+  // The worker whose sets were folded dies: what it left is kept folded, and counted as before.
+  p.source.retire(2)
+  live.delete(2)
+  m = await p.scrape()
+  t.equal(values(m, 'tenant').size, 4, 'still three sets and the overflow set')
+  t.equal(sumOf(m, 'llm_requests_total', { model: 'other', tenant: 'other' }), 7)
+  t.equal(sumOf(m, 'llm_label_sets_folded_total'), 7, 'the folded count does not go down when its worker dies')
+  t.equal(sumOf(m, 'llm_requests_total'), 10)
 })
