@@ -101,6 +101,9 @@ export const configSchema = {
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
+        // After the drain, /metrics answers this long more (when it has been scraped), so the next
+        // scrape reads what the drain recorded: at least one scrape interval.
+        drain_linger_seconds: { type: 'number', minimum: 0, default: 15 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
         // Longest silence inside a request body (nginx's client_body_timeout): 408, or both sides ended; 0 = none.
         client_body_timeout_ms: { type: 'integer', minimum: 0, default: 60_000 },
