@@ -74,9 +74,10 @@ const simulator = {
     tokens_per_chunk: { type: 'integer', minimum: 1, maximum: 1000, default: 1 },
     burst_every: { type: 'integer', minimum: 0, default: 16 },
     burst_size: { type: 'integer', minimum: 1, maximum: 1000, default: 4 },
-    // Probability that a gap is a stall of `stall_ms`.
-    stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.01 },
-    stall_ms: { type: 'number', minimum: 0, default: 600 },
+    // Probability that a gap is a stall of `stall_ms`: rare enough (0.2 % of the tokens) that P99
+    // ITL stays on the ordinary gaps, long enough (over metrics.stall_seconds, 1 s) to count as a stall.
+    stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.002 },
+    stall_ms: { type: 'number', minimum: 0, default: 1500 },
     seed: { type: 'integer', default: 42 },
     model: { type: 'string', minLength: 1, default: 'tokentap-sim-1' },
     // Realtime sessions (/v1/realtime): audio each token carries, ms, and how fast audio is sent
