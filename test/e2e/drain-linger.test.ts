@@ -1,4 +1,5 @@
 import t from 'tap'
+import { eventually } from '../helpers/eventually.ts'
 import { startServerProcess } from '../helpers/server-process.ts'
 
 const LINGER_S = 5
@@ -59,4 +60,35 @@ t.test('a process nothing scraped exits right after its drain: there is no scrap
     server.logs.some((l) => l.msg === 'lingering: /metrics answers until the next scrape'),
     'without lingering',
   )
+})
+
+t.test('with workers: 2 the primary lingers after its workers exit, /metrics answering with what they reported', async (t) => {
+  const server = startServerProcess({
+    server: { host: '127.0.0.1', port: 0, workers: 2, drain_seconds: 30, drain_linger_seconds: LINGER_S },
+    admin: { host: '127.0.0.1', port: 0 },
+    log: { level: 'info' },
+    routes: [route],
+  })
+  t.teardown(() => server.kill())
+  const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 300_000)
+  const proxy = `http://${up.proxy as string}`
+  const admin = `http://${up.admin as string}`
+  const res = await fetch(`${proxy}/sim/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-tokentap-sim': plan },
+    body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
+  })
+  await res.text()
+  // A worker records a request as it ends: scrape until the primary's sum has it.
+  await eventually(
+    'the request in the primary\u2019s scrape',
+    async () => requestsOk(await (await fetch(`${admin}/metrics`)).text()),
+    (n) => n === 1,
+  )
+  server.child.kill('SIGTERM')
+  await server.waitForLog((l) => l.msg === 'lingering: /metrics answers until the next scrape')
+  const scrape = await fetch(`${admin}/metrics`)
+  t.equal(scrape.status, 200, 'the primary\u2019s /metrics answers after its workers exited')
+  t.equal(requestsOk(await scrape.text()), 1, 'with the exited workers\u2019 counts')
+  t.equal(await server.exited, 0, 'then the primary exits 0')
 })
