@@ -185,14 +185,14 @@ export class FrameDecoder {
   }
 
   /**
-   * Room for `size` bytes of the message as they arrive: doubling, never past the size its frames
-   * announced so far (within the limit), so a message that came whole in one read is one
-   * allocation of its size, and what a message holds is at most the limit however it is framed.
+   * Room for `size` bytes of the message as they arrive: at first what its frames announced so
+   * far (a message of one frame is one allocation of its size), then doubling up to the limit, so
+   * what a message holds is at most the limit however it is framed, copied at most twice over.
    */
   #reserve(size: number): Buffer {
     const buffer = this.#buffer
     if (buffer !== undefined && buffer.length >= size) return buffer
-    const grown = Buffer.allocUnsafe(Math.max(size, Math.min(this.#size, 2 * (buffer?.length ?? 0))))
+    const grown = Buffer.allocUnsafe(buffer === undefined ? this.#size : Math.max(size, Math.min(this.#max, 2 * buffer.length)))
     if (buffer !== undefined) buffer.copy(grown, 0, 0, this.#have)
     this.#buffer = grown
     return grown
