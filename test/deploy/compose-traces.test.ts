@@ -34,5 +34,15 @@ t.test('the compose demo sends spans to its trace backend, and Grafana’s exemp
   )
   t.equal(jaeger.type, 'jaeger')
   t.equal(new URL(jaeger.url).hostname, 'jaeger', 'which reads the compose Jaeger')
+  const dashboard = JSON.parse(readFileSync(join(ROOT, 'deploy', 'grafana', 'dashboards', 'tokentap.json'), 'utf8')) as {
+    panels: { title: string; targets?: { exemplar?: boolean; expr: string }[] }[]
+  }
+  for (const title of ['Time to first token', 'Inter-token latency', 'End-to-end duration']) {
+    const panel = dashboard.panels.find((p) => p.title === title)
+    t.ok(
+      panel?.targets?.some((x) => x.exemplar === true && x.expr.includes('histogram_quantile(0.99')),
+      `the dashboard's ${title} P99 query shows exemplars`,
+    )
+  }
   t.equal(links.find((l) => l.name === 'request_id')?.url, 'http://localhost:9464/debug/requests/$${__value.raw}', 'request_id opens /debug/requests ($$ keeps the $ from provisioning)')
 })

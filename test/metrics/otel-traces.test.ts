@@ -344,3 +344,26 @@ t.test('a realtime session is a span under the caller’s, each response a span 
     'within the session',
   )
 })
+
+t.test('a failing trace collector costs one warning per outage and a line when it works again, never a request', async (t) => {
+  const s = await setup(t, { sample: { ratio: 1 } })
+  // 400: not retryable (a 503 would be retried with back-off first)
+  s.receiver.status = 400
+  await replay(s, 'during-outage-1', NORMAL)
+  await s.proxy.app.tokentap.otelTraces?.flush()
+  await replay(s, 'during-outage-2', NORMAL)
+  await s.proxy.app.tokentap.otelTraces?.flush()
+  s.receiver.status = 200
+  await replay(s, 'after-outage', NORMAL)
+  await s.proxy.app.tokentap.otelTraces?.flush()
+  t.same(
+    s.proxy.logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('OTLP traces export')).map((l) => l.msg),
+    ['OTLP traces export failed', 'OTLP traces export works again'],
+  )
+  t.same(
+    s.receiver.spans.map((x) => x.attributes['tokentap.request_id']),
+    ['after-outage'],
+    'the spans of the outage are lost, the requests were not',
+  )
+  t.equal(line(s, 'during-outage-2').outcome, 'ok')
+})
