@@ -16,6 +16,12 @@ import { tracesConfig, tracesEndpoint } from '../../src/metrics/otel-traces-conf
 import { requestIdExemplar } from '../../src/metrics/histogram.ts'
 import { sampledAtStart } from '../../src/timing/trace-sampling.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
+import pino from 'pino'
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
+import { OtelTraces } from '../../src/metrics/otel-traces.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { RecordPolicy } from '../../src/timing/observations.ts'
 
 const OM_ACCEPT = 'application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5'
 const PB_ACCEPT = 'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,text/plain;version=0.0.4;q=0.5'
@@ -366,4 +372,127 @@ t.test('a failing trace collector costs one warning per outage and a line when i
     'the spans of the outage are lost, the requests were not',
   )
   t.equal(line(s, 'during-outage-2').outcome, 'ok')
+})
+
+t.test('what a span carries when the provider reports more, and realtime failures kept by the error rule', async (t) => {
+  const exporter = new InMemorySpanExporter()
+  const config = validateConfig({ routes: [{ prefix: '/', upstream: 'http://127.0.0.1:1' }], otel: { traces: { sample: { ratio: 0 } } } }).otel
+  const start = new TraceIdSource().start({})
+  const policy = new RecordPolicy({ maxModelsPerRoute: 10, lengthBandLabel: false, genAi: true, tenant: true, traces: { ratio: 0, keep: ['error', 'slo_miss'], slowSeconds: 10 } })
+  const route = { label: '/r', prefix: '/r', provider: 'openai', inFlight: 0, slo: { ttft_seconds: 0.001 } }
+  const log = new ChunkLog()
+  log.add(9_500, 2, MarkKind.text, false)
+  const m = measure({
+    tReq: 9_000,
+    tEnd: 9_600,
+    tHeaders: 9_100,
+    statusCode: 200,
+    failure: undefined,
+    clientGone: false,
+    chunks: log,
+    summary: { usage: { input: 10, output: 5, reasoning: 3, cacheRead: 4, cacheWrite: 1 }, reported: { queue: 0.1, prompt: 0.2 } },
+    slo: route.slo,
+    stallSeconds: 1,
+  })
+  const who = {
+    id: 'x',
+    route,
+    provider: 'gemini',
+    tenant: 'team-a',
+    method: 'POST',
+    path: '/v1beta/models/m:streamGenerateContent',
+    model: 'm',
+    responseModel: 'm-001',
+    usageInjected: false,
+    concurrency: 1,
+    bytesIn: 1,
+    bytesOut: 1,
+    tReq: 9_000,
+    overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
+    extra: undefined,
+    failureDetail: undefined,
+    trace: start,
+  }
+  const o = policy.observe(who, m)
+  t.same(o.trace, { traceId: start.traceId, spanId: start.spanId, parent: undefined }, 'kept by slo_miss at ratio 0')
+  // The SDK's in-memory exporter in place of OTLP: the spans as the processor hands them over.
+  const mem = new OtelTraces({
+    config,
+    traces: config.traces as NonNullable<typeof config.traces>,
+    logger: pino({ level: 'silent' }),
+    stallSeconds: 1,
+    now: () => 10_000,
+    wallMs: () => 1_000_000,
+    exporter,
+  })
+  t.teardown(() => mem.shutdown())
+  mem.record(who, o)
+  const rt = { seq: 1, id: 'rt', route, provider: 'openai', tenant: undefined, model: 'gpt-realtime', path: '/v1/realtime', tReq: 9_000, trace: start }
+  const timing = { ttft: undefined, ttfa: undefined, itl: [], underrun: undefined, audioSeconds: 0, textDeltas: 0, streamedTokens: 0, audioDeltas: 0 }
+  mem.realtime.response?.(rt, { provider: 'openai', model: 'gpt-realtime', route: '/r' }, { id: undefined, start: undefined, end: 9_500, outcome: 'ok', detail: undefined, timing, usage: undefined })
+  mem.realtime.response?.(
+    rt,
+    { provider: 'openai', model: 'gpt-realtime', route: '/r' },
+    { id: 'resp_1', start: 9_200, end: 9_500, outcome: 'error', detail: 'server_error', timing, usage: undefined },
+  )
+  mem.realtime.session?.(
+    { ...rt, seq: 2 },
+    { provider: 'openai', model: 'gpt-realtime', route: '/r' },
+    {
+      outcome: 'error',
+      statusCode: 101,
+      failure: undefined,
+      duration: 1,
+      close: { from: 'upstream', code: 1011, reason: '' },
+      endedBy: 'upstream',
+      bytesFromClient: 0,
+      bytesFromUpstream: 0,
+      messagesFromClient: 0,
+      messagesFromUpstream: 0,
+      unread: 0,
+      parseError: undefined,
+      responses: 0,
+    },
+  )
+  mem.realtime.session?.(
+    { ...rt, seq: 3 },
+    { provider: 'openai', model: 'gpt-realtime', route: '/r' },
+    {
+      outcome: 'ok',
+      statusCode: 101,
+      failure: undefined,
+      duration: 1,
+      close: undefined,
+      endedBy: undefined,
+      bytesFromClient: 0,
+      bytesFromUpstream: 0,
+      messagesFromClient: 0,
+      messagesFromUpstream: 0,
+      unread: 0,
+      parseError: undefined,
+      responses: 0,
+    },
+  )
+  await mem.flush()
+  const spans = exporter.getFinishedSpans()
+  t.same(
+    spans.map((s) => s.name),
+    ['generate_content m', 'realtime_inference gpt-realtime', 'realtime_session gpt-realtime'],
+    'the request; of the unsampled session only the failed response and the failed session',
+  )
+  t.match(spans[0].attributes, {
+    'gen_ai.provider.name': 'gcp.gemini',
+    'gen_ai.usage.cache_read.input_tokens': 4,
+    'gen_ai.usage.cache_creation.input_tokens': 1,
+    'gen_ai.usage.reasoning.output_tokens': 3,
+    'tokentap.tenant': 'team-a',
+    'tokentap.slo': 'missed',
+    'tokentap.upstream_reported.queue': 0.1,
+    'tokentap.upstream_reported.prompt': 0.2,
+  })
+  t.match(spans[1].attributes, { 'error.type': 'server_error', 'gen_ai.response.id': 'resp_1' })
+  t.equal(spans[1].parentSpanContext?.spanId, start.spanId, 'under its session')
+  t.equal(spans[1].status.code, 2)
+  t.match(spans[2].attributes, { 'error.type': '1011', 'tokentap.close_code': 1011, 'tokentap.ended_by': 'upstream' })
+  t.same(spans[0].startTime, [999, 0], 'started 1 s before the one reading of both clocks (monotonic 10,000 ms = epoch 1,000 s)')
 })
