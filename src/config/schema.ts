@@ -148,6 +148,10 @@ export const configSchema = {
       default: {},
       properties: {
         max_models_per_route: { type: 'integer', minimum: 1, maximum: 100_000, default: 100 },
+        // Distinct label sets (provider × model × route × tenant) in the whole exposition, for the
+        // whole process group; later ones are recorded with model and tenant `other`
+        // (docs/metrics.md, "Label caps and the series budget": the worst case at the default).
+        max_label_sets: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 300 },
         max_event_bytes: { type: 'integer', minimum: 1024, default: 1024 * 1024 },
       },
     },
