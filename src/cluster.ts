@@ -17,6 +17,7 @@ import { groupLabelFold } from './metrics/label-fold.ts'
 import type { WorkerMetrics } from './cluster-metrics.ts'
 import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
 import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
+import { lingerForScrape } from './admin/linger.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
 import { announce, listenAs, serviceUrls } from './startup.ts'
 
@@ -303,6 +304,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     deadline.unref()
     const finish = async (): Promise<void> => {
       clearTimeout(deadline)
+      // The workers' last counts (kept when they exit) wait for one more scrape.
+      await lingerForScrape(metrics, config.server.drain_linger_seconds, logger)
       await admin.close()
       logger.info('stopped')
       await closeLogger(logger, 1000)
