@@ -77,7 +77,7 @@ function request(i: number, endedAt: number): FinishedRequest {
     route,
     provider: 'openai',
     model,
-    outcome: rand() < 0.97 ? 'ok' : 'error',
+    ...(rand() < 0.97 ? { outcome: 'ok', errorType: 'none' } : { outcome: 'error', errorType: 'stream_error' }),
     statusCode: 200,
     ttft,
     ttfot: ttft,

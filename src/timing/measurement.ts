@@ -46,6 +46,8 @@ export interface ExchangeFacts {
   readonly statusCode: number
   /** Why the proxy or the upstream failed the request, when it did. */
   readonly failure: FailureCode | undefined
+  /** The underlying code under the failure (undici's, the socket's), when known. */
+  readonly failureDetail?: string
   /** The client closed before the last byte was written, with no failure of ours. */
   readonly clientGone: boolean
   /** The content chunks' arrival marks, as the parser counted their tokens (never changed here). */
@@ -69,6 +71,7 @@ export interface Measurement {
   /** The status to label: the client's, else 499 (client left first) or 502 (no answer). */
   readonly statusCode: number
   readonly failure: FailureCode | undefined
+  readonly failureDetail: string | undefined
   /** A provider error event inside the stream (its code or type). */
   readonly providerError: string | undefined
   readonly timing: Timing
@@ -147,11 +150,13 @@ export function measure(facts: ExchangeFacts): Measurement {
   const timing = summarize(facts.tReq, facts.tEnd, chunks)
   const statusCode = facts.statusCode !== 0 ? facts.statusCode : outcome === Outcome.cancelled ? CLIENT_CLOSED_STATUS : NO_RESPONSE_STATUS
   const [itlP50, itlP99] = itlQuantiles(chunks, QUANTILES)
-  const slo = facts.slo === undefined ? undefined : judgeSlo(facts.slo, { outcome, statusCode, timing, itlP99 })
+  // The embedding app's own answer (its rate limit, its key check) is its rule, not the service's latency: not judged.
+  const slo = facts.slo === undefined || facts.failure === 'TOKENTAP_ERR_APP_ANSWERED' ? undefined : judgeSlo(facts.slo, { outcome, statusCode, timing, itlP99 })
   return {
     outcome,
     statusCode,
     failure: facts.failure,
+    failureDetail: facts.failureDetail,
     providerError: summary.error,
     timing,
     outputTokens: usage?.output ?? timing.tokens,

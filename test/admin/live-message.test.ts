@@ -372,6 +372,7 @@ t.test('a request read back from the ring has every figure it was added with, an
     model: 'm1',
     outcome: 'error',
     statusCode: 502,
+    errorType: 'upstream_unreachable',
     ttft: 0.101,
     ttfot: 0.102,
     headers: 0.103,

@@ -1,5 +1,6 @@
 import type { GapRuns, Observations } from '../../timing/observations.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
+import type { ErrorType } from '../../proxy/upstream-errors.ts'
 
 /**
  * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
@@ -20,6 +21,8 @@ export interface FinishedRequest {
   readonly model: string
   readonly outcome: LiveOutcome
   readonly statusCode: number
+  /** Who is to blame (the `error_type` label; `none` for ok). */
+  readonly errorType: ErrorType
   /** t(first content chunk) − t_req. */
   readonly ttft?: number
   /** t(first non-reasoning content chunk) − t_req. */
@@ -73,6 +76,7 @@ export function fromObservations(o: Observations): FinishedRequest {
     model: o.labels.model,
     outcome: o.outcome,
     statusCode: o.statusCode,
+    errorType: o.errorClass,
     ttft: o.ttft,
     ttfot: o.ttfot,
     headers: o.headers,

@@ -311,13 +311,20 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     if (n[2] > 0) errorsByStatus.push({ status, n })
   }
   errorsByStatus.sort((a, b) => b.n[2] - a.n[2] || a.status - b.status)
+  // The same requests and the cancelled ones by who is to blame (the error_type label).
+  const errorsByType: { type: string; n: number[] }[] = []
+  for (const [type, c] of stats.errorTypes) {
+    const n = counts(c)
+    if (n[2] > 0) errorsByType.push({ type, n })
+  }
+  errorsByType.sort((a, b) => b.n[2] - a.n[2] || (a.type < b.type ? -1 : 1))
   const slo: { route: string; met: number[]; missed: number[] }[] = []
   for (const [route, b] of stats.routes) {
     const met = counts(b.slo.met)
     const missed = counts(b.slo.missed)
     if (met[2] + missed[2] > 0) slo.push({ route, met, missed })
   }
-  const failures = stats.failures.map((f) => ({ id: f.id, route: f.route, model: f.model, status: f.status, ago: msToMicros(now - f.endedAt) }))
+  const failures = stats.failures.map((f) => ({ id: f.id, route: f.route, model: f.model, status: f.status, errorType: f.errorType, ago: msToMicros(now - f.endedAt) }))
   return {
     now: msToMicros(now),
     stallSeconds,
@@ -329,6 +336,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       cancelled: counts(stats.requests.cancelled),
       total: { ok: stats.requests.ok.total, error: stats.requests.error.total, cancelled: stats.requests.cancelled.total },
       errorsByStatus,
+      errorsByType,
     },
     slo,
     failures,

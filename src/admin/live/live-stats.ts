@@ -100,6 +100,7 @@ export interface RecentFailure {
   readonly route: string
   readonly model: string
   readonly status: number
+  readonly errorType: string
   readonly endedAt: number
 }
 
@@ -118,6 +119,8 @@ export class LiveStats {
   readonly tokens = new SlidingCounter()
   /** Requests with outcome error, by the status they got (200: an error inside the stream; 502/504: the proxy's own). */
   readonly errorStatus = new Map<number, SlidingCounter>()
+  /** Requests that were not ok, by their `error_type` (a closed set: no cap needed). */
+  readonly errorTypes = new Map<string, SlidingCounter>()
   /** The newest failed requests, newest last. */
   readonly failures: RecentFailure[] = []
   readonly #maxSeries: number
@@ -146,6 +149,14 @@ export class LiveStats {
     if (r.tps !== undefined) sk.tps.observe(r.tps, 1, now)
     if (r.headers !== undefined) sk.headers.observe(r.headers, 1, now)
     if (r.outcome === 'error') this.#failed(r)
+    if (r.outcome !== 'ok') {
+      let byType = this.errorTypes.get(r.errorType)
+      if (byType === undefined) {
+        byType = new SlidingCounter()
+        this.errorTypes.set(r.errorType, byType)
+      }
+      byType.add(1, now)
+    }
 
     let bands = this.routes.get(r.route)
     if (bands === undefined) {
@@ -203,7 +214,7 @@ export class LiveStats {
       this.errorStatus.set(status, c)
     }
     c.add(1, r.endedAt)
-    this.failures.push({ id: r.id, route: r.route, model: r.model, status: r.statusCode, endedAt: r.endedAt })
+    this.failures.push({ id: r.id, route: r.route, model: r.model, status: r.statusCode, errorType: r.errorType, endedAt: r.endedAt })
     if (this.failures.length > MAX_FAILURES) this.failures.shift()
   }
 

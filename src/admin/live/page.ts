@@ -88,6 +88,7 @@ export const PAGE_HTML = `<!doctype html>
 <aside class="col side">
   <section class="panel"><h2>Instance</h2><div id="inst">–</div></section>
   <section class="panel"><h2>Errors by status</h2><table id="errors"><tr><td class="none">no errors in this window</td></tr></table></section>
+  <section class="panel"><h2>Failures by who is to blame</h2><table id="error-types"><tr><td class="none">no failures in this window</td></tr></table></section>
   <section class="panel" id="slo-panel" hidden><h2>SLO goodput</h2><table id="slo"></table></section>
   <section class="panel"><h2>Process</h2><table id="proc"></table></section>
   <section class="panel"><h2>Recent failures</h2><ul id="failures"><li class="none">none yet</li></ul></section>
@@ -351,6 +352,11 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         var note = STATUS_NOTE[e.status] || (e.status >= 500 ? 'upstream' : e.status >= 400 ? 'client' : '')
         return '<tr data-status="' + e.status + '"><td>' + (e.status === 0 ? '' : e.status) + ' <small>' + esc(note) + '</small></td><td>' + num(e.n[win]) + '</td><td>' + pct(e.n[win], all) + '</td></tr>'
       }).join('')
+    var types = sys.errorsByType.filter(function (e) { return e.n[win] > 0 })
+    $('#error-types').innerHTML = types.length === 0 ? '<tr><td class="none">no failures in this window</td></tr>' :
+      '<tr><th>error_type</th><th>requests</th><th>share of all</th></tr>' + types.map(function (e) {
+        return '<tr data-error-type="' + esc(e.type) + '"><td>' + esc(e.type) + '</td><td>' + num(e.n[win]) + '</td><td>' + pct(e.n[win], all) + '</td></tr>'
+      }).join('')
     $('#slo-panel').hidden = msg.slo.length === 0
     $('#slo').innerHTML = '<tr><th>route</th><th>goodput</th><th>met</th><th>missed</th></tr>' + msg.slo.map(function (r) {
       return '<tr data-slo-route="' + esc(r.route) + '"><td>' + esc(r.route) + '</td><td>' + pct(r.met[win], r.met[win] + r.missed[win]) + '</td><td>' + num(r.met[win]) + '</td><td>' + num(r.missed[win]) + '</td></tr>'
@@ -363,7 +369,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         '<tr><td>memory: resident / heap used</td><td>' + mb(p.rss) + ' / ' + mb(p.heapUsed) + '</td></tr>'
     }
     $('#failures').innerHTML = msg.failures.length === 0 ? '<li class="none">none yet</li>' : msg.failures.slice().reverse().map(function (f) {
-      return '<li data-failure="' + esc(f.id) + '"><a href="/debug/requests/' + encodeURIComponent(f.id) + '" target="_blank" rel="noopener">' + esc(f.id) + '</a><span class="st">' + f.status + '</span>' + esc(f.route) + ' · ' + esc(f.model) + ' · ' + ago(f.ago) + '</li>'
+      return '<li data-failure="' + esc(f.id) + '"><a href="/debug/requests/' + encodeURIComponent(f.id) + '" target="_blank" rel="noopener">' + esc(f.id) + '</a><span class="st">' + f.status + '</span><small>' + esc(f.errorType) + '</small> ' + esc(f.route) + ' · ' + esc(f.model) + ' · ' + ago(f.ago) + '</li>'
     }).join('')
   }
 
