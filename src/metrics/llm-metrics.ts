@@ -60,6 +60,8 @@ interface Bound {
   /** Made at the first request whose provider reported them: most label sets never have one. */
   cacheRead?: CounterSeries
   cacheWrite?: CounterSeries
+  drafted?: CounterSeries
+  accepted?: CounterSeries
   reasoning?: CounterSeries
   readonly maxGap: HistogramSeries
   readonly stalls: CounterSeries
@@ -94,6 +96,8 @@ export class LlmMetrics {
   readonly inputTokens: Counter
   readonly cachedInputTokens: Counter
   readonly reasoningTokens: Counter
+  readonly speculativeDraftTokens: Counter
+  readonly speculativeAcceptedTokens: Counter
   readonly requests: Counter
   readonly parseErrors: Counter
   readonly usageInjections: Counter
@@ -187,6 +191,16 @@ export class LlmMetrics {
     this.reasoningTokens = new Counter({
       name: 'llm_reasoning_tokens_total',
       help: 'Reasoning (thinking) output tokens the provider reported, never estimated; part of llm_output_tokens_total.',
+      labelNames,
+    })
+    this.speculativeDraftTokens = new Counter({
+      name: 'llm_speculative_draft_tokens_total',
+      help: "Speculative-decoding draft tokens the upstream proposed, as it reported them per request (vLLM's metrics.speculative_decoding.num_draft_tokens).",
+      labelNames,
+    })
+    this.speculativeAcceptedTokens = new Counter({
+      name: 'llm_speculative_accepted_tokens_total',
+      help: "Speculative-decoding draft tokens the upstream accepted, bonus tokens excluded, as it reported them per request (vLLM's metrics.speculative_decoding.num_accepted_draft_tokens).",
       labelNames,
     })
     this.requests = new Counter({
@@ -318,6 +332,8 @@ export class LlmMetrics {
       this.outputTokens,
       this.inputTokens,
       this.cachedInputTokens,
+      this.speculativeDraftTokens,
+      this.speculativeAcceptedTokens,
       this.reasoningTokens,
       this.requests,
       this.parseErrors,
@@ -457,6 +473,12 @@ export class LlmMetrics {
     if (o.cacheReadTokens !== undefined) {
       b.cacheRead ??= this.cachedInputTokens.labels(...o.labelValues, 'read')
       b.cacheRead.inc(o.cacheReadTokens)
+    }
+    if (o.speculative !== undefined) {
+      b.drafted ??= this.speculativeDraftTokens.labels(...o.labelValues)
+      b.accepted ??= this.speculativeAcceptedTokens.labels(...o.labelValues)
+      b.drafted.inc(o.speculative.drafted)
+      b.accepted.inc(o.speculative.accepted)
     }
     if (o.cacheWriteTokens !== undefined) {
       b.cacheWrite ??= this.cachedInputTokens.labels(...o.labelValues, 'write')

@@ -98,6 +98,8 @@ export interface Measurement {
   readonly parseError: string | undefined
   /** The upstream's own timings by phase (seconds), as it reported them. */
   readonly reported: ReportedTimes | undefined
+  /** Speculative-decoding draft tokens proposed and accepted, as the upstream reported them. */
+  readonly speculative: { readonly drafted: number; readonly accepted: number } | undefined
   /**
    * TTFT − the reported queue + load + prompt time, when content arrived and the upstream
    * reported any of them: the part of the first token's wait the upstream does not account for
@@ -173,6 +175,7 @@ export function measure(facts: ExchangeFacts): Measurement {
     estimateRatio: estimateRatio !== undefined && Number.isFinite(estimateRatio) ? estimateRatio : undefined,
     parseError: summary.parseError ?? (usage !== summary.usage ? 'reported usage is not a token count: not used' : undefined) ?? facts.unreadable,
     reported: summary.reported,
+    speculative: summary.speculative,
     outsideUpstream: outsideUpstream(timing.ttft, reportedBeforeFirstToken(summary.reported)),
     clientWriteWait: facts.clientWriteWaitMs === undefined ? undefined : Math.max(0, facts.clientWriteWaitMs) / 1000,
     chunks,

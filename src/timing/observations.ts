@@ -67,7 +67,7 @@ export const INPUT_LENGTH_BANDS = [
 ] as const
 
 /** The index in INPUT_LENGTH_BANDS of a request with this many reported input tokens (undefined: unknown). */
-export function inputLengthBandOf(inputTokens: number | undefined): number {
+function inputLengthBandOf(inputTokens: number | undefined): number {
   if (inputTokens === undefined) return INPUT_LENGTH_BANDS.length - 1
   let i = 0
   while (inputTokens >= INPUT_LENGTH_BANDS[i].below) i++
@@ -168,6 +168,8 @@ export interface Observations {
   readonly overheadRequest: number | undefined
   readonly overheadFirstChunk: number | undefined
   readonly overheadChunk: number | undefined
+  /** Speculative-decoding draft tokens proposed and accepted, where the upstream reported them. */
+  readonly speculative: { readonly drafted: number; readonly accepted: number } | undefined
   /** The upstream's own timings by phase (seconds), each phase it reported once. */
   readonly upstreamReported: ReportedTimes | undefined
   /** TTFT − the upstream's reported queue + load + prompt, where it reported them. */
@@ -374,6 +376,7 @@ export class RecordPolicy {
       overheadFirstChunk: who.overhead.firstChunk,
       overheadChunk: who.overhead.chunk,
       upstreamReported: m.reported,
+      speculative: m.speculative,
       outsideUpstream: m.outsideUpstream,
       clientWriteWait: m.clientWriteWait,
       slowClient: m.clientWriteWait === undefined ? undefined : m.clientWriteWait > SLOW_CLIENT_SECONDS,

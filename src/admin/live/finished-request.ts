@@ -49,6 +49,8 @@ export interface FinishedRequest {
   readonly gaps: GapRuns
   /** Index in LENGTH_BANDS of the output count. */
   readonly lengthBand: number
+  /** Index in INPUT_LENGTH_BANDS of the reported input count (the last: unknown). */
+  readonly inputLengthBand: number
   /** Requests in flight when it started, itself included. */
   readonly concurrency: number
   /** t_end, ms on the proxy's monotonic clock (the injected `now`). */
@@ -93,6 +95,7 @@ export function fromObservations(o: Observations): FinishedRequest {
     chunks: t.chunks,
     gaps: o.gaps,
     lengthBand: o.lengthBand,
+    inputLengthBand: o.inputLengthBand,
     concurrency: o.concurrency,
     endedAt: o.endedAt,
     slo: m.slo,

@@ -1,5 +1,5 @@
 import type { ChunkLog } from '../../timing/chunk-log.ts'
-import { LENGTH_BANDS } from '../../timing/observations.ts'
+import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../timing/observations.ts'
 import { bucketUpper } from '../../metrics/histogram-core.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
 import { CONCURRENCY_BANDS, LIVE_METRICS } from './live-stats.ts'
@@ -285,6 +285,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       route,
       length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
       concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
+      input: INPUT_LENGTH_BANDS.map((band, i) => ({ band: band.name, ttft: bandQuantiles(b.input[i], now, scratch) })),
     }
     b.sent = sent
     routes.push({ ...sent, clients })

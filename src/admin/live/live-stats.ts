@@ -1,4 +1,4 @@
-import { LENGTH_BANDS } from '../../timing/observations.ts'
+import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../timing/observations.ts'
 import { liveBucket, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
 import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
@@ -86,6 +86,8 @@ export class RouteBands {
 
   readonly length = LENGTH_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
   readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
+  /** TTFT by the prompt's input-length band (the reported input count; the last band: unknown). */
+  readonly input = INPUT_LENGTH_BANDS.map(() => new SlidingSketch(BAND_LEVELS))
   /** The route's requests judged against its `slo:` (none when it has no SLO). */
   readonly slo = { met: new SlidingCounter(), missed: new SlidingCounter() }
   /** Streamed requests, and those whose bytes waited over 100 ms for the client's socket (a slow client). */
@@ -169,6 +171,7 @@ export class LiveStats {
       bands.streamed.add(1, now)
       if (r.slowClient) bands.slowClients.add(1, now)
     }
+    if (r.ttft !== undefined) bands.input[r.inputLengthBand].observe(r.ttft, 1, now)
     const byLength = bands.length[r.lengthBand]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
     if (r.tpot !== undefined) {
@@ -201,7 +204,10 @@ export class LiveStats {
   get byteLength(): number {
     let n = 0
     for (const s of this.series.values()) n += s.byteLength
-    for (const b of this.routes.values()) for (const band of [...b.length, ...b.concurrency]) n += band.itl.byteLength + band.tpot.byteLength
+    for (const b of this.routes.values()) {
+      for (const band of [...b.length, ...b.concurrency]) n += band.itl.byteLength + band.tpot.byteLength
+      for (const sketch of b.input) n += sketch.byteLength
+    }
     return n
   }
 

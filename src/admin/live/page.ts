@@ -238,6 +238,14 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     return h + '</table>'
   }
 
+  function ttftTable(bands) {
+    var h = '<table><tr><th>prompt</th><th>TTFT p50</th><th>TTFT p99</th><th>requests</th></tr>'
+    bands.forEach(function (b) {
+      if (b.ttft[2] > 0) h += '<tr data-input-band="' + esc(b.band) + '"><td>' + esc(b.band) + '</td>' + fmt(b.ttft[0], 'ms') + fmt(b.ttft[1], 'ms') + '<td>' + num(b.ttft[2]) + '</td></tr>'
+    })
+    return h + '</table>'
+  }
+
   function card(route) {
     var c = cards.get(route)
     if (c) return c
@@ -331,6 +339,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
       var slow = b.clients.slow[win]
       card(b.route).bands.innerHTML = '<div><h2>By output length, last 5 min</h2>' + bandTable('length', b.length) + '</div>' +
         '<div><h2>By concurrency at start, last 5 min</h2>' + bandTable('in flight', b.concurrency) + '</div>' +
+        '<div><h2>TTFT by prompt length (input tokens), last 5 min</h2>' + ttftTable(b.input) + '</div>' +
         '<div data-slow-clients="' + slow + '/' + streamed + '">Slow clients (bytes waited &gt; 100 ms for the client socket): <b>' +
         (streamed > 0 ? Math.round((100 * slow) / streamed) + ' %' : '–') + '</b> of ' + num(streamed) + ' streamed requests</div>'
     })
@@ -414,6 +423,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         band.itl[0] = msOf(band.itl[0]); band.itl[1] = msOf(band.itl[1])
         band.tpot[0] = msOf(band.tpot[0]); band.tpot[1] = msOf(band.tpot[1])
       })
+      ;(b.input || []).forEach(function (band) { band.ttft[0] = msOf(band.ttft[0]); band.ttft[1] = msOf(band.ttft[1]) })
     })
     if (msg.realtime) {
       msg.realtime.series.forEach(function (s) {

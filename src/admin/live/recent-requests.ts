@@ -12,7 +12,7 @@ import type { ReportedTimes } from '../../parsers/reported-times.ts'
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'slo' | 'slowClient'>
+export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'inputLengthBand' | 'slo' | 'slowClient'>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [
