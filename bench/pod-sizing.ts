@@ -8,7 +8,7 @@ import { cpuMicros, pidOf, rssBytes, startLoadClient, startPortPrinter, startTok
 
 /**
  * The figures deploy/kubernetes is sized from (docs/operations.md, "Sizing a pod"), written to
- * bench/results/pod-sizing.json: `npm run build && node dist/bench/pod-sizing.js [--streams 1000] [--label-sets 500]`.
+ * bench/results/pod-sizing.json: `npm run build && node dist/bench/pod-sizing.js [--streams 1000] [--label-sets 300]`.
  * One tokentap process (the ConfigMap's `workers: 1`) proxying the simulator in its own process:
  * RSS idle after a scrape; RSS and CPU with `--streams` slow streams open (a chunk every 100 ms);
  * RSS after `--label-sets` distinct models (route × model label sets) each recorded once and scraped.
@@ -22,7 +22,7 @@ const argOf = (name: string): string | undefined => {
   return i < 0 ? undefined : process.argv[i + 1]
 }
 const STREAMS = Number(argOf('--streams') ?? 1000)
-const LABEL_SETS = Number(argOf('--label-sets') ?? 500)
+const LABEL_SETS = Number(argOf('--label-sets') ?? 300)
 const GAP_MS = 100
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 const MIB = 1024 * 1024
@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   await sleep(1000)
   const idle = rssBytes([pid])
 
-  const opened = await job<number>({ kind: 'hold', ...request(url, evenPlan(600, GAP_MS)), count: STREAMS, rampPerTick: 50, timeoutMs: 120_000 })
+  const opened = await job<number>({ kind: 'hold', ...request(url, evenPlan(600, GAP_MS)), count: STREAMS, rampPerTick: 50, timeoutMs: 300_000 })
   if (opened !== STREAMS) throw new Error(`${opened} of ${STREAMS} streams opened`)
   await sleep(1500)
   const cpu0 = cpuMicros([pid])

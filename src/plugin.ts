@@ -91,8 +91,10 @@ declare module 'fastify' {
     tokentap: TokentapState
   }
   interface FastifyRequest {
-    /** t_req (ms, monotonic): when tokentap's route first saw the request. */
+    /** t_req (ms, monotonic): when tokentap's route first saw the request (NaN when the app's hooks answered before). */
     tokentapStart: number
+    /** tokentap's handler took the request (else the app's hooks answered it: error_type `policy`). */
+    tokentapHandled: boolean
   }
 }
 
@@ -122,6 +124,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     // A cluster worker leaves the warning to the primary, which logs it once for the group (label-fold.ts).
     onFirstFold: cluster.isWorker ? undefined : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
     lengthBandLabel: config.metrics.length_band_label,
+    inputLengthBandLabel: config.metrics.input_length_band_label,
     genAi: otelOn || traces !== undefined,
     tenant: tenant !== undefined,
     traces: traces === undefined ? undefined : traceSampling(traces),
@@ -131,7 +134,14 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     (add) => {
       for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel, ex.tenant), 1)
     },
-    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, labelNames: policy.labelNames, bandedLabelNames: policy.bandedLabelNames, native },
+    {
+      stallSeconds: config.metrics.stall_seconds,
+      exemplars: config.metrics.exemplars,
+      labelNames: policy.labelNames,
+      bandedLabelNames: policy.bandedLabelNames,
+      inputBandedLabelNames: policy.inputBandedLabelNames,
+      native,
+    },
   )
   for (const m of metrics.all()) registry.register(m)
   const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
@@ -179,7 +189,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     // request (parsing the type each time). '*' still takes a request without a content-type.
     proxy.addContentTypeParser(/^/, unread)
     proxy.addContentTypeParser('*', unread)
-    proxy.decorateRequest('tokentapStart', 0)
+    proxy.decorateRequest('tokentapStart', Number.NaN)
+    proxy.decorateRequest('tokentapHandled', false)
     for (const [index, route] of config.routes.entries()) registerRoute(proxy, route, options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index))
   })
 
@@ -203,7 +214,27 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       request.tokentapStart = now()
       done()
     }
+    // The app's hooks answered (a rate limit, an API-key check) and the handler never ran: the
+    // request is still one the route received, counted with error_type `policy` (never the
+    // provider's, never the caller's malformed request). onResponse runs on the response's finish.
+    const onResponse = (request: FastifyRequest, reply: FastifyReply, done: () => void): void => {
+      if (!request.tokentapHandled && pendingUpgrade(request.raw) === undefined) appAnswered(request, reply)
+      done()
+    }
+    const appAnswered = (request: FastifyRequest, reply: FastifyReply): void => {
+      const url = originForm(request.raw.url ?? '/')
+      if (url instanceof TokentapError) return
+      // A hook before the route's own onRequest answered: t_req from Fastify's own elapsed time.
+      const tReq = Number.isNaN(request.tokentapStart) ? now() - reply.elapsedTime : request.tokentapStart
+      const { ex } = opener.open(proxied, request.raw, url, tReq)
+      const status = reply.statusCode
+      const length = Number(reply.getHeader('content-length'))
+      ex.answered(status, Number.isSafeInteger(length) && length > 0 ? length : 0)
+      if (status < 200 || status >= 300) ex.fail('TOKENTAP_ERR_APP_ANSWERED', String(status))
+      opener.finish(ex, false)
+    }
     const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+      request.tokentapHandled = true
       // What the app's hooks and plugins set (CORS, rate-limit headers): Fastify will not write
       // them on a hijacked reply, so the proxy does (app-headers.ts).
       const appHeaders = appHeadersOf(reply.getHeaders())
@@ -239,7 +270,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       }
     }
     for (const url of base === '' ? ['/', '/*'] : [base, `${base}/*`]) {
-      proxy.route({ method: [...PROXY_METHODS], url, onRequest, handler, exposeHeadRoute: false })
+      proxy.route({ method: [...PROXY_METHODS], url, onRequest, onResponse, handler, exposeHeadRoute: false })
     }
   }
 }

@@ -104,3 +104,36 @@ t.test('with workers: 2 models and tenants stay within the cap and other across 
     'value caps alone fold no label set',
   )
 })
+
+t.test('with workers: 2 the label-set budget holds for the group: the overflow set, the folded count and one warn line from the primary', async (t) => {
+  const BUDGET = 3
+  const server = startServerProcess({
+    server: { host: '127.0.0.1', port: 0, workers: 2 },
+    admin: { host: '127.0.0.1', port: 0 },
+    log: { level: 'info' },
+    limits: { max_label_sets: BUDGET },
+    metrics: { tenant: { header: 'x-team', max_values: 100 } },
+    routes: [simRoute()],
+  })
+  t.teardown(() => server.kill())
+  const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 300_000)
+  const proxyUrl = `http://${up.proxy as string}`
+  const adminUrl = `http://${up.admin as string}`
+  sent = 0
+  await drive(proxyUrl, 20)
+  await eventually(
+    'request lines from both workers',
+    () => workerPids(server),
+    (pids) => pids.length === 2,
+  )
+  const m = await scrapeUntil(adminUrl, sent)
+  const sets = new Set(m.filter((s) => s.name.startsWith('llm_') && s.labels.model !== undefined).map((s) => `${s.labels.model}|${s.labels.tenant}`))
+  t.equal(sets.size, BUDGET + 1, 'the budget and the overflow set, over both workers')
+  t.equal(sumOf(m, 'llm_requests_total'), sent, 'every request counted once')
+  t.equal(sumOf(m, 'llm_requests_total', { model: 'other', tenant: 'other' }), sent - BUDGET, 'the rest under the overflow set')
+  t.equal(sumOf(m, 'llm_label_sets_folded_total'), sent - BUDGET, 'each of them counted as folded, by a worker or by the primary')
+  await server.waitForLog((l) => l.msg === FOLD_MESSAGE, 60_000)
+  // Scrape again: the primary does not warn twice, and the workers never do.
+  await scrapeUntil(adminUrl, sent)
+  t.equal(server.logs.filter((l) => l.msg === FOLD_MESSAGE).length, 1, 'one warn line for the group')
+})

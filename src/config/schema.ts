@@ -182,6 +182,8 @@ export const configSchema = {
         exemplars: { type: 'boolean', default: false },
         // Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms.
         length_band_label: { type: 'boolean', default: false },
+        // Add `input_length_band` (lt_1k … ge_128k input tokens the provider reported, else unknown) to the TTFT and E2E histograms.
+        input_length_band_label: { type: 'boolean', default: false },
         // Native histograms (sparse exponential buckets) beside the classic ones, served in the
         // protobuf exposition to scrapers that ask for it: docs/native-histograms.md.
         native_histograms: {

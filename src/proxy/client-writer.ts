@@ -30,8 +30,9 @@ export function errorBeforeHeaders(err: Error, upstream: Config['upstream']): To
   if (err instanceof TokentapError) return err
   const code = codeOf(err)
   if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', upstream.headers_timeout_ms)
-  if (CONNECT_CODES.has(code)) return new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code)
-  return new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+  const mapped = CONNECT_CODES.has(code) ? new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code) : new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+  if (code !== '') mapped.detail = code
+  return mapped
 }
 
 export interface ClientWriterOptions {

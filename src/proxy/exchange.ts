@@ -347,6 +347,7 @@ export class Exchange {
       tHeaders: this.#tHeaders,
       statusCode: this.#statusCode,
       failure: this.#failure,
+      failureDetail: this.#failureDetail,
       clientGone: clientGone && this.#failure === undefined,
       chunks: this.#chunks,
       summary,

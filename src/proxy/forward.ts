@@ -39,7 +39,7 @@ export interface ForwardOptions {
 
 /** Ends the request with a proxy error answer (or a cut connection once the response started). */
 function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError, appHeaders: readonly string[] | undefined): void {
-  ex.fail(err.code)
+  ex.fail(err.code, err.detail)
   // The rest of a body over the limit (or stalled) is never read: close the connection after the answer.
   if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE' || err.code === 'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT') res.shouldKeepAlive = false
   const started = res.headersSent

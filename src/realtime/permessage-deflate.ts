@@ -66,6 +66,15 @@ export class MessageInflater {
     return this.#broken
   }
 
+  /** Counts what a message inflated; whether the direction is now past BOMB_RATIO (then it is broken). */
+  #overBudget(compressed: number, inflated: number): boolean {
+    this.#compressed += compressed
+    this.#inflated += inflated
+    if (this.#inflated <= BOMB_MIN_BYTES || this.#inflated <= BOMB_RATIO * this.#compressed) return false
+    this.#broken = `inflate budget: messages inflate more than ${BOMB_RATIO}×`
+    return true
+  }
+
   /** A compressed message was not seen whole (over the size limit): with context takeover, later ones cannot be read. */
   missed(): void {
     if (this.#takeover) this.#broken ??= 'a compressed message over the size limit broke the deflate context'
@@ -83,16 +92,13 @@ export class MessageInflater {
         ...(this.#window === undefined ? {} : { dictionary: this.#window }),
       })
     } catch (err) {
-      // Over the limit or not deflate data: with context takeover nothing later can be read either.
+      // Over the limit (it inflated that much first, and counts) or not deflate data: with context
+      // takeover nothing later can be read either.
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' && this.#overBudget(payload.length, this.#maxOutput)) return undefined
       if (this.#takeover) this.#broken = `inflating failed: ${(err as Error).message}`
       return undefined
     }
-    this.#compressed += payload.length
-    this.#inflated += out.length
-    if (this.#inflated > BOMB_MIN_BYTES && this.#inflated > BOMB_RATIO * this.#compressed) {
-      this.#broken = `inflate budget: messages inflate more than ${BOMB_RATIO}×`
-      return undefined
-    }
+    if (this.#overBudget(payload.length, out.length)) return undefined
     if (this.#takeover) this.#window = nextWindow(this.#window, out)
     return out
   }

@@ -85,10 +85,12 @@ const MAX_REASON = 123
  * Inflating is synchronous and its cost is not bounded by the bytes read (a kilobyte can stand
  * for a megabyte; a read of small messages is thousands of inflate calls of ~50 µs each), so one
  * turn of the event loop inflates for one session at most INFLATE_TURN bytes of output, each
- * call counted as INFLATE_CALL more (setting up zlib): about a millisecond (bench/inflate-budget.ts).
- * Messages past it wait, in order and with their arrival times, for the next turns; a session
- * whose waiting messages exceed twice the message limit stops being measured (`not_measured`):
- * what it sends costs its own figures, never another stream's cadence.
+ * call counted as INFLATE_CALL more (setting up zlib), and one compressed message at most
+ * INFLATE_TURN too (realtime events are far smaller: a message that inflates past it is audio
+ * input or junk, and goes unread): about a millisecond (bench/inflate-budget.ts).
+ * Messages past the budget wait, in order and with their arrival times, for the next turns; a
+ * session whose waiting messages exceed twice the message limit stops being measured
+ * (`not_measured`): what it sends costs its own figures, never another stream's cadence.
  */
 const INFLATE_TURN = 512 * 1024
 const INFLATE_CALL = 32 * 1024
@@ -219,7 +221,8 @@ export class RealtimeSession implements RelayObserver {
     const max = this.#deps.maxMessageBytes
     this.#decoders = { client: new FrameDecoder(this.#sink('client'), max), upstream: new FrameDecoder(this.#sink('upstream'), max) }
     if (deflate !== undefined) {
-      this.#inflaters = { client: new MessageInflater(!deflate.clientNoContextTakeover, max), upstream: new MessageInflater(!deflate.serverNoContextTakeover, max) }
+      const inflated = Math.min(max, INFLATE_TURN)
+      this.#inflaters = { client: new MessageInflater(!deflate.clientNoContextTakeover, inflated), upstream: new MessageInflater(!deflate.serverNoContextTakeover, inflated) }
     }
   }
 

@@ -7,6 +7,8 @@ import type { ReportedTimes } from '../parsers/reported-times.ts'
 import type { TraceIds, TraceStart } from '../proxy/trace-context.ts'
 import { keepTrace } from './trace-sampling.ts'
 import type { TraceSampling } from './trace-sampling.ts'
+import { errorTypeOf } from '../proxy/upstream-errors.ts'
+import type { ErrorType } from '../proxy/upstream-errors.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
 export const SLOW_CLIENT_SECONDS = 0.1
@@ -17,8 +19,9 @@ export const SLOW_CLIENT_SECONDS = 0.1
  * recorded lives here and nowhere else:
  * - the ok-only gates: TPOT, per-user TPS and OpenTelemetry's server TTFT only for outcome `ok`;
  * - the output-token rule: a count is recorded when the provider reported one or N ≥ 1;
- * - the length band of the output;
- * - the error type of a failed or cancelled request;
+ * - the length band of the output, the input-length band of the prompt;
+ * - the error type of a failed or cancelled request (OpenTelemetry's, and the `error_type` class
+ *   from proxy/upstream-errors.ts);
  * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`;
  *   at most `limits.max_label_sets` label sets, then model and tenant `other` (the overflow set);
  * - which requests' spans are exported (trace-sampling.ts).
@@ -53,6 +56,28 @@ export const LENGTH_BANDS = [
 /** The index in LENGTH_BANDS of a request with this many output tokens. */
 export function lengthBandOf(outputTokens: number): number {
   return outputTokens < LENGTH_BANDS[0].below ? 0 : outputTokens < LENGTH_BANDS[1].below ? 1 : 2
+}
+
+/**
+ * Input-length bands (`input_length_band`, TTFT and E2E): by the input tokens the provider
+ * reported, in binary thousands as context windows are named (1k = 1,024 … 128k = 131,072);
+ * `unknown` when it reported none, so every series carries the label.
+ */
+export const INPUT_LENGTH_BANDS = [
+  { name: 'lt_1k', below: 1024 },
+  { name: 'lt_8k', below: 8192 },
+  { name: 'lt_32k', below: 32_768 },
+  { name: 'lt_128k', below: 131_072 },
+  { name: 'ge_128k', below: Number.POSITIVE_INFINITY },
+  { name: 'unknown', below: Number.NaN },
+] as const
+
+/** The index in INPUT_LENGTH_BANDS of a request with this many reported input tokens (undefined: unknown). */
+function inputLengthBandOf(inputTokens: number | undefined): number {
+  if (inputTokens === undefined) return INPUT_LENGTH_BANDS.length - 1
+  let i = 0
+  while (inputTokens >= INPUT_LENGTH_BANDS[i].below) i++
+  return i
 }
 
 /**
@@ -111,10 +136,17 @@ export interface Observations {
   /** `labelValues` plus the length band when `metrics.length_band_label` is on (ITL and TPOT series). */
   readonly bandedValues: readonly string[]
   readonly bandedKey: string
+  /** `labelValues` plus the input-length band when `metrics.input_length_band_label` is on (TTFT and E2E series). */
+  readonly inputBandedValues: readonly string[]
+  readonly inputBandedKey: string
+  /** Index in INPUT_LENGTH_BANDS of the reported input count (the live page's prompt bands). */
+  readonly inputLengthBand: number
   readonly outcome: Outcome
   readonly statusCode: number
   /** OpenTelemetry's `error.type`: undefined for ok. */
   readonly errorType: string | undefined
+  /** The `error_type` label: who is to blame, from the upstream-error table (`none` for ok). */
+  readonly errorClass: ErrorType
   /** Index in LENGTH_BANDS of the output count (the live page's bands). */
   readonly lengthBand: number
   readonly e2e: number
@@ -146,6 +178,8 @@ export interface Observations {
   readonly overheadRequest: number | undefined
   readonly overheadFirstChunk: number | undefined
   readonly overheadChunk: number | undefined
+  /** Speculative-decoding draft tokens proposed and accepted, where the upstream reported them. */
+  readonly speculative: { readonly drafted: number; readonly accepted: number } | undefined
   /** The upstream's own timings by phase (seconds), each phase it reported once. */
   readonly upstreamReported: ReportedTimes | undefined
   /** TTFT − the upstream's reported queue + load + prompt, where it reported them. */
@@ -179,6 +213,8 @@ export interface RecordPolicyOptions {
   readonly onFirstFold?: () => void
   /** `metrics.length_band_label`: ITL and TPOT series carry `length_band`. */
   readonly lengthBandLabel: boolean
+  /** `metrics.input_length_band_label`: TTFT and E2E series carry `input_length_band`. */
+  readonly inputLengthBandLabel?: boolean
   /** OpenTelemetry is on: work out the GenAI operation and the bounded response model. */
   readonly genAi: boolean
   /** `metrics.tenant` is on: every series carries `tenant` after SERIES_LABELS. */
@@ -265,16 +301,19 @@ interface LabelSet {
   readonly folded: boolean
   /** By length band: the values with the band appended (or the same values with the label off). */
   readonly banded: readonly { readonly values: readonly string[]; readonly key: string }[]
+  /** By input-length band, the same way. */
+  readonly inputBanded: readonly { readonly values: readonly string[]; readonly key: string }[]
 }
 
 const labelKey = (provider: string, model: string, route: string, tenant: string | undefined): string =>
   tenant === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${tenant}`
 
-function labelSet(provider: string, model: string, route: string, t: string | undefined, folded: boolean, lengthBand: boolean): LabelSet {
+function labelSet(provider: string, model: string, route: string, t: string | undefined, folded: boolean, bands: { readonly length: boolean; readonly input: boolean }): LabelSet {
   const key = labelKey(provider, model, route, t)
   const values = t === undefined ? [provider, model, route] : [provider, model, route, t]
-  const banded = lengthBand ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
-  return { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, folded, banded }
+  const banded = bands.length ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
+  const inputBanded = bands.input ? INPUT_LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : INPUT_LENGTH_BANDS.map(() => ({ values, key }))
+  return { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, folded, banded, inputBanded }
 }
 
 /** Label sets kept for reuse; past this many the cache starts over (the label bound keeps the real count small). */
@@ -296,6 +335,11 @@ export class RecordPolicy {
   /** The label names of every llm_ series, in the order of `Observations.labelValues`: SERIES_LABELS, plus `tenant` when on. */
   get labelNames(): readonly string[] {
     return this.#options.tenant === true ? [...SERIES_LABELS, TENANT_LABEL] : SERIES_LABELS
+  }
+
+  /** The label names of the TTFT and E2E series (`labelNames`, plus `input_length_band` when on; E2E adds `outcome`). */
+  get inputBandedLabelNames(): readonly string[] {
+    return this.#options.inputLengthBandLabel === true ? [...this.labelNames, 'input_length_band'] : this.labelNames
   }
 
   /** The label names of the ITL and TPOT series (`labelNames`, plus `length_band` when on). */
@@ -326,6 +370,8 @@ export class RecordPolicy {
     const band = lengthBandOf(m.outputTokens)
     const genAi = this.#options.genAi
     const banded = set.banded[band]
+    const inputBand = inputLengthBandOf(m.inputTokens)
+    const inputBanded = set.inputBanded[inputBand]
     return {
       id: who.id,
       labels: set.labels,
@@ -334,9 +380,13 @@ export class RecordPolicy {
       labelSetFolded: set.folded,
       bandedValues: banded.values,
       bandedKey: banded.key,
+      inputBandedValues: inputBanded.values,
+      inputBandedKey: inputBanded.key,
+      inputLengthBand: inputBand,
       outcome: m.outcome,
       statusCode: m.statusCode,
       errorType: errorType(m),
+      errorClass: errorTypeOf(m),
       lengthBand: band,
       e2e: t.e2e,
       ttft: t.ttft,
@@ -362,6 +412,7 @@ export class RecordPolicy {
       overheadFirstChunk: who.overhead.firstChunk,
       overheadChunk: who.overhead.chunk,
       upstreamReported: m.reported,
+      speculative: m.speculative,
       outsideUpstream: m.outsideUpstream,
       clientWriteWait: m.clientWriteWait,
       slowClient: m.clientWriteWait === undefined ? undefined : m.clientWriteWait > SLOW_CLIENT_SECONDS,
@@ -386,10 +437,8 @@ export class RecordPolicy {
       // The overflow set (model and tenant `other`) is never counted against the budget; a set
       // once admitted stays so, one once folded stays folded (the budget, once full, stays full).
       const overflow = model === OTHER && (t === undefined || t === OTHER)
-      set =
-        overflow || this.#budget.admit(key)
-          ? labelSet(provider, model, route, t, false, this.#options.lengthBandLabel)
-          : labelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, this.#options.lengthBandLabel)
+      const bands = { length: this.#options.lengthBandLabel, input: this.#options.inputLengthBandLabel === true }
+      set = overflow || this.#budget.admit(key) ? labelSet(provider, model, route, t, false, bands) : labelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, bands)
       if (set.folded && !this.#folded) {
         this.#folded = true
         this.#options.onFirstFold?.()

@@ -62,7 +62,7 @@ t.test('a process nothing scraped exits right after its drain: there is no scrap
   )
 })
 
-t.test('with workers: 2 the primary lingers after its workers exit, /metrics answering with what they reported', async (t) => {
+t.test('with workers: 2 each scraped worker lingers after its drain, so the primary\u2019s /metrics reads the stream that ended during it', async (t) => {
   const server = startServerProcess({
     server: { host: '127.0.0.1', port: 0, workers: 2, drain_seconds: 30, drain_linger_seconds: LINGER_S },
     admin: { host: '127.0.0.1', port: 0 },
@@ -73,22 +73,25 @@ t.test('with workers: 2 the primary lingers after its workers exit, /metrics ans
   const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 300_000)
   const proxy = `http://${up.proxy as string}`
   const admin = `http://${up.admin as string}`
+  // The primary's scrape asks both workers: both have been scraped.
+  t.equal(requestsOk(await (await fetch(`${admin}/metrics`)).text()), 0, 'scraped once before: nothing counted yet')
   const res = await fetch(`${proxy}/sim/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-tokentap-sim': plan },
     body: JSON.stringify({ model: 'm', stream: true, messages: [] }),
   })
-  await res.text()
-  // A worker records a request as it ends: scrape until the primary's sum has it.
-  await eventually(
-    'the request in the primary\u2019s scrape',
-    async () => requestsOk(await (await fetch(`${admin}/metrics`)).text()),
-    (n) => n === 1,
-  )
   server.child.kill('SIGTERM')
-  await server.waitForLog((l) => l.msg === 'lingering: /metrics answers until the next scrape')
+  await server.waitForLog((l) => l.msg === 'draining')
+  t.match(await res.text(), /data: \[DONE\]/, 'the stream open at SIGTERM ran to its end')
+  // Both workers linger once drained (the one without the stream at once).
+  await eventually(
+    'both workers to linger',
+    () => server.logs.filter((l) => l.msg === 'lingering: /metrics answers until the next scrape').length,
+    (n) => n === 2,
+  )
   const scrape = await fetch(`${admin}/metrics`)
-  t.equal(scrape.status, 200, 'the primary\u2019s /metrics answers after its workers exited')
-  t.equal(requestsOk(await scrape.text()), 1, 'with the exited workers\u2019 counts')
-  t.equal(await server.exited, 0, 'then the primary exits 0')
+  t.equal(scrape.status, 200, 'the primary\u2019s /metrics answers')
+  t.equal(requestsOk(await scrape.text()), 1, 'with the stream that ended during the drain')
+  t.equal((await fetch(`${admin}/readyz`)).status, 503, 'not ready')
+  t.equal(await server.exited, 0, 'then the workers and the primary exit 0')
 })

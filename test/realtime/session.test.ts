@@ -86,11 +86,11 @@ t.test('the session leaves the open set once, when it finishes', async (t) => {
 })
 
 /** A session with permessage-deflate agreed (no context takeover), fed compressed frames by hand. */
-function deflateSession(maxMessageBytes = 1024 * 1024) {
+function deflateSession(maxMessageBytes = 1024 * 1024, countTokens: (s: string) => number = (s) => s.split(' ').filter(Boolean).length) {
   const responses: FinishedResponse[] = []
   const sessions: SessionSummary[] = []
   const deps: RealtimeDeps = {
-    encodings: { counterFor: () => (s: string) => s.split(' ').filter(Boolean).length } as unknown as EncodingSelector,
+    encodings: { counterFor: () => countTokens } as unknown as EncodingSelector,
     maxMessageBytes,
     sessions: new Set(),
     recordResponse: (_who, r) => responses.push(r),
@@ -174,4 +174,19 @@ t.test('a session that finishes while messages wait (the upgrade path) counts th
   t.ok(sessions[0].unread > 0, `${sessions[0].unread} unread`)
   t.equal(responses.length, 1, 'the open response ends with the session')
   t.equal(responses[0].timing.textDeltas, 40 - sessions[0].unread)
+})
+
+t.test('a bug in measuring a message that waited costs the session its figures, in a later turn, and throws nowhere', async (t) => {
+  const { s, sessions, frame } = deflateSession(1024 * 1024, () => {
+    throw new Error('tokenizer bug')
+  })
+  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  // Twenty messages first, so the deltas wait for a later turn.
+  const fillers = Array.from({ length: 20 }, () => frame({ type: 'rate_limits.updated' }, false))
+  s.data('upstream', Buffer.concat([...fillers, frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas]), 10)
+  t.equal(s.held > 0, true, 'the deltas wait')
+  await nextTurn()
+  s.closed({ first: 'client', abrupt: false }, 20)
+  t.equal(sessions.length, 1)
+  t.equal(sessions[0].parseError, 'measuring failed: tokenizer bug')
 })
