@@ -1,3 +1,5 @@
+import { CostMetrics } from './metrics/cost-metrics.ts'
+import { pricesOf } from './cost/price-table.ts'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -108,7 +110,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
   const tenant = config.metrics.tenant
-  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn, tenant: tenant !== undefined })
+  const prices = config.pricing === undefined ? undefined : pricesOf(config.pricing)
+  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn, tenant: tenant !== undefined, prices })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
     (add) => {
@@ -121,6 +124,11 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   // Closing sends a last export (onClose runs once requests in flight have been recorded).
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
   const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics })
+  if (prices !== undefined) {
+    const cost = new CostMetrics(prices.currency, policy.labelNames, native)
+    for (const m of cost.all()) registry.register(m)
+    recorder.listen((o) => cost.record(o))
+  }
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
     now,

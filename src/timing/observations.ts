@@ -3,6 +3,9 @@ import { Outcome, TokenSource } from './measurement.ts'
 import type { Measurement } from './measurement.ts'
 import type { SloVerdict } from './slo.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
+import { requestCost } from '../cost/cost.ts'
+import type { RequestCost } from '../cost/cost.ts'
+import type { PriceTable } from '../cost/price-table.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
 export const SLOW_CLIENT_SECONDS = 0.1
@@ -132,6 +135,8 @@ export interface Observations {
   readonly cacheReadTokens: number | undefined
   readonly cacheWriteTokens: number | undefined
   readonly estimateRatio: number | undefined
+  /** With `pricing:` set: the request's cost by token kind, and its tokens with no price (src/cost/cost.ts). */
+  readonly cost: RequestCost | undefined
   readonly concurrency: number
   readonly overheadRequest: number | undefined
   readonly overheadFirstChunk: number | undefined
@@ -167,6 +172,8 @@ export interface RecordPolicyOptions {
   readonly genAi: boolean
   /** `metrics.tenant` is on: every series carries `tenant` after SERIES_LABELS. */
   readonly tenant?: boolean
+  /** `pricing:` is set: the prices each request's cost is worked out with. */
+  readonly prices?: PriceTable
 }
 
 /** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
@@ -322,6 +329,7 @@ export class RecordPolicy {
       cacheReadTokens: m.cacheReadTokens,
       cacheWriteTokens: m.cacheWriteTokens,
       estimateRatio: m.estimateRatio,
+      cost: this.#options.prices === undefined ? undefined : requestCost(this.#options.prices, who.provider, who.model, who.responseModel, m),
       concurrency: who.concurrency,
       overheadRequest: who.overhead.request,
       overheadFirstChunk: who.overhead.firstChunk,
