@@ -58,8 +58,9 @@ function spendRules(d: Dimension): Rule[] {
     { record: `${d}:llm_cost:rate1h`, expr: `sum by (${d}, currency) (rate(llm_cost_total[1h]))` },
     { record: `${d}:llm_cost:increase1h`, expr: `sum by (${d}, currency) (increase(llm_cost_total[1h]))` },
     { record: `${d}:llm_cost:increase1d`, expr: `sum by (${d}, currency) (increase(llm_cost_total[1d]))` },
-    // 720 hourly increases at whole-hour steps: 30 days up to the last full hour, without a 30-day range over the raw series.
-    { record: `${d}:llm_cost:increase30d`, expr: `sum_over_time(${d}:llm_cost:increase1h[30d:1h])` },
+    // 720 hourly increases at whole-hour steps: 30 days up to the last full hour, without a 30-day range over the
+    // raw series. 30 days less a minute: 720 steps whether the range's start is inclusive (Prometheus 2) or not (3).
+    { record: `${d}:llm_cost:increase30d`, expr: `sum_over_time(${d}:llm_cost:increase1h[43199m:1h])` },
   ]
 }
 
