@@ -2,6 +2,7 @@ import { LENGTH_BANDS } from '../../timing/observations.ts'
 import { liveBucket, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
 import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
+import { LiveSpend } from './live-spend.ts'
 
 /**
  * The live page's figures from finished requests: per route and model a sliding-window sketch
@@ -120,6 +121,8 @@ export class LiveStats {
   readonly errorStatus = new Map<number, SlidingCounter>()
   /** The newest failed requests, newest last. */
   readonly failures: RecentFailure[] = []
+  /** Spend by route and model and by tenant (with `pricing:` set). */
+  readonly spend = new LiveSpend()
   readonly #maxSeries: number
   #seq = 0
   /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
@@ -146,6 +149,7 @@ export class LiveStats {
     if (r.tps !== undefined) sk.tps.observe(r.tps, 1, now)
     if (r.headers !== undefined) sk.headers.observe(r.headers, 1, now)
     if (r.outcome === 'error') this.#failed(r)
+    if (r.cost !== undefined) this.spend.add(r)
 
     let bands = this.routes.get(r.route)
     if (bands === undefined) {
