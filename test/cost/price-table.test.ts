@@ -155,6 +155,43 @@ t.test('sources in order: the config wins over the file, the file over the snaps
   t.equal(new PriceTable('EUR', []).priceOf('openai', undefined, undefined), undefined, 'no name, no price')
 })
 
+t.test('the config table is per million tokens, every kind and its long-context tiers', async (t) => {
+  const config = validateConfig({
+    routes: [ROUTE],
+    pricing: {
+      snapshot: false,
+      models: {
+        'claude-x': {
+          input: 3,
+          output: 15,
+          cache_read: 0.3,
+          cache_write: 3.75,
+          cache_write_1h: 6,
+          reasoning: 15,
+          tiers: [{ above_input_tokens: 200_000, input: 6, output: 22.5, cache_read: 0.6, cache_write: 7.5, cache_write_1h: 12, reasoning: 22.5 }],
+        },
+      },
+    },
+  })
+  const price = pricesOf(config.pricing as never).priceOf('anthropic', 'claude-x', undefined)
+  t.same(price, {
+    name: 'claude-x',
+    input: 3 / M,
+    output: 15 / M,
+    cacheRead: 0.3 / M,
+    cacheWrite: 3.75 / M,
+    cacheWrite1h: 6 / M,
+    reasoning: 15 / M,
+    tiers: [{ aboveInputTokens: 200_000, input: 6 / M, output: 22.5 / M, cacheRead: 0.6 / M, cacheWrite: 7.5 / M, cacheWrite1h: 12 / M, reasoning: 22.5 / M }],
+  })
+  const big = requestCost(pricesOf(config.pricing as never), 'anthropic', 'claude-x', undefined, reported({ input: 300_000, cacheRead: 100_000, output: 10 }))
+  t.same(
+    byKind(big?.kinds ?? []),
+    { input: [200_000, 200_000 * (6 / M), 0], output: [10, 10 * (22.5 / M), 0], cache_read: [100_000, 100_000 * (0.6 / M), 0] },
+    'a 300k-token prompt at the tier prices',
+  )
+})
+
 t.test('cost by kind: cached input and reasoning counted once, fallbacks as providers bill, the rest unpriced', async (t) => {
   const table = new PriceTable('USD', [
     parseLitellm('test', {
