@@ -17,7 +17,7 @@ import type { Upstream } from './upstream.ts'
  * The byte path of one request: the body goes upstream by its strategy
  * (request-body-strategy.ts), the answer comes back through a ClientWriter (client-writer.ts)
  * read by read, with backpressure both ways; the exchange is finished on the response's
- * `close`, which also comes when the client aborts.
+ * `close`, which also comes when the client aborts, as ended when its last byte was written.
  */
 
 export interface ForwardOptions {
@@ -81,7 +81,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
     if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
-    opener.finish(ex, clientGone)
+    opener.finish(ex, clientGone, writer?.lastByteAt)
   })
 
   if (config.upstream.total_timeout_ms > 0) {

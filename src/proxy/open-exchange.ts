@@ -4,6 +4,7 @@ import { TokentapError } from '../errors.ts'
 import { Exchange } from './exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './exchange.ts'
 import type { FinishQueue } from './finish-queue.ts'
+import { LastByte } from './last-byte.ts'
 import type { TenantResolver } from '../metrics/tenant.ts'
 import type { RequestIds } from './request-id.ts'
 import { escapesRoot, prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
@@ -60,7 +61,9 @@ export interface Opened {
 /** The part of a response (HTTP/1 or HTTP/2) whose close finishes an exchange. */
 interface ClosingResponse {
   readonly writableFinished: boolean
-  once(event: 'close', listener: () => void): unknown
+  readonly writableEnded: boolean
+  readonly socket: { readonly writableLength: number } | null
+  once(event: 'close' | 'prefinish' | 'finish', listener: () => void): unknown
 }
 
 export class ExchangeOpener {
@@ -120,13 +123,18 @@ export class ExchangeOpener {
     return { ex, target }
   }
 
-  /** Finishes `ex` through the queue (off the socket callback), as ended now. */
-  finish(ex: Exchange, clientGone: boolean): void {
-    this.#finishing.add(ex, this.now(), clientGone)
+  /**
+   * Finishes `ex` through the queue (off the socket callback). t_end is when the answer's last
+   * byte was written (`lastByteAt`, last-byte.ts); a cancelled or failed request ends now.
+   */
+  finish(ex: Exchange, clientGone: boolean, lastByteAt?: number): void {
+    const tEnd = clientGone || ex.failure !== undefined || lastByteAt === undefined ? this.now() : lastByteAt
+    this.#finishing.add(ex, tEnd, clientGone)
   }
 
   /** Finishes `ex` when `res` closes: `clientGone` when its last byte was not written. */
   finishOnClose(ex: Exchange, res: ClosingResponse): void {
-    res.once('close', () => this.finish(ex, !res.writableFinished))
+    const last = new LastByte(res, this.now)
+    res.once('close', () => this.finish(ex, !res.writableFinished, last.at))
   }
 }
