@@ -2,7 +2,8 @@
 import { realpathSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { applyEnv, loadConfig, validateConfig } from './config/load-config.ts'
+import { applyEnv, DEFAULT_CONFIG_FILE, loadConfig, validateConfig } from './config/load-config.ts'
+import { budgetRules } from './cost/budgets.ts'
 import { PROVIDERS } from './config/schema.ts'
 import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
@@ -13,6 +14,7 @@ import { TokentapError } from './errors.ts'
  */
 
 export const USAGE = `Usage: tokentap [options]
+       tokentap budgets [--config FILE]   print the Prometheus rules and alerts of the config's budgets
 
 A transparent proxy for LLM APIs that measures TTFT, ITL, TPOT and TPS as Prometheus metrics.
 
@@ -33,6 +35,8 @@ Flags override the environment, which overrides the file.
 /** What the command line asks for. */
 export type CliCommand =
   | { readonly kind: 'help' }
+  /** A subcommand's output (`budgets`): the text for stdout; exit code 0. */
+  | { readonly kind: 'print'; readonly text: string }
   | { readonly kind: 'run'; readonly config: Config }
   /** A usage mistake: one line for stderr, then the usage; exit code 2. */
   | { readonly kind: 'usage-error'; readonly message: string }
@@ -51,6 +55,7 @@ const OPTIONS = {
 
 /** Parses `argv` (without node and the script) against `env`; never throws, never exits. */
 export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): CliCommand {
+  if (argv[0] === 'budgets') return parseBudgets(argv.slice(1), env)
   let values: { [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'boolean' ? boolean : string }
   try {
     values = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: false, strict: true }).values
@@ -82,6 +87,26 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = proce
   }
 }
 
+/** `tokentap budgets [--config FILE]`: the rules file of the config's budgets (src/cost/budgets.ts). */
+function parseBudgets(argv: readonly string[], env: NodeJS.ProcessEnv): CliCommand {
+  let file: string | undefined
+  try {
+    const { values } = parseArgs({ args: [...argv], options: { config: OPTIONS.config, help: OPTIONS.help }, allowPositionals: false, strict: true })
+    if (values.help === true) return { kind: 'help' }
+    file = values.config ?? (env.TOKENTAP_CONFIG || undefined)
+  } catch (err) {
+    return { kind: 'usage-error', message: `budgets: ${(err as Error).message.split('. ')[0].replace(/\.$/, '')}` }
+  }
+  try {
+    const config = loadConfig(file, env)
+    if (config.budgets.length === 0) return { kind: 'config-error', message: `'budgets' is empty in ${file ?? DEFAULT_CONFIG_FILE}: no rules to write` }
+    return { kind: 'print', text: budgetRules(config, file ?? DEFAULT_CONFIG_FILE) }
+  } catch (err) {
+    if (err instanceof TokentapError) return { kind: 'config-error', message: err.message }
+    throw err
+  }
+}
+
 /** `--upstream URL [--provider P] [--prefix /x]`: a proxy with one route and every other setting at its default. */
 function oneRoute(upstream: string, provider: string | undefined, prefix: string | undefined, env: NodeJS.ProcessEnv): Config {
   const route = { prefix: prefix ?? '/', upstream, provider: provider ?? 'auto' }
@@ -100,6 +125,7 @@ function oneRoute(upstream: string, provider: string | undefined, prefix: string
  */
 export function outcomeOf(cmd: Exclude<CliCommand, { kind: 'run' }>): { readonly stream: 'stdout' | 'stderr'; readonly text: string; readonly code: number } {
   if (cmd.kind === 'help') return { stream: 'stdout', text: USAGE, code: 0 }
+  if (cmd.kind === 'print') return { stream: 'stdout', text: cmd.text, code: 0 }
   if (cmd.kind === 'usage-error') return { stream: 'stderr', text: `tokentap: ${cmd.message}\n\n${USAGE}`, code: 2 }
   return { stream: 'stderr', text: `tokentap: ${cmd.message}\n`, code: 1 }
 }

@@ -1,4 +1,6 @@
 import cluster from 'node:cluster'
+import { CostMetrics } from './metrics/cost-metrics.ts'
+import { pricesOf } from './cost/price-table.ts'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -118,6 +120,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const otelOn = otelEnabled(config.otel)
   const tenant = config.metrics.tenant
   const traces = tracesConfig(config.otel)
+  const prices = config.pricing === undefined ? undefined : pricesOf(config.pricing)
   const policy = new RecordPolicy({
     maxModelsPerRoute: config.limits.max_models_per_route,
     maxLabelSets: config.limits.max_label_sets,
@@ -128,6 +131,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     genAi: otelOn || traces !== undefined,
     tenant: tenant !== undefined,
     traces: traces === undefined ? undefined : traceSampling(traces),
+    prices,
   })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
@@ -154,6 +158,11 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   // After the requests in flight were recorded (onClose), like the metrics' last export.
   if (otelTraces !== undefined) app.addHook('onClose', async () => otelTraces.shutdown())
   const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics, traces: otelTraces })
+  if (prices !== undefined) {
+    const cost = new CostMetrics(prices.currency, policy.labelNames, native)
+    for (const m of cost.all()) registry.register(m)
+    recorder.listen((o) => cost.record(o))
+  }
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
     now,

@@ -5,6 +5,8 @@ import type { ErrorObject } from 'ajv'
 import { parse as parseYaml } from 'yaml'
 import { TokentapError } from '../errors.ts'
 import { prefixBase } from '../proxy/route-path.ts'
+import { checkBudgets } from '../cost/budgets.ts'
+import { pricesOf } from '../cost/price-table.ts'
 import { configSchema } from './schema.ts'
 import type { Config } from './schema.ts'
 
@@ -88,7 +90,11 @@ export function validateConfig(raw: unknown): Config {
     if (tenant.from === 'api_key' && tenant.secret === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'metrics.tenant.secret' is needed with 'from: api_key'`)
     if (tenant.from !== 'api_key' && tenant.header === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'metrics.tenant.header' is needed (or 'from: api_key' with a 'secret')`)
   }
-  return deepFreeze(config)
+  checkBudgets(config)
+  const frozen = deepFreeze(config)
+  // Prices are data: a bad table or file stops start-up here, naming its key.
+  if (frozen.pricing !== undefined) pricesOf(frozen.pricing)
+  return frozen
 }
 
 const LOG_LEVELS: readonly string[] = configSchema.properties.log.properties.level.enum

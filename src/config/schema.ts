@@ -38,6 +38,54 @@ const buckets = (defaults: readonly number[]) =>
     default: [...defaults],
   }) as const
 
+/** One model's prices, per million tokens; a kind left out is unpriced (cache and reasoning fall back: docs/cost.md). */
+const modelPrices = {
+  input: { type: 'number', minimum: 0 },
+  output: { type: 'number', minimum: 0 },
+  cache_read: { type: 'number', minimum: 0 },
+  cache_write: { type: 'number', minimum: 0 },
+  // Anthropic's 1-hour cache writes, where the usage reports them apart.
+  cache_write_1h: { type: 'number', minimum: 0 },
+  reasoning: { type: 'number', minimum: 0 },
+} as const
+
+const pricing = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    // ISO 4217 code of every price (the `currency` label).
+    currency: { type: 'string', pattern: '^[A-Z]{3}$', default: 'USD' },
+    // LiteLLM's model_prices_and_context_window.json format (prices per token).
+    file: { type: 'string', minLength: 1 },
+    // The shipped, dated snapshot (config/prices.json) below the file: on unless false.
+    snapshot: { type: 'boolean', default: true },
+    // Model names (Azure deployments, own aliases) priced as another model.
+    aliases: { type: 'object', default: {}, additionalProperties: { type: 'string', minLength: 1 } },
+    // By model or provider/model; these win over the file and the snapshot.
+    models: {
+      type: 'object',
+      default: {},
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          ...modelPrices,
+          // Long-context prices: for a request whose input exceeds `above_input_tokens`, these replace the base ones.
+          tiers: {
+            type: 'array',
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['above_input_tokens'],
+              properties: { above_input_tokens: { type: 'integer', minimum: 1 }, ...modelPrices },
+            },
+          },
+        },
+      },
+    },
+  },
+} as const
+
 /** File paths of a listener's certificate and key. */
 const listenerTls = {
   type: 'object',
@@ -257,6 +305,23 @@ export const configSchema = {
         },
       },
     },
+    // Cost (docs/cost.md): prices per million tokens; absent = no cost metrics.
+    pricing,
+    // Daily or monthly spend budgets per tenant or route: alerting rules written by `tokentap budgets` (never enforced).
+    budgets: {
+      type: 'array',
+      default: [],
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          tenant: { type: 'string', minLength: 1 },
+          route: { type: 'string', minLength: 1 },
+          daily: { type: 'number', exclusiveMinimum: 0 },
+          monthly: { type: 'number', exclusiveMinimum: 0 },
+        },
+      },
+    },
     tokenizer: {
       type: 'object',
       additionalProperties: false,
@@ -330,6 +395,8 @@ export type Config = DeepReadonly<FromSchema<typeof configSchema>>
 export type RouteConfig = Config['routes'][number]
 export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
 export type OtelConfig = Config['otel']
+export type PricingConfig = NonNullable<Config['pricing']>
+export type BudgetConfig = Config['budgets'][number]
 /** OTLP/HTTP encodings (`OTEL_EXPORTER_OTLP_PROTOCOL` values). */
 export type OtelProtocol = NonNullable<OtelConfig['protocol']>
 export type TracesConfig = NonNullable<OtelConfig['traces']>

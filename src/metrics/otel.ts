@@ -53,6 +53,9 @@ interface GenAiHistograms {
   readonly timePerOutputChunk: PreAggregatedHistogram
   readonly timeToFirstToken: PreAggregatedHistogram
   readonly timePerOutputToken: PreAggregatedHistogram
+  /** tokentap's own (the GenAI conventions name no cost): llm_cost_total and llm_unpriced_tokens_total. */
+  readonly cost: PreAggregatedHistogram
+  readonly unpriced: PreAggregatedHistogram
 }
 
 /**
@@ -77,6 +80,8 @@ class Series {
   readonly #h: GenAiHistograms
   /** The bound cells, by the slots of the methods below. */
   readonly #cells: (HistogramCell | undefined)[] = new Array(12).fill(undefined)
+  /** The cost counters' cells, by kind (and currency). */
+  readonly #costCells = new Map<string, HistogramCell>()
   /** `PreAggregatedMetrics.generation` the cells were bound in. */
   generation: number
 
@@ -133,10 +138,24 @@ class Series {
     return this.#bind(6, this.#h.timePerOutputToken, this.#baseKey, this.#base)
   }
 
+  /** The cost counter's cell of a token kind (`tokentap.cost.kind`, `tokentap.cost.currency`), or the unpriced tokens' one. */
+  cost(kind: string, currency: string | undefined): HistogramCell {
+    const key = `${this.#baseKey}\u0000${kind}\u0000${currency ?? ''}`
+    let cell = this.#costCells.get(key)
+    if (cell === undefined) {
+      const attributes: Attributes = { ...this.#base, 'tokentap.cost.kind': kind }
+      if (currency !== undefined) attributes['tokentap.cost.currency'] = currency
+      cell = (currency === undefined ? this.#h.unpriced : this.#h.cost).cell(key, attributes)
+      this.#costCells.set(key, cell)
+    }
+    return cell
+  }
+
   /** Forgets the bound cells (a delta collection dropped them). */
   unbind(generation: number): void {
     this.generation = generation
     this.#cells.fill(undefined)
+    this.#costCells.clear()
   }
 
   #bind(slot: number, histogram: PreAggregatedHistogram, key: string, attributes: Attributes): HistogramCell {
@@ -201,6 +220,16 @@ export class OtelMetrics {
       cacheRead: counter('gen_ai.client.inference.usage.cache_read.input_tokens', 'The number of input tokens read from the provider cache.'),
       cacheWrite: counter('gen_ai.client.inference.usage.cache_write.input_tokens', 'The number of input tokens written to the provider cache.'),
       reasoning: counter('gen_ai.client.inference.usage.reasoning.output_tokens', 'The number of reasoning output tokens used.'),
+      // No semantic convention names a cost yet: tokentap's own namespace (docs/cost.md).
+      cost: this.#producer.histogram({
+        name: 'tokentap.gen_ai.client.cost',
+        unit: '{currency}',
+        description: 'Cost of the tokens by kind, in the currency of tokentap.cost.currency.',
+        bounds: [],
+        valueType: ValueType.DOUBLE,
+        counter: true,
+      }),
+      unpriced: counter('tokentap.gen_ai.client.unpriced_tokens', 'Tokens by kind that could not be priced.'),
     }
   }
 
@@ -222,6 +251,12 @@ export class OtelMetrics {
     if (o.cacheReadTokens !== undefined) s.cacheRead().add(o.cacheReadTokens)
     if (o.cacheWriteTokens !== undefined) s.cacheWrite().add(o.cacheWriteTokens)
     if (o.reasoningTokens !== undefined) s.reasoning().add(o.reasoningTokens)
+    if (o.cost !== undefined) {
+      for (const k of o.cost.kinds) {
+        if (k.tokens > k.unpriced) s.cost(k.kind, o.cost.currency).add(k.cost)
+        if (k.unpriced > 0) s.cost(k.kind, undefined).add(k.unpriced)
+      }
+    }
   }
 
   /** The series of one request's attribute set, its cells still valid (a delta collection drops them). */

@@ -24,6 +24,8 @@ interface InputParts {
   input?: number
   cacheRead?: number
   cacheCreation?: number
+  /** `cache_creation.ephemeral_1h_input_tokens`: the part of the writes kept for an hour. */
+  cacheCreation1h?: number
 }
 
 function readInput(usage: Json, parts: InputParts, summary: StreamSummary): void {
@@ -33,6 +35,9 @@ function readInput(usage: Json, parts: InputParts, summary: StreamSummary): void
   if (cacheRead !== undefined) parts.cacheRead = cacheRead
   const cacheCreation = readCount(usage.cache_creation_input_tokens, summary, 'cache_creation_input_tokens')
   if (cacheCreation !== undefined) parts.cacheCreation = cacheCreation
+  const tiers = usage.cache_creation
+  const oneHour = isObject(tiers) ? readCount(tiers.ephemeral_1h_input_tokens, summary, 'ephemeral_1h_input_tokens') : undefined
+  if (oneHour !== undefined) parts.cacheCreation1h = oneHour
 }
 
 /** The input total (the three parts summed) and the cache read and write counts, as reported. */
@@ -41,6 +46,7 @@ function applyInput(parts: InputParts, u: Usage): void {
   u.input = (parts.input ?? 0) + (parts.cacheRead ?? 0) + (parts.cacheCreation ?? 0)
   if (parts.cacheRead !== undefined) u.cacheRead = parts.cacheRead
   if (parts.cacheCreation !== undefined) u.cacheWrite = parts.cacheCreation
+  if (parts.cacheCreation1h !== undefined) u.cacheWrite1h = Math.min(parts.cacheCreation1h, parts.cacheCreation ?? 0)
 }
 
 function errorName(value: Json): string {

@@ -36,6 +36,8 @@ export interface Usage {
   cacheRead?: number
   /** Input tokens written to the provider's prompt cache (part of `input`; Anthropic, Bedrock). */
   cacheWrite?: number
+  /** Of `cacheWrite`, the tokens written for an hour (Anthropic's `cache_creation.ephemeral_1h_input_tokens`), billed at a higher rate. */
+  cacheWrite1h?: number
 }
 
 /** What the parser learned about the whole response once it ended. */

@@ -1,6 +1,7 @@
 import type { Observations } from '../timing/observations.ts'
 import type { ExchangeIdentity } from './exchange.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
+import { costFields } from '../cost/cost.ts'
 
 /**
  * The one log line per request (`msg: "request"`): a map of its Observations (the request's own
@@ -66,6 +67,7 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     stalls: m.stalls,
     tps: t.tps === undefined ? undefined : Math.round(t.tps * 100) / 100,
     ...timeSpentFields(m.reported, m.outsideUpstream, m.clientWriteWait, ms),
+    cost: o.cost === undefined ? undefined : costFields(o.cost),
     bytes_in: who.bytesIn,
     bytes_out: who.bytesOut,
     // The exported span of a kept request (`otel.traces`): from a log line to its trace.

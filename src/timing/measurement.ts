@@ -85,6 +85,8 @@ export interface Measurement {
   /** Input tokens the provider reported as read from / written to its prompt cache (part of the input). */
   readonly cacheReadTokens: number | undefined
   readonly cacheWriteTokens: number | undefined
+  /** Of the cache writes, the tokens written for an hour (Anthropic), where reported. */
+  readonly cacheWrite1hTokens: number | undefined
   /** Seconds from request headers to the upstream's response headers. */
   readonly headersSeconds: number | undefined
   readonly stalls: number
@@ -167,6 +169,7 @@ export function measure(facts: ExchangeFacts): Measurement {
     reasoningTokens: usage?.reasoning,
     cacheReadTokens: usage?.cacheRead,
     cacheWriteTokens: usage?.cacheWrite,
+    cacheWrite1hTokens: usage?.cacheWrite1h,
     headersSeconds: facts.tHeaders === undefined ? undefined : Math.max(0, facts.tHeaders - facts.tReq) / 1000,
     stalls: timing.chunks >= 2 ? countStalls(chunks, facts.stallSeconds) : 0,
     itlP50,

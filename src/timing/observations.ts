@@ -9,6 +9,9 @@ import { keepTrace } from './trace-sampling.ts'
 import type { TraceSampling } from './trace-sampling.ts'
 import { errorTypeOf } from '../proxy/upstream-errors.ts'
 import type { ErrorType } from '../proxy/upstream-errors.ts'
+import { requestCost } from '../cost/cost.ts'
+import type { RequestCost } from '../cost/cost.ts'
+import type { PriceTable } from '../cost/price-table.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
 export const SLOW_CLIENT_SECONDS = 0.1
@@ -174,6 +177,8 @@ export interface Observations {
   readonly cacheReadTokens: number | undefined
   readonly cacheWriteTokens: number | undefined
   readonly estimateRatio: number | undefined
+  /** With `pricing:` set: the request's cost by token kind, and its tokens with no price (src/cost/cost.ts). */
+  readonly cost: RequestCost | undefined
   readonly concurrency: number
   readonly overheadRequest: number | undefined
   readonly overheadFirstChunk: number | undefined
@@ -221,6 +226,8 @@ export interface RecordPolicyOptions {
   readonly tenant?: boolean
   /** `otel.traces` is on: which requests' spans are kept (trace-sampling.ts). */
   readonly traces?: TraceSampling
+  /** `pricing:` is set: the prices each request's cost is worked out with. */
+  readonly prices?: PriceTable
 }
 
 /** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
@@ -407,6 +414,7 @@ export class RecordPolicy {
       cacheReadTokens: m.cacheReadTokens,
       cacheWriteTokens: m.cacheWriteTokens,
       estimateRatio: m.estimateRatio,
+      cost: this.#options.prices === undefined ? undefined : requestCost(this.#options.prices, who.provider, who.model, who.responseModel, m),
       concurrency: who.concurrency,
       overheadRequest: who.overhead.request,
       overheadFirstChunk: who.overhead.firstChunk,

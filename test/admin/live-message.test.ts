@@ -415,8 +415,12 @@ t.test('a request read back from the ring has every figure it was added with, an
     outsideUpstream: 0.121,
     clientWriteWait: 0.122,
     slowClient: true,
+    tenant: 'team-a',
+    cost: 0.123,
+    currency: 'EUR',
+    costEstimated: true,
   }
-  const { gaps: _g, lengthBand: _b, inputLengthBand: _i, slowClient: _s, ...kept } = full
+  const { gaps: _g, lengthBand: _b, inputLengthBand: _i, slowClient: _s, tenant: _t, ...kept } = full
   const bare = {
     ...full,
     id: 'bare',
@@ -432,6 +436,9 @@ t.test('a request read back from the ring has every figure it was added with, an
     upstreamReported: undefined,
     outsideUpstream: undefined,
     clientWriteWait: undefined,
+    cost: undefined,
+    currency: undefined,
+    costEstimated: undefined,
   }
   recent.add(full)
   recent.add(bare)
@@ -440,7 +447,23 @@ t.test('a request read back from the ring has every figure it was added with, an
   t.same(recent.get('full'), kept)
   t.strictSame(recent.get('full'), kept, 'the same values, nothing added')
   const back = recent.get('bare') as Record<string, unknown>
-  for (const key of ['ttft', 'ttfot', 'headers', 'tpot', 'tps', 'itlP50', 'itlP99', 'maxGap', 'inputTokens', 'upstreamReported', 'outsideUpstream', 'clientWriteWait'])
+  for (const key of [
+    'ttft',
+    'ttfot',
+    'headers',
+    'tpot',
+    'tps',
+    'itlP50',
+    'itlP99',
+    'maxGap',
+    'inputTokens',
+    'upstreamReported',
+    'outsideUpstream',
+    'clientWriteWait',
+    'cost',
+    'currency',
+    'costEstimated',
+  ])
     t.equal(back[key], undefined, `${key} stays undefined`)
   t.equal(recent.get('x1499')?.chunks, 1499)
   t.equal(recent.get('x1024')?.chunks, 1024)

@@ -109,6 +109,26 @@ t.test('the dashboard row Conditions shows prompt and output length, concurrency
   )
 })
 
+t.test('the dashboard row Cost shows spend by model, tenant and kind, unpriced tokens and the cost per request', async (t) => {
+  const d = JSON.parse(readFileSync(join(DASHBOARDS_DIR, 'tokentap.json'), 'utf8')) as Dashboard
+  const start = d.panels.findIndex((p) => p.type === 'row' && p.title === 'Cost')
+  t.ok(start >= 0, 'the dashboard has a row Cost')
+  const next = d.panels.findIndex((p, i) => i > start && p.type === 'row')
+  const exprs = d.panels.slice(start + 1, next === -1 ? undefined : next).flatMap((p) => (p.targets ?? []).map((target) => target.expr ?? ''))
+  for (const pattern of [
+    /sum by \(model, currency\) \(rate\(llm_cost_total/,
+    /sum by \(tenant, currency\) \(increase\(llm_cost_total\{[^}]*\}\[1d\]\)\)/,
+    /sum by \(kind, source\)/,
+    /llm_unpriced_tokens_total/,
+    /llm_request_cost_bucket/,
+  ]) {
+    t.ok(
+      exprs.some((e) => pattern.test(e)),
+      `the row has ${pattern}`,
+    )
+  }
+})
+
 t.test('with metrics.length_band_label the ITL and TPOT series the Conditions row reads carry length_band', async (t) => {
   const proxy = await startProxy({ routes: [simRoute()], metrics: { length_band_label: true } })
   t.teardown(() => proxy.close())
@@ -123,11 +143,17 @@ t.test('with metrics.length_band_label the ITL and TPOT series the Conditions ro
 })
 
 t.test('every metric the dashboard and the rules use exists in a real scrape after traffic', async (t) => {
-  // The route has an SLO so llm_slo_requests_total reports too.
+  // The route has an SLO so llm_slo_requests_total reports too; the traffic's model has a price, so the cost families report.
   // A budget of one label set, so a request for a second model is folded and llm_label_sets_folded_total reports too.
-  const proxy = await startProxy({ routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }], limits: { max_label_sets: 1 }, log: { level: 'warn' } })
+  const proxy = await startProxy({
+    routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }],
+    limits: { max_label_sets: 1 },
+    log: { level: 'warn' },
+    pricing: { snapshot: false, models: { 'gpt-4o-mini': { input: 0.15, output: 0.6 } } },
+  })
   t.teardown(() => proxy.close())
   const sent = await driveMixedTraffic(proxy.url)
+  // That second model has no price either: llm_unpriced_tokens_total reports.
   await (await fetch(`${proxy.url}/sim/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'a-second-model', messages: [] }) })).text()
   await driveRealtimeSession(proxy.url)
   // Recorded on close: wait for the last request to show up.

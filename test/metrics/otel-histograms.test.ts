@@ -11,6 +11,7 @@ import { measure } from '../../src/timing/measurement.ts'
 import { HistogramCore } from '../../src/metrics/histogram-core.ts'
 import { observationsOf, testPolicy } from '../helpers/observe.ts'
 import type { Usage } from '../../src/parsers/types.ts'
+import { parseLitellm, PriceTable } from '../../src/cost/price-table.ts'
 
 /** A reader the test collects from by hand (the SDK's histograms, for comparison). */
 class HandReader extends MetricReader {
@@ -289,5 +290,40 @@ t.test('cache and reasoning tokens go to the inference usage counters with modal
     (duration?.dataPoints ?? []).map((p) => p.attributes['tokentap.tenant']),
     ['search', 'ads'],
     'every GenAI metric carries the tenant',
+  )
+})
+
+t.test('with pricing, the cost by kind goes to tokentap.gen_ai.client.cost and the unpriced tokens to their own counter', async (t) => {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+  const otel = new OtelMetrics({ config: { endpoint: 'http://127.0.0.1:9', headers: {}, interval_ms: 3_600_000 }, logger: pino({ level: 'silent' }), env: {}, exporter })
+  t.teardown(() => otel.shutdown())
+  const prices = new PriceTable('EUR', [parseLitellm('test', { 'claude-x': { input_cost_per_token: 2e-6, output_cost_per_token: 1e-5 } })])
+  const policy = testPolicy({ prices })
+  const who = { provider: 'anthropic', model: 'claude-x', path: '/v1/messages' }
+  // 100 uncached input, 2000 cache reads (billed as input: no read price), 64 writes (no price: unpriced), 40 output.
+  const m = measured([[100, 1]], 150, { usage: { input: 2164, output: 40, cacheRead: 2000, cacheWrite: 64 } })
+  otel.record(observationsOf(m, who, policy))
+  await otel.flush()
+  const metrics =
+    exporter
+      .getMetrics()
+      .at(-1)
+      ?.scopeMetrics.flatMap((s) => s.metrics) ?? []
+  const base = { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'anthropic', 'gen_ai.request.model': 'claude-x' }
+  const cost = metrics.find((x) => x.descriptor.name === 'tokentap.gen_ai.client.cost')
+  t.equal(cost?.dataPointType === DataPointType.SUM && cost.isMonotonic, true, 'a monotonic sum')
+  t.same(
+    (cost?.dataPoints ?? []).map((p) => [p.attributes['tokentap.cost.kind'], p.attributes['tokentap.cost.currency'], p.value]),
+    [
+      ['input', 'EUR', 100 * 2e-6],
+      ['output', 'EUR', 40 * 1e-5],
+      ['cache_read', 'EUR', 2000 * 2e-6],
+    ],
+  )
+  t.same(cost?.dataPoints[0]?.attributes, { ...base, 'tokentap.cost.kind': 'input', 'tokentap.cost.currency': 'EUR' })
+  const unpriced = metrics.find((x) => x.descriptor.name === 'tokentap.gen_ai.client.unpriced_tokens')
+  t.same(
+    (unpriced?.dataPoints ?? []).map((p) => [p.attributes, p.value]),
+    [[{ ...base, 'tokentap.cost.kind': 'cache_write' }, 64]],
   )
 })

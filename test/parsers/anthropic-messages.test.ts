@@ -23,7 +23,7 @@ interface Case {
   file: string
   deltas: Record<string, number>
   kinds: Record<string, number>
-  usage: { output: number; input: number; cacheRead: number; cacheWrite: number }
+  usage: { output: number; input: number; cacheRead: number; cacheWrite: number; cacheWrite1h: number }
   model: string
 }
 
@@ -32,7 +32,7 @@ const CASES: Case[] = [
     file: 'anthropic/messages-text-ping-between-deltas.sse',
     deltas: { text_delta: 3 },
     kinds: { text: 3 },
-    usage: { input: 15, output: 13, cacheRead: 0, cacheWrite: 0 },
+    usage: { input: 15, output: 13, cacheRead: 0, cacheWrite: 0, cacheWrite1h: 0 },
     model: 'claude-3-opus-20240229',
   },
   {
@@ -40,14 +40,14 @@ const CASES: Case[] = [
     file: 'anthropic/messages-text-server-tool-then-tool-use.sse',
     deltas: { text_delta: 4, input_json_delta: 16 },
     kinds: { text: 4, tool: 16 },
-    usage: { input: 1591, output: 175, cacheRead: 0, cacheWrite: 0 },
+    usage: { input: 1591, output: 175, cacheRead: 0, cacheWrite: 0, cacheWrite1h: 0 },
     model: 'claude-sonnet-4-6',
   },
   {
     file: 'anthropic/messages-thinking-signature-text.sse',
     deltas: { thinking_delta: 13, text_delta: 95 },
     kinds: { reasoning: 13, text: 95 },
-    usage: { input: 43, output: 282, cacheRead: 0, cacheWrite: 0 },
+    usage: { input: 43, output: 282, cacheRead: 0, cacheWrite: 0, cacheWrite1h: 0 },
     model: 'claude-sonnet-4-20250514',
   },
 ]
@@ -85,6 +85,18 @@ t.test('an overloaded_error event mid-stream is a provider error; the deltas bef
   t.equal(events.length, 1)
   t.equal(summary.error, 'overloaded_error')
   t.same(summary.usage, { input: 17, cacheRead: 5, cacheWrite: 2 }, 'input = input + cache read + cache creation, each cache count as reported; the start placeholder is no output count')
+})
+
+t.test('cache_creation.ephemeral_1h_input_tokens is the part of the cache writes kept for an hour', async (t) => {
+  // https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching#1-hour-cache-duration
+  const usage = { input_tokens: 10, cache_read_input_tokens: 0, cache_creation_input_tokens: 300, cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 200 }, output_tokens: 1 }
+  const body = sse([
+    ['message_start', { type: 'message_start', message: { model: 'claude-x', usage } }],
+    ['message_delta', { type: 'message_delta', delta: {}, usage: { output_tokens: 7 } }],
+  ])
+  t.same(feed(make, body).summary.usage, { input: 310, cacheRead: 0, cacheWrite: 300, cacheWrite1h: 200, output: 7 })
+  const bad = sse([['message_start', { type: 'message_start', message: { usage: { ...usage, cache_creation: { ephemeral_1h_input_tokens: -3 } } } }]])
+  t.same(feed(make, bad).summary.usage, { input: 310, cacheRead: 0, cacheWrite: 300 }, 'a count that is no count is not used')
 })
 
 t.test('a stream cut before message_delta reports no output count', async (t) => {

@@ -65,6 +65,12 @@ export interface FinishedRequest {
   readonly clientWriteWait?: number
   /** That wait was over 100 ms; undefined when the response was not a stream. */
   readonly slowClient?: boolean
+  /** The tenant label value, with `metrics.tenant` on. */
+  readonly tenant?: string
+  /** With `pricing:` set and some tokens priced: the request's cost, its currency, and whether an estimated count went into it. */
+  readonly cost?: number
+  readonly currency?: string
+  readonly costEstimated?: boolean
 }
 
 /** A FinishedRequest from a request's Observations (what the Recorder hands its listeners). */
@@ -103,5 +109,7 @@ export function fromObservations(o: Observations): FinishedRequest {
     outsideUpstream: o.outsideUpstream,
     clientWriteWait: o.clientWriteWait,
     slowClient: o.slowClient,
+    tenant: o.labels.tenant,
+    ...(o.cost?.kinds.some((k) => k.tokens > k.unpriced) === true ? { cost: o.cost.total, currency: o.cost.currency, costEstimated: o.cost.estimated } : {}),
   }
 }

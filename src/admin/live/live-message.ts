@@ -341,6 +341,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     },
     slo,
     failures,
+    spend: stats.spend.view(now),
     series,
     omittedSeries: ranking.size - shown.length,
     routes,

@@ -2,6 +2,7 @@ import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../timing/observations.ts'
 import { liveBucket, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
 import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
+import { LiveSpend } from './live-spend.ts'
 
 /**
  * The live page's figures from finished requests: per route and model a sliding-window sketch
@@ -125,6 +126,8 @@ export class LiveStats {
   readonly errorTypes = new Map<string, SlidingCounter>()
   /** The newest failed requests, newest last. */
   readonly failures: RecentFailure[] = []
+  /** Spend by route and model and by tenant (with `pricing:` set). */
+  readonly spend = new LiveSpend()
   readonly #maxSeries: number
   #seq = 0
   /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
@@ -159,6 +162,7 @@ export class LiveStats {
       }
       byType.add(1, now)
     }
+    if (r.cost !== undefined) this.spend.add(r)
 
     let bands = this.routes.get(r.route)
     if (bands === undefined) {

@@ -90,6 +90,7 @@ export const PAGE_HTML = `<!doctype html>
   <section class="panel"><h2>Errors by status</h2><table id="errors"><tr><td class="none">no errors in this window</td></tr></table></section>
   <section class="panel"><h2>Failures by who is to blame</h2><table id="error-types"><tr><td class="none">no failures in this window</td></tr></table></section>
   <section class="panel" id="slo-panel" hidden><h2>SLO goodput</h2><table id="slo"></table></section>
+  <section class="panel" id="spend-panel" hidden><h2>Spend <span id="spend-total" style="text-transform:none;letter-spacing:0;font-weight:400"></span></h2><table id="spend"></table></section>
   <section class="panel"><h2>Process</h2><table id="proc"></table></section>
   <section class="panel"><h2>Recent failures</h2><ul id="failures"><li class="none">none yet</li></ul></section>
 </aside>
@@ -370,6 +371,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     $('#slo').innerHTML = '<tr><th>route</th><th>goodput</th><th>met</th><th>missed</th></tr>' + msg.slo.map(function (r) {
       return '<tr data-slo-route="' + esc(r.route) + '"><td>' + esc(r.route) + '</td><td>' + pct(r.met[win], r.met[win] + r.missed[win]) + '</td><td>' + num(r.met[win]) + '</td><td>' + num(r.missed[win]) + '</td></tr>'
     }).join('')
+    renderSpend(msg.spend)
     var p = msg.process
     if (p) {
       $('#inst').innerHTML = '<b>' + esc(p.instance) + '</b> · pid ' + p.pid + ' · tokentap <b>' + esc(p.version) + '</b> · Node ' + esc(p.node) + ' · up ' + (p.uptime >= 3600 ? (p.uptime / 3600).toFixed(1) + ' h' : Math.round(p.uptime / 60) + ' min')
@@ -380,6 +382,21 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     $('#failures').innerHTML = msg.failures.length === 0 ? '<li class="none">none yet</li>' : msg.failures.slice().reverse().map(function (f) {
       return '<li data-failure="' + esc(f.id) + '"><a href="/debug/requests/' + encodeURIComponent(f.id) + '" target="_blank" rel="noopener">' + esc(f.id) + '</a><span class="st">' + f.status + '</span><small>' + esc(f.errorType) + '</small> ' + esc(f.route) + ' · ' + esc(f.model) + ' · ' + ago(f.ago) + '</li>'
     }).join('')
+  }
+
+  // Spend over the chosen window (with pricing: set): the costliest models and tenants of the last
+  // 15 minutes; * marks a figure that an estimated token count went into (docs/cost.md).
+  function renderSpend(sp) {
+    $('#spend-panel').hidden = !sp
+    if (!sp) return
+    var money = function (v) { return (v >= 1 ? v.toFixed(2) : v.toPrecision(3)) + ' ' + esc(sp.currency) }
+    var cell = function (r) { return '<td>' + money(r.spent[win]) + (r.estimated[win] > 0 ? ' *' : '') + '</td>' }
+    $('#spend-total').textContent = money(sp.total[win])
+    $('#spend').innerHTML = '<tr><th>model</th><th>route</th><th>spent</th></tr>' + sp.byModel.map(function (r) {
+      return '<tr data-spend-model="' + esc(r.model) + '"><td>' + esc(r.model) + '</td><td>' + esc(r.route) + '</td>' + cell(r) + '</tr>'
+    }).join('') + (sp.byTenant.length === 0 ? '' : '<tr><th>tenant</th><th></th><th>spent</th></tr>' + sp.byTenant.map(function (r) {
+      return '<tr data-spend-tenant="' + esc(r.tenant) + '"><td>' + esc(r.tenant) + '</td><td></td>' + cell(r) + '</tr>'
+    }).join(''))
   }
 
   // Realtime (WebSocket) sessions: one row per route and model over the chosen window, and the sessions open now.

@@ -12,7 +12,7 @@ import type { ReportedTimes } from '../../parsers/reported-times.ts'
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'inputLengthBand' | 'slo' | 'slowClient'>
+export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'inputLengthBand' | 'slo' | 'slowClient' | 'tenant'>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [
@@ -40,6 +40,9 @@ const NUMBERS = [
   'prompt',
   'generation',
   'total',
+  // With pricing: the request's cost, and 1 when an estimated count went into it.
+  'cost',
+  'costEstimated',
 ] as const satisfies readonly (keyof RecentRequest | keyof ReportedTimes)[]
 const WIDTH = NUMBERS.length
 /** Rows per page: pages are allocated as the ring fills, so a large capacity costs only what is used. */
@@ -58,6 +61,7 @@ export class RecentRequests {
   readonly #outcomes: FinishedRequest['outcome'][] = []
   readonly #sources: string[] = []
   readonly #errorTypes: FinishedRequest['errorType'][] = []
+  readonly #currencies: (string | undefined)[] = []
   readonly #pages: Float64Array[] = []
   #next = 0
 
@@ -80,6 +84,7 @@ export class RecentRequests {
     this.#outcomes[slot] = r.outcome
     this.#sources[slot] = r.outputSource
     this.#errorTypes[slot] = r.errorType
+    this.#currencies[slot] = r.currency
     const page = slot >>> PAGE_BITS
     let row = this.#pages[page]
     if (row === undefined) {
@@ -111,7 +116,9 @@ export class RecentRequests {
     row[o++] = num(reported?.load)
     row[o++] = num(reported?.prompt)
     row[o++] = num(reported?.generation)
-    row[o] = num(reported?.total)
+    row[o++] = num(reported?.total)
+    row[o++] = num(r.cost)
+    row[o] = r.costEstimated === undefined ? Number.NaN : r.costEstimated ? 1 : 0
     this.#next = slot + 1 === this.capacity ? 0 : slot + 1
   }
 
@@ -156,6 +163,9 @@ export class RecentRequests {
       upstreamReported: reportedOf(field),
       outsideUpstream: opt(field.outsideUpstream),
       clientWriteWait: opt(field.clientWriteWait),
+      cost: opt(field.cost),
+      currency: this.#currencies[slot],
+      costEstimated: Number.isNaN(field.costEstimated) ? undefined : field.costEstimated === 1,
     } satisfies { readonly [K in keyof Required<RecentRequest>]: RecentRequest[K] }
   }
 }
@@ -204,6 +214,7 @@ export function requestView(r: RecentRequest, now: number, wallNow: number): Rec
     tps: r.tps === undefined ? null : Math.round(r.tps * 100) / 100,
     concurrency: r.concurrency,
     ...timeSpentFields(r.upstreamReported, r.outsideUpstream, r.clientWriteWait, ms),
+    cost: r.cost === undefined ? null : { currency: r.currency, total: r.cost, estimated: r.costEstimated === true },
     ended_at: new Date(wallNow - (now - r.endedAt)).toISOString(),
   }
 }
