@@ -10,6 +10,7 @@ import type { Logger } from 'pino'
 import type { OtelConfig, TracesConfig } from '../config/schema.ts'
 import type { ExchangeIdentity } from '../proxy/exchange.ts'
 import { TraceIdSource } from '../proxy/trace-context.ts'
+import { realtimeErrorTypeOf } from '../proxy/upstream-errors.ts'
 import type { TraceStart } from '../proxy/trace-context.ts'
 import type { FinishedResponse } from '../realtime/protocol.ts'
 import type { RealtimeListener } from '../realtime/realtime.ts'
@@ -153,6 +154,8 @@ export class OtelTraces {
     if (o.cacheWriteTokens !== undefined) attributes['gen_ai.usage.cache_creation.input_tokens'] = o.cacheWriteTokens
     if (o.reasoningTokens !== undefined) attributes['gen_ai.usage.reasoning.output_tokens'] = o.reasoningTokens
     if (o.errorType !== undefined) attributes['error.type'] = o.errorType
+    // The fault domain (upstream-errors.ts), as on llm_requests_total's error_type.
+    if (o.errorClass !== 'none') attributes['tokentap.error_type'] = o.errorClass
     if (m.failure !== undefined) attributes['tokentap.failure_code'] = m.failure
     if (m.providerError !== undefined) attributes['tokentap.provider_error'] = m.providerError
     this.#server(who.route.label, attributes)
@@ -236,6 +239,8 @@ export class OtelTraces {
       attributes['gen_ai.usage.audio.output_tokens'] = u.outputAudio
     }
     if (failed) attributes['error.type'] = r.detail ?? 'provider_error'
+    const errorClass = realtimeErrorTypeOf(r.outcome, r.detail)
+    if (errorClass !== 'none') attributes['tokentap.error_type'] = errorClass
     if (r.detail !== undefined) attributes['tokentap.provider_detail'] = r.detail
     const timing = r.timing
     if (timing.ttft !== undefined) attributes['tokentap.ttft'] = timing.ttft

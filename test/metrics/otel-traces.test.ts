@@ -161,6 +161,7 @@ t.test('replayed recorded streams: spans, attributes, events, parent links and s
     'tokentap.chunks': l.chunks,
   })
   t.notOk('error.type' in a, 'no error.type when ok')
+  t.notOk('tokentap.error_type' in a, 'no fault domain when ok')
   close(t, a['gen_ai.response.time_to_first_chunk'], (l.ttft_ms as number) / 1000, 'TTFT as the semconv attribute')
   close(t, a['tokentap.ttft'], (l.ttft_ms as number) / 1000, 'TTFT')
   close(t, a['tokentap.tpot'], (l.tpot_ms as number) / 1000, 'TPOT')
@@ -194,6 +195,7 @@ t.test('replayed recorded streams: spans, attributes, events, parent links and s
   t.equal(failed.status.code, 2, 'status error')
   t.equal(failed.attributes['error.type'], 'provider_error')
   t.equal(failed.attributes['tokentap.provider_error'], 'tool_use_failed')
+  t.equal(failed.attributes['tokentap.error_type'], 'stream_error', 'the fault domain, as on llm_requests_total')
   t.equal(failed.attributes['tokentap.outcome'], 'error')
   t.equal(failed.attributes['gen_ai.response.model'], 'openai/gpt-oss-120b')
 
@@ -490,7 +492,7 @@ t.test('what a span carries when the provider reports more, and realtime failure
     'tokentap.upstream_reported.queue': 0.1,
     'tokentap.upstream_reported.prompt': 0.2,
   })
-  t.match(spans[1].attributes, { 'error.type': 'server_error', 'gen_ai.response.id': 'resp_1' })
+  t.match(spans[1].attributes, { 'error.type': 'server_error', 'tokentap.error_type': 'upstream_error', 'gen_ai.response.id': 'resp_1' })
   t.equal(spans[1].parentSpanContext?.spanId, start.spanId, 'under its session')
   t.equal(spans[1].status.code, 2)
   t.match(spans[2].attributes, { 'error.type': '1011', 'tokentap.close_code': 1011, 'tokentap.ended_by': 'upstream' })
