@@ -1,3 +1,4 @@
+import { monotonicNow } from './clock.ts'
 import { performance } from 'node:perf_hooks'
 import type { FinishedRequest } from './admin/live/finished-request.ts'
 import type { InFlight } from './admin/live/live-message.ts'
@@ -220,6 +221,7 @@ export class ClusterViews {
     this.live = new LiveStore({
       recentRequests: 0,
       stallSeconds: options.stallSeconds,
+      startedAt: monotonicNow(),
       realtimeOpen: {
         *[Symbol.iterator]() {
           for (const list of sessions.values()) yield* list
