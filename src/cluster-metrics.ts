@@ -4,6 +4,8 @@ import { CollectedGauge } from './metrics/gauge.ts'
 import { Histogram } from './metrics/histogram.ts'
 import type { Exemplar, NativeOptions } from './metrics/histogram.ts'
 import { HistogramCore } from './metrics/histogram-core.ts'
+import { FOLDED_FAMILY } from './metrics/label-fold.ts'
+import type { FoldPass, GroupLabelFold, SeriesMapper } from './metrics/label-fold.ts'
 import type { MetricJson } from './metrics/metric.ts'
 import { promClientToOpenMetrics } from './metrics/openmetrics.ts'
 import type { PromClientMetric } from './metrics/openmetrics.ts'
@@ -147,12 +149,14 @@ class MergedFamily {
     }
   }
 
-  merge(state: FamilyState): void {
+  /** `fold`: the group's label caps, mapping each series' labels before it is added (label-fold.ts). */
+  merge(state: FamilyState, fold?: SeriesMapper): void {
     const m = this.metric
     for (const s of state.series) {
+      const labels = fold === undefined ? s.labels : fold(s.labels, s.value)
       if (m instanceof Histogram) {
         if (s.core === undefined) continue
-        const series = m.labels(...s.labels)
+        const series = m.labels(...labels)
         series.core.merge(coreFromState(s.core, series.core.bounds))
         if (s.exemplars !== undefined) {
           series.exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
@@ -160,13 +164,13 @@ class MergedFamily {
         }
       } else if (m instanceof Counter) {
         // Made even at 0, as in the worker: the series is there for rate() to see.
-        m.labels(...s.labels).inc(s.value ?? 0)
+        m.labels(...labels).inc(s.value ?? 0)
       } else {
-        const key = s.labels.join('\u0000')
+        const key = labels.join('\u0000')
         const g = this.#gauge.get(key)
-        if (g === undefined) this.#gauge.set(key, { labels: s.labels, value: s.value ?? 0 })
+        if (g === undefined) this.#gauge.set(key, { labels, value: s.value ?? 0 })
         else g.value += s.value ?? 0
-        m.touch(s.labels)
+        m.touch(labels)
       }
     }
   }
@@ -175,6 +179,12 @@ class MergedFamily {
 /** Families merged from states, in the order they first came. */
 export class MergedFamilies {
   readonly #families = new Map<string, MergedFamily>()
+  readonly #fold: FoldPass | undefined
+
+  /** `fold`: the group's label caps for this merge (GroupLabelFold#pass); none keeps every label as it came. */
+  constructor(fold?: FoldPass) {
+    this.#fold = fold
+  }
 
   merge(states: readonly FamilyState[]): this {
     for (const state of states) {
@@ -183,9 +193,15 @@ export class MergedFamilies {
         f = new MergedFamily(state)
         this.#families.set(state.name, f)
       }
-      f.merge(state)
+      f.merge(state, this.#fold?.family(state.name, state.labelNames))
     }
     return this
+  }
+
+  /** The merged counter family `name`, when a worker reported it. */
+  counter(name: string): Counter | undefined {
+    const m = this.#families.get(name)?.metric
+    return m instanceof Counter ? m : undefined
   }
 
   get metrics(): OwnMetric[] {
@@ -196,6 +212,16 @@ export class MergedFamilies {
   states(): FamilyState[] {
     return this.metrics.map(familyState)
   }
+}
+
+/** The group's llm_label_sets_folded_total: what the workers folded, plus the requests this merge folded. */
+function foldedCount(families: MergedFamilies, pass: FoldPass, fold: GroupLabelFold): void {
+  const counter = families.counter(FOLDED_FAMILY)
+  if (counter === undefined) return
+  for (const f of pass.foldedRequests.values()) counter.labels(...counter.labelNames.map((n) => f.labels[n] ?? '')).inc(f.count)
+  let total = 0
+  for (const s of counter.entries()) total += s.value
+  fold.noteFolded(total)
 }
 
 const NEWLINE = Buffer.from('\n')
@@ -218,15 +244,26 @@ export class ClusterMetrics implements MetricsSource {
   /** Workers retired: a report of theirs that arrives later is not used (its older one is in #retired). */
   readonly #dead = new Set<number>()
 
-  constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>) {
+  /** The group's label caps (label-fold.ts), applied at every merge; none: labels as the workers sent them. */
+  readonly #fold: GroupLabelFold | undefined
+
+  constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>, fold?: GroupLabelFold) {
     this.#collect = collect
+    this.#fold = fold
   }
 
-  /** The families of these reports and of the dead workers, merged. */
+  /** The families of these reports and of the dead workers, merged (and folded to the group's caps). */
   merged(reports: readonly WorkerMetrics[]): MergedFamilies {
-    const families = new MergedFamilies()
-    for (const r of reports) families.merge(r.families)
-    return families.merge(this.#retired)
+    return this.#mergeFolded([...reports.map((r) => r.families), this.#retired])
+  }
+
+  /** States merged and folded to the group's caps, the requests this fold moved added to llm_label_sets_folded_total. */
+  #mergeFolded(lists: readonly (readonly FamilyState[])[]): MergedFamilies {
+    const pass = this.#fold?.pass()
+    const families = new MergedFamilies(pass)
+    for (const states of lists) families.merge(states)
+    if (pass !== undefined) foldedCount(families, pass, this.#fold as GroupLabelFold)
+    return families
   }
 
   /**
@@ -238,7 +275,9 @@ export class ClusterMetrics implements MetricsSource {
     const last = this.#last.get(workerId)
     this.#last.delete(workerId)
     if (last === undefined) return
-    this.#retired = new MergedFamilies().merge(this.#retired).merge(last.families.filter(retainable)).states()
+    // Folded as the exposition folds it, so what dead workers leave stays within the group's caps
+    // however many die (a replacement admits values of its own).
+    this.#retired = this.#mergeFolded([this.#retired, last.families.filter(retainable)]).states()
   }
 
   /** Every live worker's report, minus those of workers that died while the scrape waited. */

@@ -13,9 +13,11 @@ import type { AdminState } from './admin/admin.ts'
 import { snapshotStreams } from './admin/debug-streams.ts'
 import type { StreamsSnapshot } from './admin/debug-streams.ts'
 import { ClusterMetrics, familyState } from './cluster-metrics.ts'
+import { groupLabelFold } from './metrics/label-fold.ts'
 import type { WorkerMetrics } from './cluster-metrics.ts'
 import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
 import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
+import { lingerForScrape } from './admin/linger.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
 import { announce, listenAs, serviceUrls } from './startup.ts'
 
@@ -186,12 +188,15 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     return out
   }
 
-  const metrics = new ClusterMetrics(async () => {
-    const live = workers()
-    // Any worker failing fails the scrape: a partial sum would read as counter resets.
-    const reports = await Promise.all(live.map((w) => ask(w, 'metrics', undefined, METRICS_TIMEOUT_MS)))
-    return { reports, workerIds: live.map((w) => w.id) }
-  })
+  const metrics = new ClusterMetrics(
+    async () => {
+      const live = workers()
+      // Any worker failing fails the scrape: a partial sum would read as counter resets.
+      const reports = await Promise.all(live.map((w) => ask(w, 'metrics', undefined, METRICS_TIMEOUT_MS)))
+      return { reports, workerIds: live.map((w) => w.id) }
+    },
+    groupLabelFold(config, logger),
+  )
   const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds })
   let syncTimer: NodeJS.Timeout | undefined
   const sync = (): void => {
@@ -299,6 +304,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     deadline.unref()
     const finish = async (): Promise<void> => {
       clearTimeout(deadline)
+      // The workers' last counts (kept when they exit) wait for one more scrape.
+      await lingerForScrape(metrics, config.server.drain_linger_seconds, logger)
       await admin.close()
       logger.info('stopped')
       await closeLogger(logger, 1000)

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -8,6 +9,7 @@ import { validateConfig } from './config/load-config.ts'
 import type { Config, RouteConfig } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 import { nativeOptions } from './metrics/histogram.ts'
+import { FOLD_MESSAGE } from './metrics/label-fold.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
 import { TenantResolver } from './metrics/tenant.ts'
@@ -110,7 +112,15 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
   const tenant = config.metrics.tenant
-  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn, tenant: tenant !== undefined })
+  const policy = new RecordPolicy({
+    maxModelsPerRoute: config.limits.max_models_per_route,
+    maxLabelSets: config.limits.max_label_sets,
+    // A cluster worker leaves the warning to the primary, which logs it once for the group (label-fold.ts).
+    onFirstFold: cluster.isWorker ? undefined : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
+    lengthBandLabel: config.metrics.length_band_label,
+    genAi: otelOn,
+    tenant: tenant !== undefined,
+  })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
     (add) => {

@@ -74,9 +74,10 @@ const simulator = {
     tokens_per_chunk: { type: 'integer', minimum: 1, maximum: 1000, default: 1 },
     burst_every: { type: 'integer', minimum: 0, default: 16 },
     burst_size: { type: 'integer', minimum: 1, maximum: 1000, default: 4 },
-    // Probability that a gap is a stall of `stall_ms`.
-    stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.01 },
-    stall_ms: { type: 'number', minimum: 0, default: 600 },
+    // Probability that a gap is a stall of `stall_ms`: rare enough (0.2 % of the tokens) that P99
+    // ITL stays on the ordinary gaps, long enough (over metrics.stall_seconds, 1 s) to count as a stall.
+    stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.002 },
+    stall_ms: { type: 'number', minimum: 0, default: 1500 },
     seed: { type: 'integer', default: 42 },
     model: { type: 'string', minLength: 1, default: 'tokentap-sim-1' },
     // Realtime sessions (/v1/realtime): audio each token carries, ms, and how fast audio is sent
@@ -101,6 +102,9 @@ export const configSchema = {
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
+        // After the drain, /metrics answers this long more (when it has been scraped), so the next
+        // scrape reads what the drain recorded: at least one scrape interval.
+        drain_linger_seconds: { type: 'number', minimum: 0, default: 15 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
         // Longest silence inside a request body (nginx's client_body_timeout): 408, or both sides ended; 0 = none.
         client_body_timeout_ms: { type: 'integer', minimum: 0, default: 60_000 },
@@ -144,6 +148,10 @@ export const configSchema = {
       default: {},
       properties: {
         max_models_per_route: { type: 'integer', minimum: 1, maximum: 100_000, default: 100 },
+        // Distinct label sets (provider × model × route × tenant) in the whole exposition, for the
+        // whole process group; later ones are recorded with model and tenant `other`
+        // (docs/metrics.md, "Label caps and the series budget": the worst case at the default).
+        max_label_sets: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 300 },
         max_event_bytes: { type: 'integer', minimum: 1024, default: 1024 * 1024 },
       },
     },

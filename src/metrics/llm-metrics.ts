@@ -7,6 +7,7 @@ import { SERIES_LABELS } from '../timing/observations.ts'
 import type { Observations } from '../timing/observations.ts'
 import type { Outcome, TokenSource } from '../timing/measurement.ts'
 import { DEFAULT_BUCKETS } from '../config/schema.ts'
+import { FOLDED_FAMILY } from './label-fold.ts'
 import type { Config } from '../config/schema.ts'
 import { REPORTED_PHASES } from '../parsers/reported-times.ts'
 import type { ReportedPhase } from '../parsers/reported-times.ts'
@@ -111,6 +112,7 @@ export class LlmMetrics {
   readonly upstreamReported: Histogram
   readonly outsideUpstream: Histogram
   readonly clientWriteWait: Histogram
+  readonly labelSetsFolded: Counter
   readonly #bound = new Map<string, Bound>()
   /** ITL and TPOT series by the banded key (the same as the label set's with `length_band` off). */
   readonly #banded = new Map<string, { readonly itl: HistogramSeries; readonly tpot: HistogramSeries }>()
@@ -300,6 +302,11 @@ export class LlmMetrics {
       buckets: CLIENT_WAIT_BUCKETS,
       native,
     })
+    this.labelSetsFolded = new Counter({
+      name: FOLDED_FAMILY,
+      help: 'Requests recorded under the overflow set (model and tenant "other") of their route because their label set (provider, model, route, tenant) was beyond limits.max_label_sets.',
+      labelNames,
+    })
   }
 
   /** Every metric, in scrape order. */
@@ -333,6 +340,7 @@ export class LlmMetrics {
       this.upstreamReported,
       this.outsideUpstream,
       this.clientWriteWait,
+      this.labelSetsFolded,
     ]
   }
 
@@ -393,6 +401,8 @@ export class LlmMetrics {
       byOutcome.requests.set(o.statusCode, requests)
     }
     requests.inc()
+    // Made at the first fold: the labels are the overflow set's (the request's own, once folded).
+    if (o.labelSetFolded) this.labelSetsFolded.labels(...o.labelValues).inc()
     // Exemplars carry wall-clock time (OpenMetrics), read once per request and only when asked for.
     const exemplar = this.#options.exemplars ? requestIdExemplar(o.id) : undefined
     const now = exemplar === undefined ? 0 : this.#wallSeconds()

@@ -11,7 +11,7 @@ import { MAX_VALUE_LENGTH } from './label-limiter.ts'
  * and without the secret a hash cannot be checked against guessed keys.
  */
 
-const TENANT_NONE = 'none'
+export const TENANT_NONE = 'none'
 const TENANT_OTHER = 'other'
 
 export interface TenantOptions {

@@ -1,4 +1,5 @@
 import { constants, inflateRawSync } from 'node:zlib'
+import { BOMB_MIN_BYTES, BOMB_RATIO } from '../proxy/tap.ts'
 
 /**
  * permessage-deflate (RFC 7692, https://www.rfc-editor.org/rfc/rfc7692) on the measuring side.
@@ -12,6 +13,11 @@ import { constants, inflateRawSync } from 'node:zlib'
  * the work synchronous and per message, with a bounded state: 32 KiB per direction. A message the
  * measuring side did not hold (over the size limit) breaks that chain: later messages of that
  * direction are then not inflated (they still pass untouched).
+ *
+ * Past the first MiB a direction may inflate at most BOMB_RATIO times the compressed bytes it was
+ * sent, as an HTTP body may (realtime events compress 1.3× as speech, about 8× as text deltas
+ * with context takeover); a direction past it is inflated no more. How much inflating one turn
+ * of the event loop may do is the session's to bound (session.ts: INFLATE_TURN).
  */
 
 /** What the 101's `Sec-WebSocket-Extensions` agreed on, per direction. */
@@ -45,6 +51,9 @@ export class MessageInflater {
   readonly #maxOutput: number
   #window: Buffer | undefined
   #broken: string | undefined
+  /** Compressed bytes inflated so far, and what they inflated to. */
+  #compressed = 0
+  #inflated = 0
 
   /** `maxOutput`: the most bytes one message may inflate to (the measuring side's message limit). */
   constructor(contextTakeover: boolean, maxOutput: number) {
@@ -76,6 +85,12 @@ export class MessageInflater {
     } catch (err) {
       // Over the limit or not deflate data: with context takeover nothing later can be read either.
       if (this.#takeover) this.#broken = `inflating failed: ${(err as Error).message}`
+      return undefined
+    }
+    this.#compressed += payload.length
+    this.#inflated += out.length
+    if (this.#inflated > BOMB_MIN_BYTES && this.#inflated > BOMB_RATIO * this.#compressed) {
+      this.#broken = `inflate budget: messages inflate more than ${BOMB_RATIO}×`
       return undefined
     }
     if (this.#takeover) this.#window = nextWindow(this.#window, out)

@@ -1,4 +1,5 @@
-import { LabelLimiter } from '../metrics/label-limiter.ts'
+import { LabelSetBudget } from '../metrics/label-fold.ts'
+import { LabelLimiter, OTHER } from '../metrics/label-limiter.ts'
 import { Outcome, TokenSource } from './measurement.ts'
 import type { Measurement } from './measurement.ts'
 import type { SloVerdict } from './slo.ts'
@@ -15,7 +16,8 @@ export const SLOW_CLIENT_SECONDS = 0.1
  * - the output-token rule: a count is recorded when the provider reported one or N ≥ 1;
  * - the length band of the output;
  * - the error type of a failed or cancelled request;
- * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`.
+ * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`;
+ *   at most `limits.max_label_sets` label sets, then model and tenant `other` (the overflow set).
  * The sinks (Prometheus families, OTLP, the live page, the log line) only map Observations onto
  * their own shapes, with no conditions of their own. Adding a metric is one field here and one
  * line per sink; adding a label is one entry in `SERIES_LABELS` and its value in `#set` (`tenant`, optional, is
@@ -98,6 +100,8 @@ export interface Observations {
   /** The values of SERIES_LABELS, and their key (values joined): the sinks' series handles. */
   readonly labelValues: readonly string[]
   readonly key: string
+  /** The request's label set was beyond `limits.max_label_sets`: it is recorded under the overflow set (llm_label_sets_folded_total). */
+  readonly labelSetFolded: boolean
   /** `labelValues` plus the length band when `metrics.length_band_label` is on (ITL and TPOT series). */
   readonly bandedValues: readonly string[]
   readonly bandedKey: string
@@ -161,6 +165,10 @@ export interface Observations {
 
 export interface RecordPolicyOptions {
   readonly maxModelsPerRoute: number
+  /** `limits.max_label_sets` (default: no bound). */
+  readonly maxLabelSets?: number
+  /** Called once, the first time a label set is folded by the budget (the one warn line). */
+  readonly onFirstFold?: () => void
   /** `metrics.length_band_label`: ITL and TPOT series carry `length_band`. */
   readonly lengthBandLabel: boolean
   /** OpenTelemetry is on: work out the GenAI operation and the bounded response model. */
@@ -243,8 +251,20 @@ interface LabelSet {
   readonly labels: SeriesLabels
   readonly values: readonly string[]
   readonly key: string
+  /** Beyond the label-set budget: these are the overflow set's values. */
+  readonly folded: boolean
   /** By length band: the values with the band appended (or the same values with the label off). */
   readonly banded: readonly { readonly values: readonly string[]; readonly key: string }[]
+}
+
+const labelKey = (provider: string, model: string, route: string, tenant: string | undefined): string =>
+  tenant === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${tenant}`
+
+function labelSet(provider: string, model: string, route: string, t: string | undefined, folded: boolean, lengthBand: boolean): LabelSet {
+  const key = labelKey(provider, model, route, t)
+  const values = t === undefined ? [provider, model, route] : [provider, model, route, t]
+  const banded = lengthBand ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
+  return { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, folded, banded }
 }
 
 /** Label sets kept for reuse; past this many the cache starts over (the label bound keeps the real count small). */
@@ -253,11 +273,14 @@ const LABEL_CACHE = 10_000
 export class RecordPolicy {
   readonly #models: LabelLimiter
   readonly #options: RecordPolicyOptions
+  readonly #budget: LabelSetBudget
   readonly #sets = new Map<string, LabelSet>()
+  #folded = false
 
   constructor(options: RecordPolicyOptions) {
     this.#options = options
     this.#models = new LabelLimiter(options.maxModelsPerRoute)
+    this.#budget = new LabelSetBudget(options.maxLabelSets ?? Number.POSITIVE_INFINITY)
   }
 
   /** The label names of every llm_ series, in the order of `Observations.labelValues`: SERIES_LABELS, plus `tenant` when on. */
@@ -271,12 +294,13 @@ export class RecordPolicy {
   }
 
   /**
-   * The label values a request in flight is counted under (the in-flight gauge, at scrape time):
-   * a model the bound admitted keeps its name, one it has not seen yet shows as `other` once the
-   * bound is full; a scrape never admits a model.
+   * The label values a request in flight is counted under (the in-flight gauge, at scrape time).
+   * A scrape admits the model and the label set as the request's end would (it will be recorded
+   * under them): reading without admitting let every model in flight through while the bound had
+   * room, and the gauge kept each of them at 0 afterwards, beyond the cap.
    */
   inFlightValues(provider: string, route: string, model: string | undefined, tenant: string | undefined): readonly string[] {
-    return this.#set(provider, this.#models.peek(route, model), route, tenant).values
+    return this.#set(provider, this.#models.value(route, model), route, tenant).values
   }
 
   /** The label values a finished request is counted under (admits its model while the route has room). */
@@ -297,6 +321,7 @@ export class RecordPolicy {
       labels: set.labels,
       labelValues: set.values,
       key: set.key,
+      labelSetFolded: set.folded,
       bandedValues: banded.values,
       bandedKey: banded.key,
       outcome: m.outcome,
@@ -344,12 +369,20 @@ export class RecordPolicy {
   #set(provider: string, model: string, route: string, tenant: string | undefined): LabelSet {
     // The tenant only when the label is on (the resolver gives none otherwise).
     const t = this.#options.tenant === true ? (tenant ?? 'none') : undefined
-    const key = t === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${t}`
+    const key = labelKey(provider, model, route, t)
     let set = this.#sets.get(key)
     if (set === undefined) {
-      const values = t === undefined ? [provider, model, route] : [provider, model, route, t]
-      const banded = this.#options.lengthBandLabel ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
-      set = { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, banded }
+      // The overflow set (model and tenant `other`) is never counted against the budget; a set
+      // once admitted stays so, one once folded stays folded (the budget, once full, stays full).
+      const overflow = model === OTHER && (t === undefined || t === OTHER)
+      set =
+        overflow || this.#budget.admit(key)
+          ? labelSet(provider, model, route, t, false, this.#options.lengthBandLabel)
+          : labelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, this.#options.lengthBandLabel)
+      if (set.folded && !this.#folded) {
+        this.#folded = true
+        this.#options.onFirstFold?.()
+      }
       if (this.#sets.size >= LABEL_CACHE) this.#sets.clear()
       this.#sets.set(key, set)
     }

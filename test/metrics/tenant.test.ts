@@ -73,7 +73,7 @@ t.test('a scheme without credentials, an empty or blank key is no key, in every 
     t.equal(apiKeyOf({ authorization: auth }, '/'), undefined, `Authorization: ${auth.trim()} alone`)
   }
   t.equal(apiKeyOf({ authorization: 'Basic Og==' }, '/'), undefined, 'Basic with an empty user and password (base64 of ":")')
-  t.equal(apiKeyOf({ authorization: 'Basic ' + Buffer.from('me:pw').toString('base64') }, '/'), Buffer.from('me:pw').toString('base64'), 'Basic with credentials')
+  t.equal(apiKeyOf({ authorization: `Basic ${Buffer.from('me:pw').toString('base64')}` }, '/'), Buffer.from('me:pw').toString('base64'), 'Basic with credentials')
   t.equal(
     apiKeyOf({ authorization: 'AWS4-HMAC-SHA256 Credential=/20260101/us-east-1/bedrock/aws4_request, SignedHeaders=host, Signature=abc' }, '/'),
     undefined,
