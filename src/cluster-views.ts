@@ -213,13 +213,14 @@ export class ClusterViews {
   readonly #totals = new Map<number, number>()
   readonly #origin: number
 
-  constructor(options: { readonly stallSeconds: number; readonly origin?: number }) {
+  constructor(options: { readonly stallSeconds: number; readonly origin?: number; readonly startedAt?: number }) {
     this.#origin = options.origin ?? performance.timeOrigin
     const sessions = this.#sessions
     // The lookups of /debug/requests ask the workers, which keep the requests: none kept here.
     this.live = new LiveStore({
       recentRequests: 0,
       stallSeconds: options.stallSeconds,
+      startedAt: options.startedAt,
       realtimeOpen: {
         *[Symbol.iterator]() {
           for (const list of sessions.values()) yield* list

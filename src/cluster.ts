@@ -200,7 +200,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     },
     groupLabelFold(config, logger),
   )
-  const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds })
+  const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds, startedAt: monotonicNow() })
   let syncTimer: NodeJS.Timeout | undefined
   const sync = (): void => {
     askAll('inflight', undefined).then(

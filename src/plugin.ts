@@ -38,7 +38,7 @@ import { parseUpstream } from './proxy/upstream.ts'
 import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
 import type { Upstream } from './proxy/upstream.ts'
 import { buildSimulator } from './sim/sim-app.ts'
-import { DEFAULT_ENCODING_RULES, EncodingSelector } from './tokens/tokenizer.ts'
+import { DEFAULT_ENCODING_RULES, EncodingSelector, warmTokenizers } from './tokens/tokenizer.ts'
 
 /**
  * The Fastify plugin: `app.register(tokentap, options)` registers the proxy routes (`PREFIX`
@@ -112,6 +112,8 @@ function validatedConfig(options: TokentapOptions): Config {
 
 const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options) => {
   const config = validatedConfig(options)
+  // At registration, before any listener opens (server, each cluster worker, an embedding app).
+  warmTokenizers()
   const logger = options.logger ?? (app.log as unknown as Logger)
   const now = options.now ?? monotonicNow
   const native = nativeOptions(config.metrics.native_histograms)

@@ -51,6 +51,14 @@ t.test('a bad one-route setting names the flag, not the file key', async (t) => 
   t.match(parseCli(['--upstream', 'http://x', '--provider', 'nope'], {}), { kind: 'config-error', message: /--provider must be one of auto, anthropic, bedrock, cohere/ })
 })
 
+t.test('a wrong form says what the right one is: a URL with http:// or https://, a prefix with /', async (t) => {
+  t.same(parseCli(['--upstream', '127.0.0.1:18100'], {}), {
+    kind: 'config-error',
+    message: 'invalid configuration: --upstream has the wrong form: it must be a URL starting with http:// or https:// (e.g. http://127.0.0.1:18100)',
+  })
+  t.match(parseCli(['--upstream', 'http://x', '--prefix', 'openai'], {}), { kind: 'config-error', message: /--prefix has the wrong form: it must start with \/ \(e\.g\. \/openai\)/ })
+})
+
 t.test('--config loads the file, with flags over the environment over the file', async (t) => {
   const dir = t.testdir({ 'c.yaml': 'server: { port: 7000 }\nadmin: { port: 7001 }\nroutes: [{ prefix: /x, upstream: "http://127.0.0.1:1" }]\n' })
   const file = `${dir}/c.yaml`

@@ -12,8 +12,8 @@ import type { FastifyInstance } from 'fastify'
  * a bearer token; only the routes that check themselves (register-live.ts) take it.
  */
 
-/** Paths a probe must reach without a token (the kubelet has none). */
-const OPEN_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz'])
+/** Paths reached without a token: the probes (the kubelet has none) and the icon a browser asks for beside the page. */
+const OPEN_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/favicon.ico'])
 const COOKIE = 'tokentap_admin'
 
 /** Compares in constant time, so the answer's timing does not give the token away byte by byte. */

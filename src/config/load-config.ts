@@ -39,11 +39,22 @@ function keyOf(err: ErrorObject): string {
   return key || '(root)'
 }
 
+/** What a pattern of the schema asks for, in words (a pattern alone says only "the wrong form"). */
+const PATTERN_WORDS: Record<string, string> = {
+  '^https?://[^\\s/?#]+(/[^\\s?#]*)?$': 'must be a URL starting with http:// or https:// (e.g. http://127.0.0.1:18100)',
+  '^https?://[^\\s/?#]+/?$': 'must be a URL starting with http:// or https://, with no path (e.g. http://proxy.example:3128)',
+  '^/[^?#\\s]*$': 'must start with / (e.g. /openai), with no ?, # or space',
+  "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$": "must be a header name (letters, digits and !#$%&'*+.^_`|~-)",
+}
+
 function describe(err: ErrorObject): string {
   if (err.keyword === 'additionalProperties') return 'is not a known setting'
   if (err.keyword === 'required') return 'is required'
   if (err.keyword === 'enum') return `must be one of ${(err.params.allowedValues as unknown[]).join(', ')}`
-  if (err.keyword === 'pattern') return 'has the wrong form'
+  if (err.keyword === 'pattern') {
+    const words = PATTERN_WORDS[String(err.params.pattern)]
+    return words === undefined ? 'has the wrong form' : `has the wrong form: it ${words}`
+  }
   return err.message ?? 'is invalid'
 }
 

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net'
-import { Pool, buildConnector, errors } from 'undici'
+import { Client, Pool, buildConnector, errors } from 'undici'
 import type { Dispatcher } from 'undici'
 import { skipUnsolicitedContinue } from './unsolicited-continue.ts'
 
@@ -12,11 +12,51 @@ import { skipUnsolicitedContinue } from './unsolicited-continue.ts'
  *   connect and, for https, the TLS handshake, as undici's does, and fails with undici's
  *   `UND_ERR_CONNECT_TIMEOUT` error (mapped to TOKENTAP_ERR_UPSTREAM_CONNECT).
  * - Each connection skips an unsolicited `100 Continue` (unsolicited-continue.ts).
+ * - A connection that comes up with nothing to send is closed at once (`handOver`).
  * Through a forward proxy, undici's ProxyAgent opens the tunnel itself; `tunnelPoolFactory`
  * gives its pools the same two changes around that.
  */
 
 type Connector = ReturnType<typeof buildConnector>
+type ConnectCallback = Parameters<Connector>[1]
+
+/**
+ * The client a connection is being handed to, set by the client's 'connect' listener: undici's
+ * connect callback emits 'connect' and then starts the client's queued request, all within the
+ * callback's call, so nothing else runs in between.
+ */
+let handedTo: Client | undefined
+
+function watchedClient(origin: URL, options: object): Dispatcher {
+  const client = new Client(origin, options)
+  client.on('connect', () => {
+    handedTo = client
+  })
+  return client
+}
+
+/** undici's Pool with clients whose new connections upstreamConnector can check (the Agents' `factory`). */
+export function upstreamPool(origin: string | URL, options: Pool.Options): Dispatcher {
+  return new Pool(origin, { ...options, factory: watchedClient })
+}
+
+/**
+ * Hands a new connection to its client, and closes it when the client then has nothing to send.
+ * That is the connection undici opens again for a request the proxy aborted before its response
+ * head (the client left): it re-queues the aborted request, reconnects for it, then drops it
+ * (nodejs/undici#5845), and its Agent keeps the idle connection pooled, with no keep-alive timer
+ * to reap it, while any other connection to that origin is up. The client itself stays usable:
+ * a later request connects anew.
+ */
+function handOver(callback: ConnectCallback, socket: Socket): void {
+  handedTo = undefined
+  callback(null, socket as never)
+  const client = handedTo as Client | undefined
+  handedTo = undefined
+  if (client === undefined) return
+  const { running, pending } = client.stats
+  if (running === 0 && pending === 0) socket.destroy()
+}
 
 /** upstreamConnector's connectors: a pool that already connects through one needs no tunnel wrapper. */
 const direct = new WeakSet<Connector>()
@@ -32,8 +72,9 @@ export function upstreamConnector(options: buildConnector.BuildOptions & { reado
     let timer: NodeJS.Timeout | undefined
     const socket = connect(opts, (...args) => {
       clearTimeout(timer)
-      if (args[0] === null) skipUnsolicitedContinue(args[1])
-      callback(...args)
+      if (args[0] !== null) return callback(...args)
+      skipUnsolicitedContinue(args[1])
+      handOver(callback, args[1] as Socket)
     }) as Socket | undefined
     if (socket !== undefined && timeout > 0) {
       timer = setTimeout(() => socket.destroy(timeoutError(opts.hostname, opts.port, opts.protocol, timeout)), timeout)
@@ -55,7 +96,7 @@ export function tunnelPoolFactory(timeout: number): (origin: string | URL, optio
   return (origin, options) => {
     const tunnel = options.connect as Connector
     // EnvHttpProxyAgent hands the same factory to its agent for NO_PROXY hosts: those connect directly.
-    if (direct.has(tunnel)) return new Pool(origin, options)
+    if (direct.has(tunnel)) return upstreamPool(origin, options)
     const connect = ((opts, callback) => {
       let settled = false
       const timer =
@@ -73,10 +114,11 @@ export function tunnelPoolFactory(timeout: number): (origin: string | URL, optio
           return
         }
         settled = true
-        if (args[0] === null) skipUnsolicitedContinue(args[1])
-        callback(...args)
+        if (args[0] !== null) return callback(...args)
+        skipUnsolicitedContinue(args[1])
+        handOver(callback, args[1] as Socket)
       })
     }) as Connector
-    return new Pool(origin, { ...options, connect })
+    return upstreamPool(origin, { ...options, connect })
   }
 }

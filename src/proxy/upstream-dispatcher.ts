@@ -3,7 +3,7 @@ import { Agent, EnvHttpProxyAgent, ProxyAgent } from 'undici'
 import type { Dispatcher } from 'undici'
 import type { Config, RouteConfig, UpstreamTls } from '../config/schema.ts'
 import { TokentapError } from '../errors.ts'
-import { tunnelPoolFactory, upstreamConnector } from './upstream-connector.ts'
+import { tunnelPoolFactory, upstreamConnector, upstreamPool } from './upstream-connector.ts'
 
 /**
  * The undici dispatchers that reach the upstreams: one shared pool for every route that needs
@@ -33,6 +33,7 @@ function agentOptions(upstream: Config['upstream']): AgentOptions {
     bodyTimeout: 0,
     keepAliveTimeout: upstream.keep_alive_timeout_ms,
     pipelining: 1,
+    factory: upstreamPool,
   }
 }
 

@@ -127,7 +127,7 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
     socket.on('error', () => socket.destroy())
     const path = (req.url ?? '/').split('?')[0]
     if (path === '/v1/realtime') serveOpenAIRealtime(cfg, req, socket, () => seq++)
-    else if (/^\/ws\/google\.ai\.generativelanguage\.v1(alpha|beta)\.GenerativeService\.BidiGenerateContent$/.test(path)) serveGeminiLive(cfg, req, socket, () => seq++)
+    else if (/^\/ws\/google\.ai\.generativelanguage\.v1(alpha|beta)?\.GenerativeService\.BidiGenerateContent$/.test(path)) serveGeminiLive(cfg, req, socket, () => seq++)
     else socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
   })
   return app

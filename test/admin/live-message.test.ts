@@ -25,7 +25,16 @@ function finished(marks: [number, number][], tEnd: number, endedAt: number, over
 
 type Msg = {
   system: { inFlight: number; ok: number[]; error: number[]; cancelled: number[]; tokensPerSecond: number[]; total: Record<string, number> }
-  series: { route: string; model: string; ok: number[]; error: number[]; stalls: number[]; q: Record<string, (number | null)[]>; dist?: { zero: number; x: number[]; y: number[] } }[]
+  series: {
+    route: string
+    model: string
+    tokensPerSecond: number[]
+    ok: number[]
+    error: number[]
+    stalls: number[]
+    q: Record<string, (number | null)[]>
+    dist?: { zero: number; x: number[]; y: number[] }
+  }[]
   omittedSeries: number
   routes: {
     route: string
@@ -63,6 +72,30 @@ t.test('a finished request from a known schedule gives its exact figures', async
   t.equal(r.itlP99, 0.75, 'the stall split over its two tokens')
   const m = measure({ tReq: 1000, tEnd: 2800, tHeaders: 1010, statusCode: 200, failure: undefined, clientGone: false, chunks: log([[1100, 1]]), summary: {}, stallSeconds: 1 })
   t.equal(fromObservations(observationsOf(m, { id: 'x', concurrency: 3, tReq: 1000 })).endedAt, 2800, 'it ended at t_req + E2E')
+})
+
+t.test('tokens per second divide by the time each window covers: a minute after start, the 5- and 15-minute windows by 60 s', async (t) => {
+  // The collection began at 1,000 s; one request of 5 tokens ends 60 s later.
+  const start = 1_000_000
+  const stats = new LiveStats(undefined, start)
+  const r = finished(
+    [
+      [100, 1],
+      [200, 4],
+    ],
+    300,
+    start + 60_000,
+  )
+  stats.add(r)
+  const tokens = r.outputTokens ?? 0
+  t.equal(tokens, 5)
+  const r2 = (x: number): number => Math.round(x * 100) / 100
+  const m = build(stats, [], start + 60_000)
+  t.same(m.system.tokensPerSecond, [r2(tokens / 60), r2(tokens / 60), r2(tokens / 60)], 'every window covers the same minute (not 5/300 s in the 5-minute one)')
+  t.same(m.series[0].tokensPerSecond, [r2(tokens / 60), r2(tokens / 60), r2(tokens / 60)], 'and each series the same')
+  const later = build(stats, [], start + 240_000)
+  t.same(later.system.tokensPerSecond, [0, r2(tokens / 240), r2(tokens / 240)], 'four minutes in: the longer windows by 240 s')
+  t.same(build(new LiveStats(undefined, start), [], start).system.tokensPerSecond, [0, 0, 0], 'at the start: never a division by zero')
 })
 
 t.test('the message holds counts by outcome, window quantiles and the bands', async (t) => {

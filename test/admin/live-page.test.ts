@@ -4,6 +4,7 @@ import t from 'tap'
 import OpenAI from 'openai'
 import { openChromium } from '../helpers/browser.ts'
 import { startProxy, simPlan, simRoute } from '../helpers/proxy.ts'
+import { Received, VirtualClock, playSteps, rawCall, startHeldUpstream } from '../helpers/virtual-time.ts'
 
 /**
  * The live page in a real browser: Debian's Chromium, driven by playwright-core, loads the page
@@ -106,4 +107,64 @@ t.test('the live page shows the route card, the counts and the stall marker in C
   await second
   await page.waitForFunction(() => document.querySelector('[data-count="ok"]')?.textContent === '9', undefined, { timeout: 15_000 })
   t.same(errors, [], 'no script errors on the page')
+})
+
+t.test('the strip draws a stall in progress only when the server saw one: a 0.9 s gap is never red, a 1.5 s gap is', async (t) => {
+  const chromium = await openChromium(t)
+  if (chromium === undefined) return
+  const { page } = chromium
+  // The proxy's clock is virtual and stands still between steps: the server's gap stays exactly
+  // what the test set, while the browser's own clock runs on between the messages.
+  const clock = new VirtualClock(10_000)
+  const upstream = await startHeldUpstream((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    res.write('data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n')
+    res.end('data: [DONE]\n\n')
+  })
+  t.teardown(() => upstream.close())
+  const proxy = await startProxy({ metrics: { stall_seconds: 1 }, routes: [{ prefix: '/up', upstream: upstream.url, provider: 'openai' }] }, { now: clock.now })
+  t.teardown(() => proxy.close())
+  await page.goto(`${proxy.adminUrl}/`)
+  await page.waitForSelector('#conn[data-conn="open"]', { timeout: 15_000 })
+  const received = new Received()
+  const call = rawCall(received, `${proxy.url}/up/v1/chat/completions`, {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'gpt-4o', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+  })
+  // The head and the first chunk at 100 ms; the end is held.
+  await playSteps(clock, upstream, received, { times: [100, 5000], steps: 1 })
+  const redPixels = (): Promise<number> =>
+    page.evaluate(() => {
+      const c = document.querySelector('#strip') as HTMLCanvasElement
+      const d = (c.getContext('2d') as CanvasRenderingContext2D).getImageData(0, 0, c.width, c.height).data
+      let n = 0
+      for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && d[i] > 200 && d[i + 1] < 130 && d[i + 2] < 130) n++
+      return n
+    })
+  const messages = async (): Promise<number> => Number(await page.evaluate(() => document.body.dataset.messages ?? '0'))
+  clock.set(10_000 + 100 + 900)
+  // Samples of the strip (drawn every 100 ms) over three messages, each message 0.9 s after the chunk.
+  const until = (await messages()) + 3
+  let red = 0
+  let samples = 0
+  while ((await messages()) < until) {
+    red += await redPixels()
+    samples++
+    await page.waitForTimeout(50)
+  }
+  t.ok(samples > 3, `${samples} samples of the strip`)
+  t.equal(red, 0, 'no red on the strip while the gap is under stall_seconds')
+  clock.set(10_000 + 100 + 1500)
+  await page.waitForFunction(
+    () => {
+      const c = document.querySelector('#strip') as HTMLCanvasElement
+      const d = (c.getContext('2d') as CanvasRenderingContext2D).getImageData(0, 0, c.width, c.height).data
+      for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && d[i] > 200 && d[i + 1] < 130 && d[i + 2] < 130) return true
+      return false
+    },
+    undefined,
+    { timeout: 15_000 },
+  )
+  t.pass('a 1.5 s gap is drawn red')
+  call.abort()
 })

@@ -133,6 +133,9 @@ t.test('admin.token guards the live page, its events and the requests; a browser
   t.match(await js.text(), /uPlot/)
   t.equal((await fetch(`${base}/live/uplot.css`)).status, 200)
   t.equal((await fetch(`${base}/live/app.js`)).status, 200)
+  const icon = await fetch(`${base}/favicon.ico`)
+  t.equal(icon.status, 204, 'the icon a browser asks for is an empty answer, token or not, never a 404')
+  t.equal((await icon.arrayBuffer()).byteLength, 0)
 })
 
 t.test('the event stream carries the finished requests and closing the admin listener ends it', async (t) => {

@@ -1,3 +1,5 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import type { Socket } from 'node:net'
 import t from 'tap'
 import { startProxy } from '../helpers/proxy.ts'
 import { startUpstream } from '../helpers/upstream.ts'
@@ -124,4 +126,66 @@ t.test('clients that leave before the response headers leave no upstream connect
   await waitFor('every upstream connection to be closed', async () => (await openConnections(upstream.server)) === 0, 20_000)
   t.equal(upstream.aborted, N, 'each upstream request was aborted')
   t.pass(`no upstream connection is left open after ${N} clients left before the headers`)
+})
+
+t.test('a hundred clients that leave before the headers while another request is in flight leave only that request’s connection open', async (t) => {
+  // undici reconnects for each aborted request (nodejs/undici#5845) and its Agent closed that
+  // connection only when no other connection to the origin was up: beside one request in flight,
+  // each abort left an idle connection that no keep-alive timer reaps.
+  const upstream = await startUpstream(() => {
+    // Never answers: the request in flight stays, the others' clients leave while waiting.
+  })
+  t.teardown(() => upstream.close())
+  // The proxy's connections to this upstream as undici makes them (by port: an earlier test's
+  // agent may still be settling a connect to its own).
+  const port = new URL(upstream.url).port
+  const ours = (message: unknown): boolean => String((message as { connectParams: { port: string | number } }).connectParams.port) === port
+  const attempts = { made: 0, settled: 0 }
+  const open = new Set<Socket>()
+  const onAttempt = (message: unknown): void => {
+    if (ours(message)) attempts.made++
+  }
+  const onFailed = (message: unknown): void => {
+    if (ours(message)) attempts.settled++
+  }
+  const onConnected = (message: unknown): void => {
+    if (!ours(message)) return
+    attempts.settled++
+    const socket = (message as { socket: Socket }).socket
+    open.add(socket)
+    socket.once('close', () => open.delete(socket))
+  }
+  subscribe('undici:client:beforeConnect', onAttempt)
+  subscribe('undici:client:connectError', onFailed)
+  subscribe('undici:client:connected', onConnected)
+  t.teardown(() => {
+    unsubscribe('undici:client:beforeConnect', onAttempt)
+    unsubscribe('undici:client:connectError', onFailed)
+    unsubscribe('undici:client:connected', onConnected)
+  })
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url }], upstream: { keep_alive_timeout_ms: 600_000 } })
+  t.teardown(() => proxy.close())
+  const http = await import('node:http')
+  const send = () => {
+    const req = http.request(`${proxy.url}/up/v1/chat/completions`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json' } })
+    req.on('error', () => {})
+    req.end(chatBody('gpt-4o'))
+    return req
+  }
+  const inFlight = send()
+  t.teardown(() => inFlight.destroy())
+  await waitFor('the upstream to get the request in flight', () => upstream.requests.length === 1)
+  const N = 100
+  const leaving = Array.from({ length: N }, send)
+  await waitFor('the upstream to get every request', () => upstream.requests.length === N + 1, 20_000)
+  for (const req of leaving) req.destroy()
+  await proxy.waitForRequests(N)
+  // An aborted connection's close starts undici's reconnect in the same call: once every socket
+  // but one has closed and no connect is pending, nothing more is coming.
+  await waitFor('the proxy to hold one upstream connection, with no connect pending', () => open.size === 1 && attempts.made === attempts.settled, 20_000).catch((err: Error) => {
+    throw new Error(`${err.message}: ${open.size} open, ${attempts.made} connects made, ${attempts.settled} settled`)
+  })
+  await waitFor('the upstream to see the same', async () => (await openConnections(upstream.server)) === 1, 20_000)
+  t.equal(upstream.aborted, N, 'each upstream request was aborted')
+  t.equal(open.size, 1, `only the request in flight holds a connection (${attempts.made} were opened)`)
 })

@@ -118,6 +118,19 @@ t.test('with turn detection on, a commit starts a response by itself', async (t)
   await c.closed
 })
 
+t.test('the Gemini Live endpoint answers the v1 path (@google/genai 3.x) as well as v1alpha and v1beta', async (t) => {
+  const url = await sim(t, { ttft_ms: 5 })
+  for (const version of ['v1', 'v1alpha', 'v1beta']) {
+    const c = tapedClient(`${url}/ws/google.ai.generativelanguage.${version}.GenerativeService.BidiGenerateContent?key=k`)
+    await c.opened
+    c.ws.send(JSON.stringify({ setup: { model: 'models/x' } }))
+    await c.message(1)
+    t.same(JSON.parse(c.messages[0].data.toString()), { setupComplete: {} }, `${version}: setupComplete`)
+    c.ws.close(1000)
+    await c.closed
+  }
+})
+
 t.test('a Gemini Live session: setupComplete, a text turn in binary frames, turnComplete with usage; a client turn interrupts', async (t) => {
   const url = await sim(t, { ttft_ms: 5 })
   const c = tapedClient(`${url}/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent?key=k`)

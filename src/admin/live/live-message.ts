@@ -264,7 +264,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       error: counts(s.requests.error),
       cancelled: counts(s.requests.cancelled),
       total: { ok: s.requests.ok.total, error: s.requests.error.total, cancelled: s.requests.cancelled.total },
-      tokensPerSecond: WINDOW_SECONDS.map((sec, w) => r2(s.tokens.sum(w, now) / sec)),
+      tokensPerSecond: WINDOW_SECONDS.map((sec, w) => r2(s.tokens.sum(w, now) / stats.covered(sec, now))),
       stalls: counts(s.stalls),
       q,
       ...(i < MAX_DISTRIBUTIONS ? { dist: distribution(s.sketches.itl, now) } : {}),
@@ -331,7 +331,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     stallSeconds,
     system: {
       inFlight,
-      tokensPerSecond: WINDOW_SECONDS.map((sec, w) => r2(stats.tokens.sum(w, now) / sec)),
+      tokensPerSecond: WINDOW_SECONDS.map((sec, w) => r2(stats.tokens.sum(w, now) / stats.covered(sec, now))),
       ok: counts(stats.requests.ok),
       error: counts(stats.requests.error),
       cancelled: counts(stats.requests.cancelled),

@@ -132,9 +132,17 @@ export class LiveStats {
   #seq = 0
   /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
   ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[]; readonly fifths: readonly (readonly Series[])[] } | undefined
+  /** When these figures began to be collected (ms, the clock of `now`): a window is covered only since. */
+  readonly startedAt: number
 
-  constructor(maxSeries = MAX_SERIES) {
+  constructor(maxSeries = MAX_SERIES, startedAt = Number.NEGATIVE_INFINITY) {
     this.#maxSeries = maxSeries
+    this.startedAt = startedAt
+  }
+
+  /** Seconds of a `seconds`-long window ending at `now` that were collected (at least 1): a rate's divisor. */
+  covered(seconds: number, now: number): number {
+    return Math.max(1, Math.min(seconds, (now - this.startedAt) / 1000))
   }
 
   add(r: FinishedRequest): void {

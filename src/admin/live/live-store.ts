@@ -18,8 +18,15 @@ export class LiveStore {
   /** Realtime (WebSocket) sessions: open, finished, and their responses. */
   readonly realtime: RealtimeLive
 
-  constructor(options: { readonly recentRequests: number; readonly stallSeconds: number; readonly maxSeries?: number; readonly realtimeOpen?: Iterable<OpenSession> }) {
-    this.stats = new LiveStats(options.maxSeries)
+  constructor(options: {
+    readonly recentRequests: number
+    readonly stallSeconds: number
+    readonly maxSeries?: number
+    readonly realtimeOpen?: Iterable<OpenSession>
+    /** When the process began collecting (its clock): a window's rates divide by the time it covers since. */
+    readonly startedAt?: number
+  }) {
+    this.stats = new LiveStats(options.maxSeries, options.startedAt)
     this.recent = new RecentRequests(options.recentRequests)
     this.stallSeconds = options.stallSeconds
     // A session keeps up to 50 responses: fewer of them are kept than requests.

@@ -214,9 +214,10 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         ctx.fillStyle = r.k[j] > 1 ? '#b38cff' : '#6cb6ff'
         ctx.fillRect(px, mid - h / 2, 1.5, h)
       }
-      // A stall in progress: from the last chunk to now.
+      // A stall in progress, as the server knew it when it built the message (its clock against
+      // the last content chunk): never the browser's clock, which runs on between messages.
       var lastT = prev === null ? r.t0 : prev
-      if (!r.ended && sNow - lastT > stallMs) {
+      if (!r.ended && r.gap > stallMs) {
         ctx.fillStyle = 'rgba(255,92,92,.5)'
         ctx.fillRect(Math.max(LABEL, x(lastT)), y + 3, x(sNow) - Math.max(LABEL, x(lastT)), ROW - 6)
       }

@@ -157,6 +157,8 @@ export function registerLive(admin: FastifyInstance, state: LiveState): void {
     }
     return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(PAGE_HTML)
   })
+  // Browsers ask for it beside the page: an empty answer, not a 404 in their console.
+  admin.get('/favicon.ico', async (_request, reply) => reply.code(204).header('cache-control', 'max-age=86400').send())
   admin.get('/live/app.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').send(PAGE_SCRIPT))
   admin.get('/live/uplot.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().js))
   admin.get('/live/uplot.css', async (_request, reply) => reply.type('text/css; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().css))
