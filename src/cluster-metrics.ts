@@ -19,9 +19,11 @@ import type { MetricsSource } from './metrics/source.ts'
  * families afresh for every scrape, merges every worker's state into them (HistogramCore#merge:
  * bucket by bucket, the exponential buckets at the lower schema of the two, so merging equals
  * observing in one process) and renders them with the families' own exposition, OpenMetrics and
- * exemplars included. prom-client's process metrics are summed with its AggregatorRegistry.
- * A worker that dies leaves its llm_ counters and histograms behind (`retire`), so no sum ever
- * goes down (a drop would read as a counter reset).
+ * exemplars included. prom-client's process metrics are summed with its AggregatorRegistry, the
+ * primary's own included (the group's CPU and memory). A worker that dies leaves its counters and
+ * histograms behind (`retire`), its process CPU and GC ones too, so no sum ever goes down (a drop
+ * would read as a counter reset); what the primary records itself of a dead worker's requests in
+ * flight (cluster-progress.ts) is merged like a worker's.
  */
 
 /** One HistogramCore's figures, as the structured clone of the cluster channel carries them. */
@@ -67,6 +69,18 @@ export interface WorkerMetrics {
   readonly families: readonly FamilyState[]
   /** prom-client's process metrics, summed by AggregatorRegistry. */
   readonly process: readonly MetricJson[]
+  /** The last progress batch the worker sent before taking this state (cluster-progress.ts): the requests ended in it and before are counted here. */
+  readonly progress?: number
+}
+
+/** What the primary adds to its workers' sums besides them. */
+export interface ClusterMetricsOptions {
+  /** Families the primary records itself (a dead worker's requests in flight, cluster-progress.ts). */
+  readonly own?: readonly OwnMetric[]
+  /** The primary's own prom-client process metrics: the group's CPU and memory include it. */
+  readonly processJson?: () => Promise<MetricJson[]>
+  /** A worker's report is now the one kept for it (what its death would leave). */
+  readonly onReport?: (workerId: number, report: WorkerMetrics) => void
 }
 
 function coreState(core: HistogramCore): CoreState {
@@ -201,8 +215,32 @@ export class MergedFamilies {
 const NEWLINE = Buffer.from('\n')
 const EOF = Buffer.from('# EOF\n')
 
-/** Only what keeps counting: a dead worker's llm_ counters and histograms, not its gauges. */
-const retainable = (f: FamilyState): boolean => f.name.startsWith('llm_') && (f.type === 'counter' || f.type === 'histogram')
+/** Only what keeps counting: a dead worker's counters and histograms, not its gauges. */
+const retainable = (f: { readonly type: string }): boolean => f.type === 'counter' || f.type === 'histogram'
+
+/** A prom-client sample's identity within its family: its own name and labels. */
+const sampleKey = (v: MetricJson['values'][number]): string => `${v.metricName ?? ''}\u0000${JSON.stringify(v.labels)}`
+
+/**
+ * `from`'s counters and histograms added into `into` (prom-client's JSON form, sample by
+ * sample), synchronously: a dead worker's process counters stay in the sums as its llm_ ones do.
+ */
+function addProcessCounters(into: readonly MetricJson[], from: readonly MetricJson[]): MetricJson[] {
+  const out = new Map(into.map((f) => [f.name, f]))
+  for (const f of from) {
+    if (!retainable(f)) continue
+    const prev = out.get(f.name)
+    const values = new Map((prev?.values ?? []).map((v) => [sampleKey(v), { ...v }]))
+    for (const v of f.values) {
+      const key = sampleKey(v)
+      const had = values.get(key)
+      if (had === undefined) values.set(key, { ...v })
+      else values.set(key, { ...had, value: had.value + v.value })
+    }
+    out.set(f.name, { ...(prev ?? f), values: [...values.values()] })
+  }
+  return [...out.values()]
+}
 
 /**
  * The primary's MetricsSource: `collect()` asks every live worker for its state (cluster.ts);
@@ -217,16 +255,30 @@ export class ClusterMetrics implements MetricsSource {
   #retired: FamilyState[] = []
   /** Workers retired: a report of theirs that arrives later is not used (its older one is in #retired). */
   readonly #dead = new Set<number>()
+  /** What dead workers' processes counted (CPU seconds, GC), summed. */
+  #retiredProcess: MetricJson[] = []
+  readonly #options: ClusterMetricsOptions
 
-  constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>) {
+  constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>, options: ClusterMetricsOptions = {}) {
     this.#collect = collect
+    this.#options = options
   }
 
-  /** The families of these reports and of the dead workers, merged. */
+  /** The families of these reports, of the dead workers and of the primary's own, merged. */
   merged(reports: readonly WorkerMetrics[]): MergedFamilies {
     const families = new MergedFamilies()
     for (const r of reports) families.merge(r.families)
-    return families.merge(this.#retired)
+    families.merge(this.#retired)
+    if (this.#options.own !== undefined) families.merge(this.#options.own.map(familyState))
+    return families
+  }
+
+  /** The process metrics of the live workers, the dead ones' counters, and the primary's own, aggregated. */
+  async #processMetrics(reports: readonly WorkerMetrics[]): Promise<ReturnType<typeof AggregatorRegistry.aggregate>> {
+    const all = reports.map((r) => r.process)
+    if (this.#retiredProcess.length > 0) all.push(this.#retiredProcess)
+    if (this.#options.processJson !== undefined) all.push(await this.#options.processJson())
+    return AggregatorRegistry.aggregate(all as never)
   }
 
   /**
@@ -239,6 +291,7 @@ export class ClusterMetrics implements MetricsSource {
     this.#last.delete(workerId)
     if (last === undefined) return
     this.#retired = new MergedFamilies().merge(this.#retired).merge(last.families.filter(retainable)).states()
+    this.#retiredProcess = addProcessCounters(this.#retiredProcess, last.process)
   }
 
   /** Every live worker's report, minus those of workers that died while the scrape waited. */
@@ -251,6 +304,7 @@ export class ClusterMetrics implements MetricsSource {
       const id = answered.workerIds[i]
       if (this.#dead.has(id)) return
       this.#last.set(id, r)
+      this.#options.onReport?.(id, r)
       reports.push(r)
     })
     return reports
@@ -264,7 +318,7 @@ export class ClusterMetrics implements MetricsSource {
       // OpenMetrics allows no blank lines between families.
       if (!openMetrics) out.push(NEWLINE)
     }
-    const processMetrics = AggregatorRegistry.aggregate(reports.map((r) => r.process as never))
+    const processMetrics = await this.#processMetrics(reports)
     if (openMetrics) {
       out.push(Buffer.from(promClientToOpenMetrics((await processMetrics.getMetricsAsJSON()) as unknown as PromClientMetric[])))
       out.push(EOF)
@@ -279,7 +333,7 @@ export class ClusterMetrics implements MetricsSource {
     const reports = await this.#reports()
     const out: Buffer[] = []
     for (const m of this.merged(reports).metrics) for (const b of m.protobufChunks()) out.push(b)
-    const processMetrics = AggregatorRegistry.aggregate(reports.map((r) => r.process as never))
+    const processMetrics = await this.#processMetrics(reports)
     out.push(promClientToProtobuf((await processMetrics.getMetricsAsJSON()) as unknown as PromClientMetric[]))
     yield out
   }

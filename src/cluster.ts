@@ -14,6 +14,9 @@ import { snapshotStreams } from './admin/debug-streams.ts'
 import type { StreamsSnapshot } from './admin/debug-streams.ts'
 import { ClusterMetrics, familyState } from './cluster-metrics.ts'
 import type { WorkerMetrics } from './cluster-metrics.ts'
+import { OrphanRecorder, PROGRESS_MS, ProgressMirror, WorkerProgress } from './cluster-progress.ts'
+import type { ProgressBatch } from './cluster-progress.ts'
+import { MetricsRegistry } from './metrics/registry.ts'
 import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
 import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
@@ -36,6 +39,7 @@ const ClusterMessage = {
   ask: 'tokentap:ask',
   answer: 'tokentap:answer',
   live: 'tokentap:live',
+  progress: 'tokentap:progress',
   listening: 'tokentap:listening',
 } as const
 
@@ -102,10 +106,16 @@ export function serveWorker(app: TokentapApp): void {
   const views = new WorkerViews((batch: LiveBatch) => send({ type: ClusterMessage.live, batch }))
   tt.live.onAdd(views.finished)
   tt.realtime.listen(views.realtime)
+  const progress = new WorkerProgress(tt.active, (batch: ProgressBatch) => send({ type: ClusterMessage.progress, batch }))
+  setInterval(() => progress.flush(), PROGRESS_MS).unref()
   const answer = async (what: Question, arg: unknown): Promise<unknown> => {
     switch (what) {
-      case 'metrics':
-        return { families: tt.registry.families.map(familyState), process: await tt.registry.processJson() } satisfies WorkerMetrics
+      case 'metrics': {
+        // The batch first, then the state in the same turn: every request ended in it or before is counted in this state.
+        const seq = progress.flush()
+        const families = tt.registry.families.map(familyState)
+        return { families, process: await tt.registry.processJson(), progress: seq } satisfies WorkerMetrics
+      }
       case 'streams':
         return snapshotStreams(tt.active, tt.now())
       case 'request':
@@ -186,13 +196,37 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     return out
   }
 
-  const metrics = new ClusterMetrics(async () => {
-    const live = workers()
-    // Any worker failing fails the scrape: a partial sum would read as counter resets.
-    const reports = await Promise.all(live.map((w) => ask(w, 'metrics', undefined, METRICS_TIMEOUT_MS)))
-    return { reports, workerIds: live.map((w) => w.id) }
-  })
   const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds })
+  // What each worker has in flight, and the primary's own recording of a dead worker's requests.
+  const progress = new ProgressMirror()
+  const orphans = new OrphanRecorder(config, logger, views.live)
+  const own = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
+  const metrics = new ClusterMetrics(
+    async () => {
+      const live = workers()
+      const answers = await Promise.allSettled(live.map((w) => ask(w, 'metrics', undefined, METRICS_TIMEOUT_MS)))
+      const reports: WorkerMetrics[] = []
+      const workerIds: number[] = []
+      answers.forEach((a, i) => {
+        if (a.status === 'fulfilled') {
+          reports.push(a.value)
+          workerIds.push(live[i].id)
+        } else if (!live[i].isDead()) {
+          // A live worker failing fails the scrape: a partial sum would read as counter resets.
+          throw a.reason
+        }
+        // One that exited meanwhile is in the sums through what it left (ClusterMetrics#retire).
+      })
+      return { reports, workerIds }
+    },
+    {
+      own: orphans.metrics.all(),
+      processJson: () => own.processJson(),
+      onReport: (workerId, report) => {
+        if (report.progress !== undefined) progress.covered(workerId, report.progress)
+      },
+    },
+  )
   let syncTimer: NodeJS.Timeout | undefined
   const sync = (): void => {
     askAll('inflight', undefined).then(
@@ -236,7 +270,15 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   function fork(): void {
     const worker = cluster.fork({ [CONFIG_ENV]: JSON.stringify(config) })
     const started = Date.now()
-    worker.on('message', (msg: { type?: unknown; port?: unknown; batch?: LiveBatch }) => {
+    worker.on('message', (msg: { type?: unknown; port?: unknown; batch?: unknown }) => {
+      if (msg?.type === ClusterMessage.progress) {
+        try {
+          progress.onBatch(msg.batch as ProgressBatch, worker.id)
+        } catch (err) {
+          logger.error({ err, worker: worker.id }, 'a worker’s progress batch could not be read')
+        }
+        return
+      }
       if (msg?.type === ClusterMessage.live) {
         try {
           views.onMessage(msg.batch as LiveBatch, worker.id)
@@ -266,7 +308,13 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     })
     worker.on('exit', (code, signal) => {
       listening.delete(worker.id)
+      // In one turn: its last report's counts kept, and every request of it no kept report counts recorded once.
       metrics.retire(worker.id)
+      const lost = progress.exited(worker.id, monotonicNow())
+      if (lost.length > 0) {
+        orphans.record(lost, signal ?? `exit code ${code}`)
+        logger.error({ worker: worker.id, pid: worker.process.pid, requests: lost.length }, 'worker exited with requests in flight: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)')
+      }
       views.workerGone(worker.id)
       if (stopping) return
       crashes = Date.now() - started < CRASH_WINDOW_MS ? crashes + 1 : 0
