@@ -12,7 +12,7 @@ import { buildAdmin } from './admin/admin.ts'
 import type { AdminState } from './admin/admin.ts'
 import { snapshotStreams } from './admin/debug-streams.ts'
 import type { StreamsSnapshot } from './admin/debug-streams.ts'
-import { ClusterMetrics, familyState } from './cluster-metrics.ts'
+import { ClusterMetrics, StateReporter } from './cluster-metrics.ts'
 import type { WorkerMetrics } from './cluster-metrics.ts'
 import { OrphanRecorder, PROGRESS_MS, ProgressMirror, WorkerProgress } from './cluster-progress.ts'
 import type { ProgressBatch } from './cluster-progress.ts'
@@ -45,7 +45,8 @@ const ClusterMessage = {
 
 /** What the primary asks a worker, and what the worker answers. */
 interface Questions {
-  metrics: { arg: undefined; answer: WorkerMetrics }
+  /** The number of the worker's last report the primary applied: the answer is what changed since (StateReporter). */
+  metrics: { arg: number | undefined; answer: WorkerMetrics }
   streams: { arg: undefined; answer: StreamsSnapshot }
   request: { arg: string; answer: Record<string, unknown> | null }
   inflight: { arg: undefined; answer: InFlightDelta }
@@ -107,14 +108,15 @@ export function serveWorker(app: TokentapApp): void {
   tt.live.onAdd(views.finished)
   tt.realtime.listen(views.realtime)
   const progress = new WorkerProgress(tt.active, (batch: ProgressBatch) => send({ type: ClusterMessage.progress, batch }))
+  const reporter = new StateReporter()
   setInterval(() => progress.flush(), PROGRESS_MS).unref()
   const answer = async (what: Question, arg: unknown): Promise<unknown> => {
     switch (what) {
       case 'metrics': {
         // The batch first, then the state in the same turn: every request ended in it or before is counted in this state.
         const seq = progress.flush()
-        const families = tt.registry.families.map(familyState)
-        return { families, process: await tt.registry.processJson(), progress: seq } satisfies WorkerMetrics
+        const state = reporter.report(tt.registry.families, arg as number | undefined)
+        return { ...state, process: await tt.registry.processJson(), progress: seq } satisfies WorkerMetrics
       }
       case 'streams':
         return snapshotStreams(tt.active, tt.now())
@@ -204,7 +206,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   const metrics = new ClusterMetrics(
     async () => {
       const live = workers()
-      const answers = await Promise.allSettled(live.map((w) => ask(w, 'metrics', undefined, METRICS_TIMEOUT_MS)))
+      const answers = await Promise.allSettled(live.map((w) => ask(w, 'metrics', metrics.applied(w.id), METRICS_TIMEOUT_MS)))
       const reports: WorkerMetrics[] = []
       const workerIds: number[] = []
       answers.forEach((a, i) => {
