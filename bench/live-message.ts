@@ -77,7 +77,7 @@ function request(i: number, endedAt: number): FinishedRequest {
     route,
     provider: 'openai',
     model,
-    outcome: rand() < 0.97 ? 'ok' : 'error',
+    ...(rand() < 0.97 ? { outcome: 'ok', errorType: 'none' } : { outcome: 'error', errorType: 'stream_error' }),
     statusCode: 200,
     ttft,
     ttfot: ttft,
@@ -94,6 +94,7 @@ function request(i: number, endedAt: number): FinishedRequest {
     chunks: n + 1,
     gaps: { count: n, seconds: gapSeconds, tokens: gapTokens, times: new Float64Array(n).fill(1) },
     lengthBand: lengthBandOf(n + 1),
+    inputLengthBand: i % 6,
     concurrency: 1 + Math.floor(rand() * 100),
     endedAt,
   }

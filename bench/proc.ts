@@ -227,6 +227,8 @@ export async function startTokentap(
     extraRoutes?: readonly { prefix: string; upstream: string }[]
     /** The OTLP export on, to `endpoint` every `intervalMs` (the config's `otel:` keys). */
     otel?: { endpoint: string; intervalMs: number }
+    /** Spans on (`otel.traces`, default sampling), exported to `endpoint`. */
+    traces?: { endpoint: string }
     /** A command that runs the process (`valgrind --tool=callgrind …`); see `wrapped`. */
     wrap?: readonly string[]
   },
@@ -241,7 +243,7 @@ server: { host: 127.0.0.1, port: ${port} }
 admin: { host: 127.0.0.1, port: ${adminPort} }
 limits: { max_models_per_route: ${opts.maxModels} }
 log: { level: info }
-${opts.otel === undefined ? '' : `otel: { endpoint: "${opts.otel.endpoint}", interval_ms: ${opts.otel.intervalMs} }\n`}routes:
+${opts.otel === undefined ? '' : `otel: { endpoint: "${opts.otel.endpoint}", interval_ms: ${opts.otel.intervalMs} }\n`}${opts.traces === undefined ? '' : `otel: { traces: { endpoint: "${opts.traces.endpoint}" } }\n`}routes:
   - prefix: /t
     upstream: http://127.0.0.1:${simPort}
     provider: openai

@@ -17,7 +17,7 @@ import type { Job, StreamResult } from './load-client.ts'
 import { startLongUpstream } from './long-upstream.ts'
 import type { LongUpstream } from './long-upstream.ts'
 import { NGINX_HINT, findNginx, startNginx } from './nginx.ts'
-import { OTEL_RATIO_TARGET, describeOtel, otelPhase } from './otel-phase.ts'
+import { OTEL_RATIO_TARGET, TRACES_RATIO_TARGET, describeOtel, otelPhase } from './otel-phase.ts'
 import type { OtelPhaseResult } from './otel-phase.ts'
 import { bucketCount, bucketDiff, bucketQuantile, scrapeOverhead } from './overhead.ts'
 import { PORTKEY_HINT, ensurePortkey, portkeyHeaders, startPortkey } from './portkey.ts'
@@ -54,6 +54,7 @@ import type { TargetRow } from './verdict.ts'
  * - `otel`: the OTel round (bench/otel-phase.ts); `--otel-interval-ms N` sets its export period
  *   (default 1000), `--otel-cpu-prof DIR` has both processes of each round write a CPU profile
  *   (DIR/off-R, DIR/on-R), `--otel-control` runs it with the export off in both processes;
+ * - `traces`: the same round with spans on (`otel.traces` at its default sampling) instead of the metrics;
  * - `scrape`: the /metrics phase at its scales (bench/scrape-phase.ts);
  * - `growth`: how the cost grows (also writes bench/results/growth.svg);
  * - `cluster-scrape`: the cluster primary's /metrics against one process's (bench/cluster-scrape.ts);
@@ -70,7 +71,7 @@ const argOf = (name: string): string | undefined => {
   return i < 0 ? undefined : process.argv[i + 1]
 }
 const ONLY = process.argv.includes('--instructions') ? 'instructions' : argOf('--only')
-const ONLY_PHASES = ['cpu-short', 'otel', 'scrape', 'growth', 'instructions', 'cluster-scrape'] as const
+const ONLY_PHASES = ['cpu-short', 'otel', 'traces', 'scrape', 'growth', 'instructions', 'cluster-scrape'] as const
 type OnlyPhase = (typeof ONLY_PHASES)[number]
 if (ONLY !== undefined && !(ONLY_PHASES as readonly string[]).includes(ONLY)) throw new Error(`--only takes ${ONLY_PHASES.join(', ')}, not ${ONLY}`)
 const OTEL_PROF = argOf('--otel-cpu-prof')
@@ -271,6 +272,31 @@ function runOtelPhase(simPort: number, log: (s: string) => void): Promise<OtelPh
     warmRequests: P.otelWarmRequests,
     intervalMs: P.otelIntervalMs,
     control: OTEL_CONTROL,
+    cpuProfDir: OTEL_PROF === undefined ? undefined : resolve(OTEL_PROF),
+    log,
+  })
+}
+
+const tracesTargetName = `spans on (otel.traces at the default sampling, OTLP/HTTP protobuf): CPU per short request ≤ ${TRACES_RATIO_TARGET} × off`
+const tracesMethod =
+  'the OTel round with the "on" process exporting spans (otel.traces at its default sampling: errors, stalls, SLO misses and slow requests kept, 10 % of the rest, batched every 5 s to a sink in the bench process) instead of the metrics'
+
+/** The OTel round with spans on instead of the metrics (issue 38). */
+function runTracesPhase(simPort: number, log: (s: string) => void): Promise<OtelPhaseResult> {
+  log(`traces round: ${P.otelRounds} × ${P.otelRequests} requests of ${P.shortChunks} content chunks, ${P.shortConcurrency} at a time, through tokentap with spans off and on at once`)
+  return otelPhase({
+    job,
+    dist: DIST,
+    simPort,
+    maxModels: 100,
+    chunks: P.shortChunks,
+    requests: P.otelRequests,
+    concurrency: P.shortConcurrency,
+    rounds: P.otelRounds,
+    warmRequests: P.otelWarmRequests,
+    intervalMs: P.otelIntervalMs,
+    control: OTEL_CONTROL,
+    signal: 'traces',
     cpuProfDir: OTEL_PROF === undefined ? undefined : resolve(OTEL_PROF),
     log,
   })
@@ -503,6 +529,8 @@ async function only(which: OnlyPhase): Promise<void> {
     otel = await runOtelPhase(sim.port, log)
   }
   if (which === 'otel') otel = await runOtelPhase(sim.port, log)
+  let traces: OtelPhaseResult | undefined
+  if (which === 'traces') traces = await runTracesPhase(sim.port, log)
   if (which === 'instructions') {
     inputs.instructions = await runInstructions(sim.port, dir, log)
     shortTargets(inputs, list)
@@ -545,6 +573,10 @@ async function only(which: OnlyPhase): Promise<void> {
     list.T(otelTargetName(), describeOtel(otel), otel.met)
     method.otel = otelMethod
   }
+  if (traces !== undefined) {
+    list.T(tracesTargetName, describeOtel(traces), traces.met)
+    method.traces = tracesMethod
+  }
   const result = {
     date: new Date().toISOString(),
     quick: QUICK,
@@ -554,6 +586,7 @@ async function only(which: OnlyPhase): Promise<void> {
     method: { ...method, verdict: VERDICT_RULE },
     ...out,
     otel_short_requests: otel,
+    traces_short_requests: traces,
     targets: list.targets,
     floors: floors.targets,
     seconds: round((performance.now() - t0) / 1000, 0),

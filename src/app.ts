@@ -6,6 +6,7 @@ import type { Config } from './config/schema.ts'
 import { createLogger } from './logger.ts'
 import { buildAdmin } from './admin/admin.ts'
 import type { AdminState } from './admin/admin.ts'
+import { lingerForScrape } from './admin/linger.ts'
 import { LiveStore } from './admin/live/live-store.ts'
 import { listenerTlsOptions } from './listener-tls.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
@@ -74,6 +75,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // The admin instance reads the service's state (draining, in flight, live figures) as it changes.
   const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin(adminView(state, live)) })
   app.addHook('onClose', async () => {
+    // After a drain (server.ts), the last streams' figures wait for one more scrape.
+    if (state.draining) await lingerForScrape(state.registry, config.server.drain_linger_seconds, logger)
     await service.admin.close()
   })
   return Object.assign(app, { tokentap: service })

@@ -4,6 +4,8 @@ import { CollectedGauge } from './metrics/gauge.ts'
 import { Histogram } from './metrics/histogram.ts'
 import type { Exemplar, NativeOptions } from './metrics/histogram.ts'
 import { HistogramCore } from './metrics/histogram-core.ts'
+import { FOLDED_FAMILY } from './metrics/label-fold.ts'
+import type { FoldPass, GroupLabelFold, SeriesMapper } from './metrics/label-fold.ts'
 import type { MetricJson } from './metrics/metric.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
 import type { OwnMetric, ProcessSource } from './metrics/registry.ts'
@@ -75,6 +77,8 @@ export interface ClusterMetricsOptions {
   readonly processJson?: () => Promise<MetricJson[]>
   /** A worker's report is now the one kept for it (what its death would leave). */
   readonly onReport?: (workerId: number, report: WorkerMetrics) => void
+  /** The group's label caps (label-fold.ts), applied to every series as it is merged; none: labels as the workers sent them. */
+  readonly fold?: GroupLabelFold
 }
 
 function coreState(core: HistogramCore): CoreState {
@@ -202,12 +206,14 @@ class MergedFamily {
     }
   }
 
-  merge(state: FamilyState): void {
+  /** `fold`: the group's label caps, mapping each series' labels before it is added (label-fold.ts). */
+  merge(state: FamilyState, fold?: SeriesMapper): void {
     const m = this.metric
     for (const s of state.series) {
+      const labels = fold === undefined ? s.labels : fold(s.labels, s.value)
       if (m instanceof Histogram) {
         if (s.core === undefined) continue
-        const series = m.labels(...s.labels)
+        const series = m.labels(...labels)
         series.core.merge(coreFromState(s.core, series.core.bounds))
         if (s.exemplars !== undefined) {
           series.exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
@@ -215,13 +221,13 @@ class MergedFamily {
         }
       } else if (m instanceof Counter) {
         // Made even at 0, as in the worker: the series is there for rate() to see.
-        m.labels(...s.labels).inc(s.value ?? 0)
+        m.labels(...labels).inc(s.value ?? 0)
       } else {
-        const key = s.labels.join('\u0000')
+        const key = labels.join('\u0000')
         const g = this.#gauge.get(key)
-        if (g === undefined) this.#gauge.set(key, { labels: s.labels, value: s.value ?? 0 })
+        if (g === undefined) this.#gauge.set(key, { labels, value: s.value ?? 0 })
         else g.value += s.value ?? 0
-        m.touch(s.labels)
+        m.touch(labels)
       }
     }
   }
@@ -230,6 +236,12 @@ class MergedFamily {
 /** Families merged from states, in the order they first came. */
 export class MergedFamilies {
   readonly #families = new Map<string, MergedFamily>()
+  readonly #fold: FoldPass | undefined
+
+  /** `fold`: the group's label caps for this merge (GroupLabelFold#pass); none keeps every label as it came. */
+  constructor(fold?: FoldPass) {
+    this.#fold = fold
+  }
 
   merge(states: readonly FamilyState[]): this {
     for (const state of states) {
@@ -238,9 +250,15 @@ export class MergedFamilies {
         f = new MergedFamily(state)
         this.#families.set(state.name, f)
       }
-      f.merge(state)
+      f.merge(state, this.#fold?.family(state.name, state.labelNames))
     }
     return this
+  }
+
+  /** The merged counter family `name`, when a worker reported it. */
+  counter(name: string): Counter | undefined {
+    const m = this.#families.get(name)?.metric
+    return m instanceof Counter ? m : undefined
   }
 
   get metrics(): OwnMetric[] {
@@ -283,10 +301,22 @@ function addProcessCounters(into: readonly MetricJson[], from: readonly MetricJs
 /** Contributors besides the workers: what dead workers left, summed, and the primary's own families. */
 const DEAD = -1
 const OWN = 0
+/** The requests the primary's fold moved into an overflow set, in FOLDED_FAMILY. */
+const FOLD = -2
+
+const foldedTotal = (pass: FoldPass | undefined): number => {
+  let n = 0
+  for (const f of pass?.foldedRequests.values() ?? []) n += f.count
+  return n
+}
 
 /** One contributor's part of a merged series. */
 interface Part {
   readonly from: number
+  /** The series' labels as its contributor sent them (the group's fold may merge several into one). */
+  readonly raw: string
+  /** Requests of llm_requests_total the group's budget folded into this series (they count in FOLDED_FAMILY). */
+  readonly folded?: number
   readonly core?: HistogramCore
   exemplars?: readonly (Exemplar | undefined)[]
   value?: number
@@ -327,35 +357,82 @@ class LiveFamily {
     }
   }
 
-  /** A contributor's series; with `full` (and always for a gauge) its parts not in `state` go. */
-  apply(from: number, state: FamilyState, full: boolean): void {
+  /**
+   * A contributor's series, mapped by the group's fold (`fold`); with `full` (and always for a
+   * gauge) its parts not in `state` go. `pass` tells which requests the budget folded.
+   */
+  apply(from: number, state: FamilyState, full: boolean, fold?: SeriesMapper, pass?: FoldPass): void {
     const dirty = new Set<string>()
     if (full || this.metric.type === 'gauge') {
       for (const [key, slot] of this.#slots) {
-        const i = slot.parts.findIndex((p) => p.from === from)
-        if (i < 0) continue
-        slot.parts.splice(i, 1)
-        dirty.add(key)
+        const before = slot.parts.length
+        for (let i = slot.parts.length - 1; i >= 0; i--) if (slot.parts[i].from === from) slot.parts.splice(i, 1)
+        if (slot.parts.length !== before) dirty.add(key)
       }
     }
+    const counts = pass !== undefined && state.name === 'llm_requests_total'
     for (const s of state.series) {
-      const key = s.labels.join('\u0000')
+      const raw = s.labels.join('\u0000')
+      const foldedBefore = counts ? foldedTotal(pass) : 0
+      const labels = fold === undefined ? s.labels : fold(s.labels, s.value)
+      const folded = counts ? foldedTotal(pass) - foldedBefore : 0
+      const key = labels === s.labels ? raw : labels.join('\u0000')
       let slot = this.#slots.get(key)
       if (slot === undefined) {
-        slot = { labels: s.labels, parts: [] }
+        slot = { labels, parts: [] }
         this.#slots.set(key, slot)
       }
-      const i = slot.parts.findIndex((p) => p.from === from)
+      const i = slot.parts.findIndex((p) => p.from === from && p.raw === raw)
       // A part's core is filled again when its schema has not changed (no garbage per series and scrape).
       const had = i < 0 ? undefined : slot.parts[i].core
       const reuse = s.core !== undefined && had !== undefined && had.schema === schemaOf(s.core)
       if (reuse) had.clear()
-      const part: Part = s.core === undefined ? { from, value: s.value ?? 0 } : { from, core: reuse ? fillCore(had, s.core) : coreFromState(s.core, this.#bounds), exemplars: s.exemplars }
+      const part: Part =
+        s.core === undefined
+          ? { from, raw, value: s.value ?? 0, ...(folded > 0 ? { folded } : {}) }
+          : { from, raw, core: reuse ? fillCore(had, s.core) : coreFromState(s.core, this.#bounds), exemplars: s.exemplars }
       if (i < 0) slot.parts.push(part)
       else slot.parts[i] = part
       dirty.add(key)
     }
     for (const key of dirty) this.#merge(key)
+  }
+
+  /** Requests the group's budget folded, by the overflow series they went to (labels by name). */
+  folded(): Map<string, { labels: Record<string, string>; count: number }> {
+    const out = new Map<string, { labels: Record<string, string>; count: number }>()
+    for (const [key, slot] of this.#slots) {
+      let n = 0
+      for (const p of slot.parts) n += p.folded ?? 0
+      if (n === 0) continue
+      const labels: Record<string, string> = {}
+      this.metric.labelNames.forEach((name, i) => {
+        labels[name] = slot.labels[i]
+      })
+      out.set(key, { labels, count: n })
+    }
+    return out
+  }
+
+  /** The total of a counter family's series, parts of contributor `except` left out. */
+  total(except: number): number {
+    let n = 0
+    for (const slot of this.#slots.values()) for (const p of slot.parts) if (p.from !== except) n += p.value ?? 0
+    return n
+  }
+
+  /** Sets contributor `from`'s value of the series with these labels (a counter the primary adds to). */
+  set(from: number, labels: readonly string[], value: number): void {
+    const key = labels.join('\u0000')
+    let slot = this.#slots.get(key)
+    if (slot === undefined) {
+      slot = { labels, parts: [] }
+      this.#slots.set(key, slot)
+    }
+    const i = slot.parts.findIndex((p) => p.from === from)
+    if (i < 0) slot.parts.push({ from, raw: key, value })
+    else slot.parts[i] = { from, raw: key, value }
+    this.#merge(key)
   }
 
   /** A dead contributor's counts move into the dead workers' part (the sums stay as they are); its gauges go. */
@@ -368,7 +445,7 @@ class LiveFamily {
         this.#merge(key)
         continue
       }
-      const dead = slot.parts.find((p) => p.from === DEAD)
+      const dead = slot.parts.find((p) => p.from === DEAD && p.raw === part.raw)
       if (dead === undefined) slot.parts.push({ ...part, from: DEAD })
       else if (dead.core !== undefined && part.core !== undefined) {
         dead.core.merge(part.core)
@@ -377,7 +454,10 @@ class LiveFamily {
           mergeExemplars(into, part.exemplars)
           dead.exemplars = into
         }
-      } else dead.value = (dead.value ?? 0) + (part.value ?? 0)
+      } else {
+        dead.value = (dead.value ?? 0) + (part.value ?? 0)
+        if (part.folded !== undefined) slot.parts[slot.parts.indexOf(dead)] = { ...dead, folded: (dead.folded ?? 0) + part.folded }
+      }
     }
   }
 
@@ -467,6 +547,7 @@ export class ClusterMetrics implements MetricsSource {
     const applied = this.#applied.get(from)
     if (!full && report.base !== applied) return false
     if (full && report.seq !== undefined && applied !== undefined && applied >= report.seq) return false
+    const pass = this.#options.fold?.pass()
     for (const state of report.families) {
       let f = this.#families.get(state.name)
       if (f === undefined) {
@@ -474,7 +555,7 @@ export class ClusterMetrics implements MetricsSource {
         this.#families.set(state.name, f)
         this.#registry.register(f.metric)
       }
-      f.apply(from, state, full)
+      f.apply(from, state, full, pass?.family(state.name, state.labelNames), pass)
     }
     this.#applied.set(from, report.seq)
     return true
@@ -496,6 +577,25 @@ export class ClusterMetrics implements MetricsSource {
       this.#apply(OWN, r)
       this.#ownApplied = r.seq
     }
+    this.#foldedCount()
+  }
+
+  /** The group's llm_label_sets_folded_total: what the workers folded, plus the requests the primary's fold moved. */
+  #foldedCount(): void {
+    const fold = this.#options.fold
+    const counter = this.#families.get(FOLDED_FAMILY)
+    const requests = this.#families.get('llm_requests_total')
+    if (fold === undefined || counter === undefined || requests === undefined) return
+    const sums = new Map<string, { labels: string[]; count: number }>()
+    for (const f of requests.folded().values()) {
+      const labels = counter.metric.labelNames.map((n) => f.labels[n] ?? '')
+      const key = labels.join('\u0000')
+      const had = sums.get(key)
+      if (had === undefined) sums.set(key, { labels, count: f.count })
+      else had.count += f.count
+    }
+    for (const { labels, count } of sums.values()) counter.set(FOLD, labels, count)
+    fold.noteFolded(counter.total(Number.NaN))
   }
 
   /** The process metrics of the live workers, the dead ones' counters, and the primary's own, aggregated. */

@@ -13,12 +13,14 @@ import type { AdminState } from './admin/admin.ts'
 import { snapshotStreams } from './admin/debug-streams.ts'
 import type { StreamsSnapshot } from './admin/debug-streams.ts'
 import { ClusterMetrics, StateReporter } from './cluster-metrics.ts'
+import { groupLabelFold } from './metrics/label-fold.ts'
 import type { WorkerMetrics } from './cluster-metrics.ts'
 import { OrphanRecorder, PROGRESS_MS, ProgressMirror, WorkerProgress } from './cluster-progress.ts'
 import type { ProgressBatch } from './cluster-progress.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
 import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
 import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
+import { markScraped } from './admin/linger.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
 import { announce, listenAs, serviceUrls } from './startup.ts'
 
@@ -113,6 +115,8 @@ export function serveWorker(app: TokentapApp): void {
   const answer = async (what: Question, arg: unknown): Promise<unknown> => {
     switch (what) {
       case 'metrics': {
+        // The primary scrapes through this: after its drain the worker lingers for the next scrape.
+        markScraped(tt.registry)
         // The batch first, then the state in the same turn: every request ended in it or before is counted in this state.
         const seq = progress.flush()
         const state = reporter.report(tt.registry.families, arg as number | undefined)
@@ -141,7 +145,8 @@ export function serveWorker(app: TokentapApp): void {
 /**
  * Primary side: forks `config.server.workers` workers, replaces any that die, serves the admin
  * listener with aggregated metrics, and on SIGTERM/SIGINT/SIGHUP/SIGUSR2 drains: /readyz turns 503, every
- * worker gets SIGTERM and drains its streams (`server.drain_seconds`), then the primary exits.
+ * worker gets SIGTERM and drains its streams (`server.drain_seconds`), lingers for the next scrape
+ * if the primary has scraped it (`server.drain_linger_seconds`), and exits; then the primary exits.
  */
 export async function runPrimary(config: Config, logger: Logger = createLogger(config)): Promise<void> {
   const wanted = config.server.workers
@@ -227,6 +232,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       onReport: (workerId, report) => {
         if (report.progress !== undefined) progress.covered(workerId, report.progress)
       },
+      fold: groupLabelFold(config, logger),
     },
   )
   let syncTimer: NodeJS.Timeout | undefined
@@ -339,12 +345,13 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     const live = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined)
     logger.info({ signal, workers: live.length, drain_seconds: config.server.drain_seconds }, 'draining')
     for (const w of live) w.process.kill('SIGTERM')
-    // Workers end their own streams at drain_seconds; this only covers one that hangs.
+    // Workers end their own streams at drain_seconds and linger (server.drain_linger_seconds)
+    // for the primary's next scrape, which reads their last counts; this only covers one that hangs.
     const deadline = setTimeout(
       () => {
         for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL')
       },
-      config.server.drain_seconds * 1000 + 5000,
+      (config.server.drain_seconds + config.server.drain_linger_seconds) * 1000 + 5000,
     )
     deadline.unref()
     const finish = async (): Promise<void> => {

@@ -25,6 +25,8 @@ const ERRORS = {
   TOKENTAP_ERR_INTERNAL: { message: 'internal proxy error: %s', status: 500 },
   /** The client closed the connection: what aborts the upstream request (never answered: no one is there). */
   TOKENTAP_ERR_CLIENT_GONE: { message: 'the client closed the connection', status: undefined },
+  /** The embedding app's own hooks answered (a rate limit, an API-key check) before the proxy saw the request (never answered by tokentap). */
+  TOKENTAP_ERR_APP_ANSWERED: { message: "the embedding app's hooks answered the request before the proxy: %s", status: undefined },
   TOKENTAP_ERR_PLUGIN_MISSING: { message: '%s: register the tokentap plugin on this instance first', status: undefined },
   TOKENTAP_ERR_WORKER: { message: 'worker %s: %s', status: undefined },
   /**
@@ -47,6 +49,8 @@ export class TokentapError extends Error {
   readonly code: ErrorCode
   /** The HTTP status a client is answered with; undefined for errors no client sees (config, workers). */
   readonly statusCode: number | undefined
+  /** The underlying library's code (undici's, the socket's), when this error stands for one: the failure's class may depend on it (proxy/upstream-errors.ts). */
+  detail: string | undefined
 
   constructor(code: ErrorCode, ...args: (string | number)[]) {
     let i = 0

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -8,11 +9,15 @@ import { validateConfig } from './config/load-config.ts'
 import type { Config, RouteConfig } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 import { nativeOptions } from './metrics/histogram.ts'
+import { FOLD_MESSAGE } from './metrics/label-fold.ts'
 import { LlmMetrics } from './metrics/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/registry.ts'
 import { TenantResolver } from './metrics/tenant.ts'
 import type { OtelMetrics } from './metrics/otel.ts'
 import { loadOtelMetrics, otelEnabled } from './metrics/otel-config.ts'
+import type { OtelTraces, ServerOf } from './metrics/otel-traces.ts'
+import { loadOtelTraces, traceSampling, tracesConfig } from './metrics/otel-traces-config.ts'
+import { TraceIdSource } from './proxy/trace-context.ts'
 import { appHeadersOf } from './proxy/app-headers.ts'
 import { sendError } from './proxy/error-answer.ts'
 import type { Exchange, ExchangeDeps } from './proxy/exchange.ts'
@@ -68,6 +73,8 @@ export interface TokentapState {
   readonly logger: Logger
   /** OpenTelemetry GenAI metrics and their OTLP export, when `otel.endpoint` (or an OTLP endpoint variable) is set. */
   readonly otelMetrics?: OtelMetrics
+  /** The span export (`otel.traces`), when on. */
+  readonly otelTraces?: OtelTraces
   /** How requests become exchanges (the @fastify/http-proxy helper opens its own through it). */
   readonly opener: ExchangeOpener
   /** The monotonic clock (ms) every time of this instance comes from. */
@@ -84,8 +91,10 @@ declare module 'fastify' {
     tokentap: TokentapState
   }
   interface FastifyRequest {
-    /** t_req (ms, monotonic): when tokentap's route first saw the request. */
+    /** t_req (ms, monotonic): when tokentap's route first saw the request (NaN when the app's hooks answered before). */
     tokentapStart: number
+    /** tokentap's handler took the request (else the app's hooks answered it: error_type `policy`). */
+    tokentapHandled: boolean
   }
 }
 
@@ -108,19 +117,43 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
   const tenant = config.metrics.tenant
-  const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: otelOn, tenant: tenant !== undefined })
+  const traces = tracesConfig(config.otel)
+  const policy = new RecordPolicy({
+    maxModelsPerRoute: config.limits.max_models_per_route,
+    maxLabelSets: config.limits.max_label_sets,
+    // A cluster worker leaves the warning to the primary, which logs it once for the group (label-fold.ts).
+    onFirstFold: cluster.isWorker ? undefined : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
+    lengthBandLabel: config.metrics.length_band_label,
+    inputLengthBandLabel: config.metrics.input_length_band_label,
+    genAi: otelOn || traces !== undefined,
+    tenant: tenant !== undefined,
+    traces: traces === undefined ? undefined : traceSampling(traces),
+  })
   const metrics = new LlmMetrics(
     config.metrics.buckets,
     (add) => {
       for (const ex of active) add(policy.inFlightValues(ex.provider, ex.route.label, ex.requestModel, ex.tenant), 1)
     },
-    { stallSeconds: config.metrics.stall_seconds, exemplars: config.metrics.exemplars, labelNames: policy.labelNames, bandedLabelNames: policy.bandedLabelNames, native },
+    {
+      stallSeconds: config.metrics.stall_seconds,
+      exemplars: config.metrics.exemplars,
+      labelNames: policy.labelNames,
+      bandedLabelNames: policy.bandedLabelNames,
+      inputBandedLabelNames: policy.inputBandedLabelNames,
+      native,
+    },
   )
   for (const m of metrics.all()) registry.register(m)
   const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
   // Closing sends a last export (onClose runs once requests in flight have been recorded).
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
-  const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics })
+  // `server.address` of a route's spans: its upstream (a simulator's once it listens).
+  const servers = new Map<string, ServerOf>()
+  const otelTraces =
+    traces === undefined ? undefined : await loadOtelTraces({ config: config.otel, traces, logger, stallSeconds: config.metrics.stall_seconds, now, serverOf: (route) => servers.get(route) })
+  // After the requests in flight were recorded (onClose), like the metrics' last export.
+  if (otelTraces !== undefined) app.addHook('onClose', async () => otelTraces.shutdown())
+  const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics, traces: otelTraces })
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
     now,
@@ -131,10 +164,11 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     onRecordError: recorder.onRecordError,
   }
   const finishing = new FinishQueue()
-  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant))
+  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant), traces === undefined ? undefined : new TraceIdSource())
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
   registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labelNames, native)
-  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, opener, now, realtime, draining: false }
+  if (otelTraces !== undefined) realtime.listen(otelTraces.realtime)
+  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, otelTraces, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
   installUpgradeListener(app, logger)
@@ -155,19 +189,23 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     // request (parsing the type each time). '*' still takes a request without a content-type.
     proxy.addContentTypeParser(/^/, unread)
     proxy.addContentTypeParser('*', unread)
-    proxy.decorateRequest('tokentapStart', 0)
+    proxy.decorateRequest('tokentapStart', Number.NaN)
+    proxy.decorateRequest('tokentapHandled', false)
     for (const [index, route] of config.routes.entries()) registerRoute(proxy, route, options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index))
   })
 
   function registerRoute(proxy: FastifyInstance, route: RouteConfig, dispatcher: Dispatcher): void {
     const proxied = proxyRoute(route)
     let upstream: Upstream | undefined = route.upstream === undefined ? undefined : parseUpstream(route.upstream)
+    const known = (u: Upstream): void => void servers.set(proxied.runtime.label, serverOf(u))
+    if (upstream !== undefined) known(upstream)
     if (route.simulator !== undefined) {
       // The simulated model is a real HTTP server on loopback, so its traffic takes the same path as any upstream's.
       const sim = buildSimulator(route.simulator)
       app.addHook('onReady', async () => {
         await sim.listen({ host: '127.0.0.1', port: 0 })
         upstream = parseUpstream(`http://127.0.0.1:${(sim.server.address() as AddressInfo).port}`)
+        known(upstream)
       })
       app.addHook('onClose', async () => sim.close())
     }
@@ -176,7 +214,27 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       request.tokentapStart = now()
       done()
     }
+    // The app's hooks answered (a rate limit, an API-key check) and the handler never ran: the
+    // request is still one the route received, counted with error_type `policy` (never the
+    // provider's, never the caller's malformed request). onResponse runs on the response's finish.
+    const onResponse = (request: FastifyRequest, reply: FastifyReply, done: () => void): void => {
+      if (!request.tokentapHandled && pendingUpgrade(request.raw) === undefined) appAnswered(request, reply)
+      done()
+    }
+    const appAnswered = (request: FastifyRequest, reply: FastifyReply): void => {
+      const url = originForm(request.raw.url ?? '/')
+      if (url instanceof TokentapError) return
+      // A hook before the route's own onRequest answered: t_req from Fastify's own elapsed time.
+      const tReq = Number.isNaN(request.tokentapStart) ? now() - reply.elapsedTime : request.tokentapStart
+      const { ex } = opener.open(proxied, request.raw, url, tReq)
+      const status = reply.statusCode
+      const length = Number(reply.getHeader('content-length'))
+      ex.answered(status, Number.isSafeInteger(length) && length > 0 ? length : 0)
+      if (status < 200 || status >= 300) ex.fail('TOKENTAP_ERR_APP_ANSWERED', String(status))
+      opener.finish(ex, false)
+    }
     const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+      request.tokentapHandled = true
       // What the app's hooks and plugins set (CORS, rate-limit headers): Fastify will not write
       // them on a hijacked reply, so the proxy does (app-headers.ts).
       const appHeaders = appHeadersOf(reply.getHeaders())
@@ -199,8 +257,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         }
         const pending = pendingUpgrade(req)
         if (pending !== undefined) {
-          const { target, id, tenant } = opener.identify(proxied, req, url)
-          realtime.pass(req, pending, { route: proxied.runtime, id, tenant, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream })
+          const { target, id, tenant, trace } = opener.identify(proxied, req, url)
+          realtime.pass(req, pending, { route: proxied.runtime, id, tenant, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream, trace })
           return
         }
         const { ex, target } = opener.open(proxied, req, url, request.tokentapStart)
@@ -212,9 +270,15 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       }
     }
     for (const url of base === '' ? ['/', '/*'] : [base, `${base}/*`]) {
-      proxy.route({ method: [...PROXY_METHODS], url, onRequest, handler, exposeHeadRoute: false })
+      proxy.route({ method: [...PROXY_METHODS], url, onRequest, onResponse, handler, exposeHeadRoute: false })
     }
   }
+}
+
+/** `server.address` and `server.port` of an upstream (its URL's, the scheme's default port when it names none). */
+function serverOf(u: Upstream): ServerOf {
+  const url = new URL(u.origin)
+  return { address: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port) }
 }
 
 /** The tokentap Fastify plugin (wrapped with fastify-plugin, so `app.tokentap` is visible to the caller). */

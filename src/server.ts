@@ -13,7 +13,8 @@ import { announce, listenAs, serviceUrls } from './startup.ts'
  * config/default.yaml; or a one-route `--upstream URL`) gives the config;
  * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT/SIGHUP/SIGUSR2:
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
- * `server.drain_seconds` to finish, then the process exits.
+ * `server.drain_seconds` to finish; then, if /metrics has been scraped, it answers for
+ * `server.drain_linger_seconds` more (the drain's last figures reach the next scrape) and the process exits.
  * With `server.workers` > 1 this process is the cluster primary (src/cluster.ts): it serves the
  * admin listener and forks the workers, each of which runs the proxy listener as below.
  */
@@ -64,11 +65,15 @@ async function main(): Promise<void> {
       // Streams cut here are errors (the client did not go away), recorded as each connection closes.
       for (const ex of app.tokentap.active) ex.fail('TOKENTAP_ERR_SHUTTING_DOWN')
       app.server.closeAllConnections()
-      // Should anything still hold the close (a hung upstream close), do not hang forever.
-      setTimeout(() => {
-        logger.error('shutdown did not complete after the drain deadline: exiting')
-        process.exit(1)
-      }, 5_000).unref()
+      // Should anything still hold the close (a hung upstream close), do not hang forever; the
+      // close includes the admin listener's linger (server.drain_linger_seconds).
+      setTimeout(
+        () => {
+          logger.error('shutdown did not complete after the drain deadline: exiting')
+          process.exit(1)
+        },
+        5_000 + config.server.drain_linger_seconds * 1000,
+      ).unref()
     }, config.server.drain_seconds * 1000)
     deadline.unref()
     // close() ends the connections idle at that moment; one whose stream ends later stays open

@@ -64,8 +64,12 @@ t.test("the user's onRequest API-key check and @fastify/rate-limit apply to prox
   while (app.tokentap.active.size > 0) await new Promise((r) => setImmediate(r))
   const samples = parseMetrics(await app.tokentap.registry.text())
   const labels = { provider: 'openai', model: 'gpt-4o-mini', route: '/llm' }
-  t.equal(sumOf(samples, 'llm_requests_total', { ...labels, outcome: 'ok', status_code: '200' }), 1, 'only the forwarded request is counted')
-  t.equal(sumOf(samples, 'llm_requests_total'), 1, 'refused requests are not proxied requests')
+  t.equal(sumOf(samples, 'llm_requests_total', { ...labels, outcome: 'ok', status_code: '200', error_type: 'none' }), 1, 'the forwarded request')
+  // The refused ones are counted as the app's own answers (their body was never read: no model).
+  const refusedLabels = { provider: 'openai', model: 'unknown', route: '/llm', outcome: 'error', error_type: 'policy' }
+  t.equal(sumOf(samples, 'llm_requests_total', { ...refusedLabels, status_code: '401' }), 1, "the API-key hook's 401 is error_type policy")
+  t.equal(sumOf(samples, 'llm_requests_total', { ...refusedLabels, status_code: '429' }), 1, "@fastify/rate-limit's 429 is error_type policy, not the provider's")
+  t.equal(sumOf(samples, 'llm_requests_total'), 3, "the user's own route is not counted")
   t.equal(sumOf(samples, 'llm_time_to_first_token_seconds_count', labels), 1)
   t.equal(sumOf(samples, 'llm_inter_token_latency_seconds_count', labels), 2, 'N − k_1 = 3 − 1')
   t.equal(sumOf(samples, 'llm_inter_chunk_latency_seconds_count', labels), 2)

@@ -4,6 +4,7 @@ import { wantsOpenMetrics } from '../metrics/openmetrics.ts'
 import { PROTOBUF_CONTENT_TYPE, wantsProtobuf } from '../metrics/protobuf.ts'
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from '../metrics/source.ts'
 import type { MetricsSource } from '../metrics/source.ts'
+import { markScraped } from './linger.ts'
 
 /**
  * `GET /metrics`: Prometheus text format, OpenMetrics with exemplars when the scraper's Accept
@@ -33,6 +34,7 @@ function writable(res: ServerResponse, written: Promise<void>): Promise<void> {
 
 export function metricsRoute(admin: FastifyInstance, source: MetricsSource): void {
   admin.get('/metrics', async (request, reply) => {
+    markScraped(source)
     const accept = request.headers.accept
     const protobuf = source.protobuf !== undefined && wantsProtobuf(accept) ? source.protobuf : undefined
     const openMetrics = protobuf === undefined && source.openMetrics && wantsOpenMetrics(accept)

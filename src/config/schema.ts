@@ -1,5 +1,6 @@
 import type { FromSchema } from 'json-schema-to-ts'
 import { PROVIDER_NAMES } from '../parsers/registry.ts'
+import { KEEP_RULES } from '../timing/trace-sampling.ts'
 
 /**
  * The configuration: one JSON schema (validated once at start-up, defaults filled in), and the
@@ -74,9 +75,10 @@ const simulator = {
     tokens_per_chunk: { type: 'integer', minimum: 1, maximum: 1000, default: 1 },
     burst_every: { type: 'integer', minimum: 0, default: 16 },
     burst_size: { type: 'integer', minimum: 1, maximum: 1000, default: 4 },
-    // Probability that a gap is a stall of `stall_ms`.
-    stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.01 },
-    stall_ms: { type: 'number', minimum: 0, default: 600 },
+    // Probability that a gap is a stall of `stall_ms`: rare enough (0.2 % of the tokens) that P99
+    // ITL stays on the ordinary gaps, long enough (over metrics.stall_seconds, 1 s) to count as a stall.
+    stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.002 },
+    stall_ms: { type: 'number', minimum: 0, default: 1500 },
     seed: { type: 'integer', default: 42 },
     model: { type: 'string', minLength: 1, default: 'tokentap-sim-1' },
     // Realtime sessions (/v1/realtime): audio each token carries, ms, and how fast audio is sent
@@ -101,6 +103,9 @@ export const configSchema = {
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
+        // After the drain, /metrics answers this long more (when it has been scraped), so the next
+        // scrape reads what the drain recorded: at least one scrape interval.
+        drain_linger_seconds: { type: 'number', minimum: 0, default: 15 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
         // Longest silence inside a request body (nginx's client_body_timeout): 408, or both sides ended; 0 = none.
         client_body_timeout_ms: { type: 'integer', minimum: 0, default: 60_000 },
@@ -144,6 +149,10 @@ export const configSchema = {
       default: {},
       properties: {
         max_models_per_route: { type: 'integer', minimum: 1, maximum: 100_000, default: 100 },
+        // Distinct label sets (provider × model × route × tenant) in the whole exposition, for the
+        // whole process group; later ones are recorded with model and tenant `other`
+        // (docs/metrics.md, "Label caps and the series budget": the worst case at the default).
+        max_label_sets: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 300 },
         max_event_bytes: { type: 'integer', minimum: 1024, default: 1024 * 1024 },
       },
     },
@@ -173,6 +182,8 @@ export const configSchema = {
         exemplars: { type: 'boolean', default: false },
         // Add `length_band` (short < 64, medium < 512, long output tokens) to the ITL and TPOT histograms.
         length_band_label: { type: 'boolean', default: false },
+        // Add `input_length_band` (lt_1k … ge_128k input tokens the provider reported, else unknown) to the TTFT and E2E histograms.
+        input_length_band_label: { type: 'boolean', default: false },
         // Native histograms (sparse exponential buckets) beside the classic ones, served in the
         // protobuf exposition to scrapers that ask for it: docs/native-histograms.md.
         native_histograms: {
@@ -221,6 +232,29 @@ export const configSchema = {
         // Histogram points: explicit bucket bounds, or base-2 exponential buckets (docs/otel.md).
         // Unset: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else explicit.
         histograms: { enum: ['explicit', 'exponential'] },
+        // Spans per request (docs/otel.md, "Traces"); absent = no traces.
+        traces: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            // OTLP/HTTP (protobuf) traces URL; `/v1/traces` is appended unless present. Unset: otel.endpoint's, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT.
+            endpoint: { type: 'string', pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' },
+            sample: {
+              type: 'object',
+              additionalProperties: false,
+              default: {},
+              properties: {
+                // Share of the other traces kept when the caller sent no trace context.
+                ratio: { type: 'number', minimum: 0, maximum: 1, default: 0.1 },
+                // Requests kept whatever the ratio or the caller's flag: errors, stalls, SLO misses, E2E over slow_seconds.
+                keep: { type: 'array', uniqueItems: true, items: { enum: [...KEEP_RULES] }, default: [...KEEP_RULES] },
+                slow_seconds: { type: 'number', exclusiveMinimum: 0, default: 10 },
+              },
+            },
+            // true: the upstream request's `traceparent` names tokentap's span (the provider call under it).
+            propagate: { type: 'boolean', default: false },
+          },
+        },
       },
     },
     tokenizer: {
@@ -298,6 +332,7 @@ export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
 export type OtelConfig = Config['otel']
 /** OTLP/HTTP encodings (`OTEL_EXPORTER_OTLP_PROTOCOL` values). */
 export type OtelProtocol = NonNullable<OtelConfig['protocol']>
+export type TracesConfig = NonNullable<OtelConfig['traces']>
 /** A listener's certificate and private key (PEM file paths): `server.tls`, `admin.tls`. */
 export type ListenerTls = NonNullable<Config['server']['tls']>
 /** TLS toward one route's upstream (PEM file paths): its CA, a client certificate for mTLS, the SNI name. */

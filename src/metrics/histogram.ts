@@ -5,6 +5,7 @@ import type { HistogramState } from './histogram-core.ts'
 import { Metric } from './metric.ts'
 import { MetricTypeCode, familyChunks, histogramMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
+import type { TraceIds } from '../proxy/trace-context.ts'
 
 /**
  * A Prometheus histogram family with label children bound once and weighted observations:
@@ -42,15 +43,22 @@ export interface Exemplar {
 
 /**
  * OpenMetrics caps an exemplar's label set at 128 UTF-8 characters (names and values together).
- * `request_id` takes 10 of them, so ids are cut to 118 code points.
+ * `request_id` takes 10 of them, so ids are cut to 118 code points; beside a trace's
+ * `trace_id` (8 + 32) and `span_id` (7 + 16), to 55.
  */
-const MAX_EXEMPLAR_VALUE = 128 - 'request_id'.length
+const MAX_EXEMPLAR_CHARS = 128
+const TRACE_CHARS = 'trace_id'.length + 32 + 'span_id'.length + 16
 
-/** `request_id="…"` for an exemplar, escaped and cut to the OpenMetrics limit. */
-export function requestIdExemplar(id: string): string {
+/**
+ * `request_id="…"` for an exemplar, escaped and cut to the OpenMetrics limit; with the request's
+ * span (`otel.traces` kept it), `trace_id` and `span_id` after it, so Grafana's exemplar link opens the trace.
+ */
+export function requestIdExemplar(id: string, trace?: TraceIds): string {
+  const room = MAX_EXEMPLAR_CHARS - 'request_id'.length - (trace === undefined ? 0 : TRACE_CHARS)
   const chars = [...id]
-  const value = chars.length > MAX_EXEMPLAR_VALUE ? chars.slice(0, MAX_EXEMPLAR_VALUE).join('') : id
-  return `request_id="${escapeLabelValue(value)}"`
+  const value = chars.length > room ? chars.slice(0, room).join('') : id
+  const labels = `request_id="${escapeLabelValue(value)}"`
+  return trace === undefined ? labels : `${labels},trace_id="${trace.traceId}",span_id="${trace.spanId}"`
 }
 
 /** One series of a family as plain data: what a cluster worker sends for it. */

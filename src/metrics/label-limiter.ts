@@ -2,7 +2,7 @@
  * Bounds a user-controlled label (the model name) per route: the first `max` distinct values
  * are kept, later ones become `other`, so a flood of random names cannot grow the scrape.
  */
-const OTHER = 'other'
+export const OTHER = 'other'
 export const UNKNOWN = 'unknown'
 
 /** Longest label value kept; longer model names are cut (they are still one value each). */
@@ -29,14 +29,5 @@ export class LabelLimiter {
     if (set.size >= this.#max) return OTHER
     set.add(value)
     return value
-  }
-
-  /** What `value` would answer now, without admitting anything (readers such as a scrape). */
-  peek(scope: string, raw: string | undefined): string {
-    if (raw === undefined || raw.length === 0) return UNKNOWN
-    const value = raw.length > MAX_VALUE_LENGTH ? raw.slice(0, MAX_VALUE_LENGTH) : raw
-    const set = this.#seen.get(scope)
-    if (set === undefined || set.has(value) || set.size < this.#max) return value
-    return OTHER
   }
 }

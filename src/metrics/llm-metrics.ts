@@ -7,6 +7,7 @@ import { SERIES_LABELS } from '../timing/observations.ts'
 import type { Observations } from '../timing/observations.ts'
 import type { Outcome, TokenSource } from '../timing/measurement.ts'
 import { DEFAULT_BUCKETS } from '../config/schema.ts'
+import { FOLDED_FAMILY } from './label-fold.ts'
 import type { Config } from '../config/schema.ts'
 import { REPORTED_PHASES } from '../parsers/reported-times.ts'
 import type { ReportedPhase } from '../parsers/reported-times.ts'
@@ -26,6 +27,8 @@ export interface LlmMetricsOptions {
   readonly labelNames?: readonly string[]
   /** The label names of the ITL and TPOT series (the policy's: `length_band` when on). */
   readonly bandedLabelNames?: readonly string[]
+  /** The TTFT and E2E series' label names (`labelNames` plus `input_length_band` when on; E2E adds `outcome`). */
+  readonly inputBandedLabelNames?: readonly string[]
   /** Native histograms beside the classic buckets (`metrics.native_histograms`). */
   readonly native?: NativeOptions
   /** Wall-clock seconds for exemplar timestamps (default Date.now() / 1000). */
@@ -52,13 +55,14 @@ const ESTIMATE_RATIO_BUCKETS = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 
 
 /** One label set's bound children, so a request looks its series up once. */
 interface Bound {
-  readonly ttft: HistogramSeries
   readonly interChunk: HistogramSeries
   readonly tps: HistogramSeries
   readonly input: CounterSeries
   /** Made at the first request whose provider reported them: most label sets never have one. */
   cacheRead?: CounterSeries
   cacheWrite?: CounterSeries
+  drafted?: CounterSeries
+  accepted?: CounterSeries
   reasoning?: CounterSeries
   readonly maxGap: HistogramSeries
   readonly stalls: CounterSeries
@@ -78,7 +82,7 @@ interface Bound {
   /** Only for label sets of routes with an SLO: both made at the first such request, so rate() sees the 0. */
   slo?: { readonly met: CounterSeries; readonly missed: CounterSeries }
   /** The series with one more label, each made at its first request (so in the same order as before). */
-  readonly byOutcome: Partial<Record<Outcome, { readonly e2e: HistogramSeries; readonly requests: Map<number, CounterSeries> }>>
+  readonly byOutcome: Partial<Record<Outcome, { readonly requests: Map<string, CounterSeries> }>>
   readonly bySource: Partial<Record<TokenSource, { readonly tokens: CounterSeries; readonly perRequest: HistogramSeries }>>
 }
 
@@ -93,6 +97,8 @@ export class LlmMetrics {
   readonly inputTokens: Counter
   readonly cachedInputTokens: Counter
   readonly reasoningTokens: Counter
+  readonly speculativeDraftTokens: Counter
+  readonly speculativeAcceptedTokens: Counter
   readonly requests: Counter
   readonly parseErrors: Counter
   readonly usageInjections: Counter
@@ -111,9 +117,12 @@ export class LlmMetrics {
   readonly upstreamReported: Histogram
   readonly outsideUpstream: Histogram
   readonly clientWriteWait: Histogram
+  readonly labelSetsFolded: Counter
   readonly #bound = new Map<string, Bound>()
   /** ITL and TPOT series by the banded key (the same as the label set's with `length_band` off). */
   readonly #banded = new Map<string, { readonly itl: HistogramSeries; readonly tpot: HistogramSeries }>()
+  /** TTFT and E2E (by outcome) series by the input-banded key (the label set's with `input_length_band` off). */
+  readonly #inputBanded = new Map<string, { readonly ttft: HistogramSeries; readonly e2e: Partial<Record<Outcome, HistogramSeries>> }>()
   readonly #options: LlmMetricsOptions
   readonly #wallSeconds: () => number
 
@@ -122,10 +131,11 @@ export class LlmMetrics {
     this.#wallSeconds = options.wallSeconds ?? (() => Date.now() / 1000)
     const labelNames = options.labelNames ?? SERIES_LABELS
     const native = options.native
+    const inputBanded = options.inputBandedLabelNames ?? labelNames
     this.ttft = new Histogram({
       name: 'llm_time_to_first_token_seconds',
       help: 'Time to first token: first content chunk minus request headers received, once per request that produced content.',
-      labelNames,
+      labelNames: inputBanded,
       buckets: buckets.ttft,
       native,
     })
@@ -154,7 +164,7 @@ export class LlmMetrics {
     this.e2e = new Histogram({
       name: 'llm_request_duration_seconds',
       help: 'End-to-end latency: last response byte written minus request headers received, every request.',
-      labelNames: [...labelNames, 'outcome'],
+      labelNames: [...inputBanded, 'outcome'],
       buckets: buckets.e2e,
       native,
     })
@@ -185,10 +195,20 @@ export class LlmMetrics {
       help: 'Reasoning (thinking) output tokens the provider reported, never estimated; part of llm_output_tokens_total.',
       labelNames,
     })
+    this.speculativeDraftTokens = new Counter({
+      name: 'llm_speculative_draft_tokens_total',
+      help: "Speculative-decoding draft tokens the upstream proposed, as it reported them per request (vLLM's metrics.speculative_decoding.num_draft_tokens).",
+      labelNames,
+    })
+    this.speculativeAcceptedTokens = new Counter({
+      name: 'llm_speculative_accepted_tokens_total',
+      help: "Speculative-decoding draft tokens the upstream accepted, bonus tokens excluded, as it reported them per request (vLLM's metrics.speculative_decoding.num_accepted_draft_tokens).",
+      labelNames,
+    })
     this.requests = new Counter({
       name: 'llm_requests_total',
-      help: 'Proxied requests by outcome (ok, error, cancelled) and HTTP status code.',
-      labelNames: [...labelNames, 'outcome', 'status_code'],
+      help: 'Proxied requests by outcome (ok, error, cancelled), HTTP status code and error_type (who is to blame: none, upstream_rate_limited, upstream_overloaded, upstream_error, upstream_timeout, upstream_unreachable, upstream_reset, stream_error, client_rejected, client_cancelled, client_timeout, policy, proxy_error, worker_exited).',
+      labelNames: [...labelNames, 'outcome', 'status_code', 'error_type'],
     })
     this.parseErrors = new Counter({
       name: 'llm_parse_errors_total',
@@ -300,6 +320,11 @@ export class LlmMetrics {
       buckets: CLIENT_WAIT_BUCKETS,
       native,
     })
+    this.labelSetsFolded = new Counter({
+      name: FOLDED_FAMILY,
+      help: 'Requests recorded under the overflow set (model and tenant "other") of their route because their label set (provider, model, route, tenant) was beyond limits.max_label_sets.',
+      labelNames,
+    })
   }
 
   /** Every metric, in scrape order. */
@@ -314,6 +339,8 @@ export class LlmMetrics {
       this.outputTokens,
       this.inputTokens,
       this.cachedInputTokens,
+      this.speculativeDraftTokens,
+      this.speculativeAcceptedTokens,
       this.reasoningTokens,
       this.requests,
       this.parseErrors,
@@ -333,6 +360,7 @@ export class LlmMetrics {
       this.upstreamReported,
       this.outsideUpstream,
       this.clientWriteWait,
+      this.labelSetsFolded,
     ]
   }
 
@@ -341,7 +369,6 @@ export class LlmMetrics {
     if (b === undefined) {
       const v = o.labelValues as string[]
       b = {
-        ttft: this.ttft.labels(...v),
         interChunk: this.interChunk.labels(...v),
         tps: this.tps.labels(...v),
         input: this.inputTokens.labels(...v),
@@ -377,6 +404,15 @@ export class LlmMetrics {
     return b
   }
 
+  #inputBandedFor(o: Observations): { readonly ttft: HistogramSeries; readonly e2e: Partial<Record<Outcome, HistogramSeries>> } {
+    let b = this.#inputBanded.get(o.inputBandedKey)
+    if (b === undefined) {
+      b = { ttft: this.ttft.labels(...(o.inputBandedValues as string[])), e2e: {} }
+      this.#inputBanded.set(o.inputBandedKey, b)
+    }
+    return b
+  }
+
   /** Records one finished request: each of its Observations on its family, in one pass. */
   record(o: Observations): void {
     const b = this.#boundFor(o)
@@ -384,20 +420,29 @@ export class LlmMetrics {
     this.inFlight.touchKey(o.key, o.labelValues)
     let byOutcome = b.byOutcome[o.outcome]
     if (byOutcome === undefined) {
-      byOutcome = { e2e: this.e2e.labels(...o.labelValues, o.outcome), requests: new Map() }
+      byOutcome = { requests: new Map() }
       b.byOutcome[o.outcome] = byOutcome
     }
-    let requests = byOutcome.requests.get(o.statusCode)
+    const requestsKey = `${o.statusCode}\u0000${o.errorClass}`
+    let requests = byOutcome.requests.get(requestsKey)
     if (requests === undefined) {
-      requests = this.requests.labels(...o.labelValues, o.outcome, String(o.statusCode))
-      byOutcome.requests.set(o.statusCode, requests)
+      requests = this.requests.labels(...o.labelValues, o.outcome, String(o.statusCode), o.errorClass)
+      byOutcome.requests.set(requestsKey, requests)
     }
     requests.inc()
+    // Made at the first fold: the labels are the overflow set's (the request's own, once folded).
+    if (o.labelSetFolded) this.labelSetsFolded.labels(...o.labelValues).inc()
     // Exemplars carry wall-clock time (OpenMetrics), read once per request and only when asked for.
-    const exemplar = this.#options.exemplars ? requestIdExemplar(o.id) : undefined
+    const exemplar = this.#options.exemplars ? requestIdExemplar(o.id, o.trace) : undefined
     const now = exemplar === undefined ? 0 : this.#wallSeconds()
-    observe(byOutcome.e2e, o.e2e, 1, exemplar, now)
-    if (o.ttft !== undefined) observe(b.ttft, o.ttft, 1, exemplar, now)
+    const inputBanded = this.#inputBandedFor(o)
+    let e2e = inputBanded.e2e[o.outcome]
+    if (e2e === undefined) {
+      e2e = this.e2e.labels(...o.inputBandedValues, o.outcome)
+      inputBanded.e2e[o.outcome] = e2e
+    }
+    observe(e2e, o.e2e, 1, exemplar, now)
+    if (o.ttft !== undefined) observe(inputBanded.ttft, o.ttft, 1, exemplar, now)
     if (o.ttfot !== undefined) b.ttfot.observe(o.ttfot)
     if (o.headers !== undefined) b.headers.observe(o.headers)
     b.concurrency.observe(o.concurrency)
@@ -438,6 +483,12 @@ export class LlmMetrics {
     if (o.cacheReadTokens !== undefined) {
       b.cacheRead ??= this.cachedInputTokens.labels(...o.labelValues, 'read')
       b.cacheRead.inc(o.cacheReadTokens)
+    }
+    if (o.speculative !== undefined) {
+      b.drafted ??= this.speculativeDraftTokens.labels(...o.labelValues)
+      b.accepted ??= this.speculativeAcceptedTokens.labels(...o.labelValues)
+      b.drafted.inc(o.speculative.drafted)
+      b.accepted.inc(o.speculative.accepted)
     }
     if (o.cacheWriteTokens !== undefined) {
       b.cacheWrite ??= this.cachedInputTokens.labels(...o.labelValues, 'write')

@@ -16,6 +16,17 @@ export function metricsUrl(endpoint: string): string {
   return base.endsWith('/v1/metrics') ? base : `${base}/v1/metrics`
 }
 
+/** tokentap's provider names → `gen_ai.provider.name` well-known values. */
+const PROVIDER_NAMES: Readonly<Record<string, string>> = {
+  gemini: 'gcp.gemini',
+  vertex: 'gcp.vertex_ai',
+  bedrock: 'aws.bedrock',
+  azure: 'azure.ai.openai',
+}
+
+/** `gen_ai.provider.name` of a tokentap provider name. */
+export const genAiProvider = (provider: string): string => PROVIDER_NAMES[provider] ?? provider
+
 /** An empty variable counts as unset, as the OTel spec says. */
 const fromEnv = (env: Env, name: string): string | undefined => {
   const v = env[name]?.trim()

@@ -1,16 +1,15 @@
-import { hostname } from 'node:os'
 import { ValueType } from '@opentelemetry/api'
 import type { Attributes } from '@opentelemetry/api'
-import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import { AggregationTemporality, InstrumentType, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics'
 import type { PushMetricExporter } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
 import type { OtelConfig } from '../config/schema.ts'
 import type { Observations, SeriesLabels } from '../timing/observations.ts'
-import { otelHistograms, otelProtocol } from './otel-config.ts'
+import { genAiProvider, otelHistograms, otelProtocol } from './otel-config.ts'
 import type { Env } from './otel-config.ts'
 import { createOtlpExporter, LoggedExporter } from './otel-export.ts'
 import { PreAggregatedMetrics } from './otel-histograms.ts'
+import { tokentapResource } from './otel-resource.ts'
 import type { HistogramCell, PreAggregatedHistogram } from './otel-histograms.ts'
 
 /**
@@ -28,14 +27,6 @@ export const DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 
 /** Semconv bucket advice of `gen_ai.server.time_per_output_token`. */
 export const PER_TOKEN_BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5]
 export const TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
-
-/** tokentap's provider names → `gen_ai.provider.name` well-known values. */
-const PROVIDER_NAMES: Readonly<Record<string, string>> = {
-  gemini: 'gcp.gemini',
-  vertex: 'gcp.vertex_ai',
-  bedrock: 'aws.bedrock',
-  azure: 'azure.ai.openai',
-}
 
 /** What `OtelMetrics` is built from. */
 export interface OtelOptions {
@@ -194,12 +185,7 @@ export class OtelMetrics {
       exportIntervalMillis: interval,
       exportTimeoutMillis: Math.min(interval, positive(env.OTEL_METRIC_EXPORT_TIMEOUT) ?? 30_000),
     })
-    // Later resources win: OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME over tokentap's defaults
-    // over the SDK's (telemetry.sdk.*).
-    const resource = defaultResource()
-      .merge(resourceFromAttributes({ 'service.name': 'tokentap', 'service.instance.id': `${hostname()}:${process.pid}` }))
-      .merge(detectResources({ detectors: [envDetector] }))
-    this.#provider = new MeterProvider({ resource, readers: [reader] })
+    this.#provider = new MeterProvider({ resource: tokentapResource(), readers: [reader] })
     const histogram = (name: string, unit: string, description: string, bounds: number[], valueType = ValueType.DOUBLE): PreAggregatedHistogram =>
       this.#producer.histogram({ name, unit, description, bounds, valueType })
     const counter = (name: string, description: string): PreAggregatedHistogram => this.#producer.histogram({ name, unit: '{token}', description, bounds: [], valueType: ValueType.INT, counter: true })
@@ -247,7 +233,7 @@ export class OtelMetrics {
     if (s === undefined) {
       const base: Attributes = {
         'gen_ai.operation.name': operation,
-        'gen_ai.provider.name': PROVIDER_NAMES[labels.provider] ?? labels.provider,
+        'gen_ai.provider.name': genAiProvider(labels.provider),
         'gen_ai.request.model': labels.model,
       }
       if (responseModel !== undefined) base['gen_ai.response.model'] = responseModel

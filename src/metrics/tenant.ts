@@ -11,7 +11,7 @@ import { MAX_VALUE_LENGTH } from './label-limiter.ts'
  * and without the secret a hash cannot be checked against guessed keys.
  */
 
-const TENANT_NONE = 'none'
+export const TENANT_NONE = 'none'
 const TENANT_OTHER = 'other'
 
 export interface TenantOptions {
@@ -36,19 +36,37 @@ function headerValue(v: string | string[] | undefined): string | undefined {
 }
 
 /**
+ * Authorization scheme words (RFC 9110 §11.4, the IANA registry and the ones API providers use):
+ * a header holding only one of them carries no credentials. `Authorization: Bearer ` with an
+ * empty token reaches Node trimmed to `Bearer`; a lone word that is no scheme is taken as a bare
+ * key, as some clients send it.
+ */
+const SCHEME_WORDS = new Set(['bearer', 'basic', 'token', 'apikey', 'api-key', 'key', 'digest', 'dpop', 'negotiate', 'ntlm', 'aws4-hmac-sha256'])
+
+/** The key of an `Authorization` value, or undefined when it carries none. */
+function authorizationKey(auth: string): string | undefined {
+  const space = auth.search(/\s/)
+  if (space < 0) return SCHEME_WORDS.has(auth.toLowerCase()) ? undefined : auth
+  const scheme = auth.slice(0, space).toLowerCase()
+  const credentials = auth.slice(space + 1).trim()
+  // SigV4: only the access key id is stable (the signature changes every request); none without one.
+  if (scheme === 'aws4-hmac-sha256') return /Credential=([^/,\s]+)/i.exec(credentials)?.[1]
+  // Basic: base64 of `user:password`; both empty (`Og==`) is no key.
+  if (scheme === 'basic' && /^[:\s]*$/.test(Buffer.from(credentials, 'base64').toString('latin1'))) return undefined
+  return credentials === '' ? undefined : credentials
+}
+
+/**
  * The request's API key: the `Authorization` credentials (a Bearer token; for AWS SigV4 the
  * access key id of `Credential=`, since the rest changes every request), else `x-api-key`,
  * `api-key`, `x-goog-api-key`, the `key` query parameter (Gemini), or an OpenAI Realtime
- * subprotocol. Undefined when none.
+ * subprotocol. Undefined when none: a scheme without credentials, empty or blank values.
  */
 export function apiKeyOf(headers: IncomingHttpHeaders, pathAndQuery: string): string | undefined {
   const auth = headerValue(headers.authorization)
   if (auth !== undefined && auth !== '') {
-    const sigv4 = /^AWS4-HMAC-SHA256\s.*Credential=([^/,\s]+)/i.exec(auth)
-    if (sigv4 !== null) return sigv4[1]
-    const space = auth.indexOf(' ')
-    const credentials = space < 0 ? auth : auth.slice(space + 1).trim()
-    if (credentials !== '') return credentials
+    const key = authorizationKey(auth)
+    if (key !== undefined) return key
   }
   for (const name of KEY_HEADERS) {
     const v = headerValue(headers[name])
@@ -56,8 +74,8 @@ export function apiKeyOf(headers: IncomingHttpHeaders, pathAndQuery: string): st
   }
   const q = pathAndQuery.indexOf('?')
   if (q >= 0) {
-    const key = new URLSearchParams(pathAndQuery.slice(q + 1)).get('key')
-    if (key !== null && key !== '') return key
+    const key = new URLSearchParams(pathAndQuery.slice(q + 1)).get('key')?.trim()
+    if (key !== undefined && key !== '') return key
   }
   const protocols = headerValue(headers['sec-websocket-protocol'])
   if (protocols !== undefined) {

@@ -36,6 +36,9 @@ function readFinal(value: Json, summary: StreamSummary): void {
   if (output !== undefined) usageOf(summary).output = output
   const input = readCount(value.prompt_eval_count, summary, 'prompt_eval_count')
   if (input !== undefined) usageOf(summary).input = input
+  // Prompt tokens served from the KV cache (newer Ollama's final object; part of prompt_eval_count).
+  const cached = value.prompt_eval_cached_count === undefined ? undefined : readCount(value.prompt_eval_cached_count, summary, 'prompt_eval_cached_count')
+  if (cached !== undefined) usageOf(summary).cacheRead = cached
   // A duration is nanoseconds: under 1 ns (or not finite) it is no duration, and a rate from it would be absurd.
   const duration = value.eval_duration
   if (typeof duration === 'number' && Number.isFinite(duration) && duration >= 1) {

@@ -1,5 +1,5 @@
 import { ownCopy } from './bytes.ts'
-import { readOpenAIDetails } from './openai-body.ts'
+import { readOpenAIDetails, readVllmMetrics } from './openai-body.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
@@ -234,6 +234,7 @@ export class OpenAIChatParser extends SseJsonParser {
       this.#ownUsage(value)
     }
     if (isObject(value.timings)) readLlamaCppTimes(value.timings, this.summary)
+    if (isObject(value.metrics)) readVllmMetrics(value.metrics, this.summary)
     if (piece === undefined) return
     const kind = piece.text > 0 ? ContentKind.text : piece.tool > 0 ? ContentKind.tool : ContentKind.reasoning
     const estimated = piece.text + piece.tool + piece.reasoning

@@ -3,7 +3,7 @@ import { ContentKind } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
 import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
-import { readOpenAIDetails } from './openai-body.ts'
+import { readOpenAIDetails, readVllmMetrics } from './openai-body.ts'
 
 /**
  * OpenAI Responses API (`POST /v1/responses`), as OpenAI, Azure (`/openai/v1/responses`),
@@ -57,6 +57,8 @@ function readResponse(response: Json, summary: StreamSummary): void {
   const usage = responsesUsage(response.usage, summary)
   if (usage !== undefined) summary.usage = usage
   if (response.status === 'failed') summary.error ??= errorName(response.error) ?? 'response.failed'
+  // vLLM's Responses API carries its per-request metrics on the final response object.
+  if (isObject(response.metrics)) readVllmMetrics(response.metrics, summary)
 }
 
 export class OpenAIResponsesParser extends SseJsonParser {

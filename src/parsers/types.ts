@@ -47,6 +47,8 @@ export interface StreamSummary {
   error?: string
   /** The parser gave up on this response (bad input); bytes still passed through. */
   parseError?: string
+  /** Speculative decoding as the upstream reported it (vLLM's `metrics.speculative_decoding`): draft tokens proposed and accepted. */
+  speculative?: { readonly drafted: number; readonly accepted: number }
   /** Provider-specific figures kept for the log line (e.g. Ollama's eval rate). */
   extra?: Record<string, number | string>
   /** The upstream's own timings by phase, in seconds, as it reported them (reported-times.ts). */

@@ -6,6 +6,7 @@ import { withAppHeaders } from './app-headers.ts'
 import { clientResponseHeaders, rawHeader, withoutHeader } from './headers.ts'
 import { UsageChunkFilter } from './inject-usage.ts'
 import { IdleDeadline } from './idle-deadline.ts'
+import { LastByte } from './last-byte.ts'
 import { relayInformational, writeResponseHead } from './response-head.ts'
 import { serverTimingValue } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
@@ -29,8 +30,9 @@ export function errorBeforeHeaders(err: Error, upstream: Config['upstream']): To
   if (err instanceof TokentapError) return err
   const code = codeOf(err)
   if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', upstream.headers_timeout_ms)
-  if (CONNECT_CODES.has(code)) return new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code)
-  return new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+  const mapped = CONNECT_CODES.has(code) ? new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code) : new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+  if (code !== '') mapped.detail = code
+  return mapped
 }
 
 export interface ClientWriterOptions {
@@ -91,18 +93,26 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
    */
   #headAt: number | undefined
   readonly #flush = (): void => this.flush()
+  /** When the answer's last byte was written to the client: the exchange's t_end. */
+  readonly #lastByte: LastByte
 
   constructor(ex: Exchange, res: ServerResponse, options: ClientWriterOptions) {
     this.#ex = ex
     this.#res = res
     this.#o = options
     this.#idle = new IdleDeadline(options.upstream.idle_timeout_ms, () => this.#idleTimeout())
+    this.#lastByte = new LastByte(res, options.now)
     ex.clientWritesWatched()
   }
 
   /** The upstream response ended or failed (nothing is left to abort). */
   get upstreamDone(): boolean {
     return this.#upstreamDone
+  }
+
+  /** When the answer's last byte was written (undefined until then, or when it never was). */
+  get lastByteAt(): number | undefined {
+    return this.#lastByte.at
   }
 
   /** Stops the upstream request (the client left, or a proxy timeout fired). */
@@ -221,6 +231,8 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     const chunk = this.#write(false)
     this.#end()
     socket?.uncork()
+    // Stamped before the last read is measured: the client has its bytes, and does not wait for that.
+    this.#lastByte.settle()
     if (chunk !== undefined) this.#ex.data(chunk, this.#pendingAt, this.#o.now())
   }
 

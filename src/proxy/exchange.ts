@@ -15,6 +15,7 @@ import { UNKNOWN } from '../metrics/label-limiter.ts'
 import { MAX_REQUEST_ID_LENGTH } from './request-id.ts'
 import { Tap } from './tap.ts'
 import type { BodyWatch } from './request-body.ts'
+import type { TraceStart } from './trace-context.ts'
 
 /**
  * One request's measuring state, from request headers to the response's close: which route,
@@ -64,6 +65,8 @@ export interface ExchangeIdentity {
   readonly extra: Readonly<Record<string, unknown>> | undefined
   /** What the failure code leaves out (the upstream's own error code). */
   readonly failureDetail: string | undefined
+  /** Its span's ids and the caller's span (`otel.traces` on), from when the request opened. */
+  readonly trace?: TraceStart
 }
 
 interface ProxyOverhead {
@@ -138,6 +141,8 @@ export class Exchange {
 
   /** The `tenant` label value, resolved once from the request's headers (undefined with `metrics.tenant` off). */
   readonly tenant: string | undefined
+  /** Its span's ids, set once when the request opened with `otel.traces` on (open-exchange.ts). */
+  trace: TraceStart | undefined
 
   constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number, idGenerated = false, tenant?: string) {
     this.#deps = deps
@@ -354,6 +359,7 @@ export class Exchange {
       tHeaders: this.#tHeaders,
       statusCode: this.#statusCode,
       failure: this.#failure,
+      failureDetail: this.#failureDetail,
       clientGone: clientGone && this.#failure === undefined,
       chunks: this.#chunks,
       summary,
@@ -402,6 +408,7 @@ export class Exchange {
       // Tokens the read budget estimated linearly (a long text in one read) are said on the log line.
       extra: this.#counter !== undefined && this.#counter.estimated > 0 ? { ...summary.extra, tokens_estimated_linearly: this.#counter.estimated } : summary.extra,
       failureDetail: this.#failureDetail,
+      trace: this.trace,
     }
   }
 }

@@ -12,12 +12,15 @@ import type { Exchange } from './exchange.ts'
 import type { ExchangeOpener } from './open-exchange.ts'
 import { HeadersDeadline } from './headers-deadline.ts'
 import type { Upstream } from './upstream.ts'
+import { withoutHeader } from './headers.ts'
+import { traceparentOf } from './trace-context.ts'
+import { sampledAtStart } from '../timing/trace-sampling.ts'
 
 /**
  * The byte path of one request: the body goes upstream by its strategy
  * (request-body-strategy.ts), the answer comes back through a ClientWriter (client-writer.ts)
  * read by read, with backpressure both ways; the exchange is finished on the response's
- * `close`, which also comes when the client aborts.
+ * `close`, which also comes when the client aborts, as ended when its last byte was written.
  */
 
 export interface ForwardOptions {
@@ -36,7 +39,7 @@ export interface ForwardOptions {
 
 /** Ends the request with a proxy error answer (or a cut connection once the response started). */
 function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError, appHeaders: readonly string[] | undefined): void {
-  ex.fail(err.code)
+  ex.fail(err.code, err.detail)
   // The rest of a body over the limit (or stalled) is never read: close the connection after the answer.
   if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE' || err.code === 'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT') res.shouldKeepAlive = false
   const started = res.headersSent
@@ -81,7 +84,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
     if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
-    opener.finish(ex, clientGone)
+    opener.finish(ex, clientGone, writer?.lastByteAt)
   })
 
   if (config.upstream.total_timeout_ms > 0) {
@@ -95,7 +98,14 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     totalTimer.unref()
   }
 
+  const traces = config.otel.traces
   const send = (r: OutgoingRequest): void => {
+    let headers = r.headers
+    // `propagate`: the upstream call becomes a child of tokentap's span (its ids exist from the start).
+    if (traces?.propagate === true && ex.trace !== undefined) {
+      headers = withoutHeader(headers, 'traceparent')
+      headers.push('traceparent', traceparentOf(ex.trace, sampledAtStart(ex.trace, traces.sample.ratio)))
+    }
     writer = new ClientWriter(ex, res, {
       upstream: config.upstream,
       now,
@@ -117,7 +127,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
           origin: opts.upstream.origin,
           path: opts.upstream.basePath + opts.pathAndQuery,
           method: req.method as Dispatcher.HttpMethod,
-          headers: r.headers,
+          headers,
           body: r.body as unknown as Dispatcher.DispatchOptions['body'],
         },
         writer,

@@ -4,10 +4,12 @@ import { TokentapError } from '../errors.ts'
 import { Exchange } from './exchange.ts'
 import type { ExchangeDeps, RouteRuntime } from './exchange.ts'
 import type { FinishQueue } from './finish-queue.ts'
+import { LastByte } from './last-byte.ts'
 import type { TenantResolver } from '../metrics/tenant.ts'
 import type { RequestIds } from './request-id.ts'
 import { escapesRoot, prefixBase, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
 import type { UpstreamTarget } from './route-path.ts'
+import type { TraceIdSource, TraceStart } from './trace-context.ts'
 
 /**
  * The one way a request becomes an Exchange, for tokentap's own routes (plugin.ts) and the
@@ -60,7 +62,9 @@ export interface Opened {
 /** The part of a response (HTTP/1 or HTTP/2) whose close finishes an exchange. */
 interface ClosingResponse {
   readonly writableFinished: boolean
-  once(event: 'close', listener: () => void): unknown
+  readonly writableEnded: boolean
+  readonly socket: { readonly writableLength: number } | null
+  once(event: 'close' | 'prefinish' | 'finish', listener: () => void): unknown
 }
 
 export class ExchangeOpener {
@@ -68,11 +72,13 @@ export class ExchangeOpener {
   readonly #ids: RequestIds
   readonly #finishing: FinishQueue
   readonly #tenants: TenantResolver | undefined
+  readonly #traces: TraceIdSource | undefined
   /** The monotonic clock (ms) every time of an exchange comes from. */
   readonly now: () => number
 
-  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number, tenants?: TenantResolver) {
+  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number, tenants?: TenantResolver, traces?: TraceIdSource) {
     this.#deps = deps
+    this.#traces = traces
     this.#ids = ids
     this.#finishing = finishing
     this.now = now
@@ -102,31 +108,43 @@ export class ExchangeOpener {
   }
 
   /**
-   * Where a request under `route` goes upstream, its id and its tenant (an exchange's or a
-   * realtime session's): the one place a request's tenant is resolved, once.
+   * Where a request under `route` goes upstream, its id, its tenant and its span's ids (an
+   * exchange's or a realtime session's): the one place a request's tenant is resolved, once.
    */
-  identify(route: ProxyRoute, req: IncomingMessage, url: string): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean; readonly tenant: string | undefined } {
+  identify(
+    route: ProxyRoute,
+    req: IncomingMessage,
+    url: string,
+  ): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean; readonly tenant: string | undefined; readonly trace: TraceStart | undefined } {
     // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
     const target = upstreamPathAndQuery(url, rawPrefixEnd(url, route.base))
     const { id, generated } = this.#ids.of(req.headers)
     const tenant = this.#tenants?.resolve(req.headers, target.pathAndQuery)
-    return { target, id, generated, tenant }
+    // The span's ids exist from the start, so `propagate` can name the span upstream (trace-context.ts).
+    const trace = this.#traces?.start(req.headers)
+    return { target, id, generated, tenant, trace }
   }
 
   /** The exchange of a request whose headers arrived at `tReq`; `url` is its origin-form target. */
   open(route: ProxyRoute, req: IncomingMessage, url: string, tReq: number): Opened {
-    const { target, id, generated, tenant } = this.identify(route, req, url)
+    const { target, id, generated, tenant, trace } = this.identify(route, req, url)
     const ex = new Exchange(this.#deps, route.runtime, id, req.method ?? 'GET', target.path, tReq, generated, tenant)
+    ex.trace = trace
     return { ex, target }
   }
 
-  /** Finishes `ex` through the queue (off the socket callback), as ended now. */
-  finish(ex: Exchange, clientGone: boolean): void {
-    this.#finishing.add(ex, this.now(), clientGone)
+  /**
+   * Finishes `ex` through the queue (off the socket callback). t_end is when the answer's last
+   * byte was written (`lastByteAt`, last-byte.ts); a cancelled or failed request ends now.
+   */
+  finish(ex: Exchange, clientGone: boolean, lastByteAt?: number): void {
+    const tEnd = clientGone || ex.failure !== undefined || lastByteAt === undefined ? this.now() : lastByteAt
+    this.#finishing.add(ex, tEnd, clientGone)
   }
 
   /** Finishes `ex` when `res` closes: `clientGone` when its last byte was not written. */
   finishOnClose(ex: Exchange, res: ClosingResponse): void {
-    res.once('close', () => this.finish(ex, !res.writableFinished))
+    const last = new LastByte(res, this.now)
+    res.once('close', () => this.finish(ex, !res.writableFinished, last.at))
   }
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import type { LlmMetrics } from '../metrics/llm-metrics.ts'
 import type { OtelMetrics } from '../metrics/otel.ts'
+import type { OtelTraces } from '../metrics/otel-traces.ts'
 import { Outcome } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { Observations, RecordPolicy } from '../timing/observations.ts'
@@ -11,7 +12,7 @@ import { requestLogLine } from './request-log.ts'
 /**
  * Where a finished exchange's Measurement goes: the recording policy turns it into Observations
  * once (timing/observations.ts), and the sinks map those: the llm_ metrics, the OpenTelemetry
- * GenAI metrics, the listeners (live views) and the log line.
+ * GenAI metrics and spans, the listeners (live views) and the log line.
  */
 
 export type FinishedListener = (o: Observations) => void
@@ -21,6 +22,8 @@ export interface RecorderDeps {
   readonly metrics: LlmMetrics
   readonly logger: Logger
   readonly otel?: OtelMetrics
+  /** The span export (`otel.traces`): a span for each request the policy kept. */
+  readonly traces?: OtelTraces
 }
 
 export class Recorder {
@@ -41,6 +44,7 @@ export class Recorder {
     const o = deps.policy.observe(who, m)
     deps.metrics.record(o)
     deps.otel?.record(o)
+    if (o.trace !== undefined) deps.traces?.record(who, o)
     for (const listener of this.#listeners) listener(o)
     if (o.parseError !== undefined) {
       deps.logger.warn({ request_id: o.id, route: o.labels.route, provider: o.labels.provider, reason: o.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')

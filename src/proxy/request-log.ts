@@ -48,6 +48,8 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     status: m.statusCode,
     outcome: m.outcome,
     error: m.failure ?? m.providerError,
+    // Who is to blame, by the upstream-error table; absent on an ok request (its class is `none`).
+    error_type: o.outcome === 'ok' ? undefined : o.errorClass,
     error_detail: who.failureDetail,
     ttft_ms: ms(t.ttft),
     headers_ms: ms(m.headersSeconds),
@@ -66,6 +68,9 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     ...timeSpentFields(m.reported, m.outsideUpstream, m.clientWriteWait, ms),
     bytes_in: who.bytesIn,
     bytes_out: who.bytesOut,
+    // The exported span of a kept request (`otel.traces`): from a log line to its trace.
+    trace_id: o.trace?.traceId,
+    span_id: o.trace?.spanId,
     ...who.extra,
   }
 }

@@ -20,10 +20,11 @@ const MAX_INFLATED_BYTES = 256 * 1024 * 1024
 /**
  * A compressed body that inflates past this ratio (after the first MiB) is a decompression bomb,
  * not an LLM stream: measuring stops and the inflater is dropped, so it costs no more CPU. Real
- * SSE JSON compresses 5–30×; gzip's limit is about 1,000× (a run of one byte).
+ * SSE JSON compresses 5–30×; gzip's limit is about 1,000× (a run of one byte). The same bound
+ * holds for a realtime session's compressed messages (realtime/permessage-deflate.ts).
  */
-const BOMB_RATIO = 200
-const BOMB_MIN_BYTES = 1024 * 1024
+export const BOMB_RATIO = 200
+export const BOMB_MIN_BYTES = 1024 * 1024
 
 function inflaterFor(encoding: string | undefined): Transform | undefined | null {
   if (encoding === undefined) return undefined

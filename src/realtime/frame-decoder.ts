@@ -6,7 +6,9 @@ import { Opcode } from './frame.ts'
  * over whole data messages (fragments joined, unmasked) and the close frame. It holds at most
  * `maxMessageBytes` of one message: a larger message is skipped as its bytes pass (reported with
  * its size and no payload), so a frame announcing 2^62 bytes, or a message fragmented forever,
- * costs the proxy nothing but the count. Bytes it cannot read as frames (a reserved opcode, a
+ * costs the proxy nothing but the count. A message's fragments are copied into one buffer as they
+ * come, whatever their number: a million one-byte frames take a million bytes, not a million
+ * Buffers (each about 100 bytes of objects). Bytes it cannot read as frames (a reserved opcode, a
  * control frame over 125 bytes, a length with the top bit set) end decoding for this direction;
  * the relay goes on passing them, and the endpoint that receives them decides what to do.
  *
@@ -23,6 +25,7 @@ export interface FrameSink {
   close(code: number | undefined, reason: string): void
 }
 
+const EMPTY = Buffer.alloc(0)
 const HEAD = 0
 const PAYLOAD = 1
 const FAILED = 2
@@ -52,16 +55,24 @@ export class FrameDecoder {
   /** The frame being read. */
   #fin = false
   #opcode = 0
-  #mask: Buffer | undefined
+  #masked = false
+  readonly #mask = Buffer.alloc(4)
   #remaining = 0
   #offset = 0
-  /** The data message being gathered: its opcode (0 when none), whether compressed, its size, and its parts while within the limit. */
+  /**
+   * The data message being gathered: its opcode (0 when none), whether compressed, its size, and
+   * while within the limit its payload so far (`#have` bytes of `#buffer`, which grows by doubling
+   * up to the limit; undefined while nothing is held).
+   */
   #messageOpcode = 0
   #compressed = false
   #size = 0
-  #parts: Buffer[] | undefined
+  #gathering = false
+  #buffer: Buffer | undefined
+  #have = 0
   /** The current control frame's payload (at most 125 bytes). */
-  #control: Buffer[] = []
+  readonly #control = Buffer.alloc(125)
+  #controlHave = 0
   #failure: string | undefined
 
   constructor(sink: FrameSink, maxMessageBytes: number) {
@@ -74,12 +85,9 @@ export class FrameDecoder {
     return this.#failure
   }
 
-  /** Payload bytes held right now (bounded by the message limit plus one control frame). */
+  /** Bytes allocated for the message being gathered right now (at most the message limit). */
   get held(): number {
-    let n = 0
-    for (const p of this.#parts ?? []) n += p.length
-    for (const p of this.#control) n += p.length
-    return n
+    return this.#buffer?.length ?? 0
   }
 
   /** The decoder sits between two frames (a frame of the proxy's own may go in here). */
@@ -99,8 +107,14 @@ export class FrameDecoder {
   #fail(reason: string): void {
     this.#state = FAILED
     this.#failure = reason
-    this.#parts = undefined
-    this.#control = []
+    this.#drop()
+  }
+
+  /** Lets go of the message's payload: the rest of it only passes. */
+  #drop(): void {
+    this.#gathering = false
+    this.#buffer = undefined
+    this.#have = 0
   }
 
   /** Gathers header bytes from `chunk` at `i`; returns where it stopped. */
@@ -147,13 +161,15 @@ export class FrameDecoder {
       this.#fail(problem)
       return
     }
-    this.#mask = b1 & 0x80 ? Buffer.from(head.subarray(at, at + 4)) : undefined
+    this.#masked = (b1 & 0x80) !== 0
+    if (this.#masked) head.copy(this.#mask, 0, at, at + 4)
     const control = opcode >= 0x8
     if (opcode === Opcode.text || opcode === Opcode.binary) {
       this.#messageOpcode = opcode
       this.#compressed = (b0 & 0x40) !== 0
       this.#size = 0
-      this.#parts = []
+      this.#gathering = true
+      this.#have = 0
     }
     this.#fin = fin
     this.#opcode = opcode
@@ -162,19 +178,34 @@ export class FrameDecoder {
     if (!control) {
       this.#size += length
       // Over the limit: let go of what was held; the rest of the message only passes.
-      if (this.#size > this.#max) this.#parts = undefined
-    }
+      if (this.#size > this.#max) this.#drop()
+    } else this.#controlHave = 0
     this.#state = PAYLOAD
     if (length === 0) this.#endFrame()
   }
 
+  /**
+   * Room for `size` bytes of the message as they arrive: at first what its frames announced so
+   * far (a message of one frame is one allocation of its size), then doubling up to the limit, so
+   * what a message holds is at most the limit however it is framed, copied at most twice over.
+   */
+  #reserve(size: number): Buffer {
+    const buffer = this.#buffer
+    if (buffer !== undefined && buffer.length >= size) return buffer
+    const grown = Buffer.allocUnsafe(buffer === undefined ? this.#size : Math.max(size, Math.min(this.#max, 2 * buffer.length)))
+    if (buffer !== undefined) buffer.copy(grown, 0, 0, this.#have)
+    this.#buffer = grown
+    return grown
+  }
+
   #readPayload(chunk: Buffer, i: number): number {
     const take = Math.min(this.#remaining, chunk.length - i)
-    const control = this.#opcode >= 0x8
-    if (control || this.#parts !== undefined) {
-      const piece = this.#unmask(chunk.subarray(i, i + take))
-      if (control) this.#control.push(piece)
-      else this.#parts?.push(piece)
+    if (this.#opcode >= 0x8) {
+      this.#unmaskInto(chunk, i, take, this.#control, this.#controlHave)
+      this.#controlHave += take
+    } else if (this.#gathering) {
+      this.#unmaskInto(chunk, i, take, this.#reserve(this.#have + take), this.#have)
+      this.#have += take
     }
     this.#offset += take
     this.#remaining -= take
@@ -182,31 +213,30 @@ export class FrameDecoder {
     return i + take
   }
 
-  /** An unmasked copy of `piece` (the chunk itself is never changed: the relay may still be writing it). */
-  #unmask(piece: Buffer): Buffer {
+  /** Copies `take` bytes of `chunk` at `i`, unmasked, to `out` at `at` (the chunk itself is never changed: the relay may still be writing it). */
+  #unmaskInto(chunk: Buffer, i: number, take: number, out: Buffer, at: number): void {
+    if (!this.#masked) {
+      chunk.copy(out, at, i, i + take)
+      return
+    }
     const mask = this.#mask
-    if (mask === undefined) return Buffer.from(piece)
-    const out = Buffer.allocUnsafe(piece.length)
     const start = this.#offset
-    for (let k = 0; k < piece.length; k++) out[k] = piece[k] ^ mask[(start + k) & 3]
-    return out
+    for (let k = 0; k < take; k++) out[at + k] = chunk[i + k] ^ mask[(start + k) & 3]
   }
 
   #endFrame(): void {
     this.#state = HEAD
     const opcode = this.#opcode
     if (opcode >= 0x8) {
-      const payload = this.#control.length === 1 ? this.#control[0] : Buffer.concat(this.#control)
-      this.#control = []
+      const payload = this.#control.subarray(0, this.#controlHave)
       if (opcode === Opcode.close) this.#sink.close(payload.length >= 2 ? payload.readUInt16BE(0) : undefined, payload.length > 2 ? payload.toString('utf8', 2) : '')
       return
     }
     if (!this.#fin) return
-    const parts = this.#parts
-    const payload = parts === undefined ? undefined : parts.length === 1 ? parts[0] : Buffer.concat(parts)
+    const payload = this.#gathering ? (this.#buffer?.subarray(0, this.#have) ?? EMPTY) : undefined
     const messageOpcode = this.#messageOpcode
     this.#messageOpcode = 0
-    this.#parts = undefined
+    this.#drop()
     this.#sink.message(messageOpcode, payload, this.#compressed, this.#size)
   }
 }

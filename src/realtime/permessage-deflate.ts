@@ -1,4 +1,5 @@
 import { constants, inflateRawSync } from 'node:zlib'
+import { BOMB_MIN_BYTES, BOMB_RATIO } from '../proxy/tap.ts'
 
 /**
  * permessage-deflate (RFC 7692, https://www.rfc-editor.org/rfc/rfc7692) on the measuring side.
@@ -12,6 +13,11 @@ import { constants, inflateRawSync } from 'node:zlib'
  * the work synchronous and per message, with a bounded state: 32 KiB per direction. A message the
  * measuring side did not hold (over the size limit) breaks that chain: later messages of that
  * direction are then not inflated (they still pass untouched).
+ *
+ * Past the first MiB a direction may inflate at most BOMB_RATIO times the compressed bytes it was
+ * sent, as an HTTP body may (realtime events compress 1.3× as speech, about 8× as text deltas
+ * with context takeover); a direction past it is inflated no more. How much inflating one turn
+ * of the event loop may do is the session's to bound (session.ts: INFLATE_TURN).
  */
 
 /** What the 101's `Sec-WebSocket-Extensions` agreed on, per direction. */
@@ -45,6 +51,9 @@ export class MessageInflater {
   readonly #maxOutput: number
   #window: Buffer | undefined
   #broken: string | undefined
+  /** Compressed bytes inflated so far, and what they inflated to. */
+  #compressed = 0
+  #inflated = 0
 
   /** `maxOutput`: the most bytes one message may inflate to (the measuring side's message limit). */
   constructor(contextTakeover: boolean, maxOutput: number) {
@@ -55,6 +64,15 @@ export class MessageInflater {
   /** Why this direction can no longer be inflated, else undefined. */
   get broken(): string | undefined {
     return this.#broken
+  }
+
+  /** Counts what a message inflated; whether the direction is now past BOMB_RATIO (then it is broken). */
+  #overBudget(compressed: number, inflated: number): boolean {
+    this.#compressed += compressed
+    this.#inflated += inflated
+    if (this.#inflated <= BOMB_MIN_BYTES || this.#inflated <= BOMB_RATIO * this.#compressed) return false
+    this.#broken = `inflate budget: messages inflate more than ${BOMB_RATIO}×`
+    return true
   }
 
   /** A compressed message was not seen whole (over the size limit): with context takeover, later ones cannot be read. */
@@ -74,10 +92,13 @@ export class MessageInflater {
         ...(this.#window === undefined ? {} : { dictionary: this.#window }),
       })
     } catch (err) {
-      // Over the limit or not deflate data: with context takeover nothing later can be read either.
+      // Over the limit (it inflated that much first, and counts) or not deflate data: with context
+      // takeover nothing later can be read either.
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' && this.#overBudget(payload.length, this.#maxOutput)) return undefined
       if (this.#takeover) this.#broken = `inflating failed: ${(err as Error).message}`
       return undefined
     }
+    if (this.#overBudget(payload.length, out.length)) return undefined
     if (this.#takeover) this.#window = nextWindow(this.#window, out)
     return out
   }

@@ -9,6 +9,8 @@ import type { FinishedResponse } from './protocol.ts'
 import type { MetricsRegistry } from '../metrics/registry.ts'
 import type { RealtimeListener, RealtimeSessions } from './realtime.ts'
 import type { SessionSummary } from './session.ts'
+import { realtimeErrorTypeOf } from '../proxy/upstream-errors.ts'
+import type { ErrorType } from '../proxy/upstream-errors.ts'
 
 /**
  * The llm_realtime_ metrics (the CONTRACT's "Realtime sessions"): definitions, and what a
@@ -22,6 +24,8 @@ const UNDERRUN_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60
 /** What one finished response adds to the metrics. */
 export interface ResponseObservations {
   readonly outcome: string
+  /** Who is to blame (the `error_type` label): `none` for ok, by the upstream-error table. */
+  readonly errorType: ErrorType
   readonly ttft: number | undefined
   readonly ttfa: number | undefined
   /** Token-weighted ITL: pairs of value and weight. */
@@ -50,7 +54,7 @@ export function responseObservations(r: FinishedResponse): ResponseObservations 
       if (count > 0) tokens.push({ direction, modality, count })
     }
   }
-  return { outcome: r.outcome, ttft: r.timing.ttft, ttfa: r.timing.ttfa, itl: r.timing.itl, underrun: r.timing.underrun, tokens }
+  return { outcome: r.outcome, errorType: realtimeErrorTypeOf(r.outcome, r.detail), ttft: r.timing.ttft, ttfa: r.timing.ttfa, itl: r.timing.itl, underrun: r.timing.underrun, tokens }
 }
 
 /** A session's label values in the order of the policy's label names (the tenant last, when on). */
@@ -77,8 +81,8 @@ export class RealtimeMetrics {
     this.inFlight = new CollectedGauge({ name: 'llm_realtime_sessions_in_flight', help: 'Realtime (WebSocket) sessions open now.', labelNames, collect: open })
     this.responses = new Counter({
       name: 'llm_realtime_responses_total',
-      help: 'Realtime responses by outcome: ok, error (an error event or a failed response.done), cancelled (response.cancel, interrupted, or the client left).',
-      labelNames: [...labelNames, 'outcome'],
+      help: 'Realtime responses by outcome: ok, error (an error event or a failed response.done), cancelled (response.cancel, interrupted, or the client left); error_type: who is to blame, from the error code the provider named (none for ok).',
+      labelNames: [...labelNames, 'outcome', 'error_type'],
     })
     this.ttft = new Histogram({
       name: 'llm_realtime_time_to_first_token_seconds',
@@ -117,7 +121,7 @@ export class RealtimeMetrics {
   readonly listener: RealtimeListener = {
     response: (_who, l: Labels, r: FinishedResponse) => {
       const o = responseObservations(r)
-      this.responses.labels(...valuesOf(l), o.outcome).inc()
+      this.responses.labels(...valuesOf(l), o.outcome, o.errorType).inc()
       if (o.ttft !== undefined) this.ttft.labels(...valuesOf(l)).observe(o.ttft)
       if (o.ttfa !== undefined) this.ttfa.labels(...valuesOf(l)).observe(o.ttfa)
       if (o.itl.length > 0) {

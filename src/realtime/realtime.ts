@@ -8,6 +8,7 @@ import type { RecordPolicy, SeriesLabels as Labels } from '../timing/observation
 import type { RouteRuntime } from '../proxy/exchange.ts'
 import type { UpstreamTarget } from '../proxy/route-path.ts'
 import type { Upstream } from '../proxy/upstream.ts'
+import type { TraceStart } from '../proxy/trace-context.ts'
 import type { EncodingSelector } from '../tokens/tokenizer.ts'
 import { closeRelays, passThrough } from './pass-through.ts'
 import type { FinishedResponse } from './protocol.ts'
@@ -82,11 +83,12 @@ export class RealtimeSessions {
   pass(
     req: IncomingMessage,
     pending: PendingUpgrade,
-    how: { route: RouteRuntime; id: string; tenant?: string; tReq: number; target: UpstreamTarget; dispatcher: Dispatcher; upstream: Upstream },
+    how: { route: RouteRuntime; id: string; tenant?: string; tReq: number; target: UpstreamTarget; dispatcher: Dispatcher; upstream: Upstream; trace?: TraceStart },
   ): void {
     const q = how.target.pathAndQuery.indexOf('?')
     const query = new URLSearchParams(q < 0 ? '' : how.target.pathAndQuery.slice(q + 1))
     const session = new RealtimeSession(this.#deps, how.route, how.id, how.target.path, query, how.tReq, how.tenant)
+    session.trace = how.trace
     passThrough(session, req, pending, {
       dispatcher: how.dispatcher,
       upstream: how.upstream,

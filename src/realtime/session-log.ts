@@ -31,5 +31,6 @@ export function sessionLogLine(who: SessionIdentity, labels: Labels, s: SessionS
     messages_from_client: s.messagesFromClient,
     messages_from_upstream: s.messagesFromUpstream,
     unread_messages: s.unread || undefined,
+    not_measured: s.parseError,
   }
 }

@@ -6,6 +6,7 @@ import { Outcome } from '../timing/measurement.ts'
 import { sessionOutcome } from '../timing/realtime-timing.ts'
 import type { EncodingSelector, TokenCount } from '../tokens/tokenizer.ts'
 import type { RouteRuntime } from '../proxy/exchange.ts'
+import type { TraceStart } from '../proxy/trace-context.ts'
 import { Opcode } from './frame.ts'
 import { FrameDecoder } from './frame-decoder.ts'
 import { GeminiLive } from './gemini-live.ts'
@@ -37,6 +38,8 @@ export interface SessionIdentity {
   readonly path: string
   /** ms (monotonic) of the upgrade request. */
   readonly tReq: number
+  /** The session span's ids and the caller's span (`otel.traces` on), from the upgrade request. */
+  readonly trace?: TraceStart
 }
 
 /** A finished session's facts and figures (no text, no headers, no credentials). */
@@ -78,6 +81,31 @@ export interface RealtimeDeps {
 /** The longest close reason a session keeps (a close frame allows 123 bytes). */
 const MAX_REASON = 123
 
+/**
+ * Inflating is synchronous and its cost is not bounded by the bytes read (a kilobyte can stand
+ * for a megabyte; a read of small messages is thousands of inflate calls of ~50 µs each), so one
+ * turn of the event loop inflates for one session at most INFLATE_TURN bytes of output, each
+ * call counted as INFLATE_CALL more (setting up zlib), and one compressed message at most
+ * INFLATE_TURN too (realtime events are far smaller: a message that inflates past it is audio
+ * input or junk, and goes unread): about a millisecond (bench/inflate-budget.ts).
+ * Messages past the budget wait, in order and with their arrival times, for the next turns; a
+ * session whose waiting messages exceed twice the message limit stops being measured
+ * (`not_measured`): what it sends costs its own figures, never another stream's cadence.
+ */
+const INFLATE_TURN = 512 * 1024
+const INFLATE_CALL = 32 * 1024
+/** Bytes a waiting message is counted for besides its payload (its record). */
+const WAITING_OVERHEAD = 64
+
+interface Waiting {
+  readonly from: Side
+  readonly opcode: number
+  /** Undefined: over the size limit, not held. */
+  readonly payload: Buffer | undefined
+  readonly compressed: boolean
+  readonly at: number
+}
+
 /** Which protocol a message speaks: OpenAI's events have a string `type`, Gemini's a known top-level key. */
 const GEMINI_KEYS = ['setup', 'setupComplete', 'serverContent', 'clientContent', 'realtimeInput', 'toolResponse', 'toolCall', 'usageMetadata'] as const
 
@@ -106,6 +134,15 @@ export class RealtimeSession implements RelayObserver {
   #inflaters: Record<Side, MessageInflater> | undefined
   /** Arrival of the read being decoded (a message takes the time of the read that completed it). */
   #at = 0
+  /** What this turn may still inflate (INFLATE_TURN). */
+  #inflateRoom = INFLATE_TURN
+  /** Messages waiting for a later turn, in order, and the bytes they hold. */
+  #waiting: Waiting[] = []
+  #waitingHead = 0
+  #waitingBytes = 0
+  #scheduled = false
+  /** The session's connections closed while messages were waiting: it finishes once they are read. */
+  #ending: { readonly at: number; readonly end: RelayEnd } | undefined
   #statusCode = 0
   #failure: FailureCode | undefined
   #refused = false
@@ -121,6 +158,8 @@ export class RealtimeSession implements RelayObserver {
 
   /** The `tenant` label value, resolved once from the upgrade request (undefined with `metrics.tenant` off). */
   readonly tenant: string | undefined
+  /** The session span's ids, set once when the upgrade arrived with `otel.traces` on (realtime.ts). */
+  trace: TraceStart | undefined
 
   constructor(deps: RealtimeDeps, route: RouteRuntime, id: string, path: string, query: URLSearchParams, tReq: number, tenant?: string) {
     this.#deps = deps
@@ -171,9 +210,9 @@ export class RealtimeSession implements RelayObserver {
     return this.#protocol?.inFlight ?? 0
   }
 
-  /** Payload bytes the measuring side holds now, both directions (bounded by the message limit). */
+  /** Bytes the measuring side holds now, both directions: messages being gathered and waiting to be inflated. */
   get held(): number {
-    return (this.#decoders?.client.held ?? 0) + (this.#decoders?.upstream.held ?? 0)
+    return (this.#decoders?.client.held ?? 0) + (this.#decoders?.upstream.held ?? 0) + this.#waitingBytes
   }
 
   /** The upstream answered 101: relaying starts, with the agreed compression. */
@@ -182,7 +221,8 @@ export class RealtimeSession implements RelayObserver {
     const max = this.#deps.maxMessageBytes
     this.#decoders = { client: new FrameDecoder(this.#sink('client'), max), upstream: new FrameDecoder(this.#sink('upstream'), max) }
     if (deflate !== undefined) {
-      this.#inflaters = { client: new MessageInflater(!deflate.clientNoContextTakeover, max), upstream: new MessageInflater(!deflate.serverNoContextTakeover, max) }
+      const inflated = Math.min(max, INFLATE_TURN)
+      this.#inflaters = { client: new MessageInflater(!deflate.clientNoContextTakeover, inflated), upstream: new MessageInflater(!deflate.serverNoContextTakeover, inflated) }
     }
   }
 
@@ -206,6 +246,7 @@ export class RealtimeSession implements RelayObserver {
     const decoder = this.#decoders?.[from]
     if (decoder === undefined || this.#broken !== undefined) return
     this.#at = at
+    this.#inflateRoom = INFLATE_TURN
     try {
       decoder.push(chunk)
     } catch (err) {
@@ -221,7 +262,8 @@ export class RealtimeSession implements RelayObserver {
 
   closed(end: RelayEnd, at: number): void {
     if (end.proxyReason === 'idle' || end.proxyReason === 'total') this.#failure ??= end.proxyReason === 'idle' ? 'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT' : 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'
-    this.finish(at, end)
+    if (this.#waitingHead < this.#waiting.length) this.#ending = { at, end }
+    else this.finish(at, end)
   }
 
   /**
@@ -233,6 +275,8 @@ export class RealtimeSession implements RelayObserver {
     if (this.#finished) return
     this.#finished = true
     this.#deps.sessions.delete(this)
+    this.#unread += this.#waiting.length - this.#waitingHead
+    this.#dropWaiting()
     const clientLeft = (this.#close?.from ?? end?.first) === 'client'
     try {
       this.#protocol?.end(clientLeft ? Outcome.cancelled : Outcome.error, at)
@@ -271,7 +315,7 @@ export class RealtimeSession implements RelayObserver {
   }
 
   #identity(): SessionIdentity {
-    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, tenant: this.tenant, model: this.model, path: this.#path, tReq: this.#tReq }
+    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, tenant: this.tenant, model: this.model, path: this.#path, tReq: this.#tReq, trace: this.trace }
   }
 
   #responseEnded(response: FinishedResponse): void {
@@ -295,6 +339,61 @@ export class RealtimeSession implements RelayObserver {
 
   #message(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean): void {
     this.#messages[from]++
+    if (this.#waitingHead < this.#waiting.length || (compressed && this.#inflateRoom <= 0 && this.#inflaters?.[from].broken === undefined)) {
+      this.#wait({ from, opcode, payload, compressed, at: this.#at })
+      return
+    }
+    this.#read(from, opcode, payload, compressed, this.#at)
+  }
+
+  /** Keeps a message for a later turn (it must not pass those before it), within twice the message limit. */
+  #wait(message: Waiting): void {
+    this.#waiting.push(message)
+    this.#waitingBytes += (message.payload?.length ?? 0) + WAITING_OVERHEAD
+    if (this.#waitingBytes > 2 * this.#deps.maxMessageBytes) {
+      this.#broken ??= `inflate budget: messages waiting to be inflated over ${2 * this.#deps.maxMessageBytes} bytes`
+      this.#unread += this.#waiting.length - this.#waitingHead
+      this.#dropWaiting()
+      return
+    }
+    if (!this.#scheduled) {
+      this.#scheduled = true
+      setImmediate(this.#nextTurn)
+    }
+  }
+
+  #dropWaiting(): void {
+    this.#waiting = []
+    this.#waitingHead = 0
+    this.#waitingBytes = 0
+  }
+
+  /** A later turn: reads waiting messages within this turn's budget; the session finishes once none wait and its connections closed. */
+  readonly #nextTurn = (): void => {
+    this.#scheduled = false
+    if (this.#finished) return
+    this.#inflateRoom = INFLATE_TURN
+    while (this.#waitingHead < this.#waiting.length && this.#broken === undefined && this.#inflateRoom > 0) {
+      const m = this.#waiting[this.#waitingHead++]
+      this.#waitingBytes -= (m.payload?.length ?? 0) + WAITING_OVERHEAD
+      try {
+        this.#read(m.from, m.opcode, m.payload, m.compressed, m.at)
+      } catch (err) {
+        this.#broken = `measuring failed: ${(err as Error).message}`.slice(0, 200)
+      }
+    }
+    if (this.#waitingHead < this.#waiting.length && this.#broken === undefined) {
+      this.#scheduled = true
+      setImmediate(this.#nextTurn)
+      return
+    }
+    if (this.#broken !== undefined) this.#unread += this.#waiting.length - this.#waitingHead
+    this.#dropWaiting()
+    const ending = this.#ending
+    if (ending !== undefined) this.finish(ending.at, ending.end)
+  }
+
+  #read(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean, at: number): void {
     const inflater = this.#inflaters?.[from]
     if (payload === undefined) {
       this.#unread++
@@ -304,6 +403,8 @@ export class RealtimeSession implements RelayObserver {
     let text = payload
     if (compressed) {
       const inflated = inflater?.inflate(payload)
+      // A message that failed may have inflated up to the limit before it did.
+      this.#inflateRoom -= (inflated?.length ?? this.#deps.maxMessageBytes) + INFLATE_CALL
       if (inflated === undefined) {
         this.#unread++
         return
@@ -326,8 +427,8 @@ export class RealtimeSession implements RelayObserver {
       this.#protocol = kind === 'gemini' ? new GeminiLive(this.#context) : new OpenAIRealtime(this.#context)
       if (this.#provider === UNKNOWN) this.#provider = kind
     }
-    if (from === 'client') this.#protocol.client(message, this.#at)
-    else this.#protocol.server(message, this.#at)
+    if (from === 'client') this.#protocol.client(message, at)
+    else this.#protocol.server(message, at)
   }
 }
 

@@ -33,6 +33,8 @@ export interface SimPlanRequest {
   error_after?: number
   reset_after?: number
   seed?: number
+  /** A slow provider: every wait of the plan (TTFT, gaps, stalls) this many times longer (1 – 1000). */
+  slow?: number
 }
 
 const clampInt = (v: unknown, lo: number, hi: number, fallback: number): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : fallback)
@@ -45,13 +47,15 @@ export function planFor(cfg: SimulatorConfig, maxTokens: number | undefined, req
     errorAfter: request?.error_after === undefined ? undefined : clampInt(request.error_after, 0, 1e6, 0),
     resetAfter: request?.reset_after === undefined ? undefined : clampInt(request.reset_after, 0, 1e6, 0),
   }
+  const slow = typeof request?.slow === 'number' && Number.isFinite(request.slow) ? Math.min(1000, Math.max(1, request.slow)) : 1
+  const slowed = (chunks: SimChunk[]): SimChunk[] => (slow === 1 ? chunks : chunks.map((c) => ({ afterMs: c.afterMs * slow, tokens: c.tokens })))
   if (request?.chunks !== undefined && Array.isArray(request.chunks)) {
     const chunks: SimChunk[] = [{ afterMs: clampMs(request.ttft_ms, cfg.ttft_ms), tokens: clampInt(request.first_tokens, 1, 10_000, 1) }]
     for (const pair of request.chunks.slice(0, 100_000)) {
       if (!Array.isArray(pair)) continue
       chunks.push({ afterMs: clampMs(pair[0], cfg.itl_ms), tokens: clampInt(pair[1], 1, 10_000, 1) })
     }
-    return { chunks, ...extra }
+    return { chunks: slowed(chunks), ...extra }
   }
   const rng = createRng((request?.seed ?? cfg.seed) + seq * 7919)
   const total = clampInt(maxTokens, 1, 1_000_000, cfg.tokens)
@@ -69,7 +73,7 @@ export function planFor(cfg: SimulatorConfig, maxTokens: number | undefined, req
     sent += tokens
     i++
   }
-  return { chunks, ...extra }
+  return { chunks: slowed(chunks), ...extra }
 }
 
 /**

@@ -46,6 +46,8 @@ export interface ExchangeFacts {
   readonly statusCode: number
   /** Why the proxy or the upstream failed the request, when it did. */
   readonly failure: FailureCode | undefined
+  /** The underlying code under the failure (undici's, the socket's), when known. */
+  readonly failureDetail?: string
   /** The client closed before the last byte was written, with no failure of ours. */
   readonly clientGone: boolean
   /** The content chunks' arrival marks, as the parser counted their tokens (never changed here). */
@@ -69,6 +71,7 @@ export interface Measurement {
   /** The status to label: the client's, else 499 (client left first) or 502 (no answer). */
   readonly statusCode: number
   readonly failure: FailureCode | undefined
+  readonly failureDetail: string | undefined
   /** A provider error event inside the stream (its code or type). */
   readonly providerError: string | undefined
   readonly timing: Timing
@@ -95,6 +98,8 @@ export interface Measurement {
   readonly parseError: string | undefined
   /** The upstream's own timings by phase (seconds), as it reported them. */
   readonly reported: ReportedTimes | undefined
+  /** Speculative-decoding draft tokens proposed and accepted, as the upstream reported them. */
+  readonly speculative: { readonly drafted: number; readonly accepted: number } | undefined
   /**
    * TTFT − the reported queue + load + prompt time, when content arrived and the upstream
    * reported any of them: the part of the first token's wait the upstream does not account for
@@ -147,11 +152,13 @@ export function measure(facts: ExchangeFacts): Measurement {
   const timing = summarize(facts.tReq, facts.tEnd, chunks)
   const statusCode = facts.statusCode !== 0 ? facts.statusCode : outcome === Outcome.cancelled ? CLIENT_CLOSED_STATUS : NO_RESPONSE_STATUS
   const [itlP50, itlP99] = itlQuantiles(chunks, QUANTILES)
-  const slo = facts.slo === undefined ? undefined : judgeSlo(facts.slo, { outcome, statusCode, timing, itlP99 })
+  // The embedding app's own answer (its rate limit, its key check) is its rule, not the service's latency: not judged.
+  const slo = facts.slo === undefined || facts.failure === 'TOKENTAP_ERR_APP_ANSWERED' ? undefined : judgeSlo(facts.slo, { outcome, statusCode, timing, itlP99 })
   return {
     outcome,
     statusCode,
     failure: facts.failure,
+    failureDetail: facts.failureDetail,
     providerError: summary.error,
     timing,
     outputTokens: usage?.output ?? timing.tokens,
@@ -168,6 +175,7 @@ export function measure(facts: ExchangeFacts): Measurement {
     estimateRatio: estimateRatio !== undefined && Number.isFinite(estimateRatio) ? estimateRatio : undefined,
     parseError: summary.parseError ?? (usage !== summary.usage ? 'reported usage is not a token count: not used' : undefined) ?? facts.unreadable,
     reported: summary.reported,
+    speculative: summary.speculative,
     outsideUpstream: outsideUpstream(timing.ttft, reportedBeforeFirstToken(summary.reported)),
     clientWriteWait: facts.clientWriteWaitMs === undefined ? undefined : Math.max(0, facts.clientWriteWaitMs) / 1000,
     chunks,

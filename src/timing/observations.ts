@@ -1,8 +1,14 @@
-import { LabelLimiter } from '../metrics/label-limiter.ts'
+import { LabelSetBudget } from '../metrics/label-fold.ts'
+import { LabelLimiter, OTHER } from '../metrics/label-limiter.ts'
 import { Outcome, TokenSource } from './measurement.ts'
 import type { Measurement } from './measurement.ts'
 import type { SloVerdict } from './slo.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
+import type { TraceIds, TraceStart } from '../proxy/trace-context.ts'
+import { keepTrace } from './trace-sampling.ts'
+import type { TraceSampling } from './trace-sampling.ts'
+import { errorTypeOf } from '../proxy/upstream-errors.ts'
+import type { ErrorType } from '../proxy/upstream-errors.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
 export const SLOW_CLIENT_SECONDS = 0.1
@@ -13,9 +19,12 @@ export const SLOW_CLIENT_SECONDS = 0.1
  * recorded lives here and nowhere else:
  * - the ok-only gates: TPOT, per-user TPS and OpenTelemetry's server TTFT only for outcome `ok`;
  * - the output-token rule: a count is recorded when the provider reported one or N ≥ 1;
- * - the length band of the output;
- * - the error type of a failed or cancelled request;
- * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`.
+ * - the length band of the output, the input-length band of the prompt;
+ * - the error type of a failed or cancelled request (OpenTelemetry's, and the `error_type` class
+ *   from proxy/upstream-errors.ts);
+ * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`;
+ *   at most `limits.max_label_sets` label sets, then model and tenant `other` (the overflow set);
+ * - which requests' spans are exported (trace-sampling.ts).
  * The sinks (Prometheus families, OTLP, the live page, the log line) only map Observations onto
  * their own shapes, with no conditions of their own. Adding a metric is one field here and one
  * line per sink; adding a label is one entry in `SERIES_LABELS` and its value in `#set` (`tenant`, optional, is
@@ -47,6 +56,28 @@ export const LENGTH_BANDS = [
 /** The index in LENGTH_BANDS of a request with this many output tokens. */
 export function lengthBandOf(outputTokens: number): number {
   return outputTokens < LENGTH_BANDS[0].below ? 0 : outputTokens < LENGTH_BANDS[1].below ? 1 : 2
+}
+
+/**
+ * Input-length bands (`input_length_band`, TTFT and E2E): by the input tokens the provider
+ * reported, in binary thousands as context windows are named (1k = 1,024 … 128k = 131,072);
+ * `unknown` when it reported none, so every series carries the label.
+ */
+export const INPUT_LENGTH_BANDS = [
+  { name: 'lt_1k', below: 1024 },
+  { name: 'lt_8k', below: 8192 },
+  { name: 'lt_32k', below: 32_768 },
+  { name: 'lt_128k', below: 131_072 },
+  { name: 'ge_128k', below: Number.POSITIVE_INFINITY },
+  { name: 'unknown', below: Number.NaN },
+] as const
+
+/** The index in INPUT_LENGTH_BANDS of a request with this many reported input tokens (undefined: unknown). */
+function inputLengthBandOf(inputTokens: number | undefined): number {
+  if (inputTokens === undefined) return INPUT_LENGTH_BANDS.length - 1
+  let i = 0
+  while (inputTokens >= INPUT_LENGTH_BANDS[i].below) i++
+  return i
 }
 
 /**
@@ -89,6 +120,8 @@ export interface RequestFacts {
   readonly tReq: number
   /** The proxy's own cost, seconds. */
   readonly overhead: { readonly request: number | undefined; readonly firstChunk: number | undefined; readonly chunk: number | undefined }
+  /** Its span's ids and the caller's span, with `otel.traces` on. */
+  readonly trace?: TraceStart
 }
 
 /** What every sink records of one finished request. Seconds; undefined: not observed. */
@@ -98,13 +131,22 @@ export interface Observations {
   /** The values of SERIES_LABELS, and their key (values joined): the sinks' series handles. */
   readonly labelValues: readonly string[]
   readonly key: string
+  /** The request's label set was beyond `limits.max_label_sets`: it is recorded under the overflow set (llm_label_sets_folded_total). */
+  readonly labelSetFolded: boolean
   /** `labelValues` plus the length band when `metrics.length_band_label` is on (ITL and TPOT series). */
   readonly bandedValues: readonly string[]
   readonly bandedKey: string
+  /** `labelValues` plus the input-length band when `metrics.input_length_band_label` is on (TTFT and E2E series). */
+  readonly inputBandedValues: readonly string[]
+  readonly inputBandedKey: string
+  /** Index in INPUT_LENGTH_BANDS of the reported input count (the live page's prompt bands). */
+  readonly inputLengthBand: number
   readonly outcome: Outcome
   readonly statusCode: number
   /** OpenTelemetry's `error.type`: undefined for ok. */
   readonly errorType: string | undefined
+  /** The `error_type` label: who is to blame, from the upstream-error table (`none` for ok). */
+  readonly errorClass: ErrorType
   /** Index in LENGTH_BANDS of the output count (the live page's bands). */
   readonly lengthBand: number
   readonly e2e: number
@@ -136,6 +178,8 @@ export interface Observations {
   readonly overheadRequest: number | undefined
   readonly overheadFirstChunk: number | undefined
   readonly overheadChunk: number | undefined
+  /** Speculative-decoding draft tokens proposed and accepted, where the upstream reported them. */
+  readonly speculative: { readonly drafted: number; readonly accepted: number } | undefined
   /** The upstream's own timings by phase (seconds), each phase it reported once. */
   readonly upstreamReported: ReportedTimes | undefined
   /** TTFT − the upstream's reported queue + load + prompt, where it reported them. */
@@ -153,6 +197,8 @@ export interface Observations {
   readonly operation: string | undefined
   /** The response's model, bounded like the model label (OpenTelemetry only). */
   readonly responseModel: string | undefined
+  /** The request's span, when `otel.traces` keeps it (the span is exported and exemplars name it). */
+  readonly trace: TraceIds | undefined
   /** ms, monotonic: when the response closed. */
   readonly endedAt: number
   /** The request's own figures as measured, for its log line and `/debug/requests/{id}`. */
@@ -161,12 +207,20 @@ export interface Observations {
 
 export interface RecordPolicyOptions {
   readonly maxModelsPerRoute: number
+  /** `limits.max_label_sets` (default: no bound). */
+  readonly maxLabelSets?: number
+  /** Called once, the first time a label set is folded by the budget (the one warn line). */
+  readonly onFirstFold?: () => void
   /** `metrics.length_band_label`: ITL and TPOT series carry `length_band`. */
   readonly lengthBandLabel: boolean
+  /** `metrics.input_length_band_label`: TTFT and E2E series carry `input_length_band`. */
+  readonly inputLengthBandLabel?: boolean
   /** OpenTelemetry is on: work out the GenAI operation and the bounded response model. */
   readonly genAi: boolean
   /** `metrics.tenant` is on: every series carries `tenant` after SERIES_LABELS. */
   readonly tenant?: boolean
+  /** `otel.traces` is on: which requests' spans are kept (trace-sampling.ts). */
+  readonly traces?: TraceSampling
 }
 
 /** The error type a failed or cancelled request is reported with (OpenTelemetry's `error.type`). */
@@ -243,8 +297,23 @@ interface LabelSet {
   readonly labels: SeriesLabels
   readonly values: readonly string[]
   readonly key: string
+  /** Beyond the label-set budget: these are the overflow set's values. */
+  readonly folded: boolean
   /** By length band: the values with the band appended (or the same values with the label off). */
   readonly banded: readonly { readonly values: readonly string[]; readonly key: string }[]
+  /** By input-length band, the same way. */
+  readonly inputBanded: readonly { readonly values: readonly string[]; readonly key: string }[]
+}
+
+const labelKey = (provider: string, model: string, route: string, tenant: string | undefined): string =>
+  tenant === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${tenant}`
+
+function labelSet(provider: string, model: string, route: string, t: string | undefined, folded: boolean, bands: { readonly length: boolean; readonly input: boolean }): LabelSet {
+  const key = labelKey(provider, model, route, t)
+  const values = t === undefined ? [provider, model, route] : [provider, model, route, t]
+  const banded = bands.length ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
+  const inputBanded = bands.input ? INPUT_LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : INPUT_LENGTH_BANDS.map(() => ({ values, key }))
+  return { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, folded, banded, inputBanded }
 }
 
 /** Label sets kept for reuse; past this many the cache starts over (the label bound keeps the real count small). */
@@ -253,16 +322,24 @@ const LABEL_CACHE = 10_000
 export class RecordPolicy {
   readonly #models: LabelLimiter
   readonly #options: RecordPolicyOptions
+  readonly #budget: LabelSetBudget
   readonly #sets = new Map<string, LabelSet>()
+  #folded = false
 
   constructor(options: RecordPolicyOptions) {
     this.#options = options
     this.#models = new LabelLimiter(options.maxModelsPerRoute)
+    this.#budget = new LabelSetBudget(options.maxLabelSets ?? Number.POSITIVE_INFINITY)
   }
 
   /** The label names of every llm_ series, in the order of `Observations.labelValues`: SERIES_LABELS, plus `tenant` when on. */
   get labelNames(): readonly string[] {
     return this.#options.tenant === true ? [...SERIES_LABELS, TENANT_LABEL] : SERIES_LABELS
+  }
+
+  /** The label names of the TTFT and E2E series (`labelNames`, plus `input_length_band` when on; E2E adds `outcome`). */
+  get inputBandedLabelNames(): readonly string[] {
+    return this.#options.inputLengthBandLabel === true ? [...this.labelNames, 'input_length_band'] : this.labelNames
   }
 
   /** The label names of the ITL and TPOT series (`labelNames`, plus `length_band` when on). */
@@ -271,12 +348,13 @@ export class RecordPolicy {
   }
 
   /**
-   * The label values a request in flight is counted under (the in-flight gauge, at scrape time):
-   * a model the bound admitted keeps its name, one it has not seen yet shows as `other` once the
-   * bound is full; a scrape never admits a model.
+   * The label values a request in flight is counted under (the in-flight gauge, at scrape time).
+   * A scrape admits the model and the label set as the request's end would (it will be recorded
+   * under them): reading without admitting let every model in flight through while the bound had
+   * room, and the gauge kept each of them at 0 afterwards, beyond the cap.
    */
   inFlightValues(provider: string, route: string, model: string | undefined, tenant: string | undefined): readonly string[] {
-    return this.#set(provider, this.#models.peek(route, model), route, tenant).values
+    return this.#set(provider, this.#models.value(route, model), route, tenant).values
   }
 
   /** The label values a finished request is counted under (admits its model while the route has room). */
@@ -292,16 +370,23 @@ export class RecordPolicy {
     const band = lengthBandOf(m.outputTokens)
     const genAi = this.#options.genAi
     const banded = set.banded[band]
+    const inputBand = inputLengthBandOf(m.inputTokens)
+    const inputBanded = set.inputBanded[inputBand]
     return {
       id: who.id,
       labels: set.labels,
       labelValues: set.values,
       key: set.key,
+      labelSetFolded: set.folded,
       bandedValues: banded.values,
       bandedKey: banded.key,
+      inputBandedValues: inputBanded.values,
+      inputBandedKey: inputBanded.key,
+      inputLengthBand: inputBand,
       outcome: m.outcome,
       statusCode: m.statusCode,
       errorType: errorType(m),
+      errorClass: errorTypeOf(m),
       lengthBand: band,
       e2e: t.e2e,
       ttft: t.ttft,
@@ -327,6 +412,7 @@ export class RecordPolicy {
       overheadFirstChunk: who.overhead.firstChunk,
       overheadChunk: who.overhead.chunk,
       upstreamReported: m.reported,
+      speculative: m.speculative,
       outsideUpstream: m.outsideUpstream,
       clientWriteWait: m.clientWriteWait,
       slowClient: m.clientWriteWait === undefined ? undefined : m.clientWriteWait > SLOW_CLIENT_SECONDS,
@@ -336,6 +422,7 @@ export class RecordPolicy {
       parseError: m.parseError,
       operation: genAi ? operationFor(who.method, who.path) : undefined,
       responseModel: genAi && who.responseModel !== undefined ? this.#models.value(`${route}\u0000response`, who.responseModel) : undefined,
+      trace: who.trace !== undefined && this.#options.traces !== undefined && keepTrace(who.trace, m, this.#options.traces) ? who.trace : undefined,
       endedAt: who.tReq + t.e2e * 1000,
       measurement: m,
     }
@@ -344,12 +431,18 @@ export class RecordPolicy {
   #set(provider: string, model: string, route: string, tenant: string | undefined): LabelSet {
     // The tenant only when the label is on (the resolver gives none otherwise).
     const t = this.#options.tenant === true ? (tenant ?? 'none') : undefined
-    const key = t === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${t}`
+    const key = labelKey(provider, model, route, t)
     let set = this.#sets.get(key)
     if (set === undefined) {
-      const values = t === undefined ? [provider, model, route] : [provider, model, route, t]
-      const banded = this.#options.lengthBandLabel ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
-      set = { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, banded }
+      // The overflow set (model and tenant `other`) is never counted against the budget; a set
+      // once admitted stays so, one once folded stays folded (the budget, once full, stays full).
+      const overflow = model === OTHER && (t === undefined || t === OTHER)
+      const bands = { length: this.#options.lengthBandLabel, input: this.#options.inputLengthBandLabel === true }
+      set = overflow || this.#budget.admit(key) ? labelSet(provider, model, route, t, false, bands) : labelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, bands)
+      if (set.folded && !this.#folded) {
+        this.#folded = true
+        this.#options.onFirstFold?.()
+      }
       if (this.#sets.size >= LABEL_CACHE) this.#sets.clear()
       this.#sets.set(key, set)
     }

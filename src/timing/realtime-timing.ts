@@ -1,3 +1,4 @@
+import { HistogramCore } from '../metrics/histogram-core.ts'
 import { Outcome } from './measurement.ts'
 
 /**
@@ -24,6 +25,8 @@ export interface ResponseTiming {
   /**
    * Inter-token latency, token-weighted as llm_inter_token_latency_seconds: each text/transcript
    * delta j ≥ 2 with k_j tokens gives k_j observations of gap_j / k_j (pairs of value and weight).
+   * Every gap counts: the first EXACT_ITL_GAPS as they were, later ones as the buckets of a
+   * histogram at ITL_SCHEMA (a pair per bucket: its representative value and its weight).
    */
   readonly itl: readonly (readonly [value: number, weight: number])[]
   /** Seconds of silence a listener who starts playing at the first audio delta hears before the last one; undefined without audio. */
@@ -38,12 +41,18 @@ export interface ResponseTiming {
 
 const S = 1 / 1000
 
-/** The most inter-token gaps one response keeps (a response of more text deltas keeps its first ones). */
-export const MAX_ITL_GAPS = 16_384
+/** The inter-token gaps a response keeps as they were (value and weight, 16 bytes each). */
+export const EXACT_ITL_GAPS = 4_096
+/**
+ * Later gaps go into a histogram of bounded size: at schema 6 a value is kept within 0.55 % (the
+ * live page's resolution), lowered past ITL_BUCKETS buckets (a range of gaps over 2^16).
+ */
+export const ITL_SCHEMA = 6
+const ITL_BUCKETS = 4_096
 
 /**
- * One response's arrival marks, folded in as they come, in constant memory (but the gaps, which
- * are bounded): a session may stream audio for an hour.
+ * One response's arrival marks, folded in as they come, in bounded memory (a session may stream
+ * audio for an hour, or text deltas by the hundred thousand): every gap counts.
  *
  * Audio underrun: a listener starts playing at the first audio delta and plays each delta when
  * the one before it has played; the underrun is the total time its queue was empty before a
@@ -56,7 +65,11 @@ export class ResponseTimeline {
   #lastText = 0
   #textDeltas = 0
   #tokens = 0
-  readonly #itl: [number, number][] = []
+  /** The first gaps: value, weight, … (grown by doubling up to EXACT_ITL_GAPS pairs). */
+  #exact = new Float64Array(32)
+  #exactCount = 0
+  /** The gaps past the first EXACT_ITL_GAPS. */
+  #more: HistogramCore | undefined
   #firstAudio: number | undefined
   #audioDeltas = 0
   #audioSeconds = 0
@@ -71,10 +84,39 @@ export class ResponseTimeline {
   /** A text or transcript delta of `tokens` tokens arrived at `at`. */
   text(at: number, tokens: number): void {
     if (this.#textDeltas === 0) this.#firstText = at
-    else if (tokens > 0 && this.#itl.length < MAX_ITL_GAPS) this.#itl.push([((at - this.#lastText) * S) / tokens, tokens])
+    else if (tokens > 0) this.#gap(((at - this.#lastText) * S) / tokens, tokens)
     this.#textDeltas++
     this.#tokens += tokens
     this.#lastText = at
+  }
+
+  #gap(value: number, weight: number): void {
+    const n = this.#exactCount
+    if (n < EXACT_ITL_GAPS) {
+      if (2 * n === this.#exact.length) {
+        const grown = new Float64Array(this.#exact.length * 2)
+        grown.set(this.#exact)
+        this.#exact = grown
+      }
+      this.#exact[2 * n] = value
+      this.#exact[2 * n + 1] = weight
+      this.#exactCount = n + 1
+      return
+    }
+    this.#more ??= new HistogramCore({ schema: ITL_SCHEMA, maxBuckets: ITL_BUCKETS })
+    this.#more.observe(value, weight)
+  }
+
+  /** The ITL pairs: the exact gaps, then one per bucket of the later ones. */
+  #itl(): [number, number][] {
+    const pairs: [number, number][] = []
+    for (let i = 0; i < this.#exactCount; i++) pairs.push([this.#exact[2 * i], this.#exact[2 * i + 1]])
+    const more = this.#more
+    if (more !== undefined) {
+      if (more.zeroCount > 0) pairs.push([0, more.zeroCount])
+      more.forEachBucket((index, weight) => pairs.push([more.representative(index), weight]))
+    }
+    return pairs
   }
 
   /** An audio delta carrying `seconds` of audio arrived at `at`. */
@@ -104,7 +146,7 @@ export class ResponseTimeline {
     return {
       ttft: since(first),
       ttfa: since(a),
-      itl: this.#itl,
+      itl: this.#itl(),
       underrun: a === undefined ? undefined : this.#silent * S,
       audioSeconds: this.#audioSeconds,
       textDeltas: this.#textDeltas,

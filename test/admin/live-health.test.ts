@@ -26,7 +26,7 @@ function finished(endedAt: number, over: Partial<FinishedRequest> = {}): Finishe
 }
 
 type Msg = {
-  system: { errorsByStatus: { status: number; n: number[] }[] }
+  system: { errorsByStatus: { status: number; n: number[] }[]; errorsByType: { type: string; n: number[] }[] }
   slo: { route: string; met: number[]; missed: number[] }[]
   failures: { id: string; route: string; model: string; status: number; ago: number }[]
   series: { q: Record<string, (number | null)[]> }[]
@@ -52,9 +52,25 @@ t.test('errors are counted by the status they got, most frequent first, over eac
   t.same(build(stats, 130_000).system.errorsByStatus[0], { status: 503, n: [0, 2, 2] })
 })
 
+t.test('requests that were not ok are counted by who is to blame (error_type), most frequent first, cancelled ones included', async (t) => {
+  const stats = new LiveStats()
+  stats.add(finished(1000))
+  stats.add(finished(2000, { outcome: 'error', statusCode: 429, errorType: 'upstream_rate_limited' }))
+  stats.add(finished(3000, { outcome: 'error', statusCode: 429, errorType: 'policy' }))
+  stats.add(finished(4000, { outcome: 'error', statusCode: 529, errorType: 'upstream_rate_limited' }))
+  stats.add(finished(5000, { outcome: 'cancelled', statusCode: 200, errorType: 'client_cancelled' }))
+  t.same(build(stats, 10_000).system.errorsByType, [
+    { type: 'upstream_rate_limited', n: [2, 2, 2] },
+    { type: 'client_cancelled', n: [1, 1, 1] },
+    { type: 'policy', n: [1, 1, 1] },
+  ])
+  t.same(build(stats, 130_000).system.errorsByType[0], { type: 'upstream_rate_limited', n: [0, 2, 2] }, 'out of the last minute, still in the longer windows')
+  t.same(build(stats, 20 * 60_000).system.errorsByType, [], 'none left in any window')
+})
+
 t.test('the newest failed requests are listed with their ids, status and age, at most ten', async (t) => {
   const stats = new LiveStats()
-  for (let i = 0; i < 12; i++) stats.add(finished(1000 * i, { id: `req-${i}`, outcome: 'error', statusCode: 500 + (i % 3) }))
+  for (let i = 0; i < 12; i++) stats.add(finished(1000 * i, { id: `req-${i}`, outcome: 'error', statusCode: 500 + (i % 3), errorType: 'upstream_error' }))
   stats.add(finished(20_000, { id: 'fine' }))
   const m = build(stats, 21_000)
   t.same(
@@ -62,7 +78,7 @@ t.test('the newest failed requests are listed with their ids, status and age, at
     Array.from({ length: 10 }, (_, i) => `req-${i + 2}`),
     'the ten newest failures, oldest first; a success is not one',
   )
-  t.same(m.failures[9], { id: 'req-11', route: '/sim', model: 'm', status: 502, ago: 10_000_000 }, 'its age in µs')
+  t.same(m.failures[9], { id: 'req-11', route: '/sim', model: 'm', status: 502, errorType: 'upstream_error', ago: 10_000_000 }, 'its age in µs')
 })
 
 t.test('a route with an SLO sends its met and missed counts (goodput); a route without sends none', async (t) => {

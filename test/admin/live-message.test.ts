@@ -27,7 +27,12 @@ type Msg = {
   system: { inFlight: number; ok: number[]; error: number[]; cancelled: number[]; tokensPerSecond: number[]; total: Record<string, number> }
   series: { route: string; model: string; ok: number[]; error: number[]; stalls: number[]; q: Record<string, (number | null)[]>; dist?: { zero: number; x: number[]; y: number[] } }[]
   omittedSeries: number
-  routes: { route: string; length: { band: string; itl: (number | null)[]; tpot: (number | null)[] }[]; concurrency: { band: string; itl: (number | null)[] }[] }[]
+  routes: {
+    route: string
+    length: { band: string; itl: (number | null)[]; tpot: (number | null)[] }[]
+    concurrency: { band: string; itl: (number | null)[] }[]
+    input: { band: string; ttft: (number | null)[] }[]
+  }[]
   streams: { id: string; chunks: number; tokens: number; stalls: number; maxGap: number; gap: number; ticks: number[]; k?: number[]; ended?: true }[]
   omittedStreams: number
 }
@@ -72,6 +77,7 @@ t.test('the message holds counts by outcome, window quantiles and the bands', as
       ],
       1800,
       10_000,
+      { inputLengthBand: 1 },
     ),
   )
   stats.add(
@@ -121,6 +127,19 @@ t.test('the message holds counts by outcome, window quantiles and the bands', as
     [5, 0, 0, 0, 0],
     'all at concurrency 1',
   )
+  t.same(
+    bands.input.map((b) => [b.band, b.ttft[2]]),
+    [
+      ['lt_1k', 0],
+      ['lt_8k', 1],
+      ['lt_32k', 0],
+      ['lt_128k', 0],
+      ['ge_128k', 0],
+      ['unknown', 1],
+    ],
+    'TTFT by prompt band: one request of 1k–8k input tokens, one with no reported count; the cancelled one had no TTFT',
+  )
+  t.ok(Math.abs((bands.input[1].ttft[0] as number) - 100_000) <= 1000, `the 1k–8k band's TTFT p50 ${bands.input[1].ttft[0]} µs`)
 })
 
 t.test("a route's slow clients: streamed requests whose bytes waited over 100 ms for the client's socket, by window", async (t) => {
@@ -372,6 +391,7 @@ t.test('a request read back from the ring has every figure it was added with, an
     model: 'm1',
     outcome: 'error',
     statusCode: 502,
+    errorType: 'upstream_unreachable',
     ttft: 0.101,
     ttfot: 0.102,
     headers: 0.103,
@@ -388,6 +408,7 @@ t.test('a request read back from the ring has every figure it was added with, an
     chunks: 113,
     gaps: { count: 1, seconds: Float64Array.of(1), tokens: Float64Array.of(1), times: Float64Array.of(1) },
     lengthBand: 1,
+    inputLengthBand: 2,
     concurrency: 114,
     endedAt: 115,
     upstreamReported: { queue: 0.116, load: 0.117, prompt: 0.118, generation: 0.119, total: 0.12 },
@@ -395,7 +416,7 @@ t.test('a request read back from the ring has every figure it was added with, an
     clientWriteWait: 0.122,
     slowClient: true,
   }
-  const { gaps: _g, lengthBand: _b, slowClient: _s, ...kept } = full
+  const { gaps: _g, lengthBand: _b, inputLengthBand: _i, slowClient: _s, ...kept } = full
   const bare = {
     ...full,
     id: 'bare',

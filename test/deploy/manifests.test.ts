@@ -74,6 +74,8 @@ interface PrometheusRule extends Manifest {
 }
 interface ComposeService {
   volumes?: string[]
+  ports?: string[]
+  healthcheck?: { disable?: boolean }
   build?: { context: string; dockerfile: string }
   environment: Record<string, string>
   stop_grace_period: string
@@ -130,8 +132,8 @@ t.test('the Kubernetes manifests fit together and follow the contract', async (t
   t.same([container.livenessProbe.httpGet.path, container.livenessProbe.httpGet.port], ['/healthz', 'admin'], 'liveness on /healthz')
   const preStop = Number(container.lifecycle?.preStop?.exec?.command?.[1] ?? 0)
   t.ok(
-    pod.terminationGracePeriodSeconds > config.server.drain_seconds + preStop,
-    `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} > drain ${config.server.drain_seconds} s + preStop ${preStop} s`,
+    pod.terminationGracePeriodSeconds > config.server.drain_seconds + preStop + config.server.drain_linger_seconds,
+    `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} > drain ${config.server.drain_seconds} s + preStop ${preStop} s + linger ${config.server.drain_linger_seconds} s`,
   )
   t.ok(container.resources.requests.cpu && container.resources.requests.memory && container.resources.limits.cpu && container.resources.limits.memory, 'resource requests and limits')
   t.equal(pod.securityContext.runAsNonRoot, true, 'runAsNonRoot')
@@ -210,15 +212,26 @@ t.test('the compose setup mounts files that exist, and its configs are valid', a
     'the compose tokentap has a simulator route',
   )
   t.equal(compose.services.tokentap.environment.TOKENTAP_CONFIG, '/etc/tokentap/config.yaml')
-  const drainS = config.server.drain_seconds
-  t.ok(Number.parseInt(compose.services.tokentap.stop_grace_period, 10) > drainS, 'compose waits longer than the drain')
+  // With workers, the primary gives them drain_seconds + 5 s, then lingers for the last scrape.
+  const { drain_seconds: drainS, drain_linger_seconds: lingerS, workers } = config.server
+  const needS = drainS + (workers > 1 ? 5 : 0) + lingerS
+  t.ok(Number.parseInt(compose.services.tokentap.stop_grace_period, 10) > needS, `compose waits longer than drain + margin + linger (${needS} s)`)
+  const scrapeS = Number.parseInt(load<{ global: { scrape_interval: string } }>(join(COMPOSE, 'prometheus.yml')).global.scrape_interval, 10)
+  t.ok(lingerS >= scrapeS, `the linger (${lingerS} s) covers a scrape interval (${scrapeS} s)`)
+  t.equal(compose.services.load.healthcheck?.disable, true, 'the load service does not inherit the image\u2019s HEALTHCHECK (it serves no admin port)')
+  t.same(
+    (compose.services.tokentap.ports ?? []).filter((p) => p.endsWith(`:${config.admin.port}`)),
+    [`127.0.0.1:${config.admin.port}:${config.admin.port}`],
+    'the admin port (/debug/requests) is published on the host\u2019s loopback only',
+  )
   // Grafana loads the dashboard from where the provisioning file says.
   const provider = load<{ providers: { options: { path: string } }[] }>(join(DEPLOY, 'grafana/provisioning/dashboards/tokentap.yaml')).providers[0]
   t.equal(mounted('grafana', provider.options.path), join(DEPLOY, 'grafana/dashboards'), 'the dashboards are mounted where provisioning looks')
   t.equal(mounted('grafana', '/etc/grafana/provisioning'), join(DEPLOY, 'grafana/provisioning'))
   t.equal(mounted('prometheus', '/etc/prometheus/rules'), join(DEPLOY, 'prometheus/rules'), 'Prometheus loads the shipped rules')
-  const datasource = load<{ datasources: { url: string }[] }>(join(DEPLOY, 'grafana/provisioning/datasources/prometheus.yaml')).datasources[0]
+  const datasource = load<{ datasources: { url: string; jsonData: { timeInterval: string } }[] }>(join(DEPLOY, 'grafana/provisioning/datasources/prometheus.yaml')).datasources[0]
   t.equal(new URL(datasource.url).hostname, 'prometheus', 'Grafana reaches the compose Prometheus')
+  t.equal(datasource.jsonData.timeInterval, `${scrapeS}s`, 'Grafana\u2019s timeInterval is compose\u2019s scrape interval')
 
   const promtool = findTool(t, 'promtool')
   if (promtool === undefined) return

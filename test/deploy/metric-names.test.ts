@@ -124,15 +124,17 @@ t.test('with metrics.length_band_label the ITL and TPOT series the Conditions ro
 
 t.test('every metric the dashboard and the rules use exists in a real scrape after traffic', async (t) => {
   // The route has an SLO so llm_slo_requests_total reports too.
-  const proxy = await startProxy({ routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }], log: { level: 'warn' } })
+  // A budget of one label set, so a request for a second model is folded and llm_label_sets_folded_total reports too.
+  const proxy = await startProxy({ routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }], limits: { max_label_sets: 1 }, log: { level: 'warn' } })
   t.teardown(() => proxy.close())
-  await driveMixedTraffic(proxy.url)
+  const sent = await driveMixedTraffic(proxy.url)
+  await (await fetch(`${proxy.url}/sim/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'a-second-model', messages: [] }) })).text()
   await driveRealtimeSession(proxy.url)
   // Recorded on close: wait for the last request to show up.
   const samples = await eventually(
-    'five requests and the realtime session in the scrape',
+    'six requests and the realtime session in the scrape',
     () => proxy.scrape(),
-    (s) => s.filter((x) => x.name === 'llm_requests_total').reduce((n, x) => n + x.value, 0) >= 5 && s.some((x) => x.name === 'llm_realtime_sessions_total'),
+    (s) => s.filter((x) => x.name === 'llm_requests_total').reduce((n, x) => n + x.value, 0) >= sent + 1 && s.some((x) => x.name === 'llm_realtime_sessions_total'),
   )
   const scraped = new Set(samples.map((s) => s.name))
   // A native histogram's series has the family's own name (the quantile panels ask for it first).

@@ -84,7 +84,7 @@ async function checkMetrics(t: Test, proxy: RunningProxy): Promise<void> {
   const one = (name: string, extra: Record<string, string> = {}): number => sumOf(m, name, { ...L, ...extra })
   t.equal(one('llm_realtime_sessions_total', { outcome: 'ok' }), 1)
   t.equal(one('llm_realtime_sessions_in_flight'), 0, 'no session left open')
-  t.equal(one('llm_realtime_responses_total', { outcome: 'ok' }), 1)
+  t.equal(one('llm_realtime_responses_total', { outcome: 'ok', error_type: 'none' }), 1)
   for (const name of ['llm_realtime_time_to_first_token_seconds', 'llm_realtime_time_to_first_audio_seconds']) {
     t.ok(near(one(`${name}_sum`), 0.3), `${name}: 0.3 s`)
     t.equal(one(`${name}_count`), 1)
@@ -238,7 +238,7 @@ t.test('the SDK leaves mid-response: the response is cancelled, nothing stays in
   t.equal(r.sessions[0].outcome, 'cancelled')
   t.equal(r.proxy.app.tokentap.realtime.open.size, 0)
   const m = await r.proxy.scrape()
-  t.equal(sumOf(m, 'llm_realtime_responses_total', { ...L, outcome: 'cancelled' }), 1)
+  t.equal(sumOf(m, 'llm_realtime_responses_total', { ...L, outcome: 'cancelled', error_type: 'client_cancelled' }), 1)
   t.equal(sumOf(m, 'llm_realtime_sessions_total', { ...L, outcome: 'cancelled' }), 1)
   t.equal(sumOf(m, 'llm_realtime_sessions_in_flight', L), 0, 'nothing left in flight')
 })

@@ -6,6 +6,7 @@ import { simPlan, simRoute, startProxy } from '../helpers/proxy.ts'
 import type { RunningProxy } from '../helpers/proxy.ts'
 import { parseMetrics, select, sumOf } from '../helpers/prometheus.ts'
 import { eventually } from '../helpers/eventually.ts'
+import { rawRequest } from '../helpers/http.ts'
 import { respond, tapedClient } from '../helpers/realtime.ts'
 
 // metrics.tenant end to end: the exact label sets a sequence of requests makes (header values,
@@ -173,6 +174,48 @@ t.test('from: api_key: the label is the key’s 12-hex HMAC, and the key appears
       t.notOk(text.includes(key.slice(8)), `${name} does not contain a part of the key`)
     }
   }
+})
+
+t.test('from: api_key: requests whose key headers are empty on the wire are the none tenant', async (t) => {
+  const proxy = await startProxy({ metrics: { tenant: { from: 'api_key', secret: SECRET, max_values: 10 } }, routes: [simRoute()] })
+  t.teardown(() => proxy.close())
+  // As curl sends them with an unset $KEY: `Authorization: Bearer ` and friends, raw on the wire.
+  const empties: Record<string, string>[] = [
+    { authorization: 'Bearer ' },
+    { authorization: 'bearer  ' },
+    { authorization: 'Basic ' },
+    { authorization: 'Basic Og==' },
+    { authorization: 'AWS4-HMAC-SHA256 Credential=/20260101/us-east-1/bedrock/aws4_request, SignedHeaders=host, Signature=0f' },
+    { 'x-api-key': ' ' },
+    { 'api-key': '' },
+    { 'x-goog-api-key': '' },
+  ]
+  for (const headers of empties) {
+    const res = await rawRequest(`${proxy.url}/sim/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...simPlan(PLAN).headers, ...headers },
+      body: JSON.stringify({ model: 'sim-model', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    t.equal(res.status, 200, res.body.toString())
+  }
+  await rawRequest(`${proxy.url}/sim/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-real', ...simPlan(PLAN).headers },
+    body: JSON.stringify({ model: 'sim-model', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+  })
+  const lines = await proxy.waitForRequests(empties.length + 1)
+  t.same(
+    lines.map((l) => l.tenant),
+    [...empties.map(() => 'none'), hash('sk-real')],
+    'each empty key is none; the real key its hash',
+  )
+  t.same(
+    select(await proxy.scrape(), 'llm_requests_total').map((s) => [s.labels.tenant, s.value]),
+    [
+      ['none', empties.length],
+      [hash('sk-real'), 1],
+    ],
+  )
 })
 
 /**

@@ -4,7 +4,8 @@ import { repoPath } from './paths.ts'
 import { startUpstream } from './upstream.ts'
 
 /**
- * A real OTLP/HTTP metrics receiver on port 0. It decodes each ExportMetricsServiceRequest with
+ * A real OTLP/HTTP receiver on port 0, metrics and traces. It decodes each ExportMetricsServiceRequest
+ * (and each ExportTraceServiceRequest, posted to a path ending in `/v1/traces`) with
  * the OTLP proto definitions (test/fixtures/otlp-proto, from open-telemetry/opentelemetry-proto):
  * protobuf bodies with `decode`, JSON bodies with `fromObject` (the OTLP/JSON mapping of the same
  * messages), so both encodings are read into one shape and a test asserts on figures, not bytes.
@@ -14,7 +15,9 @@ const PROTO_DIR = repoPath('test', 'fixtures', 'otlp-proto')
 const root = new protobuf.Root()
 root.resolvePath = (_origin, target) => join(PROTO_DIR, target)
 root.loadSync('opentelemetry/proto/collector/metrics/v1/metrics_service.proto')
+root.loadSync('opentelemetry/proto/collector/trace/v1/trace_service.proto')
 const Request = root.lookupType('opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest')
+const TraceRequest = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest')
 
 type AttributeValue = string | boolean | number
 type Attrs = Record<string, AttributeValue>
@@ -53,9 +56,33 @@ export interface Export {
   readonly metrics: Map<string, Metric>
 }
 
+/** One exported span: ids as lower-case hex, times in epoch nanoseconds. */
+export interface ReceivedSpan {
+  readonly traceId: string
+  readonly spanId: string
+  /** '' for a root span. */
+  readonly parentSpanId: string
+  readonly traceState: string
+  /** The span's W3C trace flags (bit 0: sampled) as the SDK wrote them. */
+  readonly flags: number
+  readonly name: string
+  /** 3: CLIENT. */
+  readonly kind: number
+  readonly startTimeUnixNano: bigint
+  readonly endTimeUnixNano: bigint
+  readonly attributes: Attrs
+  readonly events: readonly { readonly name: string; readonly timeUnixNano: bigint; readonly attributes: Attrs }[]
+  /** 0 unset, 1 ok, 2 error. */
+  readonly status: { readonly code: number; readonly message: string }
+  readonly resource: Attrs
+  readonly scope: string
+}
+
 export interface OtlpReceiver {
   readonly url: string
   readonly received: Export[]
+  /** Every span of every traces export, in arrival order. */
+  readonly spans: ReceivedSpan[]
   /** Status to answer with (200 by default). */
   status: number
   /** ms to wait before answering. */
@@ -167,6 +194,56 @@ function normalize(raw: RawRequest, path: string, headers: Export['headers']): E
 
 const TO_OBJECT = { longs: String, enums: Number, arrays: true } as const
 
+interface RawSpan {
+  traceId?: string
+  spanId?: string
+  parentSpanId?: string
+  traceState?: string
+  flags?: number
+  name?: string
+  kind?: number
+  startTimeUnixNano?: string
+  endTimeUnixNano?: string
+  attributes?: KeyValue[]
+  events?: { name?: string; timeUnixNano?: string; attributes?: KeyValue[] }[]
+  status?: { code?: number; message?: string }
+}
+interface RawTraceRequest {
+  resourceSpans?: { resource?: { attributes?: KeyValue[] }; scopeSpans?: { scope?: { name?: string }; spans?: RawSpan[] }[] }[]
+}
+
+/** Decodes one ExportTraceServiceRequest (protobuf) into its spans. */
+function decodeSpans(body: Buffer, contentType: string | undefined): ReceivedSpan[] {
+  if (contentType !== 'application/x-protobuf') throw new Error(`unexpected content-type ${contentType}`)
+  // Bytes as base64 (protobufjs's toObject), turned into hex here: trace and span ids read as W3C writes them.
+  const raw = TraceRequest.toObject(TraceRequest.decode(body), { ...TO_OBJECT, bytes: String }) as RawTraceRequest
+  const hex = (b64: string | undefined): string => Buffer.from(b64 ?? '', 'base64').toString('hex')
+  const out: ReceivedSpan[] = []
+  for (const rs of raw.resourceSpans ?? []) {
+    for (const ss of rs.scopeSpans ?? []) {
+      for (const s of ss.spans ?? []) {
+        out.push({
+          traceId: hex(s.traceId),
+          spanId: hex(s.spanId),
+          parentSpanId: hex(s.parentSpanId),
+          traceState: s.traceState ?? '',
+          flags: s.flags ?? 0,
+          name: s.name ?? '',
+          kind: s.kind ?? 0,
+          startTimeUnixNano: BigInt(s.startTimeUnixNano ?? 0),
+          endTimeUnixNano: BigInt(s.endTimeUnixNano ?? 0),
+          attributes: attrsOf(s.attributes),
+          events: (s.events ?? []).map((e) => ({ name: e.name ?? '', timeUnixNano: BigInt(e.timeUnixNano ?? 0), attributes: attrsOf(e.attributes) })),
+          status: { code: s.status?.code ?? 0, message: s.status?.message ?? '' },
+          resource: attrsOf(rs.resource?.attributes),
+          scope: ss.scope?.name ?? '',
+        })
+      }
+    }
+  }
+  return out
+}
+
 /** Decodes one request body by its content type (protobuf or JSON). */
 function decodeExport(body: Buffer, contentType: string | undefined, path = '', headers: Export['headers'] = {}): Export {
   const message =
@@ -177,10 +254,12 @@ function decodeExport(body: Buffer, contentType: string | undefined, path = '', 
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const received: Export[] = []
+  const spans: ReceivedSpan[] = []
   const state = { status: 200, delayMs: 0 }
   const upstream = await startUpstream(async (req, res, body) => {
     if (state.delayMs > 0) await new Promise((r) => setTimeout(r, state.delayMs))
-    if (state.status === 200) received.push(decodeExport(body, req.headers['content-type'], req.url ?? '', req.headers))
+    if (state.status === 200 && (req.url ?? '').endsWith('/v1/traces')) spans.push(...decodeSpans(body, req.headers['content-type']))
+    else if (state.status === 200) received.push(decodeExport(body, req.headers['content-type'], req.url ?? '', req.headers))
     // An empty ExportMetricsServiceResponse, in the request's encoding.
     res.writeHead(state.status, { 'content-type': req.headers['content-type'] ?? 'application/x-protobuf' })
     res.end(req.headers['content-type'] === 'application/json' ? '{}' : '')
@@ -188,6 +267,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return {
     url: upstream.url,
     received,
+    spans,
     get status() {
       return state.status
     },

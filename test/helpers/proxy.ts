@@ -25,8 +25,11 @@ export interface RunningProxy {
   close(): Promise<void>
 }
 
-/** `options.dispatcher` replaces the upstream agent (tests that watch its sockets). */
-export async function startProxy(raw: Record<string, unknown>, options: Omit<BuildOptions, 'logger'> = {}): Promise<RunningProxy> {
+/**
+ * `options.dispatcher` replaces the upstream agent (tests that watch its sockets); `options.prepare`
+ * adds to the app before it listens (an embedding app's own hooks).
+ */
+export async function startProxy(raw: Record<string, unknown>, options: Omit<BuildOptions, 'logger'> & { readonly prepare?: (app: TokentapApp) => void } = {}): Promise<RunningProxy> {
   const config = validateConfig({ server: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, ...raw })
   const logs: Record<string, unknown>[] = []
   const sink = new Writable({
@@ -36,7 +39,9 @@ export async function startProxy(raw: Record<string, unknown>, options: Omit<Bui
     },
   })
   const logger = pino({ level: (raw.log as { level?: string } | undefined)?.level ?? 'info', base: undefined }, sink)
-  const app = await buildApp(config, { ...options, logger })
+  const { prepare, ...build } = options
+  const app = await buildApp(config, { ...build, logger })
+  prepare?.(app)
   await app.listen({ host: '127.0.0.1', port: 0 })
   await app.tokentap.admin.listen({ host: '127.0.0.1', port: 0 })
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`

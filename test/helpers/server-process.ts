@@ -23,10 +23,16 @@ export interface ServerProcess {
 
 const SERVER = distPath('src/server.js')
 
+/**
+ * `config` as the file; `server.drain_linger_seconds` is 0 unless given (a test that scrapes and
+ * then stops the process would wait the 15 s linger for nothing; test/e2e/drain-linger.test.ts
+ * tests the linger).
+ */
 export function startServerProcess(config: Record<string, unknown>): ServerProcess {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-server-'))
   const file = join(dir, 'config.yaml')
-  writeFileSync(file, stringify(config))
+  const server = { drain_linger_seconds: 0, ...(config.server as Record<string, unknown> | undefined) }
+  writeFileSync(file, stringify({ ...config, server }))
   // Plain node on the built JavaScript: no TypeScript loader in the child or its cluster workers.
   const child = spawn(process.execPath, [SERVER, '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   const logs: Record<string, unknown>[] = []

@@ -67,6 +67,32 @@ t.test('the API key is found where each provider sends it', async (t) => {
   t.equal(apiKeyOf({ authorization: '' }, '/?alt=sse'), undefined)
 })
 
+t.test('a scheme without credentials, an empty or blank key is no key, in every header and case', async (t) => {
+  // Node trims header values: `Authorization: Bearer ` arrives as `Bearer`.
+  for (const auth of ['Bearer', 'bearer', 'BEARER', 'Bearer   ', 'Basic', 'basic', 'Token', 'ApiKey', 'Key', 'AWS4-HMAC-SHA256', 'Digest', 'Negotiate']) {
+    t.equal(apiKeyOf({ authorization: auth }, '/'), undefined, `Authorization: ${auth.trim()} alone`)
+  }
+  t.equal(apiKeyOf({ authorization: 'Basic Og==' }, '/'), undefined, 'Basic with an empty user and password (base64 of ":")')
+  t.equal(apiKeyOf({ authorization: `Basic ${Buffer.from('me:pw').toString('base64')}` }, '/'), Buffer.from('me:pw').toString('base64'), 'Basic with credentials')
+  t.equal(
+    apiKeyOf({ authorization: 'AWS4-HMAC-SHA256 Credential=/20260101/us-east-1/bedrock/aws4_request, SignedHeaders=host, Signature=abc' }, '/'),
+    undefined,
+    'SigV4 without an access key id (never the signed rest, which changes every request)',
+  )
+  t.equal(apiKeyOf({ authorization: 'aws4-hmac-sha256 Credential=AKIALOWER/20260101/x/y/aws4_request' }, '/'), 'AKIALOWER', 'SigV4 in lower case')
+  t.equal(apiKeyOf({ 'x-api-key': '' }, '/'), undefined, 'x-api-key empty')
+  t.equal(apiKeyOf({ 'api-key': ' ' }, '/'), undefined, 'api-key blank')
+  t.equal(apiKeyOf({ 'x-goog-api-key': '' }, '/'), undefined, 'x-goog-api-key empty')
+  t.equal(apiKeyOf({}, '/v1beta/models/m:generateContent?key='), undefined, 'an empty key query parameter')
+  t.equal(apiKeyOf({}, '/v1beta/models/m:generateContent?key=%20'), undefined, 'a blank key query parameter')
+  t.equal(apiKeyOf({ 'sec-websocket-protocol': 'realtime, openai-insecure-api-key.' }, '/v1/realtime'), undefined, 'an empty key subprotocol')
+  t.equal(apiKeyOf({ authorization: 'Bearer', 'x-api-key': 'sk-ant-8' }, '/'), 'sk-ant-8', 'an empty Authorization falls through to the next header')
+  t.equal(apiKeyOf({ authorization: 'sk-bare-9' }, '/'), 'sk-bare-9', 'a bare key without a scheme is a key')
+  const r = new TenantResolver({ from: 'api_key', secret: SECRET, max_values: 1 })
+  t.equal(r.resolve({ authorization: 'Bearer' }, '/'), 'none', 'an empty Bearer token is the none tenant')
+  t.equal(r.resolve({ authorization: 'Bearer sk-1' }, '/'), hash('sk-1'), 'and did not take the one place under max_values')
+})
+
 t.test('metrics.tenant is validated: a header, or from: api_key with a secret of at least 16 characters', async (t) => {
   const routes = [{ prefix: '/p', upstream: 'http://127.0.0.1:1' }]
   t.same(validateConfig({ metrics: { tenant: { header: 'x-team' } }, routes }).metrics.tenant, { header: 'x-team', from: 'header', max_values: 1000 })

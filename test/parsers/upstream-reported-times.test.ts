@@ -126,6 +126,35 @@ t.test("llama.cpp's timings (written from its server README): prompt_ms and pred
   t.same(body.reported, { prompt: 0.0025, generation: 0.01 }, 'a whole llama.cpp answer too')
 })
 
+t.test("vLLM's per-request metrics (shaped from its docs): queue, TTFT from scheduling as prompt, generation; speculative drafts and the prefix-cache read and write, at every split", async (t) => {
+  const bytes = fixture('vllm/chat-per-request-metrics.sse')
+  const whole = feed(new OpenAIChatParser(sse), [bytes])
+  t.same(inUnit(whole.summary.reported, 1e4), { queue: 123, prompt: 852, generation: 12405 }, 'in 0.1 ms: queue_time_ms 12.3, time_to_first_token_ms 85.2, generation_time_ms 1240.5')
+  t.same(whole.summary.speculative, { drafted: 129, accepted: 10 })
+  t.same(whole.summary.usage, { output: 8, input: 42, cacheRead: 32, cacheWrite: 10 })
+  for (const i of splitOffsets(bytes.length, 100)) {
+    const split = feed(new OpenAIChatParser(sse), splitAt(bytes, i)).summary
+    t.same([split.reported, split.speculative, split.usage], [whole.summary.reported, whole.summary.speculative, whole.summary.usage], `split at ${i}`)
+  }
+  const body = summarizeOpenAIBody({
+    model: 'm',
+    usage: { completion_tokens: 1 },
+    metrics: { time_to_first_token_ms: 2.5, generation_time_ms: null, queue_time_ms: 0, mean_itl_ms: null, tokens_per_second: null },
+  })
+  t.same(body.reported, { queue: 0, prompt: 0.0025 }, 'a whole answer too; a null field is not reported')
+  t.equal(body.speculative, undefined)
+  const odd = summarizeOpenAIBody({ metrics: { speculative_decoding: { num_draft_tokens: 3, num_accepted_draft_tokens: 4 } } })
+  t.equal(odd.speculative, undefined, 'more accepted than drafted is not believed')
+})
+
+t.test("Ollama's prompt_eval_cached_count is the prompt tokens read from its cache", async (t) => {
+  // The final object as a 2026 Ollama writes it (prompt_eval_cached_count beside prompt_eval_count).
+  const line =
+    '{"model":"llama3.2:1b","created_at":"2026-09-17T15:42:59.7420965Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","total_duration":30258609300,"load_duration":19906358300,"prompt_eval_count":29,"prompt_eval_cached_count":24,"prompt_eval_duration":10175903000,"eval_count":3,"eval_duration":173639000}\n'
+  t.same(feed(new OllamaParser(ndjson), [Buffer.from(line)]).summary.usage, { output: 3, input: 29, cacheRead: 24 })
+  t.same(summarizeOllamaBody({ done: true, prompt_eval_count: 10, prompt_eval_cached_count: 0, eval_count: 1 }).usage, { output: 1, input: 10, cacheRead: 0 }, 'a reported 0 is a count')
+})
+
 t.test('a plain OpenAI stream reports no upstream times', async (t) => {
   t.equal(feed(new OpenAIChatParser(sse), [fixture('openai/chat-text-role-first-usage-chunk.sse')]).summary.reported, undefined)
   t.equal(feed(new BedrockParser(eventstream), [eventFrame('metadata', { usage: { inputTokens: 1, outputTokens: 2 } })]).summary.reported, undefined)

@@ -149,3 +149,20 @@ t.test('the proxy’s own close frames: code, reason cut to fit a control frame,
   t.equal(seen.closes[0].code, 1001)
   t.equal(seen.closes[0].reason.length, 123)
 })
+
+t.test('a message of 100,000 one-byte frames, masked, read a frame at a time: one buffer held, at most the limit, and the message whole', async (t) => {
+  const { d, seen } = decoder(200_000)
+  let most = 0
+  d.push(frame(Opcode.text, 'a', { fin: false, masked: true }))
+  for (let i = 1; i < 100_000; i++) {
+    d.push(frame(Opcode.continuation, 'a', { fin: i === 99_999, masked: true }))
+    most = Math.max(most, d.held)
+  }
+  t.ok(most <= 200_000 && most >= 99_999, `held at most ${most} bytes`)
+  t.equal(d.held, 0, 'nothing once the message was handed over')
+  t.same(
+    seen.messages.map((m) => [m.text?.length, m.size]),
+    [[100_000, 100_000]],
+  )
+  t.equal(seen.messages[0].text, 'a'.repeat(100_000))
+})

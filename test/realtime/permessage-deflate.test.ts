@@ -68,3 +68,14 @@ t.test('a compressed message the measuring side skipped breaks the chain only wi
   alone.missed()
   t.equal(alone.broken, undefined)
 })
+
+t.test('past its first MiB, a direction inflating more than 200 times what it was sent is inflated no more', async (t) => {
+  const [bomb] = await compressed(['a'.repeat(1024 * 1024)], false)
+  t.ok(bomb.length < 2048)
+  const inflater = new MessageInflater(false, 2 * 1024 * 1024)
+  t.equal(inflater.inflate(bomb)?.length, 1024 * 1024, 'the first MiB is read')
+  t.equal(inflater.inflate(bomb), undefined)
+  t.match(inflater.broken, /^inflate budget: messages inflate more than 200×/)
+  const [small] = await compressed(['{"type":"x"}'], false)
+  t.equal(inflater.inflate(small), undefined, 'nor anything after it')
+})

@@ -20,6 +20,7 @@ t.test('what a response adds: figures whatever the outcome, tokens only as repor
     usage: { inputText: 5, inputAudio: 0, outputText: 3, outputAudio: 0 },
   })
   t.equal(o.outcome, 'cancelled')
+  t.equal(o.errorType, 'client_cancelled')
   t.equal(o.ttft, 0.1)
   t.equal(o.ttfa, undefined)
   t.equal(o.underrun, undefined, 'no audio, no underrun observation')
@@ -29,7 +30,9 @@ t.test('what a response adds: figures whatever the outcome, tokens only as repor
     { direction: 'output', modality: 'text', count: 3 },
   ])
   const refused = responseObservations({ id: undefined, start: 0, end: 1, outcome: 'error', detail: 'x', timing: new ResponseTimeline(0).timing(), usage: undefined })
-  t.same(refused, { outcome: 'error', ttft: undefined, ttfa: undefined, itl: [], underrun: undefined, tokens: [] })
+  t.same(refused, { outcome: 'error', errorType: 'stream_error', ttft: undefined, ttfa: undefined, itl: [], underrun: undefined, tokens: [] }, 'a reason no table names: stream_error')
+  const limited = responseObservations({ id: undefined, start: 0, end: 1, outcome: 'error', detail: 'rate_limit_exceeded', timing: new ResponseTimeline(0).timing(), usage: undefined })
+  t.equal(limited.errorType, 'upstream_rate_limited', "OpenAI Realtime's rate_limit_exceeded error")
 })
 
 t.test('the in-flight gauge counts an open session, by its labels; a refused upgrade is an error session', async (t) => {

@@ -1,3 +1,4 @@
+import { constants, deflateRawSync } from 'node:zlib'
 import t from 'tap'
 import { Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
 import type { FinishedResponse } from '../../src/realtime/protocol.ts'
@@ -82,4 +83,110 @@ t.test('the session leaves the open set once, when it finishes', async (t) => {
   s.finish(20, { first: 'client', abrupt: false })
   t.equal(deps.sessions.size, 0)
   t.equal(sessions.length, 1)
+})
+
+/** A session with permessage-deflate agreed (no context takeover), fed compressed frames by hand. */
+function deflateSession(maxMessageBytes = 1024 * 1024, countTokens: (s: string) => number = (s) => s.split(' ').filter(Boolean).length) {
+  const responses: FinishedResponse[] = []
+  const sessions: SessionSummary[] = []
+  const deps: RealtimeDeps = {
+    encodings: { counterFor: () => countTokens } as unknown as EncodingSelector,
+    maxMessageBytes,
+    sessions: new Set(),
+    recordResponse: (_who, r) => responses.push(r),
+    recordSession: (_who, s) => sessions.push(s),
+    onRecordError: () => {},
+  }
+  const route: RouteRuntime = { label: '/rt', prefix: '/rt', provider: 'openai', inFlight: 0 }
+  const s = new RealtimeSession(deps, route, 'id-z', '/v1/realtime', new URLSearchParams(), 0)
+  s.opened({ serverNoContextTakeover: true, clientNoContextTakeover: true })
+  const frame = (event: unknown, masked: boolean): Buffer => {
+    const all = deflateRawSync(Buffer.from(JSON.stringify(event)), { finishFlush: constants.Z_SYNC_FLUSH })
+    const f = encodeFrame(Opcode.text, all.subarray(0, all.length - 4), masked)
+    f[0] |= 0x40
+    return f
+  }
+  return { s, responses, sessions, frame }
+}
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+
+t.test('compressed messages past one turn’s inflate budget wait, in order and with their arrival times, for the next turns', async (t) => {
+  const { s, responses, frame } = deflateSession()
+  s.data('client', frame({ type: 'response.create' }, true), 100)
+  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  s.data(
+    'upstream',
+    Buffer.concat([frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas, frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false)]),
+    250,
+  )
+  t.equal(responses.length, 0, 'not all read in the turn they came in')
+  t.ok(s.held > 0, 'the waiting messages count as held')
+  let turns = 0
+  while (responses.length === 0) {
+    await nextTurn()
+    turns++
+  }
+  t.ok(turns >= 2, `read over ${turns} more turns`)
+  t.equal(s.held, 0)
+  const r = responses[0]
+  t.equal(r.timing.ttft, 0.15, 'the first delta keeps the time of its read')
+  t.equal(r.timing.textDeltas, 40)
+  t.equal(r.outcome, 'ok')
+})
+
+t.test('a session whose connections close while messages wait finishes once they are read', async (t) => {
+  const { s, responses, sessions, frame } = deflateSession()
+  s.data('client', frame({ type: 'response.create' }, true), 100)
+  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  s.data(
+    'upstream',
+    Buffer.concat([frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas, frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false)]),
+    250,
+  )
+  s.closed({ first: 'client', abrupt: false }, 300)
+  t.equal(sessions.length, 0, 'not yet recorded')
+  while (sessions.length === 0) await nextTurn()
+  t.equal(responses.length, 1)
+  t.match(sessions[0], { responses: 1, unread: 0, parseError: undefined, duration: 0.3 })
+})
+
+t.test('messages waiting past twice the message limit: the session is measured no more, says why, and counts them unread', async (t) => {
+  const { s, sessions, frame } = deflateSession(4096)
+  const many = Array.from({ length: 300 }, (_, i) => frame({ type: 'input_audio_buffer.append', audio: `${i}` }, true))
+  s.data('client', Buffer.concat(many), 10)
+  await nextTurn()
+  s.data('client', frame({ type: 'response.create' }, true), 20)
+  s.closed({ first: 'client', abrupt: false }, 30)
+  t.equal(sessions.length, 1)
+  t.match(sessions[0].parseError, /^inflate budget: messages waiting to be inflated over 8192 bytes/)
+  t.ok(sessions[0].unread > 0 && sessions[0].unread < 300, `${sessions[0].unread} messages unread`)
+  t.equal(sessions[0].messagesFromClient, 300, 'the later message was not decoded')
+})
+
+t.test('a session that finishes while messages wait (the upgrade path) counts them unread and reads no more', async (t) => {
+  const { s, sessions, responses, frame } = deflateSession()
+  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  s.data('upstream', Buffer.concat(deltas), 10)
+  s.finish(20)
+  await nextTurn()
+  t.equal(sessions.length, 1)
+  t.ok(sessions[0].unread > 0, `${sessions[0].unread} unread`)
+  t.equal(responses.length, 1, 'the open response ends with the session')
+  t.equal(responses[0].timing.textDeltas, 40 - sessions[0].unread)
+})
+
+t.test('a bug in measuring a message that waited costs the session its figures, in a later turn, and throws nowhere', async (t) => {
+  const { s, sessions, frame } = deflateSession(1024 * 1024, () => {
+    throw new Error('tokenizer bug')
+  })
+  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  // Twenty messages first, so the deltas wait for a later turn.
+  const fillers = Array.from({ length: 20 }, () => frame({ type: 'rate_limits.updated' }, false))
+  s.data('upstream', Buffer.concat([...fillers, frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas]), 10)
+  t.equal(s.held > 0, true, 'the deltas wait')
+  await nextTurn()
+  s.closed({ first: 'client', abrupt: false }, 20)
+  t.equal(sessions.length, 1)
+  t.equal(sessions[0].parseError, 'measuring failed: tokenizer bug')
 })

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { buildSimulator } from '../../src/sim/sim-app.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
+import { planFor } from '../../src/sim/schedule.ts'
 import type { SimPlanRequest } from '../../src/sim/schedule.ts'
 import { defined } from '../helpers/defined.ts'
 
@@ -104,4 +105,20 @@ t.test('a stream to a client that stops reading waits for the socket to drain, t
   t.ok(stall.written < total / 2, `the simulator had written ${stall.written} of ${total} bytes when the reader stopped it`)
   const largest = Math.max(...waits.map((w) => w.buffered))
   t.ok(largest <= highWaterMark + 1024, `never more than the socket's high-water mark and one event buffered in the process (${largest} B, mark ${highWaterMark} B)`)
+})
+
+t.test('`slow` makes every wait of a plan that many times longer, generated or explicit, and keeps the tokens; out-of-range values are clamped', async (t) => {
+  const cfg = defined(validateConfig({ routes: [{ prefix: '/sim', simulator: { stall_probability: 0.1 } }] }).routes[0].simulator, 'a simulator config')
+  const waits = (request?: SimPlanRequest): number[] => planFor(cfg, 40, request, 3).chunks.map((c) => c.afterMs)
+  const tokens = (request?: SimPlanRequest): number[] => planFor(cfg, 40, request, 3).chunks.map((c) => c.tokens)
+  t.same(
+    waits({ slow: 8 }),
+    waits().map((ms) => ms * 8),
+    'the generated plan (TTFT, gaps, stalls), 8 times slower',
+  )
+  t.same(tokens({ slow: 8 }), tokens(), 'the same tokens')
+  t.same(waits({ ttft_ms: 10, chunks: [[20, 1]], slow: 3 }), [30, 60], 'an explicit plan too')
+  t.same(waits({ slow: 0.5 }), waits(), 'below 1: not faster')
+  t.same(waits({ slow: 1e9 }), waits({ slow: 1000 }), 'at most 1000 times')
+  t.same(waits({ slow: 'x' as unknown as number }), waits(), 'not a number: ignored')
 })

@@ -124,6 +124,16 @@ t.test('a non-2xx answer is an error typed by its status, and a 4xx is not an SL
   t.equal(m.slo, undefined)
 })
 
+t.test("a 429 the embedding app's own hooks answered is error_type policy and no SLO verdict; the provider's 429 is a miss", async (t) => {
+  const app = measure(facts({ statusCode: 429, failure: 'TOKENTAP_ERR_APP_ANSWERED', slo: { ttft_seconds: 1 } }))
+  t.equal(app.outcome, 'error')
+  t.equal(observationsOf(app).errorClass, 'policy')
+  t.equal(app.slo, undefined)
+  const provider = measure(facts({ statusCode: 429, slo: { ttft_seconds: 1 } }))
+  t.equal(observationsOf(provider).errorClass, 'upstream_rate_limited')
+  t.equal(provider.slo, 'missed')
+})
+
 t.test('an unreadable answer and a parser that gave up are both parse errors', async (t) => {
   t.equal(measure(facts({ unreadable: "no parser for content-type 'x'" })).parseError, "no parser for content-type 'x'")
   t.equal(measure(facts({ summary: { parseError: 'bad json' } })).parseError, 'bad json')

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { MAX_ITL_GAPS, ResponseTimeline, sessionOutcome } from '../../src/timing/realtime-timing.ts'
+import { EXACT_ITL_GAPS, ITL_SCHEMA, ResponseTimeline, sessionOutcome } from '../../src/timing/realtime-timing.ts'
 import { near } from '../helpers/virtual-time.ts'
 
 t.test('a text response: TTFT from the start to the first delta, ITL token-weighted between deltas, no audio figures', async (t) => {
@@ -64,7 +64,7 @@ t.test('an unknown start leaves TTFT and TTFA out, the rest is measured', async 
   t.ok(r.produced)
 })
 
-t.test('a delta of no tokens adds no ITL observation; the gaps a response keeps are bounded', async (t) => {
+t.test('a delta of no tokens adds no ITL observation', async (t) => {
   const r = new ResponseTimeline(0)
   r.text(10, 1)
   r.text(20, 0)
@@ -73,10 +73,38 @@ t.test('a delta of no tokens adds no ITL observation; the gaps a response keeps 
     r.timing().itl.map(([v, w]) => [Math.round(v * 1e6), w]),
     [[10_000, 2]],
   )
+})
+
+t.test('every gap of a response of 100,000 text deltas counts, in bounded memory: the first ones exactly, later ones by bucket', async (t) => {
   const long = new ResponseTimeline(0)
-  for (let i = 0; i < MAX_ITL_GAPS + 100; i++) long.text(i, 1)
-  t.equal(long.timing().itl.length, MAX_ITL_GAPS)
-  t.equal(long.timing().streamedTokens, MAX_ITL_GAPS + 100)
+  // Gaps of 10 ms, then from delta 50,001 on 40 ms, two tokens a delta after the first.
+  let at = 0
+  for (let i = 0; i < 100_000; i++) {
+    at += i <= 50_000 ? 10 : 40
+    long.text(at, i === 0 ? 1 : 2)
+  }
+  const timing = long.timing()
+  const weight = timing.itl.reduce((n, [, w]) => n + w, 0)
+  t.equal(weight, 2 * 99_999, 'each of the 99,999 gaps counts with its two tokens')
+  t.equal(timing.streamedTokens, 1 + 2 * 99_999)
+  t.same(
+    timing.itl.slice(0, EXACT_ITL_GAPS).map(([v, w]) => [Math.round(v * 1e9), w]),
+    Array.from({ length: EXACT_ITL_GAPS }, () => [5_000_000, 2]),
+    'the first gaps as they came',
+  )
+  const later = timing.itl.slice(EXACT_ITL_GAPS)
+  t.equal(later.length, 2, 'the later gaps are two buckets')
+  const within = 2 ** (2 ** -ITL_SCHEMA) - 1
+  t.ok(Math.abs(later[0][0] - 0.005) / 0.005 < within && later[0][1] === 2 * (50_000 - EXACT_ITL_GAPS), `5 ms, within ${within}`)
+  t.ok(Math.abs(later[1][0] - 0.02) / 0.02 < within && later[1][1] === 2 * 49_999, '20 ms')
+})
+
+t.test('gaps of no time (deltas of one read) past the exact ones count in the zero bucket', async (t) => {
+  const r = new ResponseTimeline(0)
+  for (let i = 0; i < EXACT_ITL_GAPS + 11; i++) r.text(5, 1)
+  const itl = r.timing().itl
+  t.equal(itl.length, EXACT_ITL_GAPS + 1)
+  t.same(itl[EXACT_ITL_GAPS], [0, 10])
 })
 
 t.test('how a session ended: the close handshake, who went first, the proxy', async (t) => {

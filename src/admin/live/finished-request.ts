@@ -1,5 +1,6 @@
 import type { GapRuns, Observations } from '../../timing/observations.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
+import type { ErrorType } from '../../proxy/upstream-errors.ts'
 
 /**
  * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
@@ -20,6 +21,8 @@ export interface FinishedRequest {
   readonly model: string
   readonly outcome: LiveOutcome
   readonly statusCode: number
+  /** Who is to blame (the `error_type` label; `none` for ok). */
+  readonly errorType: ErrorType
   /** t(first content chunk) − t_req. */
   readonly ttft?: number
   /** t(first non-reasoning content chunk) − t_req. */
@@ -46,6 +49,8 @@ export interface FinishedRequest {
   readonly gaps: GapRuns
   /** Index in LENGTH_BANDS of the output count. */
   readonly lengthBand: number
+  /** Index in INPUT_LENGTH_BANDS of the reported input count (the last: unknown). */
+  readonly inputLengthBand: number
   /** Requests in flight when it started, itself included. */
   readonly concurrency: number
   /** t_end, ms on the proxy's monotonic clock (the injected `now`). */
@@ -73,6 +78,7 @@ export function fromObservations(o: Observations): FinishedRequest {
     model: o.labels.model,
     outcome: o.outcome,
     statusCode: o.statusCode,
+    errorType: o.errorClass,
     ttft: o.ttft,
     ttfot: o.ttfot,
     headers: o.headers,
@@ -89,6 +95,7 @@ export function fromObservations(o: Observations): FinishedRequest {
     chunks: t.chunks,
     gaps: o.gaps,
     lengthBand: o.lengthBand,
+    inputLengthBand: o.inputLengthBand,
     concurrency: o.concurrency,
     endedAt: o.endedAt,
     slo: m.slo,

@@ -1,5 +1,5 @@
 import type { ChunkLog } from '../../timing/chunk-log.ts'
-import { LENGTH_BANDS } from '../../timing/observations.ts'
+import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../timing/observations.ts'
 import { bucketUpper } from '../../metrics/histogram-core.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
 import { CONCURRENCY_BANDS, LIVE_METRICS } from './live-stats.ts'
@@ -285,6 +285,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       route,
       length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
       concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
+      input: INPUT_LENGTH_BANDS.map((band, i) => ({ band: band.name, ttft: bandQuantiles(b.input[i], now, scratch) })),
     }
     b.sent = sent
     routes.push({ ...sent, clients })
@@ -311,13 +312,20 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     if (n[2] > 0) errorsByStatus.push({ status, n })
   }
   errorsByStatus.sort((a, b) => b.n[2] - a.n[2] || a.status - b.status)
+  // The same requests and the cancelled ones by who is to blame (the error_type label).
+  const errorsByType: { type: string; n: number[] }[] = []
+  for (const [type, c] of stats.errorTypes) {
+    const n = counts(c)
+    if (n[2] > 0) errorsByType.push({ type, n })
+  }
+  errorsByType.sort((a, b) => b.n[2] - a.n[2] || (a.type < b.type ? -1 : 1))
   const slo: { route: string; met: number[]; missed: number[] }[] = []
   for (const [route, b] of stats.routes) {
     const met = counts(b.slo.met)
     const missed = counts(b.slo.missed)
     if (met[2] + missed[2] > 0) slo.push({ route, met, missed })
   }
-  const failures = stats.failures.map((f) => ({ id: f.id, route: f.route, model: f.model, status: f.status, ago: msToMicros(now - f.endedAt) }))
+  const failures = stats.failures.map((f) => ({ id: f.id, route: f.route, model: f.model, status: f.status, errorType: f.errorType, ago: msToMicros(now - f.endedAt) }))
   return {
     now: msToMicros(now),
     stallSeconds,
@@ -329,6 +337,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       cancelled: counts(stats.requests.cancelled),
       total: { ok: stats.requests.ok.total, error: stats.requests.error.total, cancelled: stats.requests.cancelled.total },
       errorsByStatus,
+      errorsByType,
     },
     slo,
     failures,

@@ -1,4 +1,4 @@
-import { LENGTH_BANDS } from '../../timing/observations.ts'
+import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../timing/observations.ts'
 import { liveBucket, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
 import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
@@ -86,6 +86,8 @@ export class RouteBands {
 
   readonly length = LENGTH_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
   readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
+  /** TTFT by the prompt's input-length band (the reported input count; the last band: unknown). */
+  readonly input = INPUT_LENGTH_BANDS.map(() => new SlidingSketch(BAND_LEVELS))
   /** The route's requests judged against its `slo:` (none when it has no SLO). */
   readonly slo = { met: new SlidingCounter(), missed: new SlidingCounter() }
   /** Streamed requests, and those whose bytes waited over 100 ms for the client's socket (a slow client). */
@@ -100,6 +102,7 @@ export interface RecentFailure {
   readonly route: string
   readonly model: string
   readonly status: number
+  readonly errorType: string
   readonly endedAt: number
 }
 
@@ -118,6 +121,8 @@ export class LiveStats {
   readonly tokens = new SlidingCounter()
   /** Requests with outcome error, by the status they got (200: an error inside the stream; 502/504: the proxy's own). */
   readonly errorStatus = new Map<number, SlidingCounter>()
+  /** Requests that were not ok, by their `error_type` (a closed set: no cap needed). */
+  readonly errorTypes = new Map<string, SlidingCounter>()
   /** The newest failed requests, newest last. */
   readonly failures: RecentFailure[] = []
   readonly #maxSeries: number
@@ -146,6 +151,14 @@ export class LiveStats {
     if (r.tps !== undefined) sk.tps.observe(r.tps, 1, now)
     if (r.headers !== undefined) sk.headers.observe(r.headers, 1, now)
     if (r.outcome === 'error') this.#failed(r)
+    if (r.outcome !== 'ok') {
+      let byType = this.errorTypes.get(r.errorType)
+      if (byType === undefined) {
+        byType = new SlidingCounter()
+        this.errorTypes.set(r.errorType, byType)
+      }
+      byType.add(1, now)
+    }
 
     let bands = this.routes.get(r.route)
     if (bands === undefined) {
@@ -158,6 +171,7 @@ export class LiveStats {
       bands.streamed.add(1, now)
       if (r.slowClient) bands.slowClients.add(1, now)
     }
+    if (r.ttft !== undefined) bands.input[r.inputLengthBand].observe(r.ttft, 1, now)
     const byLength = bands.length[r.lengthBand]
     const byConcurrency = bands.concurrency[bandOf(CONCURRENCY_BANDS, r.concurrency)]
     if (r.tpot !== undefined) {
@@ -190,7 +204,10 @@ export class LiveStats {
   get byteLength(): number {
     let n = 0
     for (const s of this.series.values()) n += s.byteLength
-    for (const b of this.routes.values()) for (const band of [...b.length, ...b.concurrency]) n += band.itl.byteLength + band.tpot.byteLength
+    for (const b of this.routes.values()) {
+      for (const band of [...b.length, ...b.concurrency]) n += band.itl.byteLength + band.tpot.byteLength
+      for (const sketch of b.input) n += sketch.byteLength
+    }
     return n
   }
 
@@ -203,7 +220,7 @@ export class LiveStats {
       this.errorStatus.set(status, c)
     }
     c.add(1, r.endedAt)
-    this.failures.push({ id: r.id, route: r.route, model: r.model, status: r.statusCode, endedAt: r.endedAt })
+    this.failures.push({ id: r.id, route: r.route, model: r.model, status: r.statusCode, errorType: r.errorType, endedAt: r.endedAt })
     if (this.failures.length > MAX_FAILURES) this.failures.shift()
   }
 

@@ -88,6 +88,7 @@ export const PAGE_HTML = `<!doctype html>
 <aside class="col side">
   <section class="panel"><h2>Instance</h2><div id="inst">–</div></section>
   <section class="panel"><h2>Errors by status</h2><table id="errors"><tr><td class="none">no errors in this window</td></tr></table></section>
+  <section class="panel"><h2>Failures by who is to blame</h2><table id="error-types"><tr><td class="none">no failures in this window</td></tr></table></section>
   <section class="panel" id="slo-panel" hidden><h2>SLO goodput</h2><table id="slo"></table></section>
   <section class="panel"><h2>Process</h2><table id="proc"></table></section>
   <section class="panel"><h2>Recent failures</h2><ul id="failures"><li class="none">none yet</li></ul></section>
@@ -237,6 +238,14 @@ export const PAGE_SCRIPT = String.raw`'use strict'
     return h + '</table>'
   }
 
+  function ttftTable(bands) {
+    var h = '<table><tr><th>prompt</th><th>TTFT p50</th><th>TTFT p99</th><th>requests</th></tr>'
+    bands.forEach(function (b) {
+      if (b.ttft[2] > 0) h += '<tr data-input-band="' + esc(b.band) + '"><td>' + esc(b.band) + '</td>' + fmt(b.ttft[0], 'ms') + fmt(b.ttft[1], 'ms') + '<td>' + num(b.ttft[2]) + '</td></tr>'
+    })
+    return h + '</table>'
+  }
+
   function card(route) {
     var c = cards.get(route)
     if (c) return c
@@ -330,6 +339,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
       var slow = b.clients.slow[win]
       card(b.route).bands.innerHTML = '<div><h2>By output length, last 5 min</h2>' + bandTable('length', b.length) + '</div>' +
         '<div><h2>By concurrency at start, last 5 min</h2>' + bandTable('in flight', b.concurrency) + '</div>' +
+        '<div><h2>TTFT by prompt length (input tokens), last 5 min</h2>' + ttftTable(b.input) + '</div>' +
         '<div data-slow-clients="' + slow + '/' + streamed + '">Slow clients (bytes waited &gt; 100 ms for the client socket): <b>' +
         (streamed > 0 ? Math.round((100 * slow) / streamed) + ' %' : '–') + '</b> of ' + num(streamed) + ' streamed requests</div>'
     })
@@ -351,6 +361,11 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         var note = STATUS_NOTE[e.status] || (e.status >= 500 ? 'upstream' : e.status >= 400 ? 'client' : '')
         return '<tr data-status="' + e.status + '"><td>' + (e.status === 0 ? '' : e.status) + ' <small>' + esc(note) + '</small></td><td>' + num(e.n[win]) + '</td><td>' + pct(e.n[win], all) + '</td></tr>'
       }).join('')
+    var types = sys.errorsByType.filter(function (e) { return e.n[win] > 0 })
+    $('#error-types').innerHTML = types.length === 0 ? '<tr><td class="none">no failures in this window</td></tr>' :
+      '<tr><th>error_type</th><th>requests</th><th>share of all</th></tr>' + types.map(function (e) {
+        return '<tr data-error-type="' + esc(e.type) + '"><td>' + esc(e.type) + '</td><td>' + num(e.n[win]) + '</td><td>' + pct(e.n[win], all) + '</td></tr>'
+      }).join('')
     $('#slo-panel').hidden = msg.slo.length === 0
     $('#slo').innerHTML = '<tr><th>route</th><th>goodput</th><th>met</th><th>missed</th></tr>' + msg.slo.map(function (r) {
       return '<tr data-slo-route="' + esc(r.route) + '"><td>' + esc(r.route) + '</td><td>' + pct(r.met[win], r.met[win] + r.missed[win]) + '</td><td>' + num(r.met[win]) + '</td><td>' + num(r.missed[win]) + '</td></tr>'
@@ -363,7 +378,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         '<tr><td>memory: resident / heap used</td><td>' + mb(p.rss) + ' / ' + mb(p.heapUsed) + '</td></tr>'
     }
     $('#failures').innerHTML = msg.failures.length === 0 ? '<li class="none">none yet</li>' : msg.failures.slice().reverse().map(function (f) {
-      return '<li data-failure="' + esc(f.id) + '"><a href="/debug/requests/' + encodeURIComponent(f.id) + '" target="_blank" rel="noopener">' + esc(f.id) + '</a><span class="st">' + f.status + '</span>' + esc(f.route) + ' · ' + esc(f.model) + ' · ' + ago(f.ago) + '</li>'
+      return '<li data-failure="' + esc(f.id) + '"><a href="/debug/requests/' + encodeURIComponent(f.id) + '" target="_blank" rel="noopener">' + esc(f.id) + '</a><span class="st">' + f.status + '</span><small>' + esc(f.errorType) + '</small> ' + esc(f.route) + ' · ' + esc(f.model) + ' · ' + ago(f.ago) + '</li>'
     }).join('')
   }
 
@@ -408,6 +423,7 @@ export const PAGE_SCRIPT = String.raw`'use strict'
         band.itl[0] = msOf(band.itl[0]); band.itl[1] = msOf(band.itl[1])
         band.tpot[0] = msOf(band.tpot[0]); band.tpot[1] = msOf(band.tpot[1])
       })
+      ;(b.input || []).forEach(function (band) { band.ttft[0] = msOf(band.ttft[0]); band.ttft[1] = msOf(band.ttft[1]) })
     })
     if (msg.realtime) {
       msg.realtime.series.forEach(function (s) {

@@ -12,7 +12,7 @@ import type { ReportedTimes } from '../../parsers/reported-times.ts'
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'slo' | 'slowClient'>
+export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'inputLengthBand' | 'slo' | 'slowClient'>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [
@@ -57,6 +57,7 @@ export class RecentRequests {
   readonly #models: string[] = []
   readonly #outcomes: FinishedRequest['outcome'][] = []
   readonly #sources: string[] = []
+  readonly #errorTypes: FinishedRequest['errorType'][] = []
   readonly #pages: Float64Array[] = []
   #next = 0
 
@@ -78,6 +79,7 @@ export class RecentRequests {
     this.#models[slot] = r.model
     this.#outcomes[slot] = r.outcome
     this.#sources[slot] = r.outputSource
+    this.#errorTypes[slot] = r.errorType
     const page = slot >>> PAGE_BITS
     let row = this.#pages[page]
     if (row === undefined) {
@@ -134,6 +136,7 @@ export class RecentRequests {
       model: this.#models[slot],
       outcome: this.#outcomes[slot],
       outputSource: this.#sources[slot],
+      errorType: this.#errorTypes[slot],
       statusCode: field.statusCode,
       ttft: opt(field.ttft),
       ttfot: opt(field.ttfot),
@@ -184,6 +187,7 @@ export function requestView(r: RecentRequest, now: number, wallNow: number): Rec
     model: r.model,
     status: r.statusCode,
     outcome: r.outcome,
+    error_type: r.errorType,
     headers_ms: ms(r.headers),
     ttft_ms: ms(r.ttft),
     ttfot_ms: ms(r.ttfot),

@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto'
+import { constants, createDeflateRaw } from 'node:zlib'
+import { monotonicNow } from '../src/clock.ts'
+import { Opcode, encodeFrame } from '../src/realtime/frame.ts'
+import { RealtimeSession } from '../src/realtime/session.ts'
+import type { RealtimeDeps, SessionSummary } from '../src/realtime/session.ts'
+import type { RouteRuntime } from '../src/proxy/exchange.ts'
+import type { EncodingSelector } from '../src/tokens/tokenizer.ts'
+import { round } from './stats.ts'
+
+/**
+ * The event-loop time a realtime session's measuring side takes per 64 KiB read of compressed
+ * client messages (permessage-deflate, context takeover), at compression ratios from audio's to
+ * a decompression bomb's, in one process: `npm run build && node dist/bench/inflate-budget.js
+ * [--reads 200]`. A read a turn of the event loop: each read is timed around `session.data()`
+ * (frame decoding, unmasking, inflating, JSON, the protocol), then the turn after it (the messages
+ * the session left for later); the target is ≤ 1 ms of CPU per turn at any ratio. A session whose
+ * waiting messages pass its budget stops being measured (`not_measured`), so its later reads cost
+ * the decoding alone.
+ */
+
+const arg = (name: string, dflt: string): string => {
+  const i = process.argv.indexOf(name)
+  return i < 0 ? dflt : process.argv[i + 1]
+}
+const READS = Number(arg('--reads', '200'))
+const READ_BYTES = 64 * 1024
+const MAX_MESSAGE = 1024 * 1024
+
+/** Compresses messages as a permessage-deflate sender with context takeover: one raw deflate stream, a sync flush per message, its 4-byte tail cut. */
+async function compress(messages: readonly string[]): Promise<Buffer[]> {
+  const stream = createDeflateRaw({ windowBits: 15 })
+  const out: Buffer[] = []
+  for (const m of messages) {
+    const parts: Buffer[] = []
+    const onData = (c: Buffer): void => {
+      parts.push(c)
+    }
+    stream.on('data', onData)
+    stream.write(m)
+    await new Promise<void>((resolve) => stream.flush(constants.Z_SYNC_FLUSH, () => resolve()))
+    stream.off('data', onData)
+    const all = Buffer.concat(parts)
+    out.push(all.subarray(0, all.length - 4))
+  }
+  stream.destroy()
+  return out
+}
+
+/** A masked client frame with RSV1 (compressed). */
+function frame(payload: Buffer): Buffer {
+  const f = encodeFrame(Opcode.text, payload, true)
+  f[0] |= 0x40
+  return f
+}
+
+/** The frames cut into reads of 64 KiB (a frame may span two reads, as on the wire). */
+function reads(frames: readonly Buffer[], n: number): Buffer[] {
+  const out: Buffer[] = []
+  let i = 0
+  let pending = Buffer.alloc(0)
+  while (out.length < n) {
+    while (pending.length < READ_BYTES) pending = Buffer.concat([pending, frames[i++ % frames.length]])
+    out.push(pending.subarray(0, READ_BYTES))
+    pending = pending.subarray(READ_BYTES)
+  }
+  return out
+}
+
+const textDelta = (i: number): string => JSON.stringify({ type: 'response.create', event_id: `event_${randomBytes(11).toString('base64url')}`, response: { instructions: ` word${i % 50}` } })
+const append = (audio: Buffer): string => JSON.stringify({ type: 'input_audio_buffer.append', event_id: `event_${randomBytes(11).toString('base64url')}`, audio: audio.toString('base64') })
+/** A message of about MAX_MESSAGE bytes whose compressed size is about MAX_MESSAGE / `ratio`. */
+function ratioMessage(ratio: number): string {
+  const random = randomBytes(Math.floor(MAX_MESSAGE / ratio / 1.35)).toString('base64')
+  return JSON.stringify({ type: 'input_audio_buffer.append', audio: random + 'A'.repeat(MAX_MESSAGE - 200 - random.length) })
+}
+
+const SCENARIOS: readonly [string, () => Promise<Buffer[]>][] = [
+  ['audio appends (speech)', () => compress(Array.from({ length: 40 }, () => append(randomBytes(4800))))],
+  ['text events', () => compress(Array.from({ length: 2000 }, (_, i) => textDelta(i)))],
+  ['audio appends (silence)', () => compress(Array.from({ length: 400 }, () => append(Buffer.alloc(4800))))],
+  ['1 MiB messages at 50×', () => compress(Array.from({ length: 4 }, () => ratioMessage(50)))],
+  ['1 MiB messages at 150×', () => compress(Array.from({ length: 4 }, () => ratioMessage(150)))],
+  ['bombs: 1 MiB from 1 KiB', () => compress(Array.from({ length: 4 }, () => ratioMessage(1000)))],
+]
+
+function session(): { s: RealtimeSession; summary: () => SessionSummary | undefined } {
+  let summary: SessionSummary | undefined
+  const deps: RealtimeDeps = {
+    encodings: { counterFor: () => (text: string) => text.length >> 2 } as unknown as EncodingSelector,
+    maxMessageBytes: MAX_MESSAGE,
+    sessions: new Set(),
+    recordResponse: () => {},
+    recordSession: (_who, s) => {
+      summary = s
+    },
+    onRecordError: () => {},
+  }
+  const route: RouteRuntime = { label: '/rt', prefix: '/rt', provider: 'openai', inFlight: 0 }
+  const s = new RealtimeSession(deps, route, 'bench', '/v1/realtime', new URLSearchParams(), 0)
+  s.opened({ serverNoContextTakeover: false, clientNoContextTakeover: false })
+  return { s, summary: () => summary }
+}
+
+const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
+console.log(`${READS} reads of 64 KiB of compressed client messages per row, one session each, a read a turn: ms per turn (wall; CPU)`)
+const rows: Record<string, unknown>[] = []
+// Warm-up: JIT, zlib.
+for (const [, make] of SCENARIOS.slice(0, 2)) {
+  const { s } = session()
+  for (const r of reads((await make()).map(frame), 20)) s.data('client', r, 0)
+}
+for (const [name, make] of SCENARIOS) {
+  const messages = await make()
+  const compressed = messages.reduce((n, m) => n + m.length, 0)
+  const input = reads(messages.map(frame), READS)
+  const { s, summary } = session()
+  const times: number[] = []
+  const cpu: number[] = []
+  const turn = async (work: () => Promise<void> | void): Promise<void> => {
+    const c0 = process.cpuUsage()
+    const t0 = monotonicNow()
+    await work()
+    times.push(monotonicNow() - t0)
+    const c = process.cpuUsage(c0)
+    cpu.push((c.user + c.system) / 1000)
+  }
+  for (let i = 0; i < input.length; i++) {
+    await turn(() => s.data('client', input[i], i))
+    // The turn the session took for the messages it left waiting (queued before this one).
+    await turn(() => new Promise<void>((resolve) => setImmediate(resolve)))
+  }
+  const held = s.held
+  s.finish(READS)
+  times.sort((a, b) => a - b)
+  cpu.sort((a, b) => a - b)
+  rows.push({
+    messages: name,
+    compressed_bytes: Math.round(compressed / messages.length),
+    turn_p50_ms: round(quantile(times, 0.5), 3),
+    turn_max_ms: round(times[times.length - 1], 3),
+    cpu_p50_ms: round(quantile(cpu, 0.5), 3),
+    cpu_p99_ms: round(quantile(cpu, 0.99), 3),
+    cpu_max_ms: round(cpu[cpu.length - 1], 3),
+    cpu_total_ms: round(
+      cpu.reduce((a, b) => a + b, 0),
+      1,
+    ),
+    held_at_end: held,
+    not_measured: summary()?.parseError ?? '',
+  })
+}
+console.table(rows)

@@ -1,0 +1,122 @@
+import { performance } from 'node:perf_hooks'
+import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
+import { validateConfig } from '../src/config/load-config.ts'
+import { nativeOptions } from '../src/metrics/histogram.ts'
+import type { Histogram } from '../src/metrics/histogram.ts'
+import { LlmMetrics } from '../src/metrics/llm-metrics.ts'
+import { MetricsRegistry } from '../src/metrics/registry.ts'
+import { REPORTED_PHASES } from '../src/parsers/reported-times.ts'
+
+/**
+ * The exposition of a fully used label-set budget at the defaults, in the worst case: every
+ * label set (provider × model × route × tenant) has every series any request could give it
+ * (each outcome, the usual error statuses, each token source, each overhead and reported
+ * phase, both cache directions, both SLO verdicts, parse errors and usage injections).
+ * `npm run build && node dist/bench/label-budget.js [--sets N] [--scrapes 10]`: series, bytes
+ * and ms per scrape in the three formats, one process (docs/metrics.md, "Label caps and the
+ * series budget").
+ */
+
+const arg = (name: string, dflt: string): string => {
+  const i = process.argv.indexOf(name)
+  return i < 0 ? dflt : process.argv[i + 1]
+}
+const config = validateConfig({ routes: [{ prefix: '/', upstream: 'http://127.0.0.1' }], metrics: { tenant: { header: 'x-team' } } })
+const SETS = Number(arg('--sets', String(config.limits.max_label_sets)))
+const SCRAPES = Number(arg('--scrapes', '10'))
+
+/** `llm_requests_total`'s outcome × status combinations of a set in the worst case (each with its one error type). */
+const REQUEST_KINDS = [
+  ['ok', '200'],
+  ['error', '400'],
+  ['error', '429'],
+  ['error', '500'],
+  ['error', '502'],
+  ['error', '503'],
+  ['error', '504'],
+  ['cancelled', '200'],
+] as const
+
+const B = DEFAULT_BUCKETS
+const metrics = new LlmMetrics(
+  { ttft: B.ttft, itl: B.itl, inter_chunk: B.itl, tpot: B.itl, e2e: B.e2e, tps: B.tps, max_gap: B.max_gap },
+  (add) => {
+    for (let i = 0; i < SETS; i++) add(setLabels(i), 0)
+  },
+  { stallSeconds: 1, exemplars: false, labelNames: ['provider', 'model', 'route', 'tenant'], native: nativeOptions(config.metrics.native_histograms) },
+)
+const registry = new MetricsRegistry({ processMetrics: true, protobuf: true })
+for (const m of metrics.all()) registry.register(m)
+
+function setLabels(i: number): string[] {
+  return ['openai', `gpt-4o-mini-2024-07-18-ft-${String(i % 100).padStart(4, '0')}`, `/route-${Math.floor(i / 100)}`, `tenant-${String(i).padStart(6, '0')}`]
+}
+
+/** A few observations spread over the buckets, as real traffic leaves them. */
+function fill(h: Histogram, labels: readonly string[], scale: number): void {
+  const s = h.labels(...labels)
+  for (let k = 1; k <= 8; k++) s.observe(scale * k * k)
+}
+
+const extra = (h: Histogram, labels: readonly string[], more: readonly string[], scale: number) => fill(h, [...labels, ...more], scale)
+
+for (let i = 0; i < SETS; i++) {
+  const v = setLabels(i)
+  for (const h of [metrics.ttft, metrics.headers, metrics.ttfot, metrics.outsideUpstream]) fill(h, v, 0.05)
+  for (const h of [metrics.itl, metrics.interChunk, metrics.tpot]) fill(h, v, 0.002)
+  fill(metrics.tps, v, 2)
+  fill(metrics.maxGap, v, 0.05)
+  fill(metrics.tokensPerChunk, v, 1)
+  fill(metrics.estimateRatio, v, 0.02)
+  fill(metrics.inputPerRequest, v, 30)
+  fill(metrics.concurrency, v, 1)
+  fill(metrics.clientWriteWait, v, 0.005)
+  for (const outcome of ['ok', 'error', 'cancelled']) extra(metrics.e2e, v, [outcome], 0.5)
+  for (const [outcome, status] of REQUEST_KINDS) metrics.requests.labels(...v, outcome, status).inc(3)
+  for (const source of ['usage', 'estimate', 'stream']) {
+    metrics.outputTokens.labels(...v, source).inc(100)
+    extra(metrics.outputPerRequest, v, [source], 20)
+  }
+  for (const phase of ['request', 'first_chunk', 'chunk']) extra(metrics.overhead, v, [phase], 0.00002)
+  for (const phase of REPORTED_PHASES) extra(metrics.upstreamReported, v, [phase], 0.2)
+  metrics.inputTokens.labels(...v).inc(10)
+  for (const cache of ['read', 'write']) metrics.cachedInputTokens.labels(...v, cache).inc(5)
+  metrics.reasoningTokens.labels(...v).inc(5)
+  for (const slo of ['met', 'missed']) metrics.slo.labels(...v, slo).inc()
+  metrics.parseErrors.labels(...v).inc()
+  metrics.usageInjections.labels(...v).inc()
+  metrics.stalls.labels(...v).inc()
+  metrics.inFlight.touch(v)
+}
+
+async function scrape(format: 'text' | 'openmetrics' | 'protobuf'): Promise<{ bytes: number; ms: number; body: Buffer }> {
+  const t0 = performance.now()
+  const parts: Buffer[] = []
+  const protobuf = registry.protobuf
+  const batches = format === 'protobuf' && protobuf !== undefined ? protobuf() : registry.exposition(format === 'openmetrics')
+  for await (const batch of batches) for (const b of batch) parts.push(Buffer.from(b))
+  const ms = performance.now() - t0
+  const body = Buffer.concat(parts)
+  return { bytes: body.length, ms, body }
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+const first = await scrape('text')
+const samples = first.body
+  .toString('utf8')
+  .split('\n')
+  .filter((l) => l.startsWith('llm_'))
+const series = samples.length
+process.stdout.write(`${SETS} label sets: ${series} llm_ series in the text exposition, ${Math.round(series / SETS)} a set (worst case at the default buckets)\n`)
+for (const format of ['text', 'openmetrics', 'protobuf'] as const) {
+  const ms: number[] = []
+  let bytes = 0
+  for (let s = 0; s < SCRAPES; s++) {
+    const r = await scrape(format)
+    ms.push(r.ms)
+    bytes = r.bytes
+  }
+  process.stdout.write(`  ${format}: ${(bytes / 2 ** 20).toFixed(1)} MiB, median ${median(ms).toFixed(0)} ms a scrape (${SCRAPES} scrapes, cached series bytes)\n`)
+}
+process.stdout.write(`  RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB\n`)

@@ -1,0 +1,354 @@
+import { SpanKind, SpanStatusCode, TraceFlags, createTraceState } from '@opentelemetry/api'
+import type { Attributes, HrTime, SpanContext, SpanStatus } from '@opentelemetry/api'
+import { ExportResultCode, millisToHrTime } from '@opentelemetry/core'
+import type { ExportResult, InstrumentationScope } from '@opentelemetry/core'
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
+import type { Resource } from '@opentelemetry/resources'
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
+import type { Logger } from 'pino'
+import type { OtelConfig, TracesConfig } from '../config/schema.ts'
+import type { ExchangeIdentity } from '../proxy/exchange.ts'
+import { TraceIdSource } from '../proxy/trace-context.ts'
+import type { TraceStart } from '../proxy/trace-context.ts'
+import type { FinishedResponse } from '../realtime/protocol.ts'
+import type { RealtimeListener } from '../realtime/realtime.ts'
+import type { SessionIdentity, SessionSummary } from '../realtime/session.ts'
+import { Outcome } from '../timing/measurement.ts'
+import type { Observations } from '../timing/observations.ts'
+import { sampledAtStart } from '../timing/trace-sampling.ts'
+import { genAiProvider } from './otel-config.ts'
+import { tokentapResource } from './otel-resource.ts'
+import { tracesEndpoint } from './otel-traces-config.ts'
+
+/**
+ * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
+ * (docs/otel.md, "Traces": the commit followed), through the OpenTelemetry trace SDK: a
+ * BasicTracerProvider of tokentap's own (an embedding app's global one is left alone), its
+ * BatchSpanProcessor and the official OTLP/protobuf exporter. The span is built when the request
+ * has ended, from its Observations, with the start and end it had: nothing runs on the byte path,
+ * and a request the recording policy did not keep (trace-sampling.ts) builds nothing at all.
+ * Its ids were made when the request opened (trace-context.ts). It is handed to the processor as
+ * a finished ReadableSpan rather than through the SDK's Tracer: the Tracer's span samples,
+ * sanitises and limits each attribute and reads the clock, which cost 46 µs of CPU a span (the
+ * export 18) where the figures here are already typed, bounded and timed (bench/trace-cost.ts).
+ */
+
+/** A stall event per gap longer than `metrics.stall_seconds`, up to this many (the rest are counted in `tokentap.stalls`). */
+const MAX_STALL_EVENTS = 100
+
+/** A server's address and port (`server.address`, `server.port`). */
+export interface ServerOf {
+  readonly address: string
+  readonly port: number
+}
+
+export interface OtelTracesOptions {
+  /** The `otel` section: the headers and timeout shared with the metrics export. */
+  readonly config: OtelConfig
+  /** `otel.traces`: its endpoint, and the sampling of realtime sessions (HTTP requests come sampled by the recording policy). */
+  readonly traces: TracesConfig
+  readonly logger: Logger
+  /** `metrics.stall_seconds`: a longer gap between content chunks gets a stall event. */
+  readonly stallSeconds: number
+  /** The monotonic clock (ms) the requests' times come from. */
+  readonly now: () => number
+  /** Epoch ms, read with `now` at each request's end to place its monotonic times (default Date.now). */
+  readonly wallMs?: () => number
+  /** The upstream a route's requests go to, when known. */
+  readonly serverOf?: (route: string) => ServerOf | undefined
+  /** Replaces the OTLP exporter (tests, benchmarks). */
+  readonly exporter?: SpanExporter
+}
+
+const S = 1 / 1000
+
+export class OtelTraces {
+  readonly #provider: BasicTracerProvider
+  readonly #processor: BatchSpanProcessor
+  readonly #resource: Resource
+  readonly #scope: InstrumentationScope = { name: 'tokentap' }
+  readonly #logger: Logger
+  readonly #options: OtelTracesOptions
+  readonly #wallMs: () => number
+  /** Span ids of realtime responses (made when they end: nothing is sent upstream with them). */
+  readonly #responseIds = new TraceIdSource()
+  /** Open realtime sessions (by `seq`) with a response exported: their session span is exported too. */
+  readonly #sessionsWithSpans = new Set<number>()
+
+  constructor(options: OtelTracesOptions) {
+    this.#options = options
+    this.#logger = options.logger
+    this.#wallMs = options.wallMs ?? Date.now
+    const { config } = options
+    const exporter = new LoggedSpanExporter(
+      options.exporter ??
+        new OTLPTraceExporter({
+          url: tracesEndpoint(config),
+          headers: Object.keys(config.headers).length === 0 ? undefined : { ...config.headers },
+          timeoutMillis: config.timeout_ms,
+        }),
+      options.logger,
+    )
+    this.#resource = tokentapResource()
+    this.#processor = new BatchSpanProcessor(exporter)
+    // The provider owns the processor: its forceFlush and shutdown are the export's.
+    this.#provider = new BasicTracerProvider({ resource: this.#resource, spanProcessors: [this.#processor] })
+  }
+
+  /** Hands a finished span to the batch processor (every span that gets here is kept: the policy decided). */
+  #emit(name: string, context: SpanContext, parent: SpanContext | undefined, start: HrTime, end: HrTime, durationMs: number, attributes: Attributes, events: TimedEvent[], status: SpanStatus): void {
+    const span: ReadableSpan = {
+      name,
+      kind: SpanKind.CLIENT,
+      spanContext: () => context,
+      parentSpanContext: parent,
+      startTime: start,
+      endTime: end,
+      status,
+      attributes,
+      links: [],
+      events,
+      duration: millisToHrTime(Math.max(0, durationMs)),
+      ended: true,
+      resource: this.#resource,
+      instrumentationScope: this.#scope,
+      droppedAttributesCount: 0,
+      droppedEventsCount: 0,
+      droppedLinksCount: 0,
+    }
+    this.#processor.onEnd(span)
+  }
+
+  /** Builds and ends the span of one finished request the recording policy kept (`o.trace` set). */
+  record(who: ExchangeIdentity, o: Observations): void {
+    const start = who.trace
+    if (o.trace === undefined || start === undefined) return
+    // Monotonic ms → epoch: one reading of both clocks per request, at its end (as the metrics' timestamps are read when recorded).
+    const offset = this.#wallMs() - this.#options.now()
+    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
+    const m = o.measurement
+    const operation = o.operation
+    const model = who.model ?? 'unknown'
+    const attributes: Attributes = {
+      'gen_ai.provider.name': genAiProvider(o.labels.provider),
+      'http.request.method': who.method,
+      'http.response.status_code': o.statusCode,
+      'tokentap.request_id': who.id,
+      'tokentap.route': who.route.label,
+      'tokentap.outcome': o.outcome,
+      'tokentap.e2e': o.e2e,
+    }
+    if (operation !== undefined) attributes['gen_ai.operation.name'] = operation
+    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
+    if (who.responseModel !== undefined) attributes['gen_ai.response.model'] = who.responseModel
+    if (m.chunks.count > 0) attributes['gen_ai.request.stream'] = true
+    if (o.ttft !== undefined) attributes['gen_ai.response.time_to_first_chunk'] = o.ttft
+    if (o.inputTokens !== undefined) attributes['gen_ai.usage.input_tokens'] = o.inputTokens
+    if (o.outputTokens !== undefined) {
+      attributes['gen_ai.usage.output_tokens'] = o.outputTokens
+      attributes['tokentap.output_tokens.source'] = o.outputSource
+    }
+    if (o.cacheReadTokens !== undefined) attributes['gen_ai.usage.cache_read.input_tokens'] = o.cacheReadTokens
+    if (o.cacheWriteTokens !== undefined) attributes['gen_ai.usage.cache_creation.input_tokens'] = o.cacheWriteTokens
+    if (o.reasoningTokens !== undefined) attributes['gen_ai.usage.reasoning.output_tokens'] = o.reasoningTokens
+    if (o.errorType !== undefined) attributes['error.type'] = o.errorType
+    if (m.failure !== undefined) attributes['tokentap.failure_code'] = m.failure
+    if (m.providerError !== undefined) attributes['tokentap.provider_error'] = m.providerError
+    this.#server(who.route.label, attributes)
+    if (who.tenant !== undefined) attributes['tokentap.tenant'] = who.tenant
+    if (o.ttft !== undefined) attributes['tokentap.ttft'] = o.ttft
+    if (o.tpot !== undefined) attributes['tokentap.tpot'] = o.tpot
+    if (m.itlP50 !== undefined) attributes['tokentap.itl.p50'] = m.itlP50
+    if (m.itlP99 !== undefined) attributes['tokentap.itl.p99'] = m.itlP99
+    if (o.maxGap !== undefined) attributes['tokentap.max_gap'] = o.maxGap
+    attributes['tokentap.stalls'] = o.stalls
+    attributes['tokentap.chunks'] = m.timing.chunks
+    if (o.headers !== undefined) attributes['tokentap.time_to_response_headers'] = o.headers
+    if (o.clientWriteWait !== undefined) attributes['tokentap.client_write_wait'] = o.clientWriteWait
+    const reported = o.upstreamReported
+    if (reported !== undefined) for (const [phase, seconds] of Object.entries(reported)) if (seconds !== undefined) attributes[`tokentap.upstream_reported.${phase}`] = seconds
+    if (o.slo !== undefined) attributes['tokentap.slo'] = o.slo
+
+    const name = operation === undefined ? who.method : `${operation} ${model}`
+    const chunks = m.chunks
+    const events: TimedEvent[] = []
+    if (chunks.count > 0) events.push({ name: 'tokentap.first_token', attributes: { 'tokentap.tokens': chunks.tokens(0) }, time: at(chunks.at(0)) })
+    const limitMs = this.#options.stallSeconds * 1000
+    for (let i = 1, stalls = 0; i < chunks.count && stalls < MAX_STALL_EVENTS; i++) {
+      const gap = chunks.at(i) - chunks.at(i - 1)
+      if (gap > limitMs) {
+        // At the chunk that ended the stall, with its length: the wait is the span of time before it.
+        events.push({ name: 'tokentap.stall', attributes: { 'tokentap.gap': gap * S, 'tokentap.chunk': i }, time: at(chunks.at(i)) })
+        stalls++
+      }
+    }
+    const end = at(o.endedAt)
+    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': o.outcome }, time: end })
+    const status: SpanStatus = o.outcome === Outcome.error ? { code: SpanStatusCode.ERROR, message: o.errorType } : UNSET
+    const parent = parentContext(start)
+    // A child carries its parent's tracestate, as the SDK's Tracer does.
+    const context: SpanContext = { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED, traceState: parent?.traceState }
+    this.#emit(name, context, parent, at(who.tReq), end, o.endedAt - who.tReq, attributes, events, status)
+  }
+
+  /**
+   * Realtime sessions: a span per response (`realtime_inference {model}`, as the GenAI realtime
+   * draft names it) under a span of its session. A response is exported when its session was
+   * sampled at the start (the caller's flag, else the ratio) or it failed (`keep: error`); the
+   * session's span when it was sampled, failed, or has an exported response (no orphans).
+   */
+  readonly realtime: RealtimeListener = {
+    response: (who, _labels, r) => this.#response(who, r),
+    session: (who, _labels, summary) => this.#session(who, summary),
+  }
+
+  #keepsErrors(): boolean {
+    return this.#options.traces.sample.keep.includes('error')
+  }
+
+  #response(who: SessionIdentity, r: FinishedResponse): void {
+    const start = who.trace
+    if (start === undefined) return
+    const failed = r.outcome === Outcome.error
+    if (!sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors())) return
+    this.#sessionsWithSpans.add(who.seq)
+    const offset = this.#wallMs() - this.#options.now()
+    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
+    const began = r.start ?? r.end
+    const attributes: Attributes = {
+      'gen_ai.operation.name': 'realtime_inference',
+      'gen_ai.provider.name': genAiProvider(who.provider),
+      'gen_ai.live_session.id': who.id,
+      'tokentap.request_id': who.id,
+      'tokentap.route': who.route.label,
+      'tokentap.outcome': r.outcome,
+    }
+    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
+    if (r.id !== undefined) attributes['gen_ai.response.id'] = r.id
+    const u = r.usage
+    if (u !== undefined) {
+      attributes['gen_ai.usage.input_tokens'] = u.inputText + u.inputAudio
+      attributes['gen_ai.usage.output_tokens'] = u.outputText + u.outputAudio
+      attributes['gen_ai.usage.text.input_tokens'] = u.inputText
+      attributes['gen_ai.usage.audio.input_tokens'] = u.inputAudio
+      attributes['gen_ai.usage.text.output_tokens'] = u.outputText
+      attributes['gen_ai.usage.audio.output_tokens'] = u.outputAudio
+    }
+    if (failed) attributes['error.type'] = r.detail ?? 'provider_error'
+    if (r.detail !== undefined) attributes['tokentap.provider_detail'] = r.detail
+    const timing = r.timing
+    if (timing.ttft !== undefined) attributes['tokentap.ttft'] = timing.ttft
+    if (timing.ttfa !== undefined) attributes['tokentap.time_to_first_audio'] = timing.ttfa
+    if (timing.underrun !== undefined) attributes['tokentap.audio_underrun'] = timing.underrun
+    attributes['tokentap.audio_seconds'] = timing.audioSeconds
+    attributes['tokentap.text_deltas'] = timing.textDeltas
+    attributes['tokentap.audio_deltas'] = timing.audioDeltas
+    this.#server(who.route.label, attributes)
+    const session: SpanContext = { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED }
+    const context: SpanContext = { traceId: start.traceId, spanId: this.#responseIds.spanId(), traceFlags: TraceFlags.SAMPLED }
+    const events: TimedEvent[] = []
+    if (timing.ttft !== undefined) events.push({ name: 'tokentap.first_token', time: at(began + timing.ttft * 1000) })
+    const end = at(r.end)
+    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': r.outcome }, time: end })
+    const status: SpanStatus = failed ? { code: SpanStatusCode.ERROR, message: r.detail } : UNSET
+    this.#emit(`realtime_inference ${who.model ?? 'unknown'}`, context, session, at(began), end, r.end - began, attributes, events, status)
+  }
+
+  #session(who: SessionIdentity, summary: SessionSummary): void {
+    const start = who.trace
+    if (start === undefined) return
+    const failed = summary.outcome === Outcome.error
+    const withSpans = this.#sessionsWithSpans.delete(who.seq)
+    if (!withSpans && !sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors())) return
+    const offset = this.#wallMs() - this.#options.now()
+    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
+    const attributes: Attributes = {
+      'gen_ai.provider.name': genAiProvider(who.provider),
+      'gen_ai.live_session.id': who.id,
+      'http.response.status_code': summary.statusCode,
+      'tokentap.request_id': who.id,
+      'tokentap.route': who.route.label,
+      'tokentap.outcome': summary.outcome,
+      'tokentap.responses': summary.responses,
+    }
+    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
+    if (who.tenant !== undefined) attributes['tokentap.tenant'] = who.tenant
+    if (summary.failure !== undefined) attributes['tokentap.failure_code'] = summary.failure
+    if (summary.close?.code !== undefined) attributes['tokentap.close_code'] = summary.close.code
+    if (summary.endedBy !== undefined) attributes['tokentap.ended_by'] = summary.endedBy
+    if (failed) attributes['error.type'] = summary.failure ?? (summary.close?.code !== undefined ? String(summary.close.code) : String(summary.statusCode))
+    this.#server(who.route.label, attributes)
+    const end = who.tReq + summary.duration * 1000
+    const parent = parentContext(start)
+    const context: SpanContext = { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED, traceState: parent?.traceState }
+    const status: SpanStatus = failed ? { code: SpanStatusCode.ERROR, message: String(attributes['error.type']) } : UNSET
+    this.#emit(`realtime_session ${who.model ?? 'unknown'}`, context, parent, at(who.tReq), at(end), end - who.tReq, attributes, [], status)
+  }
+
+  #server(route: string, attributes: Attributes): void {
+    const server = this.#options.serverOf?.(route)
+    if (server !== undefined) {
+      attributes['server.address'] = server.address
+      attributes['server.port'] = server.port
+    }
+  }
+
+  /** Exports the spans ended so far. Never throws. */
+  async flush(): Promise<void> {
+    await this.#provider.forceFlush().catch((err: unknown) => this.#logger.debug({ err }, 'OTLP traces flush failed'))
+  }
+
+  /** Exports what is left and stops. Never throws. */
+  async shutdown(): Promise<void> {
+    await this.#provider.shutdown().catch((err: unknown) => this.#logger.debug({ err }, 'OTLP traces shutdown failed'))
+  }
+}
+
+const UNSET: SpanStatus = { code: SpanStatusCode.UNSET }
+
+/** The caller's span (a remote span context), the parent of tokentap's; undefined when there was none. */
+function parentContext(start: TraceStart): SpanContext | undefined {
+  const parent = start.parent
+  if (parent === undefined) return undefined
+  return {
+    traceId: parent.traceId,
+    spanId: parent.spanId,
+    traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
+    traceState: parent.traceState === undefined ? undefined : createTraceState(parent.traceState),
+    isRemote: true,
+  }
+}
+
+/** Logs an exporter's failures: one warning per outage and a line when it works again (the SDK reports only to `diag`). */
+class LoggedSpanExporter implements SpanExporter {
+  readonly #inner: SpanExporter
+  readonly #logger: Logger
+  #failing = false
+
+  constructor(inner: SpanExporter, logger: Logger) {
+    this.#inner = inner
+    this.#logger = logger
+  }
+
+  export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
+    this.#inner.export(spans, (result) => {
+      if (result.code === ExportResultCode.SUCCESS) {
+        if (this.#failing) this.#logger.info('OTLP traces export works again')
+        this.#failing = false
+      } else {
+        if (!this.#failing) this.#logger.warn({ err: result.error?.message }, 'OTLP traces export failed')
+        this.#failing = true
+      }
+      resultCallback(result)
+    })
+  }
+
+  async forceFlush(): Promise<void> {
+    await this.#inner.forceFlush?.()
+  }
+
+  shutdown(): Promise<void> {
+    return this.#inner.shutdown()
+  }
+}

@@ -1,0 +1,202 @@
+import type { FailureCode } from '../errors.ts'
+
+/**
+ * The upstream-error table: who is to blame for a failed request, as one closed vocabulary
+ * (`error_type` on llm_requests_total and llm_realtime_responses_total, the log line,
+ * /debug/requests/{id}, the live page and spans). Every failure code, every status an upstream
+ * answers with and every error an upstream sends inside a stream maps to one class here and
+ * nowhere else. Adding a class is a change of the public contract (CONTRACT.md "Fault domain");
+ * docs/metrics.md lists the table for users.
+ */
+
+export const ErrorType = {
+  none: 'none',
+  upstreamRateLimited: 'upstream_rate_limited',
+  upstreamOverloaded: 'upstream_overloaded',
+  upstreamError: 'upstream_error',
+  upstreamTimeout: 'upstream_timeout',
+  upstreamUnreachable: 'upstream_unreachable',
+  upstreamReset: 'upstream_reset',
+  streamError: 'stream_error',
+  clientRejected: 'client_rejected',
+  clientCancelled: 'client_cancelled',
+  clientTimeout: 'client_timeout',
+  policy: 'policy',
+  proxyError: 'proxy_error',
+  workerExited: 'worker_exited',
+} as const
+export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType]
+
+/** Every class, in the contract's order (docs, tests, the live page's counts). */
+export const ERROR_TYPES: readonly ErrorType[] = Object.values(ErrorType)
+
+/**
+ * Failure codes (src/errors.ts) by class. Keyed by the code's string, so a code another part of
+ * the project adds (`TOKENTAP_ERR_WORKER_EXITED`, the cluster's) is classed before it exists here;
+ * the `satisfies` makes a new FailureCode without a class a type error.
+ */
+const BY_FAILURE = {
+  TOKENTAP_ERR_UPSTREAM_CONNECT: ErrorType.upstreamUnreachable,
+  TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT: ErrorType.upstreamTimeout,
+  TOKENTAP_ERR_UPSTREAM_TIMEOUT: ErrorType.upstreamTimeout,
+  TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT: ErrorType.upstreamTimeout,
+  // Failed before any answer for another reason than a refused or timed-out connect (undici's code in the detail).
+  TOKENTAP_ERR_UPSTREAM_FAILED: ErrorType.upstreamUnreachable,
+  TOKENTAP_ERR_UPSTREAM_RESET: ErrorType.upstreamReset,
+  TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE: ErrorType.upstreamError,
+  // The caller's request broke a limit or a rule of HTTP: its own mistake, as a provider's 4xx is.
+  TOKENTAP_ERR_BODY_TOO_LARGE: ErrorType.clientRejected,
+  TOKENTAP_ERR_BAD_REQUEST: ErrorType.clientRejected,
+  TOKENTAP_ERR_BAD_TARGET: ErrorType.clientRejected,
+  TOKENTAP_ERR_TOO_MANY_HEADERS: ErrorType.clientRejected,
+  TOKENTAP_ERR_NOT_FOUND: ErrorType.clientRejected,
+  TOKENTAP_ERR_CLIENT_BODY_TIMEOUT: ErrorType.clientTimeout,
+  TOKENTAP_ERR_CLIENT_GONE: ErrorType.clientCancelled,
+  TOKENTAP_ERR_APP_ANSWERED: ErrorType.policy,
+  TOKENTAP_ERR_SHUTTING_DOWN: ErrorType.proxyError,
+  TOKENTAP_ERR_INTERNAL: ErrorType.proxyError,
+  TOKENTAP_ERR_WORKER: ErrorType.proxyError,
+  TOKENTAP_ERR_WORKER_EXITED: ErrorType.workerExited,
+  // Never a request's failure (start-up and configuration); classed so the table is total.
+  TOKENTAP_ERR_CONFIG_READ: ErrorType.proxyError,
+  TOKENTAP_ERR_CONFIG_YAML: ErrorType.proxyError,
+  TOKENTAP_ERR_CONFIG_INVALID: ErrorType.proxyError,
+  TOKENTAP_ERR_ENV_INVALID: ErrorType.proxyError,
+  TOKENTAP_ERR_PLUGIN_MISSING: ErrorType.proxyError,
+  TOKENTAP_ERR_LISTEN: ErrorType.proxyError,
+} as const satisfies Record<FailureCode | 'TOKENTAP_ERR_WORKER_EXITED', ErrorType>
+
+/** undici's codes under TOKENTAP_ERR_UPSTREAM_CONNECT that are a timeout, not a refusal (the proxy's own connect timer). */
+const CONNECT_TIMEOUT_DETAILS = new Set(['UND_ERR_CONNECT_TIMEOUT'])
+
+/** The class of a failure code (`detail`: undici's code under it, when known). */
+export function errorTypeOfFailure(code: string, detail?: string): ErrorType {
+  if (code === 'TOKENTAP_ERR_UPSTREAM_CONNECT' && detail !== undefined && CONNECT_TIMEOUT_DETAILS.has(detail)) return ErrorType.upstreamTimeout
+  return (BY_FAILURE as Record<string, ErrorType>)[code] ?? ErrorType.proxyError
+}
+
+/**
+ * The class of an upstream's HTTP status: 429 rate-limited; 503 and 529 (Anthropic's overloaded)
+ * overloaded; 504 and 524 (a gateway's timeout in front of the model) a timeout; any other 5xx an
+ * upstream error; any other 4xx the caller's request refused; what is no status of an answer
+ * (1xx, 3xx) an upstream error. Undefined for 2xx.
+ */
+export function errorTypeOfStatus(status: number): ErrorType | undefined {
+  if (status >= 200 && status < 300) return undefined
+  if (status === 429) return ErrorType.upstreamRateLimited
+  if (status === 503 || status === 529) return ErrorType.upstreamOverloaded
+  if (status === 504 || status === 524) return ErrorType.upstreamTimeout
+  if (status >= 400 && status < 500) return ErrorType.clientRejected
+  return ErrorType.upstreamError
+}
+
+/**
+ * Provider error names, as the parsers keep them (`StreamSummary.error`: the error's code, type
+ * or status), lower-cased, by class. Sources: Anthropic's error types
+ * (https://docs.anthropic.com/en/api/errors), OpenAI's error codes and types
+ * (https://platform.openai.com/docs/guides/error-codes), Google's canonical statuses
+ * (https://cloud.google.com/apis/design/errors), Bedrock's stream exceptions
+ * (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html),
+ * TGI's `error_type` (router/src/infer/mod.rs: overloaded, validation, generation,
+ * incomplete_generation).
+ */
+const BY_PROVIDER_ERROR: ReadonlyMap<string, ErrorType> = new Map([
+  // Rate limits and quotas.
+  ['rate_limit_error', ErrorType.upstreamRateLimited],
+  ['rate_limit_exceeded', ErrorType.upstreamRateLimited],
+  ['insufficient_quota', ErrorType.upstreamRateLimited],
+  ['tokens_exceeded', ErrorType.upstreamRateLimited],
+  ['resource_exhausted', ErrorType.upstreamRateLimited],
+  ['throttlingexception', ErrorType.upstreamRateLimited],
+  ['too_many_requests', ErrorType.upstreamRateLimited],
+  // No capacity now.
+  ['overloaded_error', ErrorType.upstreamOverloaded],
+  ['overloaded', ErrorType.upstreamOverloaded],
+  ['server_overloaded', ErrorType.upstreamOverloaded],
+  ['engine_overloaded', ErrorType.upstreamOverloaded],
+  ['unavailable', ErrorType.upstreamOverloaded],
+  ['serviceunavailableexception', ErrorType.upstreamOverloaded],
+  ['modelnotreadyexception', ErrorType.upstreamOverloaded],
+  // The provider's own failure.
+  ['api_error', ErrorType.upstreamError],
+  ['server_error', ErrorType.upstreamError],
+  ['internal', ErrorType.upstreamError],
+  ['internal_error', ErrorType.upstreamError],
+  ['internalserverexception', ErrorType.upstreamError],
+  ['internalservererror', ErrorType.upstreamError],
+  ['modelstreamerrorexception', ErrorType.upstreamError],
+  ['modelerrorexception', ErrorType.upstreamError],
+  // The provider ran out of time.
+  ['timeout_error', ErrorType.upstreamTimeout],
+  ['deadline_exceeded', ErrorType.upstreamTimeout],
+  ['modeltimeoutexception', ErrorType.upstreamTimeout],
+  // The caller's request, refused.
+  ['invalid_request_error', ErrorType.clientRejected],
+  ['authentication_error', ErrorType.clientRejected],
+  ['permission_error', ErrorType.clientRejected],
+  ['not_found_error', ErrorType.clientRejected],
+  ['request_too_large', ErrorType.clientRejected],
+  ['invalid_argument', ErrorType.clientRejected],
+  ['failed_precondition', ErrorType.clientRejected],
+  ['permission_denied', ErrorType.clientRejected],
+  ['unauthenticated', ErrorType.clientRejected],
+  ['not_found', ErrorType.clientRejected],
+  ['validationexception', ErrorType.clientRejected],
+  ['accessdeniedexception', ErrorType.clientRejected],
+  ['resourcenotfoundexception', ErrorType.clientRejected],
+  ['validation', ErrorType.clientRejected],
+  ['context_length_exceeded', ErrorType.clientRejected],
+  ['invalid_prompt', ErrorType.clientRejected],
+  ['badrequesterror', ErrorType.clientRejected],
+  // OpenAI Realtime: a response.create while one is active.
+  ['conversation_already_has_active_response', ErrorType.clientRejected],
+])
+
+/**
+ * The class of an error the upstream named (an in-stream error event, a failed response, an error
+ * body): by the table, or by an HTTP status it names (vLLM's and Gemini's numeric `code`);
+ * undefined when it says nothing more specific.
+ */
+export function errorTypeOfProviderError(name: string): ErrorType | undefined {
+  const known = BY_PROVIDER_ERROR.get(name.toLowerCase())
+  if (known !== undefined) return known
+  if (/^[1-5]\d\d$/.test(name)) return errorTypeOfStatus(Number(name))
+  return undefined
+}
+
+/** What the class of a finished request is decided from (a Measurement's facts). */
+export interface FailureFacts {
+  /** `ok`, `error` or `cancelled`. */
+  readonly outcome: string
+  readonly statusCode: number
+  readonly failure: FailureCode | undefined
+  /** undici's code under the failure, when known. */
+  readonly failureDetail?: string
+  /** An error the upstream named in the response (its code, type or status). */
+  readonly providerError: string | undefined
+}
+
+/**
+ * The `error_type` of a finished request, by precedence: `none` when ok; the client left
+ * (`client_cancelled`); the proxy's failure code; for an error answer (non-2xx) its status, unless
+ * its body names a rate limit or an overload (a 500 that says `overloaded_error` is capacity);
+ * for a 2xx stream the error event it carried (`stream_error` when that names nothing known).
+ * Spans call this too, so a trace and its request's series agree.
+ */
+export function errorTypeOf(f: FailureFacts): ErrorType {
+  if (f.outcome === 'ok') return ErrorType.none
+  if (f.outcome === 'cancelled') return ErrorType.clientCancelled
+  if (f.failure !== undefined) return errorTypeOfFailure(f.failure, f.failureDetail)
+  const named = f.providerError === undefined ? undefined : errorTypeOfProviderError(f.providerError)
+  const byStatus = errorTypeOfStatus(f.statusCode)
+  if (byStatus === undefined) return named ?? ErrorType.streamError
+  if (named === ErrorType.upstreamRateLimited || named === ErrorType.upstreamOverloaded) return named
+  return byStatus
+}
+
+/** The class of a finished realtime response: `detail` is the provider's reason (an error code, a status detail). */
+export function realtimeErrorTypeOf(outcome: string, detail: string | undefined): ErrorType {
+  if (outcome === 'ok') return ErrorType.none
+  if (outcome === 'cancelled') return ErrorType.clientCancelled
+  return (detail === undefined ? undefined : errorTypeOfProviderError(detail)) ?? ErrorType.streamError
+}

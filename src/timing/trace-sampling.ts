@@ -1,0 +1,51 @@
+import type { TraceStart } from '../proxy/trace-context.ts'
+import { Outcome } from './measurement.ts'
+import type { Measurement } from './measurement.ts'
+import { SloVerdict } from './slo.ts'
+
+/**
+ * Which requests' spans are exported (`otel.traces.sample`), decided once the request has ended:
+ * every request a `keep` rule names (an error, a stall, an SLO miss, one slower than
+ * `slow_seconds`), and of the rest those the start decision sampled: the caller's `sampled` flag
+ * when it sent a trace context (parent-based), else `ratio` of the traces, by trace id (the
+ * same trace id gets the same answer in every process, as the OTel TraceIdRatioBased sampler
+ * intends). The tail sampling a collector would otherwise do, without its buffering.
+ * Pure; the recording policy (observations.ts) asks it.
+ */
+
+/** The `keep` rules (`otel.traces.sample.keep`). */
+export const KEEP_RULES = ['error', 'stall', 'slo_miss', 'slow'] as const
+type KeepRule = (typeof KEEP_RULES)[number]
+
+export interface TraceSampling {
+  /** Share of traces kept when no rule keeps them and no caller decided (0…1). */
+  readonly ratio: number
+  readonly keep: readonly KeepRule[]
+  /** `slow`: E2E over this many seconds. */
+  readonly slowSeconds: number
+}
+
+/** 2^52: the trace id's last 13 hex digits as a fraction of it (a double holds them exactly). */
+const SPAN = 2 ** 52
+
+/** The decision at the request's start: the caller's flag, else the ratio on the trace id. */
+export function sampledAtStart(start: TraceStart, ratio: number): boolean {
+  if (start.parent !== undefined) return start.parent.sampled
+  return Number.parseInt(start.traceId.slice(19), 16) / SPAN < ratio
+}
+
+/** Whether a `keep` rule names this request. */
+function keptByRule(m: Measurement, s: TraceSampling): boolean {
+  for (const rule of s.keep) {
+    if (rule === 'error' && m.outcome === Outcome.error) return true
+    if (rule === 'stall' && m.stalls > 0) return true
+    if (rule === 'slo_miss' && m.slo === SloVerdict.missed) return true
+    if (rule === 'slow' && m.timing.e2e > s.slowSeconds) return true
+  }
+  return false
+}
+
+/** Whether the request's span is exported. */
+export function keepTrace(start: TraceStart, m: Measurement, s: TraceSampling): boolean {
+  return keptByRule(m, s) || sampledAtStart(start, s.ratio)
+}
