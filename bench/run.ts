@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
@@ -56,6 +57,7 @@ import type { TargetRow } from './verdict.ts'
  * - `traces`: the same round with spans on (`otel.traces` at its default sampling) instead of the metrics;
  * - `scrape`: the /metrics phase at its scales (bench/scrape-phase.ts);
  * - `growth`: how the cost grows (also writes bench/results/growth.svg);
+ * - `cluster-scrape`: the cluster primary's /metrics against one process's (bench/cluster-scrape.ts);
  * - `instructions` (also `--instructions`): the instruction counts; `--callgrind-dir DIR` keeps
  *   callgrind's dumps there (`callgrind_annotate DIR/tokentap.PID.1` shows where they go).
  */
@@ -69,7 +71,7 @@ const argOf = (name: string): string | undefined => {
   return i < 0 ? undefined : process.argv[i + 1]
 }
 const ONLY = process.argv.includes('--instructions') ? 'instructions' : argOf('--only')
-const ONLY_PHASES = ['cpu-short', 'otel', 'traces', 'scrape', 'growth', 'instructions'] as const
+const ONLY_PHASES = ['cpu-short', 'otel', 'traces', 'scrape', 'growth', 'instructions', 'cluster-scrape'] as const
 type OnlyPhase = (typeof ONLY_PHASES)[number]
 if (ONLY !== undefined && !(ONLY_PHASES as readonly string[]).includes(ONLY)) throw new Error(`--only takes ${ONLY_PHASES.join(', ')}, not ${ONLY}`)
 const OTEL_PROF = argOf('--otel-cpu-prof')
@@ -558,6 +560,14 @@ async function only(which: OnlyPhase): Promise<void> {
     await long.close()
     tt.proc.kill('SIGKILL')
     method.scrape = SCRAPE_METHOD
+  }
+  if (which === 'cluster-scrape') {
+    // The primary's /metrics against one process's at 100, 1,000 and 4,000 label sets (bench/cluster-scrape.ts).
+    const sets = QUICK ? '100' : '100,1000,4000'
+    out.cluster_scrape = JSON.parse(execFileSync(process.execPath, [join(HERE, 'cluster-scrape.js'), '--sets', sets, '--json'], { encoding: 'utf8', maxBuffer: 1 << 20 }))
+    log(`cluster scrape: ${JSON.stringify(out.cluster_scrape)}`)
+    method.cluster_scrape =
+      'bench/cluster-scrape.ts: CPU per scrape, one registry against two workers’ registries merged by the primary’s ClusterMetrics (their reports through a structured clone), the same requests in both, 20 changed between scrapes; median of the scrapes'
   }
   if (otel !== undefined) {
     list.T(otelTargetName(), describeOtel(otel), otel.met)

@@ -7,10 +7,8 @@ import { HistogramCore } from './metrics/histogram-core.ts'
 import { FOLDED_FAMILY } from './metrics/label-fold.ts'
 import type { FoldPass, GroupLabelFold, SeriesMapper } from './metrics/label-fold.ts'
 import type { MetricJson } from './metrics/metric.ts'
-import { promClientToOpenMetrics } from './metrics/openmetrics.ts'
-import type { PromClientMetric } from './metrics/openmetrics.ts'
-import { promClientToProtobuf } from './metrics/protobuf.ts'
-import type { OwnMetric } from './metrics/registry.ts'
+import { MetricsRegistry } from './metrics/registry.ts'
+import type { OwnMetric, ProcessSource } from './metrics/registry.ts'
 import type { MetricsSource } from './metrics/source.ts'
 
 /**
@@ -21,27 +19,22 @@ import type { MetricsSource } from './metrics/source.ts'
  * families afresh for every scrape, merges every worker's state into them (HistogramCore#merge:
  * bucket by bucket, the exponential buckets at the lower schema of the two, so merging equals
  * observing in one process) and renders them with the families' own exposition, OpenMetrics and
- * exemplars included. prom-client's process metrics are summed with its AggregatorRegistry.
- * A worker that dies leaves its llm_ counters and histograms behind (`retire`), so no sum ever
- * goes down (a drop would read as a counter reset).
+ * exemplars included. prom-client's process metrics are summed with its AggregatorRegistry, the
+ * primary's own included (the group's CPU and memory). A worker that dies leaves its counters and
+ * histograms behind (`retire`), its process CPU and GC ones too, so no sum ever goes down (a drop
+ * would read as a counter reset); what the primary records itself of a dead worker's requests in
+ * flight (cluster-progress.ts) is merged like a worker's.
  */
 
-/** One HistogramCore's figures, as the structured clone of the cluster channel carries them. */
-interface CoreState {
-  readonly schema: number | undefined
-  readonly zeroThreshold: number
-  readonly maxBuckets: number
-  readonly count: number
-  readonly sum: number
-  readonly zeroCount: number
-  readonly min: number
-  readonly max: number
-  /** Non-cumulative classic counts (the last slot is +Inf), when the core keeps classic buckets. */
-  readonly classic: Float64Array | undefined
-  /** Populated exponential buckets: indexes and counts, ascending. */
-  readonly indexes: Int32Array
-  readonly counts: Float64Array
-}
+/**
+ * One HistogramCore's figures in one Float64Array (one typed array per series is what makes the
+ * cluster channel's structured clone cheap): schema (NaN: classic only), zero threshold, bucket
+ * limit, count, sum, zero count, min, max, the number of classic slots (−1: none) and their
+ * non-cumulative counts (the last is +Inf), then the populated exponential buckets as index,
+ * count pairs, ascending.
+ */
+type CoreState = Float64Array
+const CLASSIC_AT = 8
 
 interface SeriesState {
   readonly labels: readonly string[]
@@ -69,57 +62,121 @@ export interface WorkerMetrics {
   readonly families: readonly FamilyState[]
   /** prom-client's process metrics, summed by AggregatorRegistry. */
   readonly process: readonly MetricJson[]
+  /** The last progress batch the worker sent before taking this state (cluster-progress.ts): the requests ended in it and before are counted here. */
+  readonly progress?: number
+  /** This report's number (StateReporter), and the one it adds to: undefined for every series in full. */
+  readonly seq?: number
+  readonly base?: number
+}
+
+/** What the primary adds to its workers' sums besides them. */
+export interface ClusterMetricsOptions {
+  /** Families the primary records itself (a dead worker's requests in flight, cluster-progress.ts). */
+  readonly own?: readonly OwnMetric[]
+  /** The primary's own prom-client process metrics: the group's CPU and memory include it. */
+  readonly processJson?: () => Promise<MetricJson[]>
+  /** A worker's report is now the one kept for it (what its death would leave). */
+  readonly onReport?: (workerId: number, report: WorkerMetrics) => void
+  /** The group's label caps (label-fold.ts), applied to every series as it is merged; none: labels as the workers sent them. */
+  readonly fold?: GroupLabelFold
 }
 
 function coreState(core: HistogramCore): CoreState {
-  const indexes: number[] = []
-  const counts: number[] = []
+  const classic = core.classic
+  const n = classic === undefined ? 0 : classic.length
+  const out = new Float64Array(CLASSIC_AT + 1 + n + 2 * core.bucketCount)
+  out[0] = core.schema ?? Number.NaN
+  out[1] = core.zeroThreshold
+  out[2] = core.maxBuckets
+  out[3] = core.count
+  out[4] = core.sum
+  out[5] = core.zeroCount
+  out[6] = core.min
+  out[7] = core.max
+  out[CLASSIC_AT] = classic === undefined ? -1 : n
+  if (classic !== undefined) out.set(classic, CLASSIC_AT + 1)
+  let at = CLASSIC_AT + 1 + n
   core.forEachBucket((index, count) => {
-    indexes.push(index)
-    counts.push(count)
+    out[at++] = index
+    out[at++] = count
   })
-  return {
-    schema: core.schema,
-    zeroThreshold: core.zeroThreshold,
-    maxBuckets: core.maxBuckets,
-    count: core.count,
-    sum: core.sum,
-    zeroCount: core.zeroCount,
-    min: core.min,
-    max: core.max,
-    classic: core.classic === undefined ? undefined : Float64Array.from(core.classic),
-    indexes: Int32Array.from(indexes),
-    counts: Float64Array.from(counts),
-  }
+  return at === out.length ? out : out.subarray(0, at)
 }
+
+const schemaOf = (state: CoreState): number | undefined => (Number.isNaN(state[0]) ? undefined : state[0])
 
 /** A HistogramCore holding exactly a state's figures (classic bounds from the family that reads it). */
 function coreFromState(state: CoreState, bounds: Float64Array | undefined): HistogramCore {
-  const core = new HistogramCore({ schema: state.schema, zeroThreshold: state.zeroThreshold, maxBuckets: state.maxBuckets, bounds })
+  return fillCore(new HistogramCore({ schema: schemaOf(state), zeroThreshold: state[1], maxBuckets: state[2], bounds }), state)
+}
+
+/** An empty core at the state's schema made to hold exactly the state's figures. */
+function fillCore(core: HistogramCore, state: CoreState): HistogramCore {
+  const schema = schemaOf(state)
+  const n = Math.max(0, state[CLASSIC_AT])
   // Each bucket at its own index (the core's schema is the state's); sum, count and the extremes are set after.
-  if (state.schema !== undefined) for (let i = 0; i < state.indexes.length; i++) core.observeIndexed(0, state.counts[i], state.indexes[i], state.schema)
-  core.count = state.count
-  core.sum = state.sum
-  core.zeroCount = state.zeroCount
-  core.min = state.min
-  core.max = state.max
-  if (core.classic !== undefined && state.classic !== undefined) core.classic.set(state.classic.subarray(0, core.classic.length))
+  if (schema !== undefined) for (let i = CLASSIC_AT + 1 + n; i + 1 < state.length; i += 2) core.observeIndexed(0, state[i + 1], state[i], schema)
+  core.count = state[3]
+  core.sum = state[4]
+  core.zeroCount = state[5]
+  core.min = state[6]
+  core.max = state[7]
+  if (core.classic !== undefined && state[CLASSIC_AT] >= 0) core.classic.set(state.subarray(CLASSIC_AT + 1, CLASSIC_AT + 1 + Math.min(n, core.classic.length)))
   return core
 }
 
 const labelValues = (labelNames: readonly string[], labels: Record<string, string | number>): string[] => labelNames.map((n) => String(labels[n]))
 
-/** A family's state (the worker side). */
+/**
+ * A family's state (the worker side): every series, or with `changed` only the counters' and
+ * histograms' series it accepts (a gauge's are all sent: they are counted anew each time).
+ */
 export function familyState(m: OwnMetric): FamilyState {
+  return stateOf(m, undefined)
+}
+
+function stateOf(m: OwnMetric, changed: ((series: object, now: number) => boolean) | undefined): FamilyState {
   const base = { name: m.name, help: m.help, labelNames: m.labelNames }
   if (m instanceof Histogram) {
     const series: SeriesState[] = []
-    for (const s of m.entries()) series.push({ labels: s.labelValues, core: coreState(s.core), ...(s.exemplars === undefined ? {} : { exemplars: [...s.exemplars] }) })
+    for (const s of m.entries()) {
+      if (changed !== undefined && !changed(s, s.core.count)) continue
+      series.push({ labels: s.labelValues, core: coreState(s.core), ...(s.exemplars === undefined ? {} : { exemplars: [...s.exemplars] }) })
+    }
     return { ...base, type: 'histogram', buckets: m.buckets, ...(m.native === undefined ? {} : { native: m.native }), series }
   }
-  // A counter's or a gauge's samples: one value per label set (a gauge counted now).
+  if (m instanceof Counter) {
+    const series: SeriesState[] = []
+    for (const s of m.entries()) if (changed === undefined || changed(s, s.value)) series.push({ labels: s.labelValues, value: s.value })
+    return { ...base, type: 'counter', series }
+  }
+  // A gauge's samples: one value per label set, counted now.
   const series = m.get().values.map((v) => ({ labels: labelValues(m.labelNames, v.labels), value: v.value }))
   return { ...base, type: m.type, series }
+}
+
+/**
+ * Worker side: its families' state for the primary, only what changed since the report the
+ * primary says it applied last (`applied`, its `seq`); everything when the primary has another
+ * one (a report lost to a timeout, the first one): a scrape costs what changed, not every series.
+ */
+export class StateReporter {
+  #seq = 0
+  /** Per series: its count (histogram) or value (counter) in the last report. */
+  #sent = new WeakMap<object, number>()
+
+  report(families: readonly OwnMetric[], applied: number | undefined): Pick<WorkerMetrics, 'families' | 'seq' | 'base'> {
+    const full = applied !== this.#seq
+    if (full) this.#sent = new WeakMap()
+    const sent = this.#sent
+    const changed = (series: object, now: number): boolean => {
+      if (sent.get(series) === now) return false
+      sent.set(series, now)
+      return true
+    }
+    const base = full ? undefined : this.#seq
+    return { families: families.map((f) => stateOf(f, changed)), seq: ++this.#seq, base }
+  }
 }
 
 /** Exemplar per classic slot: the latest of both. */
@@ -214,112 +271,355 @@ export class MergedFamilies {
   }
 }
 
-/** The group's llm_label_sets_folded_total: what the workers folded, plus the requests this merge folded. */
-function foldedCount(families: MergedFamilies, pass: FoldPass, fold: GroupLabelFold): void {
-  const counter = families.counter(FOLDED_FAMILY)
-  if (counter === undefined) return
-  for (const f of pass.foldedRequests.values()) counter.labels(...counter.labelNames.map((n) => f.labels[n] ?? '')).inc(f.count)
-  let total = 0
-  for (const s of counter.entries()) total += s.value
-  fold.noteFolded(total)
-}
+/** Only what keeps counting: a dead worker's counters and histograms, not its gauges. */
+const retainable = (f: { readonly type: string }): boolean => f.type === 'counter' || f.type === 'histogram'
 
-const NEWLINE = Buffer.from('\n')
-const EOF = Buffer.from('# EOF\n')
-
-/** Only what keeps counting: a dead worker's llm_ counters and histograms, not its gauges. */
-const retainable = (f: FamilyState): boolean => f.name.startsWith('llm_') && (f.type === 'counter' || f.type === 'histogram')
+/** A prom-client sample's identity within its family: its own name and labels. */
+const sampleKey = (v: MetricJson['values'][number]): string => `${v.metricName ?? ''}\u0000${JSON.stringify(v.labels)}`
 
 /**
- * The primary's MetricsSource: `collect()` asks every live worker for its state (cluster.ts);
- * the exposition merges them with what dead workers left.
+ * `from`'s counters and histograms added into `into` (prom-client's JSON form, sample by
+ * sample), synchronously: a dead worker's process counters stay in the sums as its llm_ ones do.
+ */
+function addProcessCounters(into: readonly MetricJson[], from: readonly MetricJson[]): MetricJson[] {
+  const out = new Map(into.map((f) => [f.name, f]))
+  for (const f of from) {
+    if (!retainable(f)) continue
+    const prev = out.get(f.name)
+    const values = new Map((prev?.values ?? []).map((v) => [sampleKey(v), { ...v }]))
+    for (const v of f.values) {
+      const key = sampleKey(v)
+      const had = values.get(key)
+      if (had === undefined) values.set(key, { ...v })
+      else values.set(key, { ...had, value: had.value + v.value })
+    }
+    out.set(f.name, { ...(prev ?? f), values: [...values.values()] })
+  }
+  return [...out.values()]
+}
+
+/** Contributors besides the workers: what dead workers left, summed, and the primary's own families. */
+const DEAD = -1
+const OWN = 0
+/** The requests the primary's fold moved into an overflow set, in FOLDED_FAMILY. */
+const FOLD = -2
+
+const foldedTotal = (pass: FoldPass | undefined): number => {
+  let n = 0
+  for (const f of pass?.foldedRequests.values() ?? []) n += f.count
+  return n
+}
+
+/** One contributor's part of a merged series. */
+interface Part {
+  readonly from: number
+  /** The series' labels as its contributor sent them (the group's fold may merge several into one). */
+  readonly raw: string
+  /** Requests of llm_requests_total the group's budget folded into this series (they count in FOLDED_FAMILY). */
+  readonly folded?: number
+  readonly core?: HistogramCore
+  exemplars?: readonly (Exemplar | undefined)[]
+  value?: number
+}
+
+/** A merged series: its labels and every contributor's part. */
+interface Slot {
+  readonly labels: readonly string[]
+  readonly parts: Part[]
+}
+
+/**
+ * A merged family kept from one scrape to the next: a series is merged again (and so rendered
+ * again) only when a contributor's part of it changed; the others serve their cached bytes.
+ */
+class LiveFamily {
+  readonly metric: OwnMetric
+  readonly #slots = new Map<string, Slot>()
+  readonly #gauge = new Map<string, number>()
+  readonly #bounds: Float64Array | undefined
+
+  constructor(def: FamilyState) {
+    const opts = { name: def.name, help: def.help, labelNames: def.labelNames }
+    if (def.type === 'histogram') {
+      const h = new Histogram({ ...opts, buckets: def.buckets ?? [], native: def.native })
+      this.#bounds = h.newCore().bounds
+      this.metric = h
+    } else if (def.type === 'counter') this.metric = new Counter(opts)
+    else {
+      const slots = this.#slots
+      const gauge = this.#gauge
+      this.metric = new CollectedGauge({
+        ...opts,
+        collect: (add) => {
+          for (const [key, slot] of slots) add(slot.labels, gauge.get(key) ?? 0)
+        },
+      })
+    }
+  }
+
+  /**
+   * A contributor's series, mapped by the group's fold (`fold`); with `full` (and always for a
+   * gauge) its parts not in `state` go. `pass` tells which requests the budget folded.
+   */
+  apply(from: number, state: FamilyState, full: boolean, fold?: SeriesMapper, pass?: FoldPass): void {
+    const dirty = new Set<string>()
+    if (full || this.metric.type === 'gauge') {
+      for (const [key, slot] of this.#slots) {
+        const before = slot.parts.length
+        for (let i = slot.parts.length - 1; i >= 0; i--) if (slot.parts[i].from === from) slot.parts.splice(i, 1)
+        if (slot.parts.length !== before) dirty.add(key)
+      }
+    }
+    const counts = pass !== undefined && state.name === 'llm_requests_total'
+    for (const s of state.series) {
+      const raw = s.labels.join('\u0000')
+      const foldedBefore = counts ? foldedTotal(pass) : 0
+      const labels = fold === undefined ? s.labels : fold(s.labels, s.value)
+      const folded = counts ? foldedTotal(pass) - foldedBefore : 0
+      const key = labels === s.labels ? raw : labels.join('\u0000')
+      let slot = this.#slots.get(key)
+      if (slot === undefined) {
+        slot = { labels, parts: [] }
+        this.#slots.set(key, slot)
+      }
+      const i = slot.parts.findIndex((p) => p.from === from && p.raw === raw)
+      // A part's core is filled again when its schema has not changed (no garbage per series and scrape).
+      const had = i < 0 ? undefined : slot.parts[i].core
+      const reuse = s.core !== undefined && had !== undefined && had.schema === schemaOf(s.core)
+      if (reuse) had.clear()
+      const part: Part =
+        s.core === undefined
+          ? { from, raw, value: s.value ?? 0, ...(folded > 0 ? { folded } : {}) }
+          : { from, raw, core: reuse ? fillCore(had, s.core) : coreFromState(s.core, this.#bounds), exemplars: s.exemplars }
+      if (i < 0) slot.parts.push(part)
+      else slot.parts[i] = part
+      dirty.add(key)
+    }
+    for (const key of dirty) this.#merge(key)
+  }
+
+  /** Requests the group's budget folded, by the overflow series they went to (labels by name). */
+  folded(): Map<string, { labels: Record<string, string>; count: number }> {
+    const out = new Map<string, { labels: Record<string, string>; count: number }>()
+    for (const [key, slot] of this.#slots) {
+      let n = 0
+      for (const p of slot.parts) n += p.folded ?? 0
+      if (n === 0) continue
+      const labels: Record<string, string> = {}
+      this.metric.labelNames.forEach((name, i) => {
+        labels[name] = slot.labels[i]
+      })
+      out.set(key, { labels, count: n })
+    }
+    return out
+  }
+
+  /** The total of a counter family's series, parts of contributor `except` left out. */
+  total(except: number): number {
+    let n = 0
+    for (const slot of this.#slots.values()) for (const p of slot.parts) if (p.from !== except) n += p.value ?? 0
+    return n
+  }
+
+  /** Sets contributor `from`'s value of the series with these labels (a counter the primary adds to). */
+  set(from: number, labels: readonly string[], value: number): void {
+    const key = labels.join('\u0000')
+    let slot = this.#slots.get(key)
+    if (slot === undefined) {
+      slot = { labels, parts: [] }
+      this.#slots.set(key, slot)
+    }
+    const i = slot.parts.findIndex((p) => p.from === from)
+    if (i < 0) slot.parts.push({ from, raw: key, value })
+    else slot.parts[i] = { from, raw: key, value }
+    this.#merge(key)
+  }
+
+  /** A dead contributor's counts move into the dead workers' part (the sums stay as they are); its gauges go. */
+  retire(from: number): void {
+    for (const [key, slot] of this.#slots) {
+      const i = slot.parts.findIndex((p) => p.from === from)
+      if (i < 0) continue
+      const [part] = slot.parts.splice(i, 1)
+      if (this.metric.type === 'gauge') {
+        this.#merge(key)
+        continue
+      }
+      const dead = slot.parts.find((p) => p.from === DEAD && p.raw === part.raw)
+      if (dead === undefined) slot.parts.push({ ...part, from: DEAD })
+      else if (dead.core !== undefined && part.core !== undefined) {
+        dead.core.merge(part.core)
+        if (part.exemplars !== undefined) {
+          const into = [...(dead.exemplars ?? new Array<Exemplar | undefined>(part.exemplars.length).fill(undefined))]
+          mergeExemplars(into, part.exemplars)
+          dead.exemplars = into
+        }
+      } else {
+        dead.value = (dead.value ?? 0) + (part.value ?? 0)
+        if (part.folded !== undefined) slot.parts[slot.parts.indexOf(dead)] = { ...dead, folded: (dead.folded ?? 0) + part.folded }
+      }
+    }
+  }
+
+  /** One series as the sum of its parts. */
+  #merge(key: string): void {
+    const slot = this.#slots.get(key) as Slot
+    const m = this.metric
+    if (m instanceof Histogram) {
+      const series = m.labels(...slot.labels)
+      series.core.clear()
+      let exemplars: (Exemplar | undefined)[] | undefined
+      for (const p of slot.parts) {
+        if (p.core !== undefined) series.core.merge(p.core)
+        if (p.exemplars === undefined) continue
+        exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
+        mergeExemplars(exemplars, p.exemplars)
+      }
+      series.exemplars = exemplars
+      series.exposition = undefined
+      series.expositionWithExemplars = undefined
+      series.protobuf = undefined
+      return
+    }
+    let value = 0
+    for (const p of slot.parts) value += p.value ?? 0
+    if (m instanceof Counter) m.labels(...slot.labels).value = value
+    else {
+      this.#gauge.set(key, value)
+      m.touch(slot.labels)
+    }
+  }
+}
+
+/**
+ * The primary's MetricsSource: `collect()` asks every live worker for what changed in its state
+ * since the report applied last (cluster.ts passes `applied(id)`; StateReporter answers), and
+ * the families merged from them, from what dead workers left and from the primary's own are
+ * kept between scrapes: a scrape merges and renders again only the series that changed, and
+ * streams the rest's cached bytes through a MetricsRegistry, in the same slices and batches as
+ * one process.
  */
 export class ClusterMetrics implements MetricsSource {
   readonly openMetrics = true
   readonly #collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>
-  /** Each live worker's last report, kept for when it dies. */
-  readonly #last = new Map<number, WorkerMetrics>()
-  /** What dead workers counted, merged into one state. */
-  #retired: FamilyState[] = []
-  /** Workers retired: a report of theirs that arrives later is not used (its older one is in #retired). */
+  readonly #options: ClusterMetricsOptions
+  readonly #families = new Map<string, LiveFamily>()
+  readonly #registry: MetricsRegistry
+  /** Per live worker: the number of its last report applied here. */
+  readonly #applied = new Map<number, number | undefined>()
+  /** Per live worker: its process metrics as last reported. */
+  readonly #process = new Map<number, readonly MetricJson[]>()
+  /** Workers retired: a report of theirs that arrives later is not used (what they counted until then is in the sums). */
   readonly #dead = new Set<number>()
+  /** What dead workers' processes counted (CPU seconds, GC), summed. */
+  #retiredProcess: MetricJson[] = []
+  readonly #own = new StateReporter()
+  #ownApplied: number | undefined
 
-  /** The group's label caps (label-fold.ts), applied at every merge; none: labels as the workers sent them. */
-  readonly #fold: GroupLabelFold | undefined
-
-  constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>, fold?: GroupLabelFold) {
+  constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>, options: ClusterMetricsOptions = {}) {
     this.#collect = collect
-    this.#fold = fold
+    this.#options = options
+    this.#registry = new MetricsRegistry({ processMetrics: false, protobuf: true, processSource: () => this.#processMetrics() })
   }
 
-  /** The families of these reports and of the dead workers, merged (and folded to the group's caps). */
-  merged(reports: readonly WorkerMetrics[]): MergedFamilies {
-    return this.#mergeFolded([...reports.map((r) => r.families), this.#retired])
-  }
-
-  /** States merged and folded to the group's caps, the requests this fold moved added to llm_label_sets_folded_total. */
-  #mergeFolded(lists: readonly (readonly FamilyState[])[]): MergedFamilies {
-    const pass = this.#fold?.pass()
-    const families = new MergedFamilies(pass)
-    for (const states of lists) families.merge(states)
-    if (pass !== undefined) foldedCount(families, pass, this.#fold as GroupLabelFold)
-    return families
+  /** The number of the last report of this worker applied here (what it answers a metrics question against). */
+  applied(workerId: number): number | undefined {
+    return this.#applied.get(workerId)
   }
 
   /**
-   * A worker died: its last reported counters and histograms stay in the sums. Synchronous, so
-   * no scrape sees its counts missing from both the live reports and the retired state.
+   * A worker died: what it had reported stays in the sums (its counters and histograms, its
+   * process CPU and GC ones too), its gauges go. Synchronous, so no scrape sees its counts missing.
    */
   retire(workerId: number): void {
+    if (this.#dead.has(workerId)) return
     this.#dead.add(workerId)
-    const last = this.#last.get(workerId)
-    this.#last.delete(workerId)
-    if (last === undefined) return
-    // Folded as the exposition folds it, so what dead workers leave stays within the group's caps
-    // however many die (a replacement admits values of its own).
-    this.#retired = this.#mergeFolded([this.#retired, last.families.filter(retainable)]).states()
+    this.#applied.delete(workerId)
+    for (const f of this.#families.values()) f.retire(workerId)
+    const last = this.#process.get(workerId)
+    this.#process.delete(workerId)
+    if (last !== undefined) this.#retiredProcess = addProcessCounters(this.#retiredProcess, last)
   }
 
-  /** Every live worker's report, minus those of workers that died while the scrape waited. */
-  async #reports(): Promise<WorkerMetrics[]> {
+  /** Applies a contributor's report; false when it does not follow the one applied last (a full one comes next). */
+  #apply(from: number, report: Pick<WorkerMetrics, 'families' | 'seq' | 'base'>): boolean {
+    const full = report.base === undefined
+    const applied = this.#applied.get(from)
+    if (!full && report.base !== applied) return false
+    if (full && report.seq !== undefined && applied !== undefined && applied >= report.seq) return false
+    const pass = this.#options.fold?.pass()
+    for (const state of report.families) {
+      let f = this.#families.get(state.name)
+      if (f === undefined) {
+        f = new LiveFamily(state)
+        this.#families.set(state.name, f)
+        this.#registry.register(f.metric)
+      }
+      f.apply(from, state, full, pass?.family(state.name, state.labelNames), pass)
+    }
+    this.#applied.set(from, report.seq)
+    return true
+  }
+
+  /** Every live worker's report applied, minus those of workers that died while the scrape waited; then the primary's own. */
+  async #update(): Promise<void> {
     const answered = await this.#collect()
-    // A worker that died while the scrape waited is in #retired with its previous report: its
-    // newer one would count that part twice.
-    const reports: WorkerMetrics[] = []
     answered.reports.forEach((r, i) => {
       const id = answered.workerIds[i]
-      if (this.#dead.has(id)) return
-      this.#last.set(id, r)
-      reports.push(r)
+      // A worker that died while the scrape waited left what it had reported before: its newer report would count what its death recorded twice.
+      if (this.#dead.has(id) || !this.#apply(id, r)) return
+      this.#process.set(id, r.process)
+      this.#options.onReport?.(id, r)
     })
-    return reports
+    const own = this.#options.own
+    if (own !== undefined) {
+      const r = this.#own.report(own, this.#ownApplied)
+      this.#apply(OWN, r)
+      this.#ownApplied = r.seq
+    }
+    this.#foldedCount()
+  }
+
+  /** The group's llm_label_sets_folded_total: what the workers folded, plus the requests the primary's fold moved. */
+  #foldedCount(): void {
+    const fold = this.#options.fold
+    const counter = this.#families.get(FOLDED_FAMILY)
+    const requests = this.#families.get('llm_requests_total')
+    if (fold === undefined || counter === undefined || requests === undefined) return
+    const sums = new Map<string, { labels: string[]; count: number }>()
+    for (const f of requests.folded().values()) {
+      const labels = counter.metric.labelNames.map((n) => f.labels[n] ?? '')
+      const key = labels.join('\u0000')
+      const had = sums.get(key)
+      if (had === undefined) sums.set(key, { labels, count: f.count })
+      else had.count += f.count
+    }
+    for (const { labels, count } of sums.values()) counter.set(FOLD, labels, count)
+    fold.noteFolded(counter.total(Number.NaN))
+  }
+
+  /** The process metrics of the live workers, the dead ones' counters, and the primary's own, aggregated. */
+  async #processMetrics(): Promise<ProcessSource> {
+    const all: (readonly MetricJson[])[] = [...this.#process.values()]
+    if (this.#retiredProcess.length > 0) all.push(this.#retiredProcess)
+    if (this.#options.processJson !== undefined) all.push(await this.#options.processJson())
+    return AggregatorRegistry.aggregate(all as never)
   }
 
   async *exposition(openMetrics: boolean): AsyncGenerator<Buffer[]> {
-    const reports = await this.#reports()
-    const out: Buffer[] = []
-    for (const m of this.merged(reports).metrics) {
-      for (const b of m.chunks(openMetrics)) out.push(b)
-      // OpenMetrics allows no blank lines between families.
-      if (!openMetrics) out.push(NEWLINE)
-    }
-    const processMetrics = AggregatorRegistry.aggregate(reports.map((r) => r.process as never))
-    if (openMetrics) {
-      out.push(Buffer.from(promClientToOpenMetrics((await processMetrics.getMetricsAsJSON()) as unknown as PromClientMetric[])))
-      out.push(EOF)
-    } else out.push(Buffer.from(await processMetrics.metrics()))
-    yield out
+    await this.#update()
+    yield* this.#registry.exposition(openMetrics)
   }
 
   /** The protobuf exposition of the merged families: native histograms merged bucket by bucket. */
   readonly protobuf = (): AsyncGenerator<Buffer[]> => this.#protobuf()
 
   async *#protobuf(): AsyncGenerator<Buffer[]> {
-    const reports = await this.#reports()
-    const out: Buffer[] = []
-    for (const m of this.merged(reports).metrics) for (const b of m.protobufChunks()) out.push(b)
-    const processMetrics = AggregatorRegistry.aggregate(reports.map((r) => r.process as never))
-    out.push(promClientToProtobuf((await processMetrics.getMetricsAsJSON()) as unknown as PromClientMetric[]))
-    yield out
+    await this.#update()
+    yield* (this.#registry.protobuf as () => AsyncGenerator<Buffer[]>)()
+  }
+
+  recycle(batch: readonly Buffer[]): void {
+    this.#registry.recycle(batch)
   }
 }

@@ -12,9 +12,12 @@ import { buildAdmin } from './admin/admin.ts'
 import type { AdminState } from './admin/admin.ts'
 import { snapshotStreams } from './admin/debug-streams.ts'
 import type { StreamsSnapshot } from './admin/debug-streams.ts'
-import { ClusterMetrics, familyState } from './cluster-metrics.ts'
+import { ClusterMetrics, StateReporter } from './cluster-metrics.ts'
 import { groupLabelFold } from './metrics/label-fold.ts'
 import type { WorkerMetrics } from './cluster-metrics.ts'
+import { OrphanRecorder, PROGRESS_MS, ProgressMirror, WorkerProgress } from './cluster-progress.ts'
+import type { ProgressBatch } from './cluster-progress.ts'
+import { MetricsRegistry } from './metrics/registry.ts'
 import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
 import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
 import { markScraped } from './admin/linger.ts'
@@ -38,12 +41,14 @@ const ClusterMessage = {
   ask: 'tokentap:ask',
   answer: 'tokentap:answer',
   live: 'tokentap:live',
+  progress: 'tokentap:progress',
   listening: 'tokentap:listening',
 } as const
 
 /** What the primary asks a worker, and what the worker answers. */
 interface Questions {
-  metrics: { arg: undefined; answer: WorkerMetrics }
+  /** The number of the worker's last report the primary applied: the answer is what changed since (StateReporter). */
+  metrics: { arg: number | undefined; answer: WorkerMetrics }
   streams: { arg: undefined; answer: StreamsSnapshot }
   request: { arg: string; answer: Record<string, unknown> | null }
   inflight: { arg: undefined; answer: InFlightDelta }
@@ -104,12 +109,19 @@ export function serveWorker(app: TokentapApp): void {
   const views = new WorkerViews((batch: LiveBatch) => send({ type: ClusterMessage.live, batch }))
   tt.live.onAdd(views.finished)
   tt.realtime.listen(views.realtime)
+  const progress = new WorkerProgress(tt.active, (batch: ProgressBatch) => send({ type: ClusterMessage.progress, batch }))
+  const reporter = new StateReporter()
+  setInterval(() => progress.flush(), PROGRESS_MS).unref()
   const answer = async (what: Question, arg: unknown): Promise<unknown> => {
     switch (what) {
-      case 'metrics':
+      case 'metrics': {
         // The primary scrapes through this: after its drain the worker lingers for the next scrape.
         markScraped(tt.registry)
-        return { families: tt.registry.families.map(familyState), process: await tt.registry.processJson() } satisfies WorkerMetrics
+        // The batch first, then the state in the same turn: every request ended in it or before is counted in this state.
+        const seq = progress.flush()
+        const state = reporter.report(tt.registry.families, arg as number | undefined)
+        return { ...state, process: await tt.registry.processJson(), progress: seq } satisfies WorkerMetrics
+      }
       case 'streams':
         return snapshotStreams(tt.active, tt.now())
       case 'request':
@@ -191,16 +203,38 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     return out
   }
 
+  const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds, startedAt: monotonicNow() })
+  // What each worker has in flight, and the primary's own recording of a dead worker's requests.
+  const progress = new ProgressMirror()
+  const orphans = new OrphanRecorder(config, logger, views.live)
+  const own = new MetricsRegistry({ processMetrics: config.metrics.process_metrics })
   const metrics = new ClusterMetrics(
     async () => {
       const live = workers()
-      // Any worker failing fails the scrape: a partial sum would read as counter resets.
-      const reports = await Promise.all(live.map((w) => ask(w, 'metrics', undefined, METRICS_TIMEOUT_MS)))
-      return { reports, workerIds: live.map((w) => w.id) }
+      const answers = await Promise.allSettled(live.map((w) => ask(w, 'metrics', metrics.applied(w.id), METRICS_TIMEOUT_MS)))
+      const reports: WorkerMetrics[] = []
+      const workerIds: number[] = []
+      answers.forEach((a, i) => {
+        if (a.status === 'fulfilled') {
+          reports.push(a.value)
+          workerIds.push(live[i].id)
+        } else if (!live[i].isDead()) {
+          // A live worker failing fails the scrape: a partial sum would read as counter resets.
+          throw a.reason
+        }
+        // One that exited meanwhile is in the sums through what it left (ClusterMetrics#retire).
+      })
+      return { reports, workerIds }
     },
-    groupLabelFold(config, logger),
+    {
+      own: orphans.metrics.all(),
+      processJson: () => own.processJson(),
+      onReport: (workerId, report) => {
+        if (report.progress !== undefined) progress.covered(workerId, report.progress)
+      },
+      fold: groupLabelFold(config, logger),
+    },
   )
-  const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds, startedAt: monotonicNow() })
   let syncTimer: NodeJS.Timeout | undefined
   const sync = (): void => {
     askAll('inflight', undefined).then(
@@ -244,7 +278,15 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   function fork(): void {
     const worker = cluster.fork({ [CONFIG_ENV]: JSON.stringify(config) })
     const started = Date.now()
-    worker.on('message', (msg: { type?: unknown; port?: unknown; batch?: LiveBatch }) => {
+    worker.on('message', (msg: { type?: unknown; port?: unknown; batch?: unknown }) => {
+      if (msg?.type === ClusterMessage.progress) {
+        try {
+          progress.onBatch(msg.batch as ProgressBatch, worker.id)
+        } catch (err) {
+          logger.error({ err, worker: worker.id }, 'a worker’s progress batch could not be read')
+        }
+        return
+      }
       if (msg?.type === ClusterMessage.live) {
         try {
           views.onMessage(msg.batch as LiveBatch, worker.id)
@@ -274,7 +316,13 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
     })
     worker.on('exit', (code, signal) => {
       listening.delete(worker.id)
+      // In one turn: its last report's counts kept, and every request of it no kept report counts recorded once.
       metrics.retire(worker.id)
+      const lost = progress.exited(worker.id, monotonicNow())
+      if (lost.length > 0) {
+        orphans.record(lost, signal ?? `exit code ${code}`)
+        logger.error({ worker: worker.id, pid: worker.process.pid, requests: lost.length }, 'worker exited with requests in flight: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)')
+      }
       views.workerGone(worker.id)
       if (stopping) return
       crashes = Date.now() - started < CRASH_WINDOW_MS ? crashes + 1 : 0

@@ -29,6 +29,11 @@ const ERRORS = {
   TOKENTAP_ERR_APP_ANSWERED: { message: "the embedding app's hooks answered the request before the proxy: %s", status: undefined },
   TOKENTAP_ERR_PLUGIN_MISSING: { message: '%s: register the tokentap plugin on this instance first', status: undefined },
   TOKENTAP_ERR_WORKER: { message: 'worker %s: %s', status: undefined },
+  /**
+   * The cluster worker serving the request exited (SIGKILL, OOM, crash) while it was in flight:
+   * the primary records it (cluster-progress.ts); the client saw its connection break.
+   */
+  TOKENTAP_ERR_WORKER_EXITED: { message: 'the worker serving the request exited (%s)', status: undefined },
   TOKENTAP_ERR_LISTEN: { message: 'the %s cannot listen on %s: %s; %s', status: undefined },
 } as const satisfies Record<string, { readonly message: string; readonly status: number | undefined }>
 

@@ -151,3 +151,57 @@ t.test('a worker that dies keeps what it reported, and a report it sent while th
   b.requests.labels('/a', 'ok').inc()
   t.equal(await requests(), 8, 'and keeps counting in the sum after it is gone')
 })
+
+t.test('a dead worker’s process counters and histograms stay in the sums, its gauges do not; the primary’s own process metrics and families are added', async (t) => {
+  const proc = (cpu: number, gc: number, rss: number): WorkerMetrics['process'] => [
+    { name: 'process_cpu_seconds_total', help: 'CPU.', type: 'counter', aggregator: 'sum', values: [{ labels: {}, value: cpu }] },
+    {
+      name: 'nodejs_gc_duration_seconds',
+      help: 'GC.',
+      type: 'histogram',
+      aggregator: 'sum',
+      values: [
+        { labels: { le: 0.1, kind: 'minor' }, value: gc, metricName: 'nodejs_gc_duration_seconds_bucket' },
+        { labels: { le: '+Inf', kind: 'minor' }, value: gc, metricName: 'nodejs_gc_duration_seconds_bucket' },
+        { labels: { kind: 'minor' }, value: gc / 100, metricName: 'nodejs_gc_duration_seconds_sum' },
+        { labels: { kind: 'minor' }, value: gc, metricName: 'nodejs_gc_duration_seconds_count' },
+      ],
+    },
+    { name: 'process_resident_memory_bytes', help: 'RSS.', type: 'gauge', aggregator: 'sum', values: [{ labels: {}, value: rss }] },
+  ]
+  const own = families(undefined, new Map())
+  own.requests.labels('/a', 'error').inc(2)
+  let reports: WorkerMetrics[] = [
+    { families: [], process: proc(1, 4, 100) },
+    { families: [], process: proc(2, 8, 200) },
+  ]
+  let ids = [1, 2]
+  const source = new ClusterMetrics(async () => ({ reports, workerIds: ids }), { own: own.all, processJson: async () => proc(0.5, 1, 1000) as never })
+  const scrape = async (): Promise<Map<string, number>> => {
+    const parts: Buffer[] = []
+    for await (const batch of source.exposition(false)) parts.push(...batch)
+    const out = new Map<string, number>()
+    for (const line of Buffer.concat(parts).toString().split('\n'))
+      if (line !== '' && !line.startsWith('#')) out.set(line.slice(0, line.lastIndexOf(' ')), Number(line.slice(line.lastIndexOf(' ') + 1)))
+    return out
+  }
+  const before = await scrape()
+  t.equal(before.get('process_cpu_seconds_total'), 3.5, 'CPU of both workers and the primary')
+  t.equal(before.get('process_resident_memory_bytes'), 1300, 'the group’s memory: the primary’s and the workers’')
+  t.equal(before.get('llm_requests_total{route="/a",outcome="error"}'), 2, 'the primary’s own families merged')
+  source.retire(1)
+  source.retire(1)
+  reports = [
+    { families: [], process: proc(2.5, 9, 200) },
+    { families: [], process: proc(0.25, 1, 50) },
+  ]
+  ids = [2, 3]
+  const after = await scrape()
+  t.equal(after.get('process_cpu_seconds_total'), 1 + 2.5 + 0.25 + 0.5, 'the dead worker’s CPU stays in the sum beside its replacement’s')
+  t.equal(after.get('nodejs_gc_duration_seconds_count{kind="minor"}'), 4 + 9 + 1 + 1, 'its GC histogram too')
+  t.equal(after.get('nodejs_gc_duration_seconds_bucket{le="+Inf",kind="minor"}'), 15)
+  t.equal(after.get('process_resident_memory_bytes'), 1250, 'its memory does not')
+  const parts: Buffer[] = []
+  for await (const batch of source.protobuf()) parts.push(...batch)
+  t.ok(Buffer.concat(parts).includes('process_cpu_seconds_total'), 'the protobuf exposition has them too')
+})

@@ -20,6 +20,9 @@ type ExpositionFormat = 'text' | 'openmetrics' | 'protobuf'
 
 export type OwnMetric = Histogram | Counter | CollectedGauge
 
+/** What process metrics are read from: a prom-client registry. */
+export type ProcessSource = Pick<Registry, 'metrics' | 'getMetricsAsJSON'>
+
 const NEWLINE = Buffer.from('\n')
 const EOF = Buffer.from('# EOF\n')
 /**
@@ -70,10 +73,19 @@ export class MetricsRegistry implements MetricsSource {
   /** The latest collection of the process metrics: when (monotonicNow()), in which format, its bytes. */
   #processCache: { readonly at: number; readonly format: ExpositionFormat; readonly bytes: Buffer } | undefined
   readonly #protobuf: boolean
+  /** Where the process metrics come from: this process's collectors, or another registry (the cluster primary's sum of its group). */
+  readonly #processSource: () => Promise<ProcessSource>
+  readonly #processMaxAge: number
 
-  /** `protobuf`: serve the protobuf exposition (native histograms on). */
-  constructor(opts: { processMetrics: boolean; protobuf?: boolean }) {
+  /**
+   * `protobuf`: serve the protobuf exposition (native histograms on). `processSource`: serve this
+   * registry's process metrics (made anew for each collection) in place of this process's own.
+   */
+  constructor(opts: { processMetrics: boolean; protobuf?: boolean; processSource?: () => Promise<ProcessSource> }) {
     this.#protobuf = opts.protobuf === true
+    this.#processSource = opts.processSource ?? (async () => this.#process)
+    // Figures from elsewhere were collected for this scrape: nothing to save by keeping them.
+    this.#processMaxAge = opts.processSource === undefined ? PROCESS_MAX_AGE_MS : 0
     if (opts.processMetrics) {
       collectDefaultMetrics({ register: this.#process })
       // Gauges named like counters (`promtool check metrics` flags them); the same numbers
@@ -207,11 +219,12 @@ export class MetricsRegistry implements MetricsSource {
   /** prom-client's process metrics in this format: a collection less than `PROCESS_MAX_AGE_MS` old, or a new one. */
   async #processBytes(format: ExpositionFormat, now: number): Promise<Buffer> {
     const c = this.#processCache
-    if (c !== undefined && c.format === format && now - c.at < PROCESS_MAX_AGE_MS) return c.bytes
+    if (c !== undefined && c.format === format && now - c.at < this.#processMaxAge) return c.bytes
     let bytes: Buffer
-    if (format === 'text') bytes = Buffer.from(await this.#process.metrics())
+    const source = await this.#processSource()
+    if (format === 'text') bytes = Buffer.from(await source.metrics())
     else {
-      const json = (await this.#process.getMetricsAsJSON()) as unknown as PromClientMetric[]
+      const json = (await source.getMetricsAsJSON()) as unknown as PromClientMetric[]
       bytes = format === 'protobuf' ? promClientToProtobuf(json) : Buffer.from(promClientToOpenMetrics(json))
     }
     this.#processCache = { at: now, format, bytes }

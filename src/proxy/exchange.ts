@@ -136,6 +136,8 @@ export class Exchange {
   #firstChunkOverhead: number | undefined
   #contentReadOverhead = 0
   #contentReads = 0
+  /** What was recorded, once it was (a cluster worker tells its primary how each request ended). */
+  #measured: Measurement | undefined
 
   /** The `tenant` label value, resolved once from the request's headers (undefined with `metrics.tenant` off). */
   readonly tenant: string | undefined
@@ -200,6 +202,16 @@ export class Exchange {
 
   get failure(): FailureCode | undefined {
     return this.#failure
+  }
+
+  /** The route's requests in flight when this one started, itself included. */
+  get concurrency(): number {
+    return this.#concurrency
+  }
+
+  /** The measurement recorded when the exchange finished (undefined while it is in flight). */
+  get measured(): Measurement | undefined {
+    return this.#measured
   }
 
   /** The request's model: its body's `model`, else the path's (Gemini, Vertex, Bedrock, Azure deployments). */
@@ -363,6 +375,7 @@ export class Exchange {
     deps.active.delete(this)
     this.#route.inFlight--
     const m = this.#measure(summary, tEnd, clientGone)
+    this.#measured = m
     const who = this.#identity(summary)
     try {
       deps.record(who, m)

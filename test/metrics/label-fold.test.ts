@@ -48,7 +48,7 @@ type Worker = ReturnType<typeof worker>
 
 /** A primary over `workers` (id → worker, live ones), with these caps. */
 function primary(caps: LabelCaps, live: Map<number, Worker>, onFirstFold?: () => void) {
-  const source = new ClusterMetrics(async () => ({ reports: [...live.values()].map((w) => w.report()), workerIds: [...live.keys()] }), new GroupLabelFold(caps, onFirstFold))
+  const source = new ClusterMetrics(async () => ({ reports: [...live.values()].map((w) => w.report()), workerIds: [...live.keys()] }), { fold: new GroupLabelFold(caps, onFirstFold) })
   return {
     source,
     async scrape(): Promise<Sample[]> {

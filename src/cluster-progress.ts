@@ -1,0 +1,382 @@
+import { performance } from 'node:perf_hooks'
+import type { Logger } from 'pino'
+import type { LiveStore } from './admin/live/live-store.ts'
+import type { Config } from './config/schema.ts'
+import type { FailureCode } from './errors.ts'
+import { nativeOptions } from './metrics/histogram.ts'
+import { LlmMetrics } from './metrics/llm-metrics.ts'
+import type { Exchange, ExchangeIdentity, RouteRuntime } from './proxy/exchange.ts'
+import { proxyRoute } from './proxy/open-exchange.ts'
+import { Recorder } from './proxy/recorder.ts'
+import { ChunkLog } from './timing/chunk-log.ts'
+import type { MarkKind } from './timing/chunk-log.ts'
+import { measure, Outcome, TokenSource } from './timing/measurement.ts'
+import type { ExchangeFacts } from './timing/measurement.ts'
+import { RecordPolicy } from './timing/observations.ts'
+
+/**
+ * A dead worker's requests still count. Each cluster worker tells the primary, in batches every
+ * `PROGRESS_MS` (a timer reading its exchanges in flight: nothing on the byte path), which of its
+ * requests are in flight, their new content chunks (time, tokens, kind) and response head, and
+ * how each one it had reported ended. The primary mirrors that per worker until a metrics report
+ * of the worker covers the ended ones (the report names the last batch sent before it was taken:
+ * the channel is ordered). When a worker exits, the primary records every request of its mirror
+ * that no kept report counts, once, through the same policy and sinks as a worker (metrics, log
+ * line, live page): an open one as `error` with TOKENTAP_ERR_WORKER_EXITED and what had been
+ * measured (status, TTFT, the chunks and tokens streamed so far); one that had ended with how it
+ * ended. A request that opens and ends between two batches never crosses: its worker's report
+ * counts it. What is lost: the last batch's worth (≤ PROGRESS_MS) of chunks, requests opened
+ * within it, and the provider's usage of a request cut off (docs/failure-modes.md).
+ */
+
+/** How often a worker sends what changed (a live page updates once a second; a scrape every few). */
+export const PROGRESS_MS = 100
+/** Ended requests kept per worker until a report covers them (no scrape for a long while): the oldest go first. */
+const MAX_ENDED = 10_000
+
+/** A request's identity and response head, sent when first seen and whenever they change. */
+interface StreamMeta {
+  readonly key: number
+  readonly id: string
+  readonly route: string
+  readonly provider: string
+  readonly model: string | undefined
+  readonly tenant: string | undefined
+  readonly method: string
+  readonly path: string
+  readonly tReq: number
+  readonly concurrency: number
+  /** 0 before the response head. */
+  readonly status: number
+  readonly tHeaders: number | undefined
+}
+
+/** How a reported request ended (its worker recorded it, in a report that may never arrive). */
+interface StreamEnd {
+  readonly key: number
+  readonly tEnd: number
+  readonly status: number
+  readonly failure: FailureCode | undefined
+  readonly cancelled: boolean
+  readonly providerError: string | undefined
+  /** The provider's reported output tokens, when it reported them. */
+  readonly usage: number | undefined
+}
+
+/** One worker → primary message: what changed since the previous one. */
+export interface ProgressBatch {
+  readonly seq: number
+  /** The sender's performance.timeOrigin: its monotonic ms plus this are wall-clock ms. */
+  readonly origin: number
+  readonly meta: readonly StreamMeta[]
+  /** New content marks, by run: `runs[r]` marks of stream `keys[r]`, all exact when `exact[r]`. */
+  readonly keys: Int32Array
+  readonly runs: Uint32Array
+  readonly exact: Uint8Array
+  readonly at: Float64Array
+  readonly tokens: Float64Array
+  readonly kinds: Uint8Array
+  readonly ended: readonly StreamEnd[]
+}
+
+interface Tracked {
+  readonly key: number
+  /** Marks the primary has. */
+  sent: number
+  id: string
+  provider: string
+  model: string | undefined
+  status: number
+}
+
+/** Worker side: which exchanges are in flight and what they measured, sent as it changes. */
+export class WorkerProgress {
+  readonly #active: ReadonlySet<Exchange>
+  readonly #send: (batch: ProgressBatch) => void
+  readonly #tracked = new Map<Exchange, Tracked>()
+  #nextKey = 0
+  #seq = 0
+
+  constructor(active: ReadonlySet<Exchange>, send: (batch: ProgressBatch) => void) {
+    this.#active = active
+    this.#send = send
+  }
+
+  /** Sends what changed since the last batch; the number of the last batch sent (this one, or an earlier one when nothing changed). */
+  flush(): number {
+    const meta: StreamMeta[] = []
+    const ended: StreamEnd[] = []
+    const keys: number[] = []
+    const runs: number[] = []
+    const exact: number[] = []
+    const at: number[] = []
+    const tokens: number[] = []
+    const kinds: number[] = []
+    const marks = (t: Tracked, ex: Exchange): void => {
+      const log = ex.chunks
+      if (log.count <= t.sent) return
+      keys.push(t.key)
+      runs.push(log.count - t.sent)
+      exact.push(log.allExact ? 1 : 0)
+      for (let i = t.sent; i < log.count; i++) {
+        at.push(log.at(i))
+        tokens.push(log.tokens(i))
+        kinds.push(log.kind(i))
+      }
+      t.sent = log.count
+    }
+    for (const ex of this.#active) {
+      let t = this.#tracked.get(ex)
+      if (t === undefined) {
+        t = { key: this.#nextKey++, sent: 0, id: '', provider: '', model: undefined, status: -1 }
+        this.#tracked.set(ex, t)
+      }
+      if (t.id !== ex.id || t.provider !== ex.provider || t.model !== ex.requestModel || t.status !== ex.statusCode) {
+        t.id = ex.id
+        t.provider = ex.provider
+        t.model = ex.requestModel
+        t.status = ex.statusCode
+        meta.push({
+          key: t.key,
+          id: ex.id,
+          route: ex.route.label,
+          provider: ex.provider,
+          model: ex.requestModel,
+          tenant: ex.tenant,
+          method: ex.method,
+          path: ex.path,
+          tReq: ex.tReq,
+          concurrency: ex.concurrency,
+          status: ex.statusCode,
+          tHeaders: ex.tHeaders,
+        })
+      }
+      marks(t, ex)
+    }
+    // An exchange leaves `active` as it is recorded (Exchange#done): it has its measurement.
+    for (const [ex, t] of this.#tracked) {
+      if (this.#active.has(ex)) continue
+      this.#tracked.delete(ex)
+      const m = ex.measured
+      if (m === undefined) continue
+      marks(t, ex)
+      ended.push({
+        key: t.key,
+        tEnd: ex.tReq + m.timing.e2e * 1000,
+        status: m.statusCode,
+        failure: m.failure,
+        cancelled: m.outcome === Outcome.cancelled,
+        providerError: m.providerError,
+        usage: m.outputSource === TokenSource.usage ? m.outputTokens : undefined,
+      })
+    }
+    if (meta.length === 0 && keys.length === 0 && ended.length === 0) return this.#seq
+    this.#send({
+      seq: ++this.#seq,
+      origin: performance.timeOrigin,
+      meta,
+      keys: Int32Array.from(keys),
+      runs: Uint32Array.from(runs),
+      exact: Uint8Array.from(exact),
+      at: Float64Array.from(at),
+      tokens: Float64Array.from(tokens),
+      kinds: Uint8Array.from(kinds),
+      ended,
+    })
+    return this.#seq
+  }
+}
+
+/** A request as the primary mirrors it, times on the primary's clock. */
+interface Mirrored {
+  meta: StreamMeta
+  readonly chunks: ChunkLog
+  end?: StreamEnd
+  /** The batch its end came in. */
+  endSeq?: number
+}
+
+interface WorkerMirror {
+  /** Worker's monotonic ms + shift = the primary's. */
+  shift: number
+  readonly streams: Map<number, Mirrored>
+  /** Ended requests no report covers yet, in the order they ended. */
+  readonly ended: Map<number, Mirrored>
+}
+
+/** A request the primary records for a worker that exited: who it was and what had been seen of it. */
+export interface Orphan {
+  readonly meta: StreamMeta
+  readonly facts: Omit<ExchangeFacts, 'slo' | 'stallSeconds'>
+}
+
+/** Primary side: each worker's requests as its batches tell them. */
+export class ProgressMirror {
+  readonly #workers = new Map<number, WorkerMirror>()
+  readonly #origin: number
+
+  constructor(origin = performance.timeOrigin) {
+    this.#origin = origin
+  }
+
+  /** Requests mirrored (in flight, or ended and not yet covered by a report), for tests and figures. */
+  size(workerId: number): number {
+    const w = this.#workers.get(workerId)
+    return w === undefined ? 0 : w.streams.size + w.ended.size
+  }
+
+  onBatch(batch: ProgressBatch, workerId: number): void {
+    let w = this.#workers.get(workerId)
+    if (w === undefined) {
+      w = { shift: 0, streams: new Map(), ended: new Map() }
+      this.#workers.set(workerId, w)
+    }
+    const shift = batch.origin - this.#origin
+    w.shift = shift
+    for (const meta of batch.meta) {
+      const shifted = { ...meta, tReq: meta.tReq + shift, tHeaders: meta.tHeaders === undefined ? undefined : meta.tHeaders + shift }
+      const s = w.streams.get(meta.key)
+      if (s === undefined) w.streams.set(meta.key, { meta: shifted, chunks: new ChunkLog() })
+      else s.meta = shifted
+    }
+    let mark = 0
+    for (let r = 0; r < batch.keys.length; r++) {
+      const s = w.streams.get(batch.keys[r])
+      const exact = batch.exact[r] === 1
+      const end = mark + batch.runs[r]
+      if (s !== undefined) for (let i = mark; i < end; i++) s.chunks.add(batch.at[i] + shift, batch.tokens[i], batch.kinds[i] as MarkKind, exact)
+      mark = end
+    }
+    for (const end of batch.ended) {
+      const s = w.streams.get(end.key)
+      if (s === undefined) continue
+      w.streams.delete(end.key)
+      s.end = { ...end, tEnd: end.tEnd + shift }
+      s.endSeq = batch.seq
+      w.ended.set(end.key, s)
+      if (w.ended.size > MAX_ENDED) w.ended.delete(w.ended.keys().next().value as number)
+    }
+  }
+
+  /** A report of this worker counts every request that ended in batches up to `seq`. */
+  covered(workerId: number, seq: number): void {
+    const w = this.#workers.get(workerId)
+    if (w === undefined) return
+    for (const [key, s] of w.ended) {
+      if ((s.endSeq as number) > seq) break
+      w.ended.delete(key)
+    }
+  }
+
+  /**
+   * The worker exited at `now` (the primary's monotonic ms): its requests no kept report counts,
+   * to be recorded once; the mirror forgets the worker.
+   */
+  exited(workerId: number, now: number): Orphan[] {
+    const w = this.#workers.get(workerId)
+    this.#workers.delete(workerId)
+    if (w === undefined) return []
+    const out: Orphan[] = []
+    for (const s of w.ended.values()) {
+      const e = s.end as StreamEnd
+      out.push({
+        meta: s.meta,
+        facts: {
+          tReq: s.meta.tReq,
+          tEnd: e.tEnd,
+          tHeaders: s.meta.tHeaders,
+          statusCode: e.status,
+          failure: e.failure,
+          clientGone: e.cancelled,
+          chunks: s.chunks,
+          summary: { error: e.providerError, usage: e.usage === undefined ? undefined : { output: e.usage } },
+        },
+      })
+    }
+    for (const s of w.streams.values()) {
+      out.push({
+        meta: s.meta,
+        facts: {
+          tReq: s.meta.tReq,
+          tEnd: Math.max(now, s.meta.tReq),
+          tHeaders: s.meta.tHeaders,
+          statusCode: s.meta.status,
+          failure: 'TOKENTAP_ERR_WORKER_EXITED',
+          clientGone: false,
+          chunks: s.chunks,
+          summary: {},
+        },
+      })
+    }
+    return out
+  }
+}
+
+/**
+ * The primary's own recording of what dead workers left in flight: the policy, the llm_
+ * families (merged into /metrics with the workers') and the recorder (log line, live page).
+ */
+export class OrphanRecorder {
+  readonly metrics: LlmMetrics
+  readonly #recorder: Recorder
+  readonly #routes = new Map<string, RouteRuntime>()
+  readonly #stallSeconds: number
+
+  constructor(config: Config, logger: Logger, live: LiveStore) {
+    const tenant = config.metrics.tenant !== undefined
+    const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: false, tenant })
+    this.metrics = new LlmMetrics(
+      config.metrics.buckets,
+      // Nothing is in flight in the primary.
+      () => {},
+      {
+        stallSeconds: config.metrics.stall_seconds,
+        exemplars: config.metrics.exemplars,
+        labelNames: policy.labelNames,
+        bandedLabelNames: policy.bandedLabelNames,
+        native: nativeOptions(config.metrics.native_histograms),
+      },
+    )
+    this.#recorder = new Recorder({ policy, metrics: this.metrics, logger })
+    // A request that had ended went to the live page in its worker's live batch already.
+    this.#recorder.listen((o) => {
+      if (o.measurement.failure === 'TOKENTAP_ERR_WORKER_EXITED') live.listener(o)
+    })
+    this.#stallSeconds = config.metrics.stall_seconds
+    for (const r of config.routes) {
+      const runtime = proxyRoute(r as Parameters<typeof proxyRoute>[0]).runtime
+      this.#routes.set(runtime.label, runtime)
+    }
+  }
+
+  /** Records each orphan once; `detail` (the exit's signal or code) goes on its log line. */
+  record(orphans: readonly Orphan[], detail: string): void {
+    for (const { meta, facts } of orphans) {
+      const route = this.#routes.get(meta.route) ?? { label: meta.route, prefix: meta.route, provider: 'auto', inFlight: 0 }
+      const m = measure({ ...facts, slo: route.slo, stallSeconds: this.#stallSeconds })
+      const who: ExchangeIdentity = {
+        id: meta.id,
+        route,
+        provider: meta.provider,
+        tenant: meta.tenant,
+        method: meta.method,
+        path: meta.path,
+        model: meta.model,
+        responseModel: undefined,
+        usageInjected: false,
+        concurrency: meta.concurrency,
+        bytesIn: 0,
+        bytesOut: 0,
+        tReq: meta.tReq,
+        overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
+        extra: undefined,
+        failureDetail: facts.failure === 'TOKENTAP_ERR_WORKER_EXITED' ? detail : undefined,
+      }
+      try {
+        this.#recorder.record(who, m)
+      } catch (err) {
+        this.#recorder.onRecordError(err, who)
+      }
+    }
+  }
+}

@@ -1,0 +1,204 @@
+import { execFileSync } from 'node:child_process'
+import t from 'tap'
+import { startDirectSim } from './helpers/provider-e2e.ts'
+import { parseMetrics, select, sumOf } from './helpers/prometheus.ts'
+import type { Sample } from './helpers/prometheus.ts'
+import { startServerProcess } from './helpers/server-process.ts'
+import { eventually } from './helpers/eventually.ts'
+
+/**
+ * A worker killed mid-stream (SIGKILL: no handler runs, as with the OOM killer) takes its
+ * requests' connections with it, never their counts: the primary records each of them once, as
+ * `error` with TOKENTAP_ERR_WORKER_EXITED and what the worker had sent it of them (cluster-progress.ts),
+ * and every counter-like series of the group (llm_, process_, nodejs_) stays monotonic while
+ * the worker dies and its replacement starts.
+ */
+
+t.setTimeout(900_000)
+
+/** Long streams: first chunk at 5 ms, then 3 tokens every 100 ms for 20 s. */
+const CHUNKS = 200
+const PLAN = { ttft_ms: 5, chunks: Array.from({ length: CHUNKS }, () => [100, 3]) }
+
+/** Counter-like samples (`_created` is a timestamp, not a count). */
+const counterLike = (name: string): boolean => /(_total|_count|_sum|_bucket)$/.test(name)
+const sampleKey = (s: Sample): string =>
+  `${s.name}{${Object.entries(s.labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',')}}`
+
+/** Reads the live page's server-sent events until `pick` returns something for one. */
+async function firstEvent<T>(url: string, pick: (msg: Record<string, unknown>) => T | undefined): Promise<T> {
+  const controller = new AbortController()
+  const res = await fetch(url, { signal: controller.signal })
+  const decoder = new TextDecoder()
+  let text = ''
+  try {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      text += decoder.decode(chunk, { stream: true })
+      for (let end = text.indexOf('\n\n'); end >= 0; end = text.indexOf('\n\n')) {
+        const event = text.slice(0, end)
+        text = text.slice(end + 2)
+        if (!event.startsWith('data: ')) continue
+        const found = pick(JSON.parse(event.slice(6)) as Record<string, unknown>)
+        if (found !== undefined) return found
+      }
+    }
+  } finally {
+    controller.abort()
+  }
+  throw new Error('the live events ended')
+}
+
+t.test('with workers: 2 a worker killed mid-stream leaves every request it had counted once as an error with its TTFT and tokens, and no counter of the group goes backwards', async (t) => {
+  // The simulator in the test's process: a simulator route's would run in the workers, the killed one's with it.
+  const sim = await startDirectSim()
+  t.teardown(() => sim.close())
+  const server = startServerProcess({
+    server: { host: '127.0.0.1', port: 0, workers: 2, drain_seconds: 10 },
+    admin: { host: '127.0.0.1', port: 0 },
+    log: { level: 'info' },
+    routes: [{ prefix: '/sim', upstream: sim.url, provider: 'openai' }],
+  })
+  t.teardown(() => server.kill())
+  const up = await server.waitForLog((l) => l.msg === 'tokentap listening', 300_000)
+  const proxyUrl = `http://${up.proxy as string}`
+  const adminUrl = `http://${up.admin as string}`
+
+  // Every scrape is compared with the one before: a counter-like series that drops or vanishes is a reset.
+  let previous = new Map<string, number>()
+  const decreases: string[] = []
+  let scrapes = 0
+  const failed: string[] = []
+  const scrape = async (): Promise<Sample[]> => {
+    const res = await fetch(`${adminUrl}/metrics`)
+    const text = await res.text()
+    // A failed scrape is no sample, as for Prometheus (up = 0).
+    if (res.status !== 200) {
+      failed.push(`${res.status} ${text}`)
+      return latest
+    }
+    const samples = parseMetrics(text)
+    const now = new Map<string, number>()
+    for (const s of samples) if (counterLike(s.name)) now.set(sampleKey(s), s.value)
+    for (const [key, before] of previous) {
+      const after = now.get(key)
+      // A float sum merged in another order (one worker's part moved into the dead ones') may differ in its last bit.
+      const floor = key.includes('_sum{') ? before - Math.abs(before) * 1e-12 : before
+      if (after === undefined || after < floor) decreases.push(`${key}: ${before} → ${after} (scrape ${scrapes})`)
+    }
+    previous = now
+    scrapes++
+    return samples
+  }
+  // Scraped every 200 ms from start to end, as Prometheus would; the steps below read the latest scrape.
+  let latest: Sample[] = []
+  latest = await scrape()
+  let scraping = true
+  const scraper = (async () => {
+    while (scraping) {
+      await new Promise((r) => setTimeout(r, 200))
+      latest = await scrape()
+    }
+  })()
+  const scraped = (what: string, done: (m: Sample[]) => boolean): Promise<Sample[]> => eventually(what, () => latest, done, 120_000)
+
+  const N = 10
+  const ids = Array.from({ length: N }, (_, i) => `exit-${i}`)
+  const results = ids.map(async (id) => {
+    const res = await fetch(`${proxyUrl}/sim/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': id, 'x-tokentap-sim': JSON.stringify(PLAN) },
+      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    try {
+      await res.text()
+      return { id, broken: false }
+    } catch {
+      return { id, broken: true }
+    }
+  })
+
+  // Every stream in flight with content streamed; the next scrape makes each worker send the primary its chunks first.
+  await scraped('all streams in flight', (m) => sumOf(m, 'llm_requests_in_flight') === N)
+  await eventually(
+    'every stream past its first chunks',
+    async () => (await (await fetch(`${adminUrl}/debug/streams`)).json()) as { in_flight: number; streams: { chunks: number }[] },
+    (s) => s.in_flight === N && s.streams.every((x) => x.chunks >= 2),
+  )
+  const before = scrapes + 1
+  await eventually(
+    'a scrape after that',
+    () => scrapes,
+    (n) => n > before,
+  )
+
+  const workers = execFileSync('pgrep', ['-P', String(server.child.pid)], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map(Number)
+  t.equal(workers.length, 2, 'the primary runs two workers')
+  const victim = workers[0]
+  process.kill(victim, 'SIGKILL')
+  const atKill = scrapes
+  const died = await server.waitForLog((l) => l.msg === 'worker died: starting a new one' && l.pid === victim, 60_000)
+  t.equal(died.signal, 'SIGKILL')
+
+  const settled = await Promise.all(results)
+  const broken = settled.filter((r) => r.broken).map((r) => r.id)
+  t.ok(broken.length >= 1 && broken.length < N, `the killed worker had ${broken.length} of the ${N} streams`)
+
+  const m = await scraped('every request counted', (m) => sumOf(m, 'llm_requests_total') >= N)
+  const labels = { provider: 'openai', model: 'gpt-4o-mini', route: '/sim' }
+  t.equal(sumOf(m, 'llm_requests_total'), N, 'llm_requests_total sums to exactly the requests accepted')
+  t.equal(sumOf(m, 'llm_requests_total', { ...labels, outcome: 'error', status_code: '200' }), broken.length, 'the killed worker’s requests are errors, with the status their clients got')
+  t.equal(sumOf(m, 'llm_requests_total', { ...labels, outcome: 'ok' }), N - broken.length, 'the others ran to their end')
+  t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', labels), N, 'a TTFT for every request, the killed ones included')
+  t.equal(sumOf(m, 'llm_request_duration_seconds_count', { ...labels, outcome: 'error' }), broken.length, 'and their E2E up to the death')
+  t.ok(sumOf(m, 'llm_output_tokens_total', labels) >= 3 * CHUNKS * (N - broken.length) + 3 * 2 * broken.length, 'the tokens the killed streams had streamed are counted')
+  t.same(
+    select(m, 'llm_requests_in_flight').map((s) => s.value),
+    [0],
+    'in flight returns to 0',
+  )
+
+  const lines = await eventually(
+    'the killed requests’ log lines',
+    () => server.logs.filter((l) => l.msg === 'request' && l.error === 'TOKENTAP_ERR_WORKER_EXITED'),
+    (l) => l.length >= broken.length,
+  )
+  t.same(lines.map((l) => l.request_id).sort(), [...broken].sort(), 'one log line each, with the reason')
+  t.ok(
+    lines.every((l) => l.error_detail === 'SIGKILL' && l.outcome === 'error' && typeof l.ttft_ms === 'number'),
+    'naming the signal, with the TTFT measured',
+  )
+  const live = await firstEvent(`${adminUrl}/live/events`, (msg) => {
+    const failures = msg.failures as { id: string }[]
+    return failures.length >= broken.length ? failures : undefined
+  })
+  t.same(live.map((f) => f.id).sort(), [...broken].sort(), 'the live page’s failures list shows them')
+
+  // The replacement worker starts; the counters stay monotonic through it and after.
+  await eventually(
+    'the replacement worker ready',
+    async () => (await fetch(`${adminUrl}/readyz`)).status,
+    (s) => s === 200,
+    300_000,
+  )
+  const ready = scrapes
+  await eventually(
+    'five scrapes with the replacement',
+    () => scrapes,
+    (n) => n >= ready + 5,
+  )
+  scraping = false
+  await scraper
+  t.ok(atKill >= 2 && ready > atKill, `${scrapes} scrapes: ${atKill} before the death, ${ready - atKill} until the replacement was ready, ${scrapes - ready} after`)
+  t.same(failed, [], 'every scrape answered, the one during the death too')
+  t.same(decreases, [], 'no counter-like sample of any family went down or vanished')
+  const families = new Set([...previous.keys()].map((k) => k.slice(0, k.indexOf('{'))))
+  t.ok(
+    ['process_cpu_seconds_total', 'process_cpu_user_seconds_total', 'nodejs_gc_duration_seconds_count', 'llm_requests_total'].every((f) => families.has(f)),
+    'the process families were among them',
+  )
+})

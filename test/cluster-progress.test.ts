@@ -1,0 +1,133 @@
+import { deserialize, serialize } from 'node:v8'
+import pino from 'pino'
+import t from 'tap'
+import { LiveStore } from '../src/admin/live/live-store.ts'
+import { OrphanRecorder, ProgressMirror, WorkerProgress } from '../src/cluster-progress.ts'
+import type { ProgressBatch } from '../src/cluster-progress.ts'
+import { eventually } from './helpers/eventually.ts'
+import { simRoute, startProxy } from './helpers/proxy.ts'
+import { parseMetrics, sumOf } from './helpers/prometheus.ts'
+
+/**
+ * What a worker tells its primary of its requests in flight (cluster-progress.ts), on a real
+ * proxy's exchanges: the primary's mirror of them, the ones a metrics report covers, and what it
+ * records for those no report counts when the worker exits. The batches cross the cluster
+ * channel's structured clone (v8 serialize).
+ */
+
+const wire = (b: ProgressBatch): ProgressBatch => deserialize(serialize(b)) as ProgressBatch
+
+t.test(
+  'a worker’s requests in flight and those ended since its last report are recorded once when it exits: in flight as TOKENTAP_ERR_WORKER_EXITED with their TTFT and tokens, ended as they ended',
+  async (t) => {
+    const proxy = await startProxy({ routes: [simRoute()] })
+    t.teardown(() => proxy.close())
+    const active = proxy.app.tokentap.active
+    const batches: ProgressBatch[] = []
+    const progress = new WorkerProgress(active, (b) => batches.push(wire(b)))
+    t.equal(progress.flush(), 0, 'nothing in flight: no batch')
+    t.equal(batches.length, 0)
+
+    const controller = new AbortController()
+    const stream = (id: string, chunks: [number, number][]): Promise<string> =>
+      fetch(`${proxy.url}/sim/v1/chat/completions`, {
+        method: 'POST',
+        signal: controller.signal,
+        headers: { 'content-type': 'application/json', 'x-request-id': id, 'x-tokentap-sim': JSON.stringify({ ttft_ms: 5, chunks }) },
+        body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      }).then((r) => r.text())
+    const long = Array.from({ length: 600 }, (): [number, number] => [100, 2])
+    const open = [stream('a', long), stream('b', long)].map((p) => p.catch(() => ''))
+    t.teardown(() => controller.abort())
+    // `c` sends its first chunk, then its last 300 ms later: seen in flight, then ended.
+    const short = stream('c', [[300, 1]])
+    await eventually(
+      'three streams with content',
+      () => [...active],
+      (xs) => xs.length === 3 && xs.every((x) => x.chunks.count >= 1),
+    )
+    const first = progress.flush()
+    t.equal(first, 1, 'the first batch')
+    t.equal(batches[0].meta.length, 3, 'names each request in flight')
+    t.ok(batches[0].at.length >= 3, 'with the chunks streamed so far')
+    t.equal(progress.flush(), first, 'nothing new: no batch, the same number')
+
+    await short
+    await eventually(
+      'c recorded',
+      () => [...active].length,
+      (n) => n === 2,
+    )
+    await eventually(
+      'more chunks of a and b',
+      () => [...active].every((x) => x.chunks.count >= 3),
+      (done) => done,
+    )
+    const second = progress.flush()
+    t.equal(second, 2)
+    t.same(
+      batches[1].ended.map((e) => e.key),
+      [2],
+      'the ended request, with how it ended',
+    )
+
+    // One mirror whose worker's last report predates c's end, one whose report covers it.
+    const uncovered = new ProgressMirror()
+    const covered = new ProgressMirror()
+    for (const b of batches) {
+      uncovered.onBatch(b, 1)
+      covered.onBatch(b, 1)
+    }
+    uncovered.covered(1, first)
+    covered.covered(1, second)
+    covered.covered(9, second)
+    t.equal(uncovered.size(1), 3, 'c is kept until a report counts it')
+    t.equal(covered.size(1), 2, 'a report that counts c lets it go')
+    t.equal(covered.size(9), 0)
+    t.same(covered.exited(9, 0), [], 'a worker that sent nothing leaves nothing')
+
+    const logs: Record<string, unknown>[] = []
+    const logger = pino({ base: undefined }, { write: (line: string) => logs.push(JSON.parse(line) as Record<string, unknown>) })
+    const live = new LiveStore({ recentRequests: 10, stallSeconds: 1 })
+    const recorder = new OrphanRecorder(proxy.config, logger, live)
+    const now = performance.now()
+    const lost = uncovered.exited(1, now)
+    t.equal(uncovered.size(1), 0, 'the mirror forgets the worker')
+    recorder.record(lost, 'SIGKILL')
+    const text = (await Promise.all(recorder.metrics.all().map(async (m) => Buffer.concat([...m.chunks()]).toString()))).join('\n')
+    const m = parseMetrics(text)
+    t.equal(sumOf(m, 'llm_requests_total'), 3, 'each request counted once')
+    t.equal(sumOf(m, 'llm_requests_total', { outcome: 'error', status_code: '200' }), 2, 'a and b as errors with the status their clients got')
+    t.equal(sumOf(m, 'llm_requests_total', { outcome: 'ok', status_code: '200' }), 1, 'c as it ended')
+    t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count'), 3, 'with their TTFT')
+    t.ok(sumOf(m, 'llm_output_tokens_total') >= 2 * 3 * 2 + 2, 'and the tokens streamed')
+    t.ok(sumOf(m, 'llm_inter_chunk_latency_seconds_count') >= 4, 'and the gaps between the chunks the primary had')
+    const lines = logs.filter((l) => l.msg === 'request')
+    t.same(
+      lines.map((l) => [l.request_id, l.error, l.error_detail]),
+      [
+        ['c', undefined, undefined],
+        ['a', 'TOKENTAP_ERR_WORKER_EXITED', 'SIGKILL'],
+        ['b', 'TOKENTAP_ERR_WORKER_EXITED', 'SIGKILL'],
+      ],
+      'a log line each, the reason on the cut ones',
+    )
+    t.ok(
+      lines.slice(1).every((l) => (l.e2e_ms as number) > (l.ttft_ms as number)),
+      'whose E2E runs to the death',
+    )
+    t.same(
+      live.stats.failures.map((f) => f.id),
+      ['a', 'b'],
+      'the live page’s failures list shows the cut ones (c reached it through its worker)',
+    )
+
+    // A route the primary does not know (a config changed under it) is still recorded.
+    const strays = new ProgressMirror()
+    strays.onBatch({ ...batches[0], meta: batches[0].meta.map((x) => ({ ...x, route: '/gone' })) }, 1)
+    recorder.record(strays.exited(1, now), 'exit code 1')
+    t.equal(logs.filter((l) => l.msg === 'request' && l.route === '/gone').length, 3)
+    controller.abort()
+    await Promise.all(open)
+  },
+)
