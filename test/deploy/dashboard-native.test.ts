@@ -48,7 +48,13 @@ for (const mode of MODES)
     const prometheus = findTool(t, 'prometheus')
     if (prometheus === undefined) return
     // An SLO (llm_slo_requests_total) and the length bands: what the panels read exists.
-    const proxy = await startProxy({ routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }], metrics: { length_band_label: true }, log: { level: 'warn' } })
+    // pricing: the cost panels (gpt-4o-mini priced; the stalled stream's model is not, for the unpriced panel).
+    const proxy = await startProxy({
+      routes: [{ ...simRoute(), slo: { ttft_seconds: 5 } }],
+      metrics: { length_band_label: true },
+      pricing: { snapshot: false, models: { 'gpt-4o-mini': { input: 0.15, output: 0.6 } } },
+      log: { level: 'warn' },
+    })
     t.teardown(() => proxy.close())
     const rulesDir = repoPath('deploy', 'prometheus', 'rules')
     const ruleFiles = readdirSync(rulesDir)
@@ -63,7 +69,7 @@ for (const mode of MODES)
       const res = await fetch(`${proxy.url}/sim/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-tokentap-sim': JSON.stringify({ ttft_ms: 5, chunks: [[1100, 1]] }) },
-        body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [] }),
+        body: JSON.stringify({ model: 'unpriced-model', stream: true, messages: [] }),
       })
       await res.text()
     }
