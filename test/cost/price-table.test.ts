@@ -140,6 +140,59 @@ t.test('the shipped snapshot loads, states its source commit, and prices by date
   t.equal(table.priceOf('openai', 'no-such-model', undefined), undefined, 'the same answer from the cache')
 })
 
+t.test('the shipped snapshot prices OpenAI, Gemini (with its long-context tier), Mistral and DeepSeek as LiteLLM does at its commit', async (t) => {
+  // The figures of LiteLLM's model_prices_and_context_window.json at the commit config/prices.json names.
+  const table = new PriceTable('USD', [readLitellmFile('pricing.snapshot', SNAPSHOT_FILE)])
+  t.strictSame(table.priceOf('openai', 'gpt-4o-2024-08-06', undefined), { name: 'gpt-4o-2024-08-06', input: 2.5e-6, output: 1e-5, cacheRead: 1.25e-6, tiers: [] })
+  t.strictSame(table.priceOf('openai', 'gpt-4o-2024-05-13', undefined), { name: 'gpt-4o-2024-05-13', input: 5e-6, output: 1.5e-5, tiers: [] }, 'a dated snapshot priced apart from its alias')
+  t.equal(table.priceOf('openai', 'gpt-4o', undefined)?.input, 2.5e-6)
+  t.strictSame(table.priceOf('openai', 'gpt-4.1-mini-2025-04-14', undefined), { name: 'gpt-4.1-mini-2025-04-14', input: 4e-7, output: 1.6e-6, cacheRead: 1e-7, tiers: [] })
+  t.strictSame(table.priceOf('openai', 'o4-mini', undefined), { name: 'o4-mini', input: 1.1e-6, output: 4.4e-6, cacheRead: 2.75e-7, tiers: [] })
+  t.equal(table.priceOf('openai', 'o3-2025-04-16', undefined)?.output, 8e-6)
+  const geminiPro = {
+    name: 'gemini-2.5-pro',
+    input: 1.25e-6,
+    output: 1e-5,
+    cacheRead: 1.25e-7,
+    tiers: [{ aboveInputTokens: 200_000, input: 2.5e-6, output: 1.5e-5, cacheRead: 2.5e-7, cacheWrite: 2.5e-7 }],
+  }
+  t.strictSame(table.priceOf('gemini', 'gemini-2.5-pro', undefined), geminiPro, 'the Gemini API, with prompts over 200k tokens priced higher')
+  t.strictSame(table.priceOf('gemini', 'publishers/google/models/gemini-2.5-pro', undefined), geminiPro, 'a Vertex model path')
+  t.strictSame(table.priceOf('gemini', 'gemini-2.5-flash', undefined), { name: 'gemini-2.5-flash', input: 3e-7, output: 2.5e-6, reasoning: 2.5e-6, cacheRead: 3e-8, tiers: [] })
+  t.equal(table.priceOf('gemini', 'gemini-2.0-flash', undefined)?.input, 1e-7)
+  t.strictSame(
+    table.priceOf('openai', 'deepseek-chat', undefined),
+    { name: 'deepseek-chat', input: 2.8e-7, output: 4.2e-7, cacheRead: 2.8e-8, cacheWrite: 0, tiers: [] },
+    'DeepSeek on an OpenAI-compatible route',
+  )
+  t.strictSame(table.priceOf('openai', 'deepseek-reasoner', undefined), { name: 'deepseek-reasoner', input: 2.8e-7, output: 4.2e-7, cacheRead: 2.8e-8, tiers: [] })
+  t.strictSame(table.priceOf('openai', 'mistral-large-latest', undefined), { name: 'mistral-large-latest', input: 5e-7, output: 1.5e-6, tiers: [] })
+  t.strictSame(table.priceOf('openai', 'mistral-small-latest', undefined), { name: 'mistral-small-latest', input: 6e-8, output: 1.8e-7, tiers: [] })
+})
+
+t.test('every price in the shipped snapshot is a finite number, 0 or more, and every model has an input and an output price', async (t) => {
+  const doc = JSON.parse(readFileSync(SNAPSHOT_FILE, 'utf8')) as Record<string, Record<string, unknown>>
+  const models = Object.entries(doc).filter(([name]) => !name.startsWith('_'))
+  t.ok(models.length >= 50, `${models.length} models`)
+  for (const [name, entry] of models) {
+    for (const [key, value] of Object.entries(entry)) {
+      if (key === 'litellm_provider' || key === 'mode') continue
+      t.ok(typeof value === 'number' && Number.isFinite(value) && value >= 0, `${name}.${key} = ${String(value)}`)
+    }
+    t.ok(typeof entry.input_cost_per_token === 'number' && typeof entry.output_cost_per_token === 'number', `${name} prices input and output`)
+  }
+  const prices = readLitellmFile('pricing.snapshot', SNAPSHOT_FILE)
+  t.equal(prices.size, models.length, 'the loader keeps every entry')
+  for (const price of prices.values()) {
+    for (const kinds of [price, ...price.tiers]) {
+      for (const kind of ['input', 'output', 'cacheRead', 'cacheWrite', 'cacheWrite1h', 'reasoning'] as const) {
+        const value = kinds[kind]
+        if (value !== undefined) t.ok(Number.isFinite(value) && value >= 0, `${price.name} ${kind}`)
+      }
+    }
+  }
+})
+
 t.test('sources in order: the config wins over the file, the file over the snapshot; provider/model before model; aliases', async (t) => {
   const file = tmp(t, 'p.json', JSON.stringify({ 'gpt-5': { input_cost_per_token: 9e-6, output_cost_per_token: 9e-6 }, 'gpt-4o-mini': { input_cost_per_token: 8e-6, output_cost_per_token: 8e-6 } }))
   const config = validateConfig({
