@@ -113,9 +113,9 @@ function validatedConfig(options: TokentapOptions): Config {
 const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options) => {
   const config = validatedConfig(options)
   // At registration, before any listener opens (server, each cluster worker, an embedding app).
-  warmTokenizers()
-  const logger = options.logger ?? (app.log as unknown as Logger)
   const now = options.now ?? monotonicNow
+  warmTokenizers(now)
+  const logger = options.logger ?? (app.log as unknown as Logger)
   const native = nativeOptions(config.metrics.native_histograms)
   const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics, protobuf: native !== undefined })
   const active = new Set<Exchange>()

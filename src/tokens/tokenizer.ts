@@ -101,10 +101,22 @@ let warmed = false
  * Runs every encoding's tokenizer through its cold start, once per process (about 0.1-0.3 s):
  * before the listeners open, so the first request counts exactly like the thousandth.
  */
-export function warmTokenizers(): void {
+export function warmTokenizers(now: () => number): void {
   if (warmed) return
   warmed = true
   for (const count of Object.values(raw)) for (let i = 0; i < 3; i++) for (const text of WARM_TEXTS) count(i === 0 ? text : `${text}${i}`)
+  // The path a request takes too (ReadBudget on the requests' clock, the memo, the slicing): its
+  // first calls compile it, about 0.2 ms, most of a first read's budget otherwise (a cluster
+  // worker's first request came out 4 or 8 tokens for 3); another clock would deoptimise it.
+  const long = WARM_TEXTS.join(' ').repeat(4)
+  for (const encoding of Object.values(Encoding)) {
+    const budget = new ReadBudget(counters[encoding], now)
+    for (let i = 0; i < 3; i++) {
+      budget.newRead()
+      for (const text of WARM_TEXTS) budget.count(`${text}${i}`)
+      budget.count(`${long}${i}`)
+    }
+  }
 }
 
 /** Event-loop time one read's counting may take (ms) before the rest of the read is estimated. */
