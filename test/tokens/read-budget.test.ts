@@ -65,6 +65,25 @@ t.test('once the read has spent its budget, the rest is estimated with the token
   t.equal(budget.count(''), 0, 'no text, no tokens')
 })
 
+t.test('a pause inside one slice (the process preempted for 5 ms) does not turn the rest of a short read into estimates', async (t) => {
+  let clock = 0
+  let calls = 0
+  // The first call of the tokenizer is paused for 5 ms on this clock; the others take no time.
+  const paused = (text: string): number => {
+    if (calls++ === 0) clock += 5
+    return count(text)
+  }
+  const budget = new ReadBudget(paused, () => clock)
+  budget.newRead()
+  const texts = ['Hi', ' there', ' friend']
+  t.same(
+    texts.map((text) => budget.count(text)),
+    texts.map((text) => count(text)),
+    'every text counted exactly',
+  )
+  t.equal(budget.estimated, 0, 'nothing estimated')
+})
+
 t.test('a run of 8,192 letters with no space or punctuation is counted in bounded pieces', async (t) => {
   const seen: number[] = []
   const spy = (text: string): number => {
