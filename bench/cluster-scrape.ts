@@ -17,7 +17,7 @@ import { round } from './stats.ts'
  * holding every label set; `workers: 2` is two workers' registries, each with a request of every
  * label set, whose reports (StateReporter: what changed since the last one the primary applied)
  * cross a structured clone (the cluster channel's `serialization: 'advanced'`) into the primary's
- * ClusterMetrics, as cluster.ts does on each scrape. Between two
+ * ClusterMetrics, as cluster/primary.ts does on each scrape. Between two
  * scrapes 20 requests of random label sets finish (the series a busy proxy changes in a scrape
  * interval). CPU per scrape (this process's, user + system: the worker's and the primary's parts
  * together, as a pod pays them), text (Prometheus 0.0.4) and protobuf, median of the scrapes.

@@ -5,8 +5,8 @@ import type { Dispatcher } from 'undici'
 import type { Config } from './config/schema.ts'
 import { createLogger } from './logger.ts'
 import { buildAdmin } from './admin/admin.ts'
-import type { AdminState } from './admin/admin.ts'
 import { lingerForScrape } from './admin/linger.ts'
+import { localAdminSource } from './admin/source.ts'
 import { LiveStore } from './admin/live/live-store.ts'
 import { listenerTlsOptions } from './listener-tls.ts'
 import type { OtelMetrics } from './metrics/otel/otel-metrics.ts'
@@ -73,26 +73,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   state.recorder.listen(live.listener)
   state.realtime.listen(live.realtime.listener)
   // The admin instance reads the service's state (draining, in flight, live figures) as it changes.
-  const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin(adminView(state, live)) })
+  const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin(localAdminSource(state, live)) })
   app.addHook('onClose', async () => {
     // After a drain (server.ts), the last streams' figures wait for one more scrape.
     if (state.draining) await lingerForScrape(state.registry, config.server.drain_linger_seconds, logger)
     await service.admin.close()
   })
   return Object.assign(app, { tokentap: service })
-}
-
-/** The admin listener's view of the service: `draining` read when asked (a getter, never copied). */
-function adminView(state: TokentapState, live: LiveStore): AdminState {
-  return {
-    live,
-    config: state.config,
-    logger: state.logger,
-    registry: state.registry,
-    active: state.active,
-    now: state.now,
-    get draining() {
-      return state.draining
-    },
-  }
 }

@@ -1,21 +1,22 @@
 import type { AddressInfo } from 'node:net'
 import { buildApp } from './app.ts'
 import { outcomeOf, parseCli } from './cli.ts'
-import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster/cluster.ts'
+import { isClusterWorker, workerConfig } from './cluster/ipc.ts'
+import { runPrimary } from './cluster/primary.ts'
+import { serveWorker } from './cluster/worker.ts'
 import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
-import { closeLogger, createLogger } from './logger.ts'
-import { routeLabel } from './proxy/open-exchange.ts'
-import { announce, listenAs, serviceUrls } from './startup.ts'
+import { createLogger } from './logger.ts'
+import { announceListening, drainOnSignals, listenAs } from './startup.ts'
 
 /**
  * The process: the command line (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else
  * config/default.yaml; or a one-route `--upstream URL`) gives the config;
- * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT/SIGHUP/SIGUSR2:
+ * build the app, listen on the proxy and admin ports, and drain on a signal (startup.ts):
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
  * `server.drain_seconds` to finish; then, if /metrics has been scraped, it answers for
  * `server.drain_linger_seconds` more (the drain's last figures reach the next scrape) and the process exits.
- * With `server.workers` > 1 this process is the cluster primary (src/cluster/cluster.ts): it serves the
+ * With `server.workers` > 1 this process is the cluster primary (src/cluster/primary.ts): it serves the
  * admin listener and forks the workers, each of which runs the proxy listener as below.
  */
 
@@ -35,29 +36,22 @@ async function main(): Promise<void> {
     config = cmd.config
     if (config.server.workers > 1) return runPrimary(config)
   }
+  return serve(config, worker)
+}
+
+/** One proxying process: on its own, or as a cluster worker (whose admin listener is the primary's). */
+async function serve(config: Config, worker: boolean): Promise<void> {
   // A worker's lines carry its pid (pino's own field name): which worker logged is otherwise lost.
   const app = await buildApp(config, worker ? { logger: createLogger(config, 1, { pid: process.pid }) } : {})
   const { admin, logger } = app.tokentap
   await listenAs('proxy', () => app.listen({ host: config.server.host, port: config.server.port }), config.server.host, config.server.port)
-  // A worker's admin listener is the primary's; it sends its metrics over IPC instead.
   if (worker) serveWorker(app)
-  else await listenAs('admin', () => admin.listen({ host: config.admin.host, port: config.admin.port }), config.admin.host, config.admin.port)
-  // The bound addresses (port 0 in the config means any free port: tests and side-by-side runs).
-  const bound = (s: typeof app.server): string => {
-    const a = s.address() as AddressInfo
-    return `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`
-  }
-  if (!worker) {
-    const urls = serviceUrls(config, app.server.address() as AddressInfo, admin.server.address() as AddressInfo)
-    logger.info({ proxy: bound(app.server), admin: bound(admin.server), routes: config.routes.map(routeLabel), metrics: urls.metrics, live: urls.live }, 'tokentap listening')
-    // The line for people, on stderr: the JSON log on stdout stays parseable.
-    announce(urls)
+  else {
+    await listenAs('admin', () => admin.listen({ host: config.admin.host, port: config.admin.port }), config.admin.host, config.admin.port)
+    announceListening(logger, config, app.server.address() as AddressInfo, admin.server.address() as AddressInfo)
   }
 
-  let stopping = false
-  const drain = async (signal: string): Promise<void> => {
-    if (stopping) return
-    stopping = true
+  drainOnSignals(logger, async (signal) => {
     app.tokentap.draining = true
     logger.info({ signal, in_flight: app.tokentap.active.size, drain_seconds: config.server.drain_seconds }, 'draining')
     const deadline = setTimeout(() => {
@@ -84,14 +78,7 @@ async function main(): Promise<void> {
     await app.close()
     clearInterval(idle)
     clearTimeout(deadline)
-    logger.info('stopped')
-    // The last lines get a bounded wait: a log reader that is gone or stuck never holds the exit.
-    await closeLogger(logger, 1000)
-    process.exit(0)
-  }
-  // SIGHUP (the terminal went away) and SIGUSR2 (nodemon's restart) would otherwise end the
-  // process at once, every stream cut with no log line: they drain like SIGTERM.
-  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2'] as const) process.once(signal, () => void drain(signal))
+  })
 }
 
 void main().catch((err: unknown) => {

@@ -1,11 +1,16 @@
 import type { AddressInfo } from 'node:net'
+import type { Logger } from 'pino'
 import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
+import { closeLogger } from './logger.ts'
+import { routeLabel } from './proxy/open-exchange.ts'
 
 /**
- * What the service says when it starts, and when it cannot: one human line with the URLs a
- * newcomer opens (the proxy, /metrics, the live page), and for a listener that cannot bind, one
- * line naming it, its address and the setting and flag that change it (no stack trace).
+ * The process's start and stop, for one process (server.ts) and the cluster primary alike: what
+ * the service says when it starts (the JSON line and one human line with the URLs a newcomer
+ * opens: the proxy, /metrics, the live page), and when it cannot (a listener that cannot bind:
+ * one line naming it, its address and the setting and flag that change it, no stack trace); and
+ * which signals drain it and how it then exits.
  */
 
 /** The two listeners, with the config key, flag and variable that set each one's port. */
@@ -22,14 +27,14 @@ function authority(a: AddressInfo): string {
   return a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`
 }
 
-export interface ServiceUrls {
+interface ServiceUrls {
   readonly proxy: string
   readonly metrics: string
   readonly live: string
 }
 
 /** The URLs of the bound listeners (port 0 in the config is the port the system chose). */
-export function serviceUrls(config: Config, proxy: AddressInfo, admin: AddressInfo): ServiceUrls {
+function serviceUrls(config: Config, proxy: AddressInfo, admin: AddressInfo): ServiceUrls {
   const proxyBase = `${config.server.tls === undefined ? 'http' : 'https'}://${authority(proxy)}`
   const adminBase = `${config.admin.tls === undefined ? 'http' : 'https'}://${authority(admin)}`
   return { proxy: `${proxyBase}/`, metrics: `${adminBase}/metrics`, live: `${adminBase}/` }
@@ -41,9 +46,49 @@ function startupLine(urls: ServiceUrls): string {
 }
 
 /** Writes the start-up line to stderr. A closed or broken stderr never takes the service down: the line is a courtesy. */
-export function announce(urls: ServiceUrls): void {
+function announce(urls: ServiceUrls): void {
   if (process.stderr.listenerCount('error') === 0) process.stderr.on('error', () => undefined)
   process.stderr.write(startupLine(urls))
+}
+
+/** A bound address as host:port (IPv6 in brackets). */
+function bound(a: AddressInfo): string {
+  return `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`
+}
+
+/**
+ * The service listens: the 'tokentap listening' log line with the bound addresses (port 0 in the
+ * config is the port the system chose) and the URLs, then the line for people on stderr (the
+ * JSON log on stdout stays parseable). `extra` adds fields (the cluster's worker count).
+ */
+export function announceListening(logger: Logger, config: Config, proxy: AddressInfo, admin: AddressInfo, extra: Record<string, unknown> = {}): void {
+  const urls = serviceUrls(config, proxy, admin)
+  logger.info({ proxy: bound(proxy), admin: bound(admin), ...extra, routes: config.routes.map(routeLabel), metrics: urls.metrics, live: urls.live }, 'tokentap listening')
+  announce(urls)
+}
+
+/**
+ * SIGHUP (the terminal went away) and SIGUSR2 (nodemon's restart) would otherwise end the
+ * process at once, every stream cut with no log line: they drain like SIGTERM and SIGINT.
+ */
+const DRAIN_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2'] as const
+
+/**
+ * On the first drain signal: `drain(signal)` (stop taking traffic, let what is in flight end),
+ * then the 'stopped' line, the last log lines (a bounded wait: a log reader that is gone or stuck
+ * never holds the exit) and exit 0. A later signal changes nothing.
+ */
+export function drainOnSignals(logger: Logger, drain: (signal: string) => Promise<void>): void {
+  let stopping = false
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return
+    stopping = true
+    await drain(signal)
+    logger.info('stopped')
+    await closeLogger(logger, 1000)
+    process.exit(0)
+  }
+  for (const signal of DRAIN_SIGNALS) process.once(signal, () => void stop(signal))
 }
 
 const REASONS: Record<string, string> = {

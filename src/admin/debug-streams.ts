@@ -72,14 +72,10 @@ export function snapshotStreams(active: ReadonlySet<Exchange>, now: number, limi
   return { in_flight: active.size, shown: streams.length, omitted: active.size - streams.length, streams }
 }
 
-/**
- * `GET /debug/streams`: this process's streams, or (`fromWorkers`, the cluster primary) every
- * worker's merged; 501 where neither is given.
- */
-export function debugStreamsRoute(admin: FastifyInstance, active: ReadonlySet<Exchange> | undefined, now: () => number, fromWorkers?: () => Promise<StreamsSnapshot>): void {
+/** `GET /debug/streams`: what the source has in flight; 501 where it has no streams to show. */
+export function debugStreamsRoute(admin: FastifyInstance, source: { readonly streams?: () => StreamsSnapshot | Promise<StreamsSnapshot> }): void {
   admin.get('/debug/streams', async (_request, reply) => {
-    if (fromWorkers !== undefined) return reply.header('cache-control', 'no-store').send(await fromWorkers())
-    if (active === undefined) return reply.code(501).send({ error: '/debug/streams: this admin listener was given no requests in flight' })
-    return reply.header('cache-control', 'no-store').send(snapshotStreams(active, now()))
+    if (source.streams === undefined) return reply.code(501).send({ error: '/debug/streams: this admin listener was given no requests in flight' })
+    return reply.header('cache-control', 'no-store').send(await source.streams())
   })
 }

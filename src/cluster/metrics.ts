@@ -493,7 +493,7 @@ class LiveFamily {
 
 /**
  * The primary's MetricsSource: `collect()` asks every live worker for what changed in its state
- * since the report applied last (cluster.ts passes `applied(id)`; StateReporter answers), and
+ * since the report applied last (primary.ts passes `applied(id)`; StateReporter answers), and
  * the families merged from them, from what dead workers left and from the primary's own are
  * kept between scrapes: a scrape merges and renders again only the series that changed, and
  * streams the rest's cached bytes through a MetricsRegistry, in the same slices and batches as

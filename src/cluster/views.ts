@@ -3,7 +3,6 @@ import type { FinishedRequest } from '../admin/live/finished-request.ts'
 import type { InFlight } from '../admin/live/live-message.ts'
 import { LiveStore } from '../admin/live/live-store.ts'
 import type { OpenSession } from '../admin/live/realtime-live.ts'
-import { requestView } from '../admin/live/recent-requests.ts'
 import type { StreamsSnapshot } from '../admin/debug-streams.ts'
 import type { FinishedResponse } from '../realtime/protocol.ts'
 import type { SessionIdentity, SessionSummary } from '../realtime/session.ts'
@@ -170,13 +169,6 @@ export class WorkerViews {
     }
     return { origin: performance.timeOrigin, total: active.size, streams, sessions, sessionsOpen }
   }
-}
-
-/** What a worker answers `/debug/requests/{id}` with: a finished request's view, a realtime session's, or null. */
-export function lookupRequest(live: LiveStore, id: string, now: number): Record<string, unknown> | null {
-  const found = live.recent.get(id)
-  if (found !== undefined) return requestView(found, now, Date.now()) as unknown as Record<string, unknown>
-  return live.realtime.sessionView(id, now, Date.now()) ?? null
 }
 
 /** The workers' /debug/streams snapshots as one: the oldest first, at most `limit`. */

@@ -179,7 +179,7 @@ export class GroupLabelFold {
   }
 }
 
-/** The primary's fold for `config` (cluster.ts), warning once through `logger` when it first folds a label set. */
+/** The primary's fold for `config` (cluster/primary.ts), warning once through `logger` when it first folds a label set. */
 export function groupLabelFold(config: Config, logger: Pick<Logger, 'warn'>): GroupLabelFold {
   const max = config.limits.max_label_sets
   return new GroupLabelFold({ maxModelsPerRoute: config.limits.max_models_per_route, maxTenants: config.metrics.tenant?.max_values ?? 1, maxLabelSets: max }, () =>

@@ -1,15 +1,15 @@
 import t from 'tap'
 import pino from 'pino'
 import { ADMIN_ROUTES, buildAdmin } from '../../src/admin/admin.ts'
-import type { AdminState } from '../../src/admin/admin.ts'
+import type { AdminSource } from '../../src/admin/source.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
 import { wholeTextSource } from '../../src/metrics/prometheus/source.ts'
 import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
 import { simRoute } from '../helpers/proxy.ts'
 
-function state(registry: MetricsSource, token?: string): AdminState {
+function state(metrics: MetricsSource, token?: string): AdminSource {
   const config = validateConfig({ admin: token === undefined ? {} : { token }, routes: [simRoute()] })
-  return { config, logger: pino({ level: 'silent' }), registry, draining: false, now: () => 0 }
+  return { config, logger: pino({ level: 'silent' }), metrics, draining: false }
 }
 
 t.test('a route group added to the admin listener is behind the token like the others', async (t) => {

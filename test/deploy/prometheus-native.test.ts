@@ -63,7 +63,7 @@ function exactQuantile(streams: readonly [number, number][][], q: number): numbe
 /**
  * Where Prometheus scrapes: the proxy's own admin listener, or with `workers: 2` an admin listener
  * whose /metrics is the cluster primary's ClusterMetrics over the two proxies' metric states,
- * passed through the structured clone of the cluster channel (v8 serialize), as cluster.ts does.
+ * passed through the structured clone of the cluster channel (v8 serialize), as cluster/primary.ts does.
  * Two proxies in this process stand for the two workers, so both read the one virtual clock.
  */
 async function scrapeTarget(t: Test, proxies: readonly RunningProxy[]): Promise<string> {
@@ -74,7 +74,7 @@ async function scrapeTarget(t: Test, proxies: readonly RunningProxy[]): Promise<
     ),
     workerIds: proxies.map((_, i) => i + 1),
   }))
-  const admin = buildAdmin({ config: proxies[0].config, logger: pino({ level: 'silent' }), registry: metrics, draining: false, now: () => 0 })
+  const admin = buildAdmin({ config: proxies[0].config, logger: pino({ level: 'silent' }), metrics, draining: false })
   t.teardown(() => admin.close())
   await admin.listen({ host: '127.0.0.1', port: 0 })
   return `127.0.0.1:${(admin.server.address() as AddressInfo).port}`

@@ -4,9 +4,8 @@ import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { allowed, setCookie, tokenGiven } from '../auth.ts'
 import { buildMessage } from './live-message.ts'
-import type { Cursors, InFlight } from './live-message.ts'
-import type { LiveStore } from './live-store.ts'
-import { requestView } from './recent-requests.ts'
+import type { Cursors } from './live-message.ts'
+import type { AdminSource, LiveSource } from '../source.ts'
 import { PAGE_HTML, PAGE_SCRIPT } from './page.ts'
 import { ProcessFigures } from './process-figures.ts'
 
@@ -16,31 +15,6 @@ import { ProcessFigures } from './process-figures.ts'
  * `GET /debug/requests/{id}` (a finished request, or a realtime session with its responses). `admin.token` applies to the page, its events and the requests
  * (see auth.ts for how a browser shows it); the scripts are public code.
  */
-
-export interface LiveState {
-  readonly config: { readonly admin: { readonly token?: string }; readonly debug: { readonly recent_requests: number } }
-  /** Absent in the cluster primary, which proxies nothing. */
-  readonly live?: LiveStore
-  readonly active?: ReadonlySet<InFlight>
-  /** The monotonic clock (ms) the requests' times come from. */
-  readonly now: () => number
-  /** The cluster primary's views of its workers (absent in a process that proxies). */
-  readonly cluster?: ClusterLive
-}
-
-/**
- * What the cluster primary adds (cluster.ts): `active` is a mirror of the workers' oldest streams,
- * kept fresh while `watch(true)` (a live page is open); `/debug/requests/{id}` asks the workers.
- */
-export interface ClusterLive {
-  /** The mirror of the workers' streams in flight (the oldest of each). */
-  readonly active: ReadonlySet<InFlight>
-  /** Requests in flight in all workers. */
-  readonly inFlight: () => number
-  readonly watch: (watching: boolean) => void
-  /** A finished request's or realtime session's view from whichever worker has it; null when none. */
-  readonly lookup: (id: string) => Promise<Record<string, unknown> | null>
-}
 
 /** One message a second. */
 const EVENT_INTERVAL_MS = 1000
@@ -60,19 +34,13 @@ const unavailable = { error: 'this admin listener was given no live figures (no 
 class EventHub {
   readonly #clients = new Set<ServerResponse>()
   readonly #cursors: Cursors = new Map()
-  readonly #live: LiveStore
-  readonly #active: ReadonlySet<InFlight>
-  readonly #now: () => number
-  readonly #cluster: ClusterLive | undefined
+  readonly #live: LiveSource
   /** The process's CPU, event-loop delay, memory and identity (process-figures.ts). */
   readonly #process = new ProcessFigures()
   #timer: NodeJS.Timeout | undefined
 
-  constructor(live: LiveStore, active: ReadonlySet<InFlight>, now: () => number, cluster: ClusterLive | undefined) {
+  constructor(live: LiveSource) {
     this.#live = live
-    this.#active = active
-    this.#now = now
-    this.#cluster = cluster
   }
 
   get size(): number {
@@ -80,15 +48,16 @@ class EventHub {
   }
 
   message(cursors: Cursors): string {
-    const now = this.#now()
-    const message = buildMessage(this.#live.stats, this.#active, now, cursors, this.#live.stallSeconds, this.#cluster?.inFlight() ?? this.#active.size)
-    message.realtime = this.#live.realtime.message(now)
+    const live = this.#live
+    const now = live.now()
+    const message = buildMessage(live.store.stats, live.active, now, cursors, live.store.stallSeconds, live.inFlight())
+    message.realtime = live.store.realtime.message(now)
     message.process = this.#process.read()
     return `data: ${JSON.stringify(message)}\n\n`
   }
 
   add(res: ServerResponse): void {
-    if (this.#clients.size === 0) this.#cluster?.watch(true)
+    if (this.#clients.size === 0) this.#live.watch(true)
     this.#clients.add(res)
     res.on('close', () => {
       this.#clients.delete(res)
@@ -111,7 +80,7 @@ class EventHub {
   stop(): void {
     clearInterval(this.#timer)
     this.#timer = undefined
-    this.#cluster?.watch(false)
+    this.#live.watch(false)
     this.#process.stop()
   }
 
@@ -135,10 +104,10 @@ function denied(reply: FastifyReply, what: string): FastifyReply {
 export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set(['/', '/live/app.js', '/live/uplot.js', '/live/uplot.css', '/live/events', '/debug/requests/:id'])
 
 /** Adds the live routes to the admin instance. */
-export function registerLive(admin: FastifyInstance, state: LiveState): void {
-  const token = state.config.admin.token
-  const active = state.cluster?.active ?? state.active
-  const hub = state.live !== undefined && active !== undefined ? new EventHub(state.live, active, state.now, state.cluster) : undefined
+export function registerLive(admin: FastifyInstance, source: AdminSource): void {
+  const token = source.config.admin.token
+  const live = source.live
+  const hub = live === undefined ? undefined : new EventHub(live)
   // Open event streams would hold close() for ever.
   admin.addHook('preClose', async () => hub?.close())
 
@@ -176,19 +145,9 @@ export function registerLive(admin: FastifyInstance, state: LiveState): void {
   admin.get('/debug/requests/:id', async (request, reply) => {
     if (!allowed(request.headers, token)) return denied(reply, '/debug/requests')
     const id = (request.params as { id: string }).id
-    if (state.cluster !== undefined) {
-      const view = await state.cluster.lookup(id)
-      if (view !== null) return reply.header('cache-control', 'no-store').send(view)
-      return reply.code(404).send({ error: `no finished request with id '${id.slice(0, 200)}' among any worker's last ${state.config.debug.recent_requests}`, request_id: id.slice(0, 200) })
-    }
-    if (state.live === undefined) return reply.code(501).send(unavailable)
-    const found = state.live.recent.get(id)
-    // A realtime session's id: its figures and its last responses.
-    const session = found === undefined ? state.live.realtime.sessionView(id, state.now(), Date.now()) : undefined
-    if (session !== undefined) return reply.header('cache-control', 'no-store').send(session)
-    if (found === undefined) {
-      return reply.code(404).send({ error: `no finished request with id '${id.slice(0, 200)}' among the last ${state.live.recent.capacity}`, request_id: id.slice(0, 200) })
-    }
-    return reply.header('cache-control', 'no-store').send(requestView(found, state.now(), Date.now()))
+    if (live === undefined) return reply.code(501).send(unavailable)
+    const view = await live.lookup(id)
+    if (view !== null) return reply.header('cache-control', 'no-store').send(view)
+    return reply.code(404).send({ error: `no finished request with id '${id.slice(0, 200)}' among ${live.searched}`, request_id: id.slice(0, 200) })
   })
 }

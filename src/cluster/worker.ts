@@ -1,0 +1,40 @@
+import type { AddressInfo } from 'node:net'
+import type { TokentapApp } from '../app.ts'
+import { snapshotStreams } from '../admin/debug-streams.ts'
+import { markScraped } from '../admin/linger.ts'
+import { lookupRequest } from '../admin/source.ts'
+import { primaryChannel } from './ipc.ts'
+import { StateReporter } from './metrics.ts'
+import { PROGRESS_MS, WorkerProgress } from './progress.ts'
+import { WorkerViews } from './views.ts'
+
+/**
+ * A cluster worker's side: it runs the proxy listener like one process (server.ts) and, instead
+ * of an admin listener, answers the primary's questions (its metric state, its streams, a request
+ * by id, its streams in flight), sends it what feeds the live page and its requests' progress,
+ * and tells it where the proxy listens. Call after `app.listen`.
+ */
+export function serveWorker(app: TokentapApp): void {
+  const tt = app.tokentap
+  const primary = primaryChannel(tt.logger)
+  const views = new WorkerViews(primary.live)
+  tt.live.onAdd(views.finished)
+  tt.realtime.listen(views.realtime)
+  const progress = new WorkerProgress(tt.active, primary.progress)
+  setInterval(() => progress.flush(), PROGRESS_MS).unref()
+  const reporter = new StateReporter()
+  primary.answerWith({
+    metrics: async (applied) => {
+      // The primary scrapes through this: after its drain the worker lingers for the next scrape.
+      markScraped(tt.registry)
+      // The batch first, then the state in the same turn: every request ended in it or before is counted in this state.
+      const seq = progress.flush()
+      const state = reporter.report(tt.registry.families, applied)
+      return { ...state, process: await tt.registry.processJson(), progress: seq }
+    },
+    streams: () => snapshotStreams(tt.active, tt.now()),
+    request: (id) => lookupRequest(tt.live, id, tt.now()),
+    inflight: () => views.inFlight(tt.active, tt.realtime.open),
+  })
+  primary.listening(app.server.address() as AddressInfo | null)
+}
