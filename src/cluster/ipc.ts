@@ -49,7 +49,7 @@ type WorkerMessage =
   | { readonly type: typeof MessageType.answer; readonly id: number; readonly value?: unknown; readonly error?: string }
   | { readonly type: typeof MessageType.live; readonly batch: LiveBatch }
   | { readonly type: typeof MessageType.progress; readonly batch: ProgressBatch }
-  | { readonly type: typeof MessageType.listening; readonly address: AddressInfo | null }
+  | { readonly type: typeof MessageType.listening; readonly address: AddressInfo }
 
 /** A worker that does not answer a metrics question within this fails the scrape (503). */
 export const METRICS_TIMEOUT_MS = 5000
@@ -131,8 +131,8 @@ export interface WorkerEvents {
   readonly live: (batch: LiveBatch) => void
   /** Its requests in flight and how they ended (progress.ts). */
   readonly progress: (batch: ProgressBatch) => void
-  /** Its proxy listener is bound. */
-  readonly listening: (address: AddressInfo | null) => void
+  /** Its proxy listener is bound, here. */
+  readonly listening: (address: AddressInfo) => void
 }
 
 /** Routes a worker's unasked messages to `events` (answers go to `ask`'s own listener). */
@@ -144,7 +144,7 @@ export function onWorkerEvents(worker: Worker, events: WorkerEvents): void {
       case MessageType.progress:
         return events.progress(msg.batch)
       case MessageType.listening:
-        return events.listening(msg.address ?? null)
+        return events.listening(msg.address)
     }
   })
 }

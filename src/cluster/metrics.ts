@@ -15,11 +15,11 @@ import type { MetricsSource } from '../metrics/prometheus/source.ts'
  * The cluster primary's /metrics: what one process would serve had it proxied every worker's
  * requests. Each worker sends the *state* of its own families (definitions, and per series a
  * counter's value, a gauge's value, or a histogram's HistogramCore state: classic counts, sum,
- * count, exponential buckets, and the exemplars), not their text; the primary builds the same
- * families afresh for every scrape, merges every worker's state into them (HistogramCore#merge:
- * bucket by bucket, the exponential buckets at the lower schema of the two, so merging equals
- * observing in one process) and renders them with the families' own exposition, OpenMetrics and
- * exemplars included. prom-client's process metrics are summed with its AggregatorRegistry, the
+ * count, exponential buckets, and the exemplars), not their text, and only what changed since the
+ * last report the primary applied; the primary merges them into families it keeps between scrapes
+ * (HistogramCore#merge: bucket by bucket, the exponential buckets at the lower schema of the two,
+ * so merging equals observing in one process) and renders them with the families' own
+ * exposition, OpenMetrics and exemplars included. prom-client's process metrics are summed with its AggregatorRegistry, the
  * primary's own included (the group's CPU and memory). A worker that dies leaves its counters and
  * histograms behind (`retire`), its process CPU and GC ones too, so no sum ever goes down (a drop
  * would read as a counter reset); what the primary records itself of a dead worker's requests in

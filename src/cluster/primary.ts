@@ -41,7 +41,6 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   const listening = new Set<number>()
   let stopping = false
   let crashes = 0
-  let proxyAddress: AddressInfo | null = null
   let announced = false
 
   // Only workers that listen: one still starting has counted nothing and would not answer yet.
@@ -113,11 +112,10 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       },
       listening: (address) => {
         listening.add(worker.id)
-        proxyAddress = address ?? proxyAddress
         if (announced || listening.size < wanted) return
         announced = true
-        const proxy = proxyAddress ?? { address: config.server.host, family: config.server.host.includes(':') ? 'IPv6' : 'IPv4', port: config.server.port }
-        announceListening(logger, config, proxy, admin.server.address() as AddressInfo, { workers: wanted })
+        // The workers share one listener: the last one's address is every one's.
+        announceListening(logger, config, address, admin.server.address() as AddressInfo, { workers: wanted })
       },
     })
     worker.on('exit', (code, signal) => {

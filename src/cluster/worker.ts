@@ -36,5 +36,5 @@ export function serveWorker(app: TokentapApp): void {
     request: (id) => lookupRequest(tt.live, id, tt.now()),
     inflight: () => views.inFlight(tt.active, tt.realtime.open),
   })
-  primary.listening(app.server.address() as AddressInfo | null)
+  primary.listening(app.server.address() as AddressInfo)
 }
