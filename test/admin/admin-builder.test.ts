@@ -2,6 +2,7 @@ import t from 'tap'
 import pino from 'pino'
 import { ADMIN_ROUTES, buildAdmin } from '../../src/admin/admin.ts'
 import type { AdminSource } from '../../src/admin/source.ts'
+import { LiveStore } from '../../src/admin/live/live-store.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
 import { wholeTextSource } from '../../src/metrics/prometheus/source.ts'
 import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
@@ -58,4 +59,34 @@ t.test('/debug/streams says 501 where this process runs no streams', async (t) =
   const admin = buildAdmin(state(wholeTextSource(async () => '')))
   t.teardown(() => admin.close())
   t.equal((await admin.inject({ url: '/debug/streams' })).statusCode, 501)
+})
+
+t.test('the routes answer from whatever admin source they are given: its lookups, its 404 scope, its streams', async (t) => {
+  const asked: string[] = []
+  const streams = { in_flight: 3, shown: 0, omitted: 3, streams: [] }
+  const admin = buildAdmin({
+    ...state(wholeTextSource(async () => '')),
+    live: {
+      store: new LiveStore({ recentRequests: 0, stallSeconds: 1 }),
+      active: new Set(),
+      inFlight: () => 3,
+      now: () => 0,
+      watch: () => undefined,
+      lookup: async (id) => {
+        asked.push(id)
+        return id === 'kept' ? { request_id: 'kept', from: 'the source' } : null
+      },
+      searched: 'the source’s last 7',
+    },
+    streams: async () => streams,
+  })
+  t.teardown(() => admin.close())
+  const found = await admin.inject({ url: '/debug/requests/kept' })
+  t.equal(found.statusCode, 200)
+  t.same(found.json(), { request_id: 'kept', from: 'the source' }, 'the source’s view as it gave it')
+  const missing = await admin.inject({ url: '/debug/requests/gone' })
+  t.equal(missing.statusCode, 404)
+  t.same(missing.json(), { error: "no finished request with id 'gone' among the source’s last 7", request_id: 'gone' }, 'the 404 names what the source searched')
+  t.same(asked, ['kept', 'gone'], 'each lookup asked the source once')
+  t.same((await admin.inject({ url: '/debug/streams' })).json(), streams, '/debug/streams is the source’s snapshot')
 })
