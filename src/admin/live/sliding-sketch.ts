@@ -1,4 +1,6 @@
-import { bucketIndex, HistogramCore } from '../../metrics/core/histogram-core.ts'
+import { HistogramCore } from '../../metrics/core/histogram-core.ts'
+import { bucketIndex } from '../../metrics/core/mapping.ts'
+import { quantiles } from '../../metrics/core/quantiles.ts'
 
 /**
  * Percentiles over sliding time windows (the last 1, 5 and 15 minutes): the histogram core
@@ -148,7 +150,7 @@ export class SlidingSketch {
   /** Nearest-rank quantiles for ascending `qs` (NaN when the window is empty). */
   quantiles(window: number, qs: readonly number[], now: number, out: number[] = new Array<number>(qs.length)): number[] {
     this.advance(now)
-    this.#total(window).quantiles(qs, out)
+    quantiles(this.#total(window), qs, out)
     return out
   }
 
@@ -158,7 +160,7 @@ export class SlidingSketch {
    */
   read(window: number, qs: readonly number[], out: number[]): number {
     const total = this.#total(window)
-    total.quantiles(qs, out)
+    quantiles(total, qs, out)
     return total.count
   }
 
