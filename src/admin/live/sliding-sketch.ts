@@ -21,6 +21,7 @@ import { quantiles } from '../../metrics/core/quantiles.ts'
 
 /** The live page's resolution: base 2^(1/64), every quantile within (base − 1)/(base + 1) ≈ 0.54 %. */
 export const LIVE_SCHEMA = 6
+/** @internal The bound every quantile keeps (tests hold the sketch to it). */
 export const RELATIVE_ACCURACY = (2 ** (2 ** -LIVE_SCHEMA) - 1) / (2 ** (2 ** -LIVE_SCHEMA) + 1)
 /** Values below this count as 0 (seconds: 1 µs). */
 export const MIN_VALUE = 1e-6

@@ -18,9 +18,8 @@ import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
 import { Outcome } from '../../timing/measurement.ts'
 import type { Observations } from '../../record/observations.ts'
 import { sampledAtStart } from '../../timing/trace-sampling.ts'
-import { genAiProvider } from './config.ts'
 import { tokentapResource } from './resource.ts'
-import { tracesEndpoint } from './traces-config.ts'
+import { genAiProvider, tracesEndpoint } from './config.ts'
 
 /**
  * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
