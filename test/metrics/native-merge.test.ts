@@ -86,7 +86,7 @@ t.test('differing schemas merge at the lower one: each fine bucket lands in the 
     coarse.observe(v)
     reference.observe(v)
   }
-  const into = HistogramCore.like(coarse)
+  const into = new HistogramCore({ schema: 2 })
   into.merge(viaState(fine))
   into.merge(viaState(coarse))
   t.equal(into.schema, 2)

@@ -64,11 +64,6 @@ export class HistogramCore {
     this.classic = options.bounds === undefined ? undefined : new Float64Array(options.bounds.length + 1)
   }
 
-  /** An empty histogram with the same settings (its schema as configured, not as lowered). */
-  static like(h: HistogramCore, schema = h.schema): HistogramCore {
-    return new HistogramCore({ schema, zeroThreshold: h.zeroThreshold, maxBuckets: h.maxBuckets, bounds: h.bounds })
-  }
-
   /** Populated exponential buckets (the zero bucket not included). */
   get bucketCount(): number {
     return this.buckets.populated

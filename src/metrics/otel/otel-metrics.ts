@@ -16,7 +16,7 @@ import type { HistogramCell, PreAggregatedHistogram } from './producer.ts'
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/)
  * through the OpenTelemetry metrics SDK: one MeterProvider of tokentap's own (not the global one,
  * so an embedding app's OTel setup is left alone), its resource, a periodic reader and the OTLP
- * exporter of otel-export.ts. The histograms are kept in tokentap's histogram core and handed to
+ * exporter of export.ts. The histograms are kept in tokentap's histogram core and handed to
  * the reader as a MetricProducer (producer.ts); `record()` only maps a finished request's
  * Observations (record/observations.ts decides what is recorded: which requests are GenAI
  * operations, the ok-only server metrics, the output count, the error type).
