@@ -42,17 +42,21 @@ export class Buckets {
     this.counts = grown
   }
 
-  /** Adds `weight` to covered bucket `index`; true when it was empty. */
-  increment(index: number, weight: number): boolean {
-    const counts = this.counts as Float64Array
+  /**
+   * Adds `weight` to bucket `index`: 1 when the bucket was empty, 0 when it was not, −1 when the
+   * range does not cover it (nothing added: `cover` first). One call on the hot path.
+   */
+  increment(index: number, weight: number): number {
+    const counts = this.counts
     const slot = index - this.lo
+    if (counts === undefined || slot < 0 || slot >= counts.length) return -1
     if (counts[slot] === 0) {
       this.populated++
       counts[slot] = weight
-      return true
+      return 1
     }
     counts[slot] += weight
-    return false
+    return 0
   }
 
   /** Takes `weight` from bucket `index` (if covered); what float sums leave a hair above 0 is cleared. */

@@ -123,9 +123,10 @@ export class HistogramCore {
 
   #add(index: number, weight: number): void {
     const buckets = this.buckets
+    let added = buckets.increment(index, weight)
     // Covering a far index may lower the schema: the index moves with it.
-    const at = buckets.covers(index) ? index : coarser(index, this.#cover(index))
-    if (buckets.increment(at, weight) && buckets.populated > this.maxBuckets && this.maxBuckets > 0) this.#fit()
+    if (added < 0) added = buckets.increment(coarser(index, this.#cover(index)), weight)
+    if (added === 1 && buckets.populated > this.maxBuckets && this.maxBuckets > 0) this.#fit()
   }
 
   /**
