@@ -4,9 +4,18 @@ import { ADMIN_ROUTES, buildAdmin } from '../../src/admin/admin.ts'
 import type { AdminSource } from '../../src/admin/source.ts'
 import { LiveStore } from '../../src/admin/live/live-store.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
-import { wholeTextSource } from '../../src/metrics/prometheus/source.ts'
 import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
 import { simRoute } from '../helpers/proxy.ts'
+
+/** A source rendered whole: Prometheus text only, in one batch (what an embedding app may hand the admin). */
+function wholeTextSource(render: () => Promise<string>): MetricsSource {
+  return {
+    openMetrics: false,
+    async *exposition() {
+      yield [Buffer.from(await render())]
+    },
+  }
+}
 
 function state(metrics: MetricsSource, token?: string): AdminSource {
   const config = validateConfig({ admin: token === undefined ? {} : { token }, routes: [simRoute()] })
