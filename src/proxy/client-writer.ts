@@ -163,7 +163,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     }
     const refused = writeResponseHead(res, statusCode, statusMessage ?? '', raw)
     if (refused !== undefined) {
-      // A head Node will not write (a control byte, an invalid header value): the client gets a clear 502 now (and the upstream request stops).
+      // A head Node will not write (a control byte, an invalid header value): a clear 502 now.
       this.#o.fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE', refused.message))
       return
     }
@@ -204,10 +204,8 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       this.#end()
       return
     }
-    // The end usually comes in the same upstream read as the last bytes (`data: [DONE]` and the
-    // chunked terminator): those bytes and the client's terminator go out in one write, not two
-    // (one syscall and one packet less per request; a short request's largest single cost).
-    // Measuring still waits until they are written.
+    // The end usually comes in the same read as the last bytes: they and the client's chunked
+    // terminator go out in one write, not two; measuring waits until they are written.
     const socket = res.socket
     socket?.cork()
     const chunk = this.#write(false)
@@ -256,10 +254,8 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     const out = this.#filter === undefined ? chunk : this.#filter.push(chunk)
     if (out.length > 0) {
       if (!res.write(out) && this.#controller !== undefined) this.#wait(this.#controller)
-      // Node's res.write corks the socket and only writes on the next tick (connectionCorkNT in
-      // node:_http_outgoing), which would make the client's bytes wait for the parse after this.
-      // The chunk is complete (size line, data, CRLF), so it goes to the kernel now; the later
-      // uncork finds nothing corked and does nothing.
+      // Node's res.write corks the socket until the next tick (connectionCorkNT in
+      // node:_http_outgoing): the complete chunk goes to the kernel now, not after the parse.
       if (uncork) res.socket?.uncork()
     }
     return chunk

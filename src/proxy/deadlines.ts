@@ -47,10 +47,11 @@ const KINDS = 4
 const State = { waiting: 0, running: 1, paused: 2, over: 3 } as const
 
 export class Deadlines {
-  readonly #ms = new Float64Array(KINDS)
+  // Plain arrays, indexed by Deadline: one small allocation each per exchange (typed arrays cost a backing store).
+  readonly #ms: number[] = [0, 0, 0, 0]
   /** When the current silence of each running deadline began (its start, last touch or resume). */
-  readonly #since = new Float64Array(KINDS)
-  readonly #state = new Uint8Array(KINDS)
+  readonly #since: number[] = [0, 0, 0, 0]
+  readonly #state: number[] = [State.waiting, State.waiting, State.waiting, State.waiting]
   readonly #onExpired: (kind: Deadline) => void
   readonly #timers: DeadlineTimers
   #timer: NodeJS.Timeout | undefined
