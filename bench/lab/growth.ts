@@ -1,10 +1,12 @@
-import type { Job } from './load-client.ts'
+import type { Job } from '../load-client.ts'
 import { longBody } from './long-upstream.ts'
 import type { LongUpstream } from './long-upstream.ts'
-import { evenPlan, requestBody } from './plans.ts'
-import { cpuMicros, raiseOpenFiles, rssBytes } from './proc.ts'
-import { saturationPhase } from './saturation-phase.ts'
-import { round } from './stats.ts'
+import { evenPlan, requestBody } from '../plans.ts'
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { cpuMicros, rssBytes } from '../proc.ts'
+import { saturationPhase } from '../saturation-phase.ts'
+import { round } from '../stats.ts'
 
 /**
  * "How the cost grows" (issue 29): what tokentap's cost does as the work grows, one axis at a
@@ -253,4 +255,35 @@ export async function lengthGrowth(d: GrowthDeps, lengths: readonly number[], ga
     out.push(step)
   }
   return out
+}
+
+/** A process's soft and hard limits on open descriptors (/proc/PID/limits). */
+function openFilesLimit(pid: number): { soft: number; hard: number } {
+  const m = /Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'))
+  const n = (s: string | undefined): number => (s === undefined ? 0 : s === 'unlimited' ? Infinity : Number(s))
+  return { soft: n(m?.[1]), hard: n(m?.[2]) }
+}
+
+/**
+ * Raises each process's soft limit on open descriptors to its hard limit when it is below `need`
+ * (util-linux `prlimit --pid`; raising the soft limit up to the hard one needs no privilege), and
+ * returns the lowest soft limit that results: a step needing more is skipped, not left to fail.
+ * Each open stream holds two sockets in a proxy and one in the client and in the upstream.
+ */
+function raiseOpenFiles(pids: readonly number[], need: number): number {
+  let lowest = Infinity
+  for (const pid of pids) {
+    let { soft, hard } = openFilesLimit(pid)
+    if (soft < need && hard > soft) {
+      try {
+        const to = Number.isFinite(hard) ? String(hard) : 'unlimited'
+        execFileSync('prlimit', ['--pid', String(pid), `--nofile=${to}:${to}`], { stdio: 'ignore' })
+      } catch {
+        // no prlimit: the limit stays, and the step that needs it is skipped
+      }
+      soft = openFilesLimit(pid).soft
+    }
+    lowest = Math.min(lowest, soft)
+  }
+  return lowest
 }

@@ -1,11 +1,11 @@
 import protobuf from 'protobufjs'
 import { performance } from 'node:perf_hooks'
-import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
-import { Histogram } from '../src/metrics/histogram.ts'
-import type { HistogramSeries } from '../src/metrics/histogram.ts'
-import { histogramMetric } from '../src/metrics/protobuf.ts'
-import { repoPath } from '../test/helpers/paths.ts'
-import { round } from './stats.ts'
+import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { Histogram } from '../../src/metrics/histogram.ts'
+import type { HistogramSeries } from '../../src/metrics/histogram.ts'
+import { histogramMetric } from '../../src/metrics/protobuf.ts'
+import { repoPath } from '../../test/helpers/paths.ts'
+import { round } from '../stats.ts'
 
 /**
  * Which encoder the protobuf exposition uses, measured: tokentap's hand-written writer

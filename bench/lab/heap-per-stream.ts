@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { ChildProcess } from 'node:child_process'
-import type { Job } from './load-client.ts'
-import { evenPlan, request, warmUpJob } from './plans.ts'
-import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import type { Job } from '../load-client.ts'
+import { evenPlan, request, warmUpJob } from '../plans.ts'
+import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from '../proc.ts'
 
 /**
  * The benchmark's memory-per-open-stream figure alone (run.ts's memoryPhase, tokentap's part),
@@ -20,7 +20,7 @@ import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stop
  * the snapshots are kept (the directory is printed) for DevTools' comparison view.
  */
 
-const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const argOf = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)
   return i < 0 ? undefined : process.argv[i + 1]

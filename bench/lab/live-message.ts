@@ -1,11 +1,11 @@
 import { PerformanceObserver, performance } from 'node:perf_hooks'
 import type { PerformanceEntry } from 'node:perf_hooks'
-import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
-import { LiveStats } from '../src/admin/live/live-stats.ts'
-import type { FinishedRequest } from '../src/admin/live/finished-request.ts'
-import { buildMessage } from '../src/admin/live/live-message.ts'
-import type { Cursors, InFlight } from '../src/admin/live/live-message.ts'
-import { lengthBandOf } from '../src/timing/observations.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { LiveStats } from '../../src/admin/live/live-stats.ts'
+import type { FinishedRequest } from '../../src/admin/live/finished-request.ts'
+import { buildMessage } from '../../src/admin/live/live-message.ts'
+import type { Cursors, InFlight } from '../../src/admin/live/live-message.ts'
+import { lengthBandOf } from '../../src/timing/observations.ts'
 
 /**
  * The live page's per-second cost: building one server-sent message (buildMessage +

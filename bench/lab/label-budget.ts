@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks'
-import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
-import { validateConfig } from '../src/config/load-config.ts'
-import { nativeOptions } from '../src/metrics/histogram.ts'
-import type { Histogram } from '../src/metrics/histogram.ts'
-import { LlmMetrics } from '../src/metrics/llm-metrics.ts'
-import { MetricsRegistry } from '../src/metrics/registry.ts'
-import { REPORTED_PHASES } from '../src/parsers/reported-times.ts'
+import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { validateConfig } from '../../src/config/load-config.ts'
+import { nativeOptions } from '../../src/metrics/histogram.ts'
+import type { Histogram } from '../../src/metrics/histogram.ts'
+import { LlmMetrics } from '../../src/metrics/llm-metrics.ts'
+import { MetricsRegistry } from '../../src/metrics/registry.ts'
+import { REPORTED_PHASES } from '../../src/parsers/reported-times.ts'
 
 /**
  * The exposition of a fully used label-set budget at the defaults, in the worst case: every

@@ -4,8 +4,8 @@ import { parseArgs } from 'node:util'
 import Fastify, { LogController } from 'fastify'
 import httpProxy from '@fastify/http-proxy'
 import pino from 'pino'
-import tokentap from '../src/plugin.ts'
-import { tokentapReplyOptions } from '../src/http-proxy.ts'
+import tokentap from '../../src/plugin.ts'
+import { tokentapReplyOptions } from '../../src/http-proxy.ts'
 
 /**
  * The benchmark's `http-proxy` path: an `@fastify/http-proxy` registration measured by tokentap

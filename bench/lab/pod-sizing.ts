@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { Job } from './load-client.ts'
-import { evenPlan, request, requestBody, warmUpJob } from './plans.ts'
-import { cpuMicros, pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import type { Job } from '../load-client.ts'
+import { evenPlan, request, requestBody, warmUpJob } from '../plans.ts'
+import { cpuMicros, pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from '../proc.ts'
 
 /**
  * The figures deploy/kubernetes is sized from (docs/operations.md, "Sizing a pod"), written to
@@ -15,7 +15,7 @@ import { cpuMicros, pidOf, rssBytes, startLoadClient, startPortPrinter, startTok
  * RSS is read as the kernel reports it (no forced GC): what a memory limit meets.
  */
 
-const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const ROOT = resolve(DIST, '..')
 const argOf = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)

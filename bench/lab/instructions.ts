@@ -3,10 +3,10 @@ import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import type { Job } from './load-client.ts'
-import { evenPlan, request } from './plans.ts'
-import { pidOf, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
-import { round } from './stats.ts'
+import type { Job } from '../load-client.ts'
+import { evenPlan, request } from '../plans.ts'
+import { pidOf, startPortPrinter, startTokentap, stopOnExit } from '../proc.ts'
+import { round } from '../stats.ts'
 
 /**
  * Instruction counts per short request, tokentap against the Fastify relay (issue 29: a measure
