@@ -7,7 +7,7 @@ import { atMost, bracketRatios, ratios, type targetList } from './verdict.ts'
  * pairs of paths (the floors).
  */
 
-const BOUND = {
+export const BOUND = {
   cpuShort: 1.3,
   addedTtftMs: 0.15,
   load: 1.25,
