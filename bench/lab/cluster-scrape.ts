@@ -12,8 +12,7 @@ import { round } from '../stats.ts'
 
 /**
  * The cluster primary's /metrics against one process's at the same series
- * (`npm run build && node dist/bench/cluster-scrape.js [--sets 100,1000,4000] [--json]`; run.ts
- * runs it as its cluster-scrape phase). In one process, without sockets: `one` is a registry
+ * (`npm run bench:lab -- cluster-scrape [--sets 100,1000,4000] [--json]`). In one process, without sockets: `one` is a registry
  * holding every label set; `workers: 2` is two workers' registries, each with a request of every
  * label set, whose reports (StateReporter: what changed since the last one the primary applied)
  * cross a structured clone (the cluster channel's `serialization: 'advanced'`) into the primary's

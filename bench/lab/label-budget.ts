@@ -12,7 +12,7 @@ import { REPORTED_PHASES } from '../../src/parsers/reported-times.ts'
  * label set (provider × model × route × tenant) has every series any request could give it
  * (each outcome, the usual error statuses, each token source, each overhead and reported
  * phase, both cache directions, both SLO verdicts, parse errors and usage injections).
- * `npm run build && node dist/bench/label-budget.js [--sets N] [--scrapes 10]`: series, bytes
+ * `npm run bench:lab -- label-budget [--sets N] [--scrapes 10]`: series, bytes
  * and ms per scrape in the three formats, one process (docs/metrics.md, "Label caps and the
  * series budget").
  */

@@ -13,7 +13,7 @@ import { lengthBandOf } from '../../src/record/observations.ts'
  * end each second, 40 % of them in the 40 busiest series (so every shown series' quantiles must
  * be recomputed in every message) and the rest across all, and each stream receives 25 content
  * chunks a second. Also the sketches' memory.
- * `npm run build && node --expose-gc dist/bench/live-message.js [--series 1000] [--streams 500] [--seconds 60]`
+ * `npm run bench:lab -- live-message [--series 1000] [--streams 500] [--seconds 60]`
  *
  * Method, so the figure is what the proxy would see: each simulated second records its ended
  * requests (stats.add) and the streams' chunks, yields one event-loop turn, then builds the

@@ -8,7 +8,7 @@ import { cpuMicros, pidOf, rssBytes, startLoadClient, startPortPrinter, startTok
 
 /**
  * The figures deploy/kubernetes is sized from (docs/operations.md, "Sizing a pod"), written to
- * bench/results/pod-sizing.json: `npm run build && node dist/bench/pod-sizing.js [--streams 1000] [--label-sets 300]`.
+ * bench/results/pod-sizing.json: `npm run bench:lab -- pod-sizing [--streams 1000] [--label-sets 300]`.
  * One tokentap process (the ConfigMap's `workers: 1`) proxying the simulator in its own process:
  * RSS idle after a scrape; RSS and CPU with `--streams` slow streams open (a chunk every 100 ms);
  * RSS after `--label-sets` distinct models (route × model label sets) each recorded once and scraped.

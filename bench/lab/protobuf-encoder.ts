@@ -12,7 +12,7 @@ import { round } from '../stats.ts'
  * (src/metrics/prometheus/protobuf-writer.ts) against protobufjs with the official metrics.proto, on the same
  * histogram series (default ITL buckets plus native buckets at schema 3, realistic gaps), each
  * series encoded from its figures to bytes as a scrape does for the series that changed.
- * `npm run build && node dist/bench/protobuf-encoder.js [--series 1000] [--rounds 30]`.
+ * `npm run bench:lab -- protobuf-encoder [--series 1000] [--rounds 30]`.
  */
 
 const arg = (name: string, dflt: string): string => {

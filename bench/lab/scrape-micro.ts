@@ -16,7 +16,7 @@ import { round, summary } from '../stats.ts'
 
 /**
  * The exposition's own cost, in one process, without the proxy, simulator or load generator:
- * `npm run build && node dist/bench/scrape-micro.js [--series 1000,2000] [--scrapes 300]
+ * `npm run bench:lab -- scrape-micro [--series 1000,2000] [--scrapes 300]
  * [--dirty 20|all] [--text] [--exemplars] [--http] [--cpu-prof]`.
  * Fills a registry with the llm_ families as requests for many models would (realistic labels,
  * default buckets), then per scrape records `--dirty` requests for random models (what 10
