@@ -243,9 +243,15 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
         })
         .on('error', reject)
     })
+  // Which scrape failed, with what: a body cut short reads only "aborted".
+  const failed =
+    (which: string) =>
+    (err: unknown): never => {
+      throw new Error(`GET ${job.url} (accept ${job.accept ?? '*/*'}), ${which}: ${String(err)}`)
+    }
   for (let i = 0; i < job.times; i++) {
     const t0 = performance.now()
-    bytes = (await fetchBody(false)).n
+    bytes = (await fetchBody(false).catch(failed(`scrape ${i + 1} of ${job.times}`))).n
     ms.push(performance.now() - t0)
     if (job.pauseMs > 0) await new Promise((r) => setTimeout(r, job.pauseMs))
   }
@@ -253,7 +259,7 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   let llmSeries = 0
   let samples = 0
   if (job.inspect === true) {
-    const { text } = await fetchBody(true)
+    const { text } = await fetchBody(true).catch(failed('the counted scrape'))
     for (const line of text.split('\n')) {
       if (line === '' || line.startsWith('#')) continue
       samples++

@@ -129,7 +129,9 @@ async function listener(script: string[], args: string[], probe = false): Promis
 }
 
 async function tokentap(dir: string, simPort: number, flags: string[] = []): Promise<TokentapProcess> {
-  const tt = await startTokentap(DIST, dir, simPort, { maxModels: P.maxModels, flags })
+  // Its errors are shown (a failed scrape cuts the body short: the load client only sees "aborted").
+  const onLine = (line: string): void => void (/"level":[56]0/.test(line) && process.stderr.write(`tokentap: ${line}\n`))
+  const tt = await startTokentap(DIST, dir, simPort, { maxModels: P.maxModels, flags, onLine })
   stopOnExit(tt.proc)
   return tt
 }
