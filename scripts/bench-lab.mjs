@@ -2,14 +2,16 @@
 // default build and type-check): builds the package, compiles bench/lab/ with its own tsconfig,
 // then runs dist/bench/lab/TOOL.js with the arguments (under --expose-gc, which some tools need).
 import { spawnSync } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
+// A tool is a file whose comment says how to run it (`npm run bench:lab -- NAME`); the rest are its helpers.
 const tools = readdirSync(join(root, 'bench', 'lab'))
   .filter((f) => f.endsWith('.ts'))
   .map((f) => f.slice(0, -3))
+  .filter((name) => readFileSync(join(root, 'bench', 'lab', `${name}.ts`), 'utf8').includes(`npm run bench:lab -- ${name}`))
 const [tool, ...args] = process.argv.slice(2)
 if (tool === undefined || !tools.includes(tool)) {
   console.error(`usage: npm run bench:lab -- TOOL [args]; TOOL is one of ${tools.join(', ')}`)
