@@ -428,7 +428,7 @@ t.test('what a span carries when the provider reports more, and realtime failure
     exporter,
   })
   t.teardown(() => mem.shutdown())
-  mem.record(who, o)
+  mem.record(o)
   const rt = { seq: 1, id: 'rt', route, provider: 'openai', tenant: undefined, model: 'gpt-realtime', path: '/v1/realtime', tReq: 9_000, trace: start }
   const timing = { ttft: undefined, ttfa: undefined, itl: [], underrun: undefined, audioSeconds: 0, textDeltas: 0, streamedTokens: 0, audioDeltas: 0 }
   mem.realtime.response?.(rt, { provider: 'openai', model: 'gpt-realtime', route: '/r' }, { id: undefined, start: undefined, end: 9_500, outcome: 'ok', detail: undefined, timing, usage: undefined })
