@@ -15,7 +15,7 @@ export const MAX_VALUE_LENGTH = 128
 export const SERIES_LABELS = ['provider', 'model', 'route'] as const
 
 /** The optional label every llm_ series carries after SERIES_LABELS with `metrics.tenant` on. */
-export const TENANT_LABEL = 'tenant'
+const TENANT_LABEL = 'tenant'
 
 export interface SeriesLabels {
   readonly provider: string
@@ -89,7 +89,7 @@ export class ScopedCap {
 }
 
 /** A model label: `unknown` when none was named, cut to MAX_VALUE_LENGTH, then capped per scope (the route). */
-export function modelValue(cap: ScopedCap, scope: string, raw: string | undefined): string {
+function modelValue(cap: ScopedCap, scope: string, raw: string | undefined): string {
   if (raw === undefined || raw.length === 0) return UNKNOWN
   return cap.value(scope, raw.length > MAX_VALUE_LENGTH ? raw.slice(0, MAX_VALUE_LENGTH) : raw)
 }

@@ -62,7 +62,7 @@ interface TokenRuns {
 }
 
 /** The proxy's own cost (seconds): request head out, first content read through, mean content read through. */
-export interface ProxyOverhead {
+interface ProxyOverhead {
   readonly request: number | undefined
   readonly firstChunk: number | undefined
   readonly chunk: number | undefined
@@ -102,7 +102,7 @@ export interface RequestFacts {
  * not gated like the aggregates (a cancelled request's TPOT is its own, an output count of 0 is
  * a count), and the failure codes the aggregates fold into `errorType`.
  */
-export interface MeasuredFigures {
+interface MeasuredFigures {
   readonly failure: FailureCode | undefined
   readonly providerError: string | undefined
   /** The provider's total when reported, else the streamed N (0 included). */
@@ -194,7 +194,7 @@ export interface Observations {
 }
 
 /** Realtime tokens by direction and modality, as the provider reported them. */
-export interface RealtimeTokens {
+interface RealtimeTokens {
   readonly direction: 'input' | 'output'
   readonly modality: 'text' | 'audio'
   readonly count: number

@@ -36,7 +36,7 @@ export function timeSpentFields<T>(reported: ReportedTimes | undefined, outsideU
 
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n)}…` : s)
 
-export function requestLogLine(o: Observations): Record<string, unknown> {
+function requestLogLine(o: Observations): Record<string, unknown> {
   const who = o.who
   const own = o.measured
   const labels = o.labels

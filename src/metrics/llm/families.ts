@@ -13,7 +13,7 @@ import type { Config } from '../../config/schema.ts'
 export type Buckets = Config['metrics']['buckets']
 
 /** Which label names a family starts with: the label set's, or with the length band or the input-length band appended. */
-export type LabelKind = 'base' | 'banded' | 'inputBanded'
+type LabelKind = 'base' | 'banded' | 'inputBanded'
 
 export interface FamilySpec {
   readonly name: string
