@@ -22,8 +22,9 @@ import type { PendingUpgrade } from './upgrade-listener.ts'
 /**
  * The realtime sessions of one tokentap instance: opens a session for each WebSocket upgrade a
  * route's handler takes (pass-through.ts), keeps the open ones (the in-flight gauge, the live
- * views, shutting down), and sends each finished response and session to its listeners (the
- * llm_realtime_ metrics, the live page) and the log.
+ * views, shutting down), and sends each finished response and session to its sinks (the
+ * llm_realtime_ families, a map of the recording policy's observations), its listeners (the live
+ * page, the spans, a cluster worker's batches: the labels and the facts) and the log.
  */
 
 /** Where finished responses and sessions go, with the labels they count under. */
@@ -74,11 +75,6 @@ export class RealtimeSessions {
   /** Adds a sink of the policy's observations of finished responses and sessions (the llm_realtime_ families). */
   addSink(sink: RealtimeSink): void {
     this.#sinks.push(sink)
-  }
-
-  /** The labels a session counts under (the model folded into `other` past the route's bound). */
-  labelsOf(who: Pick<SessionIdentity, 'provider' | 'route' | 'model' | 'tenant'>): Labels {
-    return this.#options.policy.labelSetOf(who).labels
   }
 
   /** The label values an open session shows under at a scrape, which admits no model into the bound. */
