@@ -93,6 +93,6 @@ t.test('one label-set cache: the same labels are one LabelSet, and each sink has
   const metrics = new LlmMetrics({ ttft: B.ttft, itl: B.itl, inter_chunk: B.itl, tpot: B.itl, e2e: B.e2e, tps: B.tps, max_gap: B.max_gap }, () => {})
   metrics.record(observationsOf(streamed(true), { id: 'a' }, policy))
   metrics.record(observationsOf(streamed(true), { id: 'b' }, policy))
-  t.equal(metrics.families.ttft.series.size, 1, 'one TTFT series for the set')
-  t.equal([...metrics.families.ttft.series.values()][0].core.count, 2, 'both requests observed on it')
+  t.equal(metrics.families.ttft.seriesCount, 1, 'one TTFT series for the set')
+  t.equal([...metrics.families.ttft.entries()][0].count, 2, 'both requests observed on it')
 })
