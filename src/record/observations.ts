@@ -16,7 +16,7 @@ import type { RequestCost } from '../cost/cost.ts'
 import type { PriceTable } from '../cost/price-table.ts'
 import type { FinishedResponse } from '../timing/realtime-timing.ts'
 
-export { INPUT_LENGTH_BANDS, LENGTH_BANDS, lengthBandOf } from './labels.ts'
+export { INPUT_LENGTH_BANDS, LENGTH_BANDS } from './labels.ts'
 export type { SeriesLabels } from './labels.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
