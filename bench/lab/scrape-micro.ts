@@ -101,6 +101,11 @@ function record(m: LlmMetrics, i: number): void {
     concurrency: 1 + Math.floor(random() * 12),
     tReq: 0,
     overhead: { request: random() * 0.0005, firstChunk: random() * 0.0002, chunk: random() * 0.0001 },
+    tenant: undefined,
+    bytesIn: 0,
+    bytesOut: 0,
+    extra: undefined,
+    failureDetail: undefined,
   }
   m.record(policy.observe(who, measurement))
 }
