@@ -10,7 +10,7 @@ import { writeHeapSnapshot } from 'node:v8'
  * GC pause (count, total and longest, by kind), so a stall seen in the gap distortion has a
  * visible cause inside the process that serves traffic. Off unless asked, so it costs nothing in
  * the other phases.
- * tokentap's scrapes publish their own figures (src/metrics/registry.ts, `tokentap:scrape`): how
+ * tokentap's scrapes publish their own figures (src/metrics/prometheus/registry.ts, `tokentap:scrape`): how
  * long each took inside the proxy, how much of it was work and how much waiting for the event
  * loop to come back; they are summed up the same way.
  * A `gc` message runs a full collection (the benchmark starts the process with --expose-gc), so

@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks'
 import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
 import { validateConfig } from '../src/config/load-config.ts'
-import { nativeOptions } from '../src/metrics/histogram.ts'
-import type { Histogram } from '../src/metrics/histogram.ts'
-import { LlmMetrics } from '../src/metrics/llm-metrics.ts'
-import { MetricsRegistry } from '../src/metrics/registry.ts'
+import { nativeOptions } from '../src/metrics/prometheus/histogram.ts'
+import type { Histogram } from '../src/metrics/prometheus/histogram.ts'
+import { LlmMetrics } from '../src/metrics/llm/llm-metrics.ts'
+import { MetricsRegistry } from '../src/metrics/prometheus/registry.ts'
 import { REPORTED_PHASES } from '../src/parsers/reported-times.ts'
 
 /**

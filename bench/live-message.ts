@@ -5,7 +5,7 @@ import { LiveStats } from '../src/admin/live/live-stats.ts'
 import type { FinishedRequest } from '../src/admin/live/finished-request.ts'
 import { buildMessage } from '../src/admin/live/live-message.ts'
 import type { Cursors, InFlight } from '../src/admin/live/live-message.ts'
-import { lengthBandOf } from '../src/timing/observations.ts'
+import { lengthBandOf } from '../src/record/observations.ts'
 
 /**
  * The live page's per-second cost: building one server-sent message (buildMessage +

@@ -1,8 +1,8 @@
 import pino from 'pino'
-import { OtelMetrics } from '../src/metrics/otel.ts'
+import { OtelMetrics } from '../src/metrics/otel/otel-metrics.ts'
 import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
-import { RecordPolicy } from '../src/timing/observations.ts'
+import { RecordPolicy } from '../src/record/observations.ts'
 
 /**
  * What `OtelMetrics.record()` costs in process: µs of CPU per finished stream of 3 and of 100

@@ -2,12 +2,12 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import { validateConfig } from '../src/config/load-config.ts'
-import { OtelTraces } from '../src/metrics/otel-traces.ts'
+import { OtelTraces } from '../src/metrics/otel/traces.ts'
 import type { ExchangeIdentity } from '../src/proxy/exchange.ts'
 import { TraceIdSource } from '../src/proxy/trace-context.ts'
 import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
-import { RecordPolicy } from '../src/timing/observations.ts'
+import { RecordPolicy } from '../src/record/observations.ts'
 
 /**
  * What a kept request's span costs in process: µs of CPU per span of a 3-chunk stream, built by

@@ -31,7 +31,7 @@ const ERRORS = {
   TOKENTAP_ERR_WORKER: { message: 'worker %s: %s', status: undefined },
   /**
    * The cluster worker serving the request exited (SIGKILL, OOM, crash) while it was in flight:
-   * the primary records it (cluster-progress.ts); the client saw its connection break.
+   * the primary records it (cluster/progress.ts); the client saw its connection break.
    */
   TOKENTAP_ERR_WORKER_EXITED: { message: 'the worker serving the request exited (%s)', status: undefined },
   TOKENTAP_ERR_LISTEN: { message: 'the %s cannot listen on %s: %s; %s', status: undefined },

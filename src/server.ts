@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net'
 import { buildApp } from './app.ts'
 import { outcomeOf, parseCli } from './cli.ts'
-import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster.ts'
+import { isClusterWorker, runPrimary, serveWorker, workerConfig } from './cluster/cluster.ts'
 import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 import { closeLogger, createLogger } from './logger.ts'
@@ -15,7 +15,7 @@ import { announce, listenAs, serviceUrls } from './startup.ts'
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
  * `server.drain_seconds` to finish; then, if /metrics has been scraped, it answers for
  * `server.drain_linger_seconds` more (the drain's last figures reach the next scrape) and the process exits.
- * With `server.workers` > 1 this process is the cluster primary (src/cluster.ts): it serves the
+ * With `server.workers` > 1 this process is the cluster primary (src/cluster/cluster.ts): it serves the
  * admin listener and forks the workers, each of which runs the proxy listener as below.
  */
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { MetricsSource } from '../metrics/source.ts'
+import type { MetricsSource } from '../metrics/prometheus/source.ts'
 
 /** The metrics sources whose `/metrics` has answered at least once: a scraper is there to come back. */
 const scraped = new WeakSet<MetricsSource>()

@@ -1,9 +1,9 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
-import { wantsOpenMetrics } from '../metrics/openmetrics.ts'
-import { PROTOBUF_CONTENT_TYPE, wantsProtobuf } from '../metrics/protobuf.ts'
-import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from '../metrics/source.ts'
-import type { MetricsSource } from '../metrics/source.ts'
+import { wantsOpenMetrics } from '../metrics/prometheus/openmetrics.ts'
+import { PROTOBUF_CONTENT_TYPE, wantsProtobuf } from '../metrics/prometheus/protobuf.ts'
+import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from '../metrics/prometheus/source.ts'
+import type { MetricsSource } from '../metrics/prometheus/source.ts'
 import { markScraped } from './linger.ts'
 
 /**

@@ -5,7 +5,7 @@ import type { IncomingHttpHeaders } from 'node:http'
  * A request's place in a trace, decided when its headers arrive (`otel.traces` on): the caller's
  * W3C trace context (https://www.w3.org/TR/trace-context/), parsed here by the spec's rules, and
  * the ids of tokentap's own span, made up now so that `propagate` can send them upstream before
- * the span exists (it is built when the request has ended, metrics/otel-traces.ts).
+ * the span exists (it is built when the request has ended, metrics/otel/traces.ts).
  */
 
 /** The caller's span, from a valid `traceparent` (and its `tracestate`). */

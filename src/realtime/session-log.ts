@@ -1,4 +1,4 @@
-import type { SeriesLabels as Labels } from '../timing/observations.ts'
+import type { SeriesLabels as Labels } from '../record/observations.ts'
 import type { SessionIdentity, SessionSummary } from './session.ts'
 
 /**

@@ -1,4 +1,4 @@
-import { HistogramCore } from '../metrics/histogram-core.ts'
+import { HistogramCore } from '../metrics/core/histogram-core.ts'
 import { Outcome } from './measurement.ts'
 
 /**

@@ -3,8 +3,8 @@ import pino from 'pino'
 import { ADMIN_ROUTES, buildAdmin } from '../../src/admin/admin.ts'
 import type { AdminState } from '../../src/admin/admin.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
-import { wholeTextSource } from '../../src/metrics/source.ts'
-import type { MetricsSource } from '../../src/metrics/source.ts'
+import { wholeTextSource } from '../../src/metrics/prometheus/source.ts'
+import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
 import { simRoute } from '../helpers/proxy.ts'
 
 function state(registry: MetricsSource, token?: string): AdminState {

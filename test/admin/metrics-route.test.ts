@@ -2,9 +2,9 @@ import { get } from 'node:http'
 import Fastify from 'fastify'
 import t from 'tap'
 import { metricsRoute } from '../../src/admin/metrics-route.ts'
-import { Histogram } from '../../src/metrics/histogram.ts'
-import { MetricsRegistry } from '../../src/metrics/registry.ts'
-import type { MetricsSource } from '../../src/metrics/source.ts'
+import { Histogram } from '../../src/metrics/prometheus/histogram.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
+import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
 
 /** GET /metrics on `source`; the body and the response. */
 async function scrape(source: MetricsSource): Promise<{ status: number; body: string; close(): Promise<void> }> {

@@ -1,5 +1,5 @@
-import { RecordPolicy } from '../../src/timing/observations.ts'
-import type { Observations, RecordPolicyOptions, RequestFacts } from '../../src/timing/observations.ts'
+import { RecordPolicy } from '../../src/record/observations.ts'
+import type { Observations, RecordPolicyOptions, RequestFacts } from '../../src/record/observations.ts'
 import type { Measurement } from '../../src/timing/measurement.ts'
 
 /** What a test says of a request besides its Measurement (labels, id, proxy figures); the rest defaults. */

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { BatchPool } from '../../src/metrics/batch-pool.ts'
+import { BatchPool } from '../../src/metrics/prometheus/batch-pool.ts'
 
 const bytes = (s: string): Buffer => Buffer.from(s)
 const text = (batch: readonly Buffer[] | undefined): string => Buffer.concat(batch ?? []).toString()

@@ -1,9 +1,9 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { Counter } from '../../src/metrics/counter.ts'
-import { CollectedGauge } from '../../src/metrics/gauge.ts'
-import { Histogram, requestIdExemplar } from '../../src/metrics/histogram.ts'
-import { MetricsRegistry } from '../../src/metrics/registry.ts'
+import { Counter } from '../../src/metrics/prometheus/counter.ts'
+import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
+import { Histogram, requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
 
 /**
  * The scrape's bytes against a serializer written here from the formats alone, straightforward

@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { bucketIndex, bucketUpper, HistogramCore } from '../../src/metrics/histogram-core.ts'
+import { bucketIndex, bucketUpper, HistogramCore } from '../../src/metrics/core/histogram-core.ts'
 
 /** Every populated bucket as [index, count], the zero bucket first as ['zero', count]. */
 function buckets(h: HistogramCore): (string | number)[][] {

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { Histogram } from '../../src/metrics/histogram.ts'
-import { Counter } from '../../src/metrics/counter.ts'
-import { CollectedGauge } from '../../src/metrics/gauge.ts'
+import { Histogram } from '../../src/metrics/prometheus/histogram.ts'
+import { Counter } from '../../src/metrics/prometheus/counter.ts'
+import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
 import { parseMetrics, sumOf } from '../helpers/prometheus.ts'
 /** A family's whole exposition as text. */
 const exposition = (m: { chunks(openMetrics?: boolean): Iterable<Buffer> }, openMetrics = false): string => Buffer.concat([...m.chunks(openMetrics)]).toString('utf8')

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http'
 import t from 'tap'
-import { FOLD_MESSAGE } from '../../src/metrics/label-fold.ts'
+import { FOLD_MESSAGE } from '../../src/record/label-fold.ts'
 import { eventually } from '../helpers/eventually.ts'
 import { startProxy } from '../helpers/proxy.ts'
 import { select, sumOf } from '../helpers/prometheus.ts'

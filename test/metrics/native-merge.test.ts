@@ -1,9 +1,9 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { HistogramCore, mergeHistogramState } from '../../src/metrics/histogram-core.ts'
-import { Histogram, requestIdExemplar } from '../../src/metrics/histogram.ts'
-import type { NativeOptions } from '../../src/metrics/histogram.ts'
-import { MetricsRegistry } from '../../src/metrics/registry.ts'
+import { HistogramCore, mergeHistogramState } from '../../src/metrics/core/histogram-core.ts'
+import { Histogram, requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
+import type { NativeOptions } from '../../src/metrics/prometheus/histogram.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
 
 /** Every populated bucket as [index, count], the zero bucket first. */
 function buckets(h: HistogramCore): number[][] {

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto'
 import t from 'tap'
-import { TenantResolver, apiKeyOf } from '../../src/metrics/tenant.ts'
+import { TenantResolver, apiKeyOf } from '../../src/record/tenant.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
 
 // The tenant label's value for a sequence of requests: the cap, `none`, `other`, the length cut,

@@ -2,7 +2,7 @@ import t from 'tap'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
 import type { ExchangeFacts } from '../../src/timing/measurement.ts'
-import { SLOW_CLIENT_SECONDS } from '../../src/timing/observations.ts'
+import { SLOW_CLIENT_SECONDS } from '../../src/record/observations.ts'
 import { observationsOf } from '../helpers/observe.ts'
 
 /** Facts of a request whose headers came at 1000 ms and first content chunk `ttftMs` later (none: no content). */

@@ -1,4 +1,4 @@
-import type { GapRuns, Observations } from '../../timing/observations.ts'
+import type { GapRuns, Observations } from '../../record/observations.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
 import type { ErrorType } from '../../proxy/upstream-errors.ts'
 

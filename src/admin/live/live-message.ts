@@ -1,6 +1,6 @@
 import type { ChunkLog } from '../../timing/chunk-log.ts'
-import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../timing/observations.ts'
-import { bucketUpper } from '../../metrics/histogram-core.ts'
+import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../record/observations.ts'
+import { bucketUpper } from '../../metrics/core/histogram-core.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
 import { CONCURRENCY_BANDS, LIVE_METRICS } from './live-stats.ts'
 import type { LiveStats, Series } from './live-stats.ts'

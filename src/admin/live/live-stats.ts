@@ -1,4 +1,4 @@
-import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../timing/observations.ts'
+import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../record/observations.ts'
 import { liveBucket, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
 import type { FinishedRequest, LiveOutcome } from './finished-request.ts'

@@ -1,4 +1,4 @@
-import type { Observations } from '../../timing/observations.ts'
+import type { Observations } from '../../record/observations.ts'
 import { fromObservations } from './finished-request.ts'
 import type { FinishedRequest } from './finished-request.ts'
 import { LiveStats } from './live-stats.ts'

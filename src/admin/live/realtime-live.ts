@@ -1,4 +1,4 @@
-import type { SeriesLabels as Labels } from '../../timing/observations.ts'
+import type { SeriesLabels as Labels } from '../../record/observations.ts'
 import type { FinishedResponse } from '../../realtime/protocol.ts'
 import type { RealtimeListener } from '../../realtime/realtime.ts'
 import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'

@@ -1,5 +1,5 @@
 import type { FinishedRequest } from './finished-request.ts'
-import { timeSpentFields } from '../../proxy/request-log.ts'
+import { timeSpentFields } from '../../record/request-log.ts'
 import { REPORTED_PHASES } from '../../parsers/reported-times.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
 

@@ -1,8 +1,8 @@
-import { bucketIndex, HistogramCore } from '../../metrics/histogram-core.ts'
+import { bucketIndex, HistogramCore } from '../../metrics/core/histogram-core.ts'
 
 /**
  * Percentiles over sliding time windows (the last 1, 5 and 15 minutes): the histogram core
- * (metrics/histogram-core.ts, the kind of buckets Prometheus reads as native histograms) at
+ * (metrics/core/histogram-core.ts, the kind of buckets Prometheus reads as native histograms) at
  * schema 6, so every quantile is within 0.55 % of the exact nearest-rank value, per window; kept
  * current by adding every observation to it and subtracting whole sub-windows as they leave it.
  * Pure: time (ms) is an argument, never read.

@@ -1,8 +1,8 @@
-import { Counter } from './counter.ts'
-import type { CounterSeries } from './counter.ts'
-import { Histogram } from './histogram.ts'
-import type { HistogramSeries, NativeOptions } from './histogram.ts'
-import type { Observations } from '../timing/observations.ts'
+import { Counter } from '../prometheus/counter.ts'
+import type { CounterSeries } from '../prometheus/counter.ts'
+import { Histogram } from '../prometheus/histogram.ts'
+import type { HistogramSeries, NativeOptions } from '../prometheus/histogram.ts'
+import type { Observations } from '../../record/observations.ts'
 
 /**
  * The cost families (with `pricing:` set): a plain map of a finished request's `Observations.cost`

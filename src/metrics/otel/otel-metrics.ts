@@ -3,14 +3,14 @@ import type { Attributes } from '@opentelemetry/api'
 import { AggregationTemporality, InstrumentType, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics'
 import type { PushMetricExporter } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
-import type { OtelConfig } from '../config/schema.ts'
-import type { Observations, SeriesLabels } from '../timing/observations.ts'
-import { genAiProvider, otelHistograms, otelProtocol } from './otel-config.ts'
-import type { Env } from './otel-config.ts'
-import { createOtlpExporter, LoggedExporter } from './otel-export.ts'
-import { PreAggregatedMetrics } from './otel-histograms.ts'
-import { tokentapResource } from './otel-resource.ts'
-import type { HistogramCell, PreAggregatedHistogram } from './otel-histograms.ts'
+import type { OtelConfig } from '../../config/schema.ts'
+import type { Observations, SeriesLabels } from '../../record/observations.ts'
+import { genAiProvider, otelHistograms, otelProtocol } from './config.ts'
+import type { Env } from './config.ts'
+import { createOtlpExporter, LoggedExporter } from './export.ts'
+import { PreAggregatedMetrics } from './histograms.ts'
+import { tokentapResource } from './resource.ts'
+import type { HistogramCell, PreAggregatedHistogram } from './histograms.ts'
 
 /**
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/)
@@ -18,7 +18,7 @@ import type { HistogramCell, PreAggregatedHistogram } from './otel-histograms.ts
  * so an embedding app's OTel setup is left alone), its resource, a periodic reader and the OTLP
  * exporter of otel-export.ts. The histograms are kept in tokentap's histogram core and handed to
  * the reader as a MetricProducer (otel-histograms.ts); `record()` only maps a finished request's
- * Observations (timing/observations.ts decides what is recorded: which requests are GenAI
+ * Observations (record/observations.ts decides what is recorded: which requests are GenAI
  * operations, the ok-only server metrics, the output count, the error type).
  */
 

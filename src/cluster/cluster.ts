@@ -1,35 +1,35 @@
 import cluster from 'node:cluster'
 import type { Worker } from 'node:cluster'
 import type { AddressInfo } from 'node:net'
-import type { TokentapApp } from './app.ts'
+import type { TokentapApp } from '../app.ts'
 import type { Logger } from 'pino'
-import { monotonicNow } from './clock.ts'
-import { TokentapError } from './errors.ts'
-import { closeLogger, createLogger } from './logger.ts'
-import { validateConfig } from './config/load-config.ts'
-import type { Config } from './config/schema.ts'
-import { buildAdmin } from './admin/admin.ts'
-import type { AdminState } from './admin/admin.ts'
-import { snapshotStreams } from './admin/debug-streams.ts'
-import type { StreamsSnapshot } from './admin/debug-streams.ts'
-import { ClusterMetrics, StateReporter } from './cluster-metrics.ts'
-import { groupLabelFold } from './metrics/label-fold.ts'
-import type { WorkerMetrics } from './cluster-metrics.ts'
-import { OrphanRecorder, PROGRESS_MS, ProgressMirror, WorkerProgress } from './cluster-progress.ts'
-import type { ProgressBatch } from './cluster-progress.ts'
-import { MetricsRegistry } from './metrics/registry.ts'
-import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './cluster-views.ts'
-import type { InFlightDelta, LiveBatch } from './cluster-views.ts'
-import { markScraped } from './admin/linger.ts'
-import { routeLabel } from './proxy/open-exchange.ts'
-import { announce, listenAs, serviceUrls } from './startup.ts'
+import { monotonicNow } from '../clock.ts'
+import { TokentapError } from '../errors.ts'
+import { closeLogger, createLogger } from '../logger.ts'
+import { validateConfig } from '../config/load-config.ts'
+import type { Config } from '../config/schema.ts'
+import { buildAdmin } from '../admin/admin.ts'
+import type { AdminState } from '../admin/admin.ts'
+import { snapshotStreams } from '../admin/debug-streams.ts'
+import type { StreamsSnapshot } from '../admin/debug-streams.ts'
+import { ClusterMetrics, StateReporter } from './metrics.ts'
+import { groupLabelFold } from '../record/label-fold.ts'
+import type { WorkerMetrics } from './metrics.ts'
+import { OrphanRecorder, PROGRESS_MS, ProgressMirror, WorkerProgress } from './progress.ts'
+import type { ProgressBatch } from './progress.ts'
+import { MetricsRegistry } from '../metrics/prometheus/registry.ts'
+import { ClusterViews, lookupRequest, mergeStreams, WorkerViews } from './views.ts'
+import type { InFlightDelta, LiveBatch } from './views.ts'
+import { markScraped } from '../admin/linger.ts'
+import { routeLabel } from '../proxy/open-exchange.ts'
+import { announce, listenAs, serviceUrls } from '../startup.ts'
 
 /**
  * Several cores, one pod (`server.workers: N` > 1): the primary forks N workers that share the
  * proxy listener (node:cluster hands connections out round-robin) and serves the admin listener
  * itself, the same routes as one process: /metrics merges every worker's metric state
- * (cluster-metrics.ts: histograms bucket by bucket from their HistogramCore state, exemplars
- * kept, OpenMetrics too), the live page reads a LiveStore the workers feed (cluster-views.ts),
+ * (cluster/metrics.ts: histograms bucket by bucket from their HistogramCore state, exemplars
+ * kept, OpenMetrics too), the live page reads a LiveStore the workers feed (cluster/views.ts),
  * /debug/streams and /debug/requests/{id} ask every worker. A worker that dies is replaced; the
  * counts it had reported at the last scrape are kept, so the sums never go down (a drop would
  * read as a counter reset to Prometheus). The IPC channel uses the structured clone

@@ -1,15 +1,15 @@
 import t from 'tap'
-import { FOLD_MESSAGE } from '../src/metrics/label-fold.ts'
-import { eventually } from './helpers/eventually.ts'
-import { simRoute } from './helpers/proxy.ts'
-import { parseMetrics, sumOf } from './helpers/prometheus.ts'
-import type { Sample } from './helpers/prometheus.ts'
-import { startServerProcess } from './helpers/server-process.ts'
-import type { ServerProcess } from './helpers/server-process.ts'
+import { FOLD_MESSAGE } from '../../src/record/label-fold.ts'
+import { eventually } from '../helpers/eventually.ts'
+import { simRoute } from '../helpers/proxy.ts'
+import { parseMetrics, sumOf } from '../helpers/prometheus.ts'
+import type { Sample } from '../helpers/prometheus.ts'
+import { startServerProcess } from '../helpers/server-process.ts'
+import type { ServerProcess } from '../helpers/server-process.ts'
 
 /**
  * With `server.workers > 1` every worker bounds its own labels; the group's bound is the
- * primary's (src/metrics/label-fold.ts): what /metrics serves keeps to the caps whatever the
+ * primary's (src/record/label-fold.ts): what /metrics serves keeps to the caps whatever the
  * workers admitted, and a worker that dies and is replaced adds no value.
  */
 

@@ -1,11 +1,11 @@
 import { MAX_NUMBER_BYTES, writer } from './byte-writer.ts'
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
-import { HistogramCore, mergeHistogramState } from './histogram-core.ts'
-import type { HistogramState } from './histogram-core.ts'
+import { HistogramCore, mergeHistogramState } from '../core/histogram-core.ts'
+import type { HistogramState } from '../core/histogram-core.ts'
 import { Metric } from './metric.ts'
 import { MetricTypeCode, familyChunks, histogramMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
-import type { TraceIds } from '../proxy/trace-context.ts'
+import type { TraceIds } from '../../proxy/trace-context.ts'
 
 /**
  * A Prometheus histogram family with label children bound once and weighted observations:

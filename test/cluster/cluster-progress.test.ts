@@ -1,15 +1,15 @@
 import { deserialize, serialize } from 'node:v8'
 import pino from 'pino'
 import t from 'tap'
-import { LiveStore } from '../src/admin/live/live-store.ts'
-import { OrphanRecorder, ProgressMirror, WorkerProgress } from '../src/cluster-progress.ts'
-import type { ProgressBatch } from '../src/cluster-progress.ts'
-import { eventually } from './helpers/eventually.ts'
-import { simRoute, startProxy } from './helpers/proxy.ts'
-import { parseMetrics, sumOf } from './helpers/prometheus.ts'
+import { LiveStore } from '../../src/admin/live/live-store.ts'
+import { OrphanRecorder, ProgressMirror, WorkerProgress } from '../../src/cluster/progress.ts'
+import type { ProgressBatch } from '../../src/cluster/progress.ts'
+import { eventually } from '../helpers/eventually.ts'
+import { simRoute, startProxy } from '../helpers/proxy.ts'
+import { parseMetrics, sumOf } from '../helpers/prometheus.ts'
 
 /**
- * What a worker tells its primary of its requests in flight (cluster-progress.ts), on a real
+ * What a worker tells its primary of its requests in flight (cluster/progress.ts), on a real
  * proxy's exchanges: the primary's mirror of them, the ones a metrics report covers, and what it
  * records for those no report counts when the worker exits. The batches cross the cluster
  * channel's structured clone (v8 serialize).

@@ -4,7 +4,7 @@ import { millisToHrTime } from '@opentelemetry/core'
 import { emptyResource } from '@opentelemetry/resources'
 import { AggregationTemporality, DataPointType } from '@opentelemetry/sdk-metrics'
 import type { CollectionResult, DataPoint, ExponentialHistogram, Histogram, MetricData, MetricProducer } from '@opentelemetry/sdk-metrics'
-import { HistogramCore } from './histogram-core.ts'
+import { HistogramCore } from '../core/histogram-core.ts'
 
 /**
  * The GenAI histograms kept in tokentap's histogram core (histogram-core.ts, the same as the

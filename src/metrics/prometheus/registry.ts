@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel'
 import { Registry, collectDefaultMetrics } from 'prom-client'
-import { monotonicNow } from '../clock.ts'
+import { monotonicNow } from '../../clock.ts'
 import { BatchPool } from './batch-pool.ts'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'

@@ -1,5 +1,5 @@
-import type { Observations } from '../timing/observations.ts'
-import type { ExchangeIdentity } from './exchange.ts'
+import type { Observations } from './observations.ts'
+import type { ExchangeIdentity } from '../proxy/exchange.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
 import { costFields } from '../cost/cost.ts'
 

@@ -1,15 +1,15 @@
 import { execFileSync } from 'node:child_process'
 import t from 'tap'
-import { startDirectSim } from './helpers/provider-e2e.ts'
-import { parseMetrics, select, sumOf } from './helpers/prometheus.ts'
-import type { Sample } from './helpers/prometheus.ts'
-import { startServerProcess } from './helpers/server-process.ts'
-import { eventually } from './helpers/eventually.ts'
+import { startDirectSim } from '../helpers/provider-e2e.ts'
+import { parseMetrics, select, sumOf } from '../helpers/prometheus.ts'
+import type { Sample } from '../helpers/prometheus.ts'
+import { startServerProcess } from '../helpers/server-process.ts'
+import { eventually } from '../helpers/eventually.ts'
 
 /**
  * A worker killed mid-stream (SIGKILL: no handler runs, as with the OOM killer) takes its
  * requests' connections with it, never their counts: the primary records each of them once, as
- * `error` with TOKENTAP_ERR_WORKER_EXITED and what the worker had sent it of them (cluster-progress.ts),
+ * `error` with TOKENTAP_ERR_WORKER_EXITED and what the worker had sent it of them (cluster/progress.ts),
  * and every counter-like series of the group (llm_, process_, nodejs_) stays monotonic while
  * the worker dies and its replacement starts.
  */

@@ -1,20 +1,20 @@
-import { Counter } from './counter.ts'
-import type { CounterSeries } from './counter.ts'
-import { CollectedGauge } from './gauge.ts'
-import { Histogram, requestIdExemplar } from './histogram.ts'
-import type { HistogramSeries, NativeOptions } from './histogram.ts'
-import { SERIES_LABELS } from '../timing/observations.ts'
-import type { Observations } from '../timing/observations.ts'
-import type { Outcome, TokenSource } from '../timing/measurement.ts'
-import { DEFAULT_BUCKETS } from '../config/schema.ts'
-import { FOLDED_FAMILY } from './label-fold.ts'
-import type { Config } from '../config/schema.ts'
-import { REPORTED_PHASES } from '../parsers/reported-times.ts'
-import type { ReportedPhase } from '../parsers/reported-times.ts'
+import { Counter } from '../prometheus/counter.ts'
+import type { CounterSeries } from '../prometheus/counter.ts'
+import { CollectedGauge } from '../prometheus/gauge.ts'
+import { Histogram, requestIdExemplar } from '../prometheus/histogram.ts'
+import type { HistogramSeries, NativeOptions } from '../prometheus/histogram.ts'
+import { SERIES_LABELS } from '../../record/observations.ts'
+import type { Observations } from '../../record/observations.ts'
+import type { Outcome, TokenSource } from '../../timing/measurement.ts'
+import { DEFAULT_BUCKETS } from '../../config/schema.ts'
+import { FOLDED_FAMILY } from '../../record/label-fold.ts'
+import type { Config } from '../../config/schema.ts'
+import { REPORTED_PHASES } from '../../parsers/reported-times.ts'
+import type { ReportedPhase } from '../../parsers/reported-times.ts'
 
 /**
  * The llm_ Prometheus families: definitions, and `record()` of one finished request, a plain
- * map of its Observations (timing/observations.ts decides what is recorded). Knows nothing of
+ * map of its Observations (record/observations.ts decides what is recorded). Knows nothing of
  * HTTP. Definitions: ../../docs/metrics.md.
  */
 

@@ -1,17 +1,17 @@
 import type { Logger } from 'pino'
-import type { LlmMetrics } from '../metrics/llm-metrics.ts'
-import type { OtelMetrics } from '../metrics/otel.ts'
-import type { OtelTraces } from '../metrics/otel-traces.ts'
+import type { LlmMetrics } from '../metrics/llm/llm-metrics.ts'
+import type { OtelMetrics } from '../metrics/otel/otel-metrics.ts'
+import type { OtelTraces } from '../metrics/otel/traces.ts'
 import { Outcome } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
-import type { Observations, RecordPolicy } from '../timing/observations.ts'
-import type { ExchangeIdentity } from './exchange.ts'
+import type { Observations, RecordPolicy } from './observations.ts'
+import type { ExchangeIdentity } from '../proxy/exchange.ts'
 import { writeInfoLine } from '../logger.ts'
 import { requestLogLine } from './request-log.ts'
 
 /**
  * Where a finished exchange's Measurement goes: the recording policy turns it into Observations
- * once (timing/observations.ts), and the sinks map those: the llm_ metrics, the OpenTelemetry
+ * once (record/observations.ts), and the sinks map those: the llm_ metrics, the OpenTelemetry
  * GenAI metrics and spans, the listeners (live views) and the log line.
  */
 

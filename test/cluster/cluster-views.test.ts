@@ -1,19 +1,19 @@
 import { deserialize, serialize } from 'node:v8'
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
-import { ClusterViews, mergeStreams, WorkerViews } from '../src/cluster-views.ts'
-import type { InFlightDelta, LiveBatch } from '../src/cluster-views.ts'
-import { buildMessage } from '../src/admin/live/live-message.ts'
-import { fromObservations } from '../src/admin/live/finished-request.ts'
-import type { FinishedRequest } from '../src/admin/live/finished-request.ts'
-import { LiveStore } from '../src/admin/live/live-store.ts'
-import type { Exchange } from '../src/proxy/exchange.ts'
-import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
-import { measure } from '../src/timing/measurement.ts'
-import { observationsOf } from './helpers/observe.ts'
+import { ClusterViews, mergeStreams, WorkerViews } from '../../src/cluster/views.ts'
+import type { InFlightDelta, LiveBatch } from '../../src/cluster/views.ts'
+import { buildMessage } from '../../src/admin/live/live-message.ts'
+import { fromObservations } from '../../src/admin/live/finished-request.ts'
+import type { FinishedRequest } from '../../src/admin/live/finished-request.ts'
+import { LiveStore } from '../../src/admin/live/live-store.ts'
+import type { Exchange } from '../../src/proxy/exchange.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { observationsOf } from '../helpers/observe.ts'
 
 /**
- * The cluster primary's live views (cluster-views.ts): its LiveStore is fed by the workers'
+ * The cluster primary's live views (cluster/views.ts): its LiveStore is fed by the workers'
  * batches and must give the live page what one process that had served every request gives;
  * the streams in flight are mirrored chunk by chunk. Each process has its own monotonic clock:
  * here the primary started 10 minutes before the workers, so their times are 600,000 ms later on

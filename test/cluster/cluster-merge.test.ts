@@ -1,15 +1,15 @@
 import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
-import { ClusterMetrics, familyState, MergedFamilies } from '../src/cluster-metrics.ts'
-import type { FamilyState, WorkerMetrics } from '../src/cluster-metrics.ts'
-import { Counter } from '../src/metrics/counter.ts'
-import { CollectedGauge } from '../src/metrics/gauge.ts'
-import { Histogram, requestIdExemplar } from '../src/metrics/histogram.ts'
-import type { NativeOptions } from '../src/metrics/histogram.ts'
-import type { OwnMetric } from '../src/metrics/registry.ts'
+import { ClusterMetrics, familyState, MergedFamilies } from '../../src/cluster/metrics.ts'
+import type { FamilyState, WorkerMetrics } from '../../src/cluster/metrics.ts'
+import { Counter } from '../../src/metrics/prometheus/counter.ts'
+import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
+import { Histogram, requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
+import type { NativeOptions } from '../../src/metrics/prometheus/histogram.ts'
+import type { OwnMetric } from '../../src/metrics/prometheus/registry.ts'
 
 /**
- * The cluster primary's /metrics merges each worker's metric state (cluster-metrics.ts): the
+ * The cluster primary's /metrics merges each worker's metric state (cluster/metrics.ts): the
  * result must be exactly what one process that had observed every request would serve, in both
  * text formats, exemplars and native (exponential) buckets included. The states cross the same
  * structured clone as the cluster channel's `serialization: 'advanced'` (v8 serialize).

@@ -1,12 +1,12 @@
-import { LabelSetBudget } from '../metrics/label-fold.ts'
-import { LabelLimiter, OTHER } from '../metrics/label-limiter.ts'
-import { Outcome, TokenSource } from './measurement.ts'
-import type { Measurement } from './measurement.ts'
-import type { SloVerdict } from './slo.ts'
+import { LabelSetBudget } from './label-fold.ts'
+import { LabelLimiter, OTHER } from './label-limiter.ts'
+import { Outcome, TokenSource } from '../timing/measurement.ts'
+import type { Measurement } from '../timing/measurement.ts'
+import type { SloVerdict } from '../timing/slo.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
 import type { TraceIds, TraceStart } from '../proxy/trace-context.ts'
-import { keepTrace } from './trace-sampling.ts'
-import type { TraceSampling } from './trace-sampling.ts'
+import { keepTrace } from '../timing/trace-sampling.ts'
+import type { TraceSampling } from '../timing/trace-sampling.ts'
 import { errorTypeOf } from '../proxy/upstream-errors.ts'
 import type { ErrorType } from '../proxy/upstream-errors.ts'
 import { requestCost } from '../cost/cost.ts'
@@ -45,7 +45,7 @@ export interface SeriesLabels {
   readonly provider: string
   readonly model: string
   readonly route: string
-  /** With `metrics.tenant` on: the request's tenant (metrics/tenant.ts). */
+  /** With `metrics.tenant` on: the request's tenant (record/tenant.ts). */
   readonly tenant?: string
 }
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
-import type { OtelConfig, OtelProtocol } from '../config/schema.ts'
-import type { OtelMetrics, OtelOptions } from './otel.ts'
+import type { OtelConfig, OtelProtocol } from '../../config/schema.ts'
+import type { OtelMetrics, OtelOptions } from './otel-metrics.ts'
 
 /**
  * The OTel export's switch and settings, without the SDK: the SDK and its exporters take a
@@ -65,6 +65,6 @@ export function otelHistograms(config: OtelConfig, env: Env = process.env): 'exp
 
 /** The GenAI metrics and their export, the SDK loaded on first use. */
 export async function loadOtelMetrics(options: OtelOptions): Promise<OtelMetrics> {
-  const { OtelMetrics } = await import('./otel.ts')
+  const { OtelMetrics } = await import('./otel-metrics.ts')
   return new OtelMetrics(options)
 }

@@ -1,15 +1,15 @@
 import { AggregatorRegistry } from 'prom-client'
-import { Counter } from './metrics/counter.ts'
-import { CollectedGauge } from './metrics/gauge.ts'
-import { Histogram } from './metrics/histogram.ts'
-import type { Exemplar, NativeOptions } from './metrics/histogram.ts'
-import { HistogramCore } from './metrics/histogram-core.ts'
-import { FOLDED_FAMILY } from './metrics/label-fold.ts'
-import type { FoldPass, GroupLabelFold, SeriesMapper } from './metrics/label-fold.ts'
-import type { MetricJson } from './metrics/metric.ts'
-import { MetricsRegistry } from './metrics/registry.ts'
-import type { OwnMetric, ProcessSource } from './metrics/registry.ts'
-import type { MetricsSource } from './metrics/source.ts'
+import { Counter } from '../metrics/prometheus/counter.ts'
+import { CollectedGauge } from '../metrics/prometheus/gauge.ts'
+import { Histogram } from '../metrics/prometheus/histogram.ts'
+import type { Exemplar, NativeOptions } from '../metrics/prometheus/histogram.ts'
+import { HistogramCore } from '../metrics/core/histogram-core.ts'
+import { FOLDED_FAMILY } from '../record/label-fold.ts'
+import type { FoldPass, GroupLabelFold, SeriesMapper } from '../record/label-fold.ts'
+import type { MetricJson } from '../metrics/prometheus/metric.ts'
+import { MetricsRegistry } from '../metrics/prometheus/registry.ts'
+import type { OwnMetric, ProcessSource } from '../metrics/prometheus/registry.ts'
+import type { MetricsSource } from '../metrics/prometheus/source.ts'
 
 /**
  * The cluster primary's /metrics: what one process would serve had it proxied every worker's
@@ -23,7 +23,7 @@ import type { MetricsSource } from './metrics/source.ts'
  * primary's own included (the group's CPU and memory). A worker that dies leaves its counters and
  * histograms behind (`retire`), its process CPU and GC ones too, so no sum ever goes down (a drop
  * would read as a counter reset); what the primary records itself of a dead worker's requests in
- * flight (cluster-progress.ts) is merged like a worker's.
+ * flight (cluster/progress.ts) is merged like a worker's.
  */
 
 /**
@@ -62,7 +62,7 @@ export interface WorkerMetrics {
   readonly families: readonly FamilyState[]
   /** prom-client's process metrics, summed by AggregatorRegistry. */
   readonly process: readonly MetricJson[]
-  /** The last progress batch the worker sent before taking this state (cluster-progress.ts): the requests ended in it and before are counted here. */
+  /** The last progress batch the worker sent before taking this state (cluster/progress.ts): the requests ended in it and before are counted here. */
   readonly progress?: number
   /** This report's number (StateReporter), and the one it adds to: undefined for every series in full. */
   readonly seq?: number
@@ -71,7 +71,7 @@ export interface WorkerMetrics {
 
 /** What the primary adds to its workers' sums besides them. */
 export interface ClusterMetricsOptions {
-  /** Families the primary records itself (a dead worker's requests in flight, cluster-progress.ts). */
+  /** Families the primary records itself (a dead worker's requests in flight, cluster/progress.ts). */
   readonly own?: readonly OwnMetric[]
   /** The primary's own prom-client process metrics: the group's CPU and memory include it. */
   readonly processJson?: () => Promise<MetricJson[]>

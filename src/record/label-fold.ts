@@ -5,7 +5,7 @@ import { TENANT_NONE } from './tenant.ts'
 
 /**
  * The label caps of a whole process group, applied by the cluster primary when it merges the
- * workers' families (cluster-metrics.ts): each worker bounds its own labels, but N workers (and
+ * workers' families (cluster/metrics.ts): each worker bounds its own labels, but N workers (and
  * every worker that dies and is replaced) would each admit their own first values. The primary
  * is the authority: it admits models per route, tenants and label sets in the order it first
  * sees them, with the same caps as one process, and folds the rest into `other` before the

@@ -1,7 +1,7 @@
-import type { OtelConfig, TracesConfig } from '../config/schema.ts'
-import type { TraceSampling } from '../timing/trace-sampling.ts'
-import type { Env } from './otel-config.ts'
-import type { OtelTraces, OtelTracesOptions } from './otel-traces.ts'
+import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
+import type { TraceSampling } from '../../timing/trace-sampling.ts'
+import type { Env } from './config.ts'
+import type { OtelTraces, OtelTracesOptions } from './traces.ts'
 
 /**
  * The span export's switch and settings, without the SDK (loaded only when traces are on, as
@@ -46,6 +46,6 @@ export function traceSampling(traces: TracesConfig): TraceSampling {
 
 /** The span export, the SDK loaded on first use. */
 export async function loadOtelTraces(options: OtelTracesOptions): Promise<OtelTraces> {
-  const { OtelTraces } = await import('./otel-traces.ts')
+  const { OtelTraces } = await import('./traces.ts')
   return new OtelTraces(options)
 }

@@ -4,8 +4,8 @@ import { OTLPMetricExporter as JsonExporter } from '@opentelemetry/exporter-metr
 import { OTLPMetricExporter as ProtobufExporter } from '@opentelemetry/exporter-metrics-otlp-proto'
 import type { AggregationOption, AggregationTemporality, InstrumentType, PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
-import type { OtelConfig, OtelProtocol } from '../config/schema.ts'
-import { metricsUrl } from './otel-config.ts'
+import type { OtelConfig, OtelProtocol } from '../../config/schema.ts'
+import { metricsUrl } from './config.ts'
 
 /**
  * The OTLP/HTTP exporter of the GenAI metrics: the OpenTelemetry SDK's own, protobuf

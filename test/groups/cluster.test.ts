@@ -1,0 +1,3 @@
+import { runGroup } from './run-group.ts'
+
+await runGroup('cluster')
