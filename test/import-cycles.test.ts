@@ -37,7 +37,7 @@ function check(t: Test, files: Record<string, string>, allow: object | null = {}
 
 /** Files and folders that import each other one way only; type-only and commented imports back. */
 const LAYERED = {
-  'src/app.ts': "import { p } from './proxy/p.ts'\nimport 'node:fs'\nimport { x } from 'some-package'\nexport const app = p + x\n",
+  'src/app.ts': "import { p } from './proxy/p.ts'\nimport 'node:fs'\nimport { x } from 'some-package'\nimport pkg from '../package.json' with { type: 'json' }\nexport const app = p + x + pkg\n",
   'src/proxy/p.ts': "import { t } from '../timing/t.ts'\nexport { u } from './u.ts'\nexport const p = t\n",
   // A type-only import back: erased at run time, and inside one folder, so no cycle of either kind.
   'src/proxy/u.ts': "import type { P } from './p.ts'\nexport type Q = typeof import('./p.ts')\nexport const u: P | 1 = 1\n",
@@ -49,6 +49,18 @@ const LAYERED = {
 t.test('a tree whose files and top folders import each other one way only passes', async (t) => {
   const r = check(t, LAYERED)
   t.same(r, { code: 0, stdout: 'import-cycles: src/ (4 files) has no import cycle beyond those the 0 imports in allow.json close\n', stderr: '' })
+  const root = tree(t, LAYERED, {})
+  const fromSrc = importCycles(['--src', '.', '--allow', '../allow.json'], join(root, 'src'))
+  t.equal(
+    fromSrc.stdout,
+    `import-cycles: src/ (4 files) has no import cycle beyond those the 0 imports in ${join(root, 'allow.json')} close\n`,
+    'an allowlist outside the folder is named by its full path',
+  )
+})
+
+t.test('with no arguments it checks the repository src/ against scripts/import-cycles.allow.json', async (t) => {
+  const r = importCycles([], repoPath())
+  t.match(r, { code: 0, stdout: /^import-cycles: src\/ \(\d+ files\) has no import cycle beyond those the \d+ imports in scripts\/import-cycles\.allow\.json close\n$/, stderr: '' })
 })
 
 t.test('two files that import each other at run time fail, with the cycle and how each import is made', async (t) => {
@@ -89,10 +101,11 @@ t.test('a type-only import from a lower folder back up is a cycle between the fo
 })
 
 t.test('a file at the root of src/ is a node of its own among the folders', async (t) => {
-  const r = check(t, { ...LAYERED, 'src/timing/t.ts': "import type { app } from '../app.ts'\nexport const t: typeof app = 1\n" })
+  const back = "import type { app } from '../app.ts'\nexport const t: typeof app = 1\n"
+  const r = check(t, { ...LAYERED, 'src/timing/t.ts': back, 'src/timing/t2.ts': back, 'src/timing/t3.ts': back, 'src/timing/t4.ts': back })
   t.equal(r.code, 1)
   t.match(r.stderr, /^ {2}between top folders \(every import, type-only too\): src\/app\.ts, src\/proxy, src\/timing\n/m)
-  t.match(r.stderr, /^ {4}src\/timing → src\/app\.ts: src\/timing\/t\.ts → src\/app\.ts$/m)
+  t.match(r.stderr, /^ {4}src\/timing → src\/app\.ts: src\/timing\/t\.ts → src\/app\.ts, src\/timing\/t2\.ts → src\/app\.ts, src\/timing\/t3\.ts → src\/app\.ts and 1 more$/m)
 })
 
 t.test('a cycle broken at an import the allowlist names passes, and the list is printed back with its reasons', async (t) => {
@@ -172,8 +185,8 @@ t.test('an import of a file that does not exist is an error, not a smaller graph
 })
 
 t.test('the command prints what the check says on the stream it names and exits with its code', async (t) => {
-  const root = tree(t, { ...LAYERED, 'src/timing/s.ts': "import './t.ts'\n", 'src/timing/t.ts': "import './s.ts'\n" }, {})
+  const root = tree(t, { ...LAYERED, 'src/timing/s.ts': "import './t.ts'\n", 'src/timing/t.ts': "import './s.ts'\nimport type { p } from '../proxy/p.ts'\n" }, {})
   const r = spawnSync(process.execPath, [repoPath('scripts', 'import-cycles.mjs'), '--src', 'src', '--allow', 'allow.json'], { cwd: root, encoding: 'utf8' })
   t.same([r.status, r.stdout, r.stderr], [1, '', importCycles(['--src', 'src', '--allow', 'allow.json'], root).stderr])
-  t.match(r.stderr, /^import-cycles: 1 import cycle in src\/ /)
+  t.match(r.stderr, /^import-cycles: 2 import cycles in src\/ /)
 })
