@@ -127,6 +127,10 @@ t.test('npx tokentap runs the default config and measures a stream through /sim'
   )
   t.equal(sumOf(m, 'llm_time_to_first_token_seconds_count', { route: '/sim' }), 1)
   t.equal(sumOf(m, 'llm_inter_token_latency_seconds_count', { route: '/sim' }), 3, 'N − k_1 = 4 − 1')
+  // The live page's script is built apart from tsc's output (scripts/build-client.mjs): the package carries it.
+  const script = await fetch(`${running.admin}/live/app.js`)
+  t.equal(script.status, 200, "the live page's script is in the package")
+  t.match(await script.text(), "new EventSource('/live/events')")
   t.equal(await running.stop(), 0, 'SIGTERM drains and exits 0')
 })
 

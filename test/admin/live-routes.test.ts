@@ -1,3 +1,4 @@
+import { Script } from 'node:vm'
 import t from 'tap'
 import OpenAI from 'openai'
 import { startProxy, simPlan, simRoute } from '../helpers/proxy.ts'
@@ -157,4 +158,18 @@ t.test('the event stream carries the finished requests and closing the admin lis
 t.test('debug.recent_requests defaults to 10,000 and is validated', async (t) => {
   t.equal(validateConfig({ routes: [simRoute()] }).debug.recent_requests, 10_000)
   t.throws(() => validateConfig({ debug: { recent_requests: -1 }, routes: [simRoute()] }), /recent_requests/)
+})
+
+t.test("the page's script, built from client/app.ts, is served as a classic script: no import or export, strict and in its own scope", async (t) => {
+  const proxy = await startProxy({ routes: [simRoute()] })
+  t.teardown(() => proxy.close())
+  const html = await (await fetch(`${proxy.adminUrl}/`)).text()
+  t.match(html, '<script src="/live/app.js"></script>', 'the page loads it without type="module"')
+  const res = await fetch(`${proxy.adminUrl}/live/app.js`)
+  t.equal(res.headers.get('content-type'), 'text/javascript; charset=utf-8')
+  const js = await res.text()
+  // A classic script's grammar: an import or export declaration is a SyntaxError here.
+  t.doesNotThrow(() => new Script(js, { filename: 'app.js' }), 'parses as a classic script')
+  t.match(js, /^'use strict'\n;\(\(\) => \{\n/, 'strict, in a function')
+  t.match(js, "new EventSource('/live/events')", 'the page script')
 })

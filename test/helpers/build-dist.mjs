@@ -6,7 +6,8 @@
 // only what changed. Then outputs whose source is gone are removed (a renamed test would still
 // run), and a stamp is written. With declarations, rewritten as scripts/build.mjs does: dist/src is
 // then the package build too, and its stamp (.build-stamp) spares the package test and `npm start`
-// a second compile.
+// a second compile. Then the live page's script, type-checked with the DOM library
+// (scripts/build-client.mjs).
 //
 // `--check` (`npm test`'s first step): always, and type errors fail it.
 // No flag (tap's `before`): only when a source is newer than the stamp, so `npx tap
@@ -25,6 +26,10 @@ const STAMP = join(DIST, '.built-for-tests')
 const PACKAGE_STAMP = join(DIST, '.build-stamp') // scripts/build-if-stale.mjs
 const BUILD_INFO = join(DIST, '.tests.tsbuildinfo')
 const TREES = ['src', 'test', 'bench']
+// The live page's script (scripts/build-client.mjs, imported only to build: as declarations.mjs,
+// it would otherwise show in the coverage of tap's `before` process).
+const CLIENT_CONFIG = join(ROOT, 'src', 'admin', 'live', 'client', 'tsconfig.json')
+const CLIENT_OUT = join(DIST, 'src', 'admin', 'live', 'client', 'app.js')
 
 const mtime = (path) => (existsSync(path) ? statSync(path).mtimeMs : 0)
 
@@ -40,8 +45,9 @@ function newest(dir) {
 
 /** True when a source or a tsconfig changed since the last build, or an output it needs is missing. */
 function stale() {
-  const sources = Math.max(...TREES.map((d) => newest(join(ROOT, d))), mtime(join(ROOT, 'tsconfig.json')), mtime(join(ROOT, 'package-lock.json')))
-  return sources > mtime(STAMP) || !existsSync(join(DIST, 'src', 'server.js')) || !existsSync(join(DIST, 'test'))
+  const configs = [join(ROOT, 'tsconfig.json'), CLIENT_CONFIG, join(ROOT, 'package-lock.json'), join(ROOT, 'scripts', 'build-client.mjs')].map(mtime)
+  const sources = Math.max(...TREES.map((d) => newest(join(ROOT, d))), ...configs)
+  return sources > mtime(STAMP) || !existsSync(join(DIST, 'src', 'server.js')) || !existsSync(join(DIST, 'test')) || !existsSync(CLIENT_OUT)
 }
 
 /** Removes emitted files (`x.js`, `x.js.map`, `x.d.ts`) whose `x.ts` is gone, and emptied folders. */
@@ -67,10 +73,13 @@ async function buildTests(ifStale) {
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
   const r = spawnSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.json'), '--declaration', '--incremental', '--tsBuildInfoFile', BUILD_INFO], { cwd: ROOT, stdio: 'inherit' })
   for (const tree of TREES) prune(join(DIST, tree), join(ROOT, tree))
-  if (r.status !== 0) {
+  const { buildClient } = await import('../../scripts/build-client.mjs')
+  const clientErrors = await buildClient(ROOT)
+  if (clientErrors !== '') console.error(clientErrors)
+  if (r.status !== 0 || clientErrors !== '') {
     // tsc still emitted the JavaScript (noEmitOnError is off): one test can run on it. No stamp,
     // so the next run checks again.
-    console.error(`build-dist: tsc found errors (exit ${r.status ?? r.signal})${ifStale ? '; npm test fails on them' : ''}`)
+    console.error(`build-dist: tsc found errors (${r.status === 0 ? 'in the live page script' : `exit ${r.status ?? r.signal}`})${ifStale ? '; npm test fails on them' : ''}`)
     return ifStale ? 0 : 1
   }
   const { rewriteDeclarations } = await import('../../scripts/declarations.mjs')

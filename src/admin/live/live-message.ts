@@ -3,7 +3,8 @@ import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../record/observations.ts'
 import { bucketUpper } from '../../metrics/core/histogram-core.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
 import { CONCURRENCY_BANDS, LIVE_METRICS } from './live-stats.ts'
-import type { LiveStats, Series } from './live-stats.ts'
+import type { LiveMetric, LiveStats, Series } from './live-stats.ts'
+import type { LiveMessage, RouteView, SeriesView, StreamView, WindowQuantiles } from './live-message-types.ts'
 
 /**
  * One server-sent message of the live page: the busiest series with their window quantiles, the
@@ -63,7 +64,7 @@ export type Cursors = Map<InFlight, StreamCursor>
  * On the wire every time and duration is a whole number of microseconds, and every share a
  * whole number of parts per 10,000: JSON.stringify writes an integer in a fraction of the time
  * a decimal takes (with 1,000 series that halved the serialisation), and the page divides once
- * when a message arrives (page.ts, decode).
+ * when a message arrives (client/app.ts, decode).
  */
 const r2 = (x: number): number => Math.round(x * 100) / 100
 /** Tokens/s to 0.1; null for no value. */
@@ -134,7 +135,7 @@ function bandQuantiles(sketch: SlidingSketch, now: number, scratch: number[]): (
 }
 
 /** A stream's entry, advancing its cursor over the chunks that arrived since. */
-function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number, ended: boolean): Record<string, unknown> {
+function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number, ended: boolean): StreamView {
   const log = ex.chunks
   const n = log.count
   let c = cursors.get(ex)
@@ -193,7 +194,7 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
   }
 }
 
-const inFlightShown = (streams: Record<string, unknown>[]): number => streams.reduce((n, s) => (s.ended === true ? n : n + 1), 0)
+const inFlightShown = (streams: StreamView[]): number => streams.reduce((n, s) => (s.ended === true ? n : n + 1), 0)
 
 const requestsIn = (s: Series, w: number, now: number): number => s.requestCount.sum(w, now)
 
@@ -226,7 +227,7 @@ function busiest(all: Iterable<Series>, k: number): Series[] {
  * Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client).
  * `inFlight`: the requests in flight, where `active` holds only some of them (the cluster primary's mirror).
  */
-export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number, inFlight = active.size): Record<string, unknown> {
+export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number, inFlight = active.size): LiveMessage {
   const scratch: number[] = [0, 0, 0]
   const second = Math.floor(now / 1000)
   // Which series are the busiest is re-ranked every few seconds, and at once when a series came
@@ -251,8 +252,8 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     ranking = stats.ranking = { ...ranking, second }
   }
   const shown = ranking.shown
-  const series = shown.map((s, i) => {
-    const q: Record<string, (number | null)[]> = {}
+  const series = shown.map((s, i): SeriesView => {
+    const q = {} as Record<LiveMetric, WindowQuantiles>
     const refreshLong = (second + s.seq) % LONG_REFRESH_SECONDS === 0
     for (const m of LIVE_METRICS) q[m] = windowQuantiles(s, m, now, scratch, refreshLong)
     const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
@@ -271,14 +272,14 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     }
   })
   const windowCounts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
-  const routes: Record<string, unknown>[] = []
+  const routes: RouteView[] = []
   for (const route of new Set(shown.map((s) => s.route))) {
     const b = stats.routes.get(route)
     if (b === undefined) continue
     // Counts are cheap to read: fresh every message, unlike the bands' quantiles.
     const clients = { streamed: windowCounts(b.streamed), slow: windowCounts(b.slowClients) }
     if (b.sent !== undefined && (second + b.seq) % LONG_REFRESH_SECONDS !== 0) {
-      routes.push({ ...(b.sent as Record<string, unknown>), clients })
+      routes.push({ ...(b.sent as Omit<RouteView, 'clients'>), clients })
       continue
     }
     const sent = {
@@ -290,7 +291,7 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     b.sent = sent
     routes.push({ ...sent, clients })
   }
-  const streams: Record<string, unknown>[] = []
+  const streams: StreamView[] = []
   const stallMs = stallSeconds * 1000
   // First the streams that ended since this audience's previous message, with their last chunks.
   for (const ex of cursors.keys()) {

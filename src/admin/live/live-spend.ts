@@ -1,5 +1,6 @@
 import { SlidingCounter } from './sliding-sketch.ts'
 import type { FinishedRequest } from './finished-request.ts'
+import type { SpendView } from './live-message-types.ts'
 
 /**
  * The live page's spend (with `pricing:` set): sliding sums of the requests' cost over the page's
@@ -63,16 +64,21 @@ export class LiveSpend {
   }
 
   /** The message's `spend`, or undefined before the first priced request. */
-  view(now: number): Record<string, unknown> | undefined {
+  view(now: number): SpendView | undefined {
     if (this.currency === undefined) return undefined
-    const list = (rows: Map<string, Row>, tenant: boolean): Record<string, unknown>[] => {
+    const list = (rows: Map<string, Row>): { row: Row; spent: number[]; estimated: number[] }[] => {
       for (const [key, row] of rows) if (now - row.lastAt > FORGET_MS) rows.delete(key)
       return [...rows.values()]
         .map((row) => ({ row, spent: sums(row.spent, now) }))
         .sort((a, b) => b.spent[2] - a.spent[2] || (a.row.name < b.row.name ? -1 : 1))
         .slice(0, MAX_SHOWN)
-        .map(({ row, spent }) => (tenant ? { tenant: row.name, spent, estimated: sums(row.estimated, now) } : { route: row.route, model: row.name, spent, estimated: sums(row.estimated, now) }))
+        .map(({ row, spent }) => ({ row, spent, estimated: sums(row.estimated, now) }))
     }
-    return { currency: this.currency, total: sums(this.total, now), byModel: list(this.#byModel, false), byTenant: list(this.#byTenant, true) }
+    return {
+      currency: this.currency,
+      total: sums(this.total, now),
+      byModel: list(this.#byModel).map(({ row, spent, estimated }) => ({ route: row.route, model: row.name, spent, estimated })),
+      byTenant: list(this.#byTenant).map(({ row, spent, estimated }) => ({ tenant: row.name, spent, estimated })),
+    }
   }
 }

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module'
 import { hostname } from 'node:os'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { IntervalHistogram } from 'node:perf_hooks'
+import type { ProcessView } from './live-message-types.ts'
 
 /**
  * The process's own health for the live page, read once a message: CPU used since the previous
@@ -19,23 +20,6 @@ function ownVersion(): string {
   } catch {
     return 'unknown'
   }
-}
-
-export interface ProcessView {
-  readonly instance: string
-  readonly pid: number
-  readonly version: string
-  readonly node: string
-  /** Seconds since the process started. */
-  readonly uptime: number
-  /** CPU used since the previous read, per 10,000 of one core (user + system). */
-  readonly cpu: number | null
-  /** Event-loop delay since the previous read, whole µs. */
-  readonly loopP99: number | null
-  readonly loopMax: number | null
-  /** Bytes. */
-  readonly rss: number
-  readonly heapUsed: number
 }
 
 export class ProcessFigures {

@@ -3,6 +3,7 @@ import type { FinishedResponse } from '../../realtime/protocol.ts'
 import type { RealtimeListener } from '../../realtime/realtime.ts'
 import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
 import { SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
+import type { RealtimeMessage } from './live-message-types.ts'
 
 /**
  * The live views of realtime sessions: per route and model, sliding windows (1, 5, 15 min) of
@@ -196,8 +197,8 @@ export class RealtimeLive {
   }
 
   /** The live page's realtime part: the open sessions (oldest first) and the busiest series, every figure in µs. */
-  message(now: number): Record<string, unknown> {
-    const sessions: Record<string, unknown>[] = []
+  message(now: number): RealtimeMessage {
+    const sessions: RealtimeMessage['sessions'] = []
     let openCount = 0
     for (const s of this.#open) {
       openCount++

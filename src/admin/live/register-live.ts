@@ -1,18 +1,19 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import type { ServerResponse } from 'node:http'
+import { fileURLToPath } from 'node:url'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { allowed, setCookie, tokenGiven } from '../auth.ts'
 import { buildMessage } from './live-message.ts'
 import type { Cursors, InFlight } from './live-message.ts'
 import type { LiveStore } from './live-store.ts'
 import { requestView } from './recent-requests.ts'
-import { PAGE_HTML, PAGE_SCRIPT } from './page.ts'
+import { PAGE_HTML } from './page.ts'
 import { ProcessFigures } from './process-figures.ts'
 
 /**
  * The admin listener's live views: `GET /` (the live page), `GET /live/events` (its
- * server-sent events, one message a second), `/live/app.js` and uPlot from node_modules, and
+ * server-sent events, one message a second), `/live/app.js` (client/app.ts) and uPlot from node_modules, and
  * `GET /debug/requests/{id}` (a finished request, or a realtime session with its responses). `admin.token` applies to the page, its events and the requests
  * (see auth.ts for how a browser shows it); the scripts are public code.
  */
@@ -50,6 +51,13 @@ const MAX_CLIENTS = 32
 const MAX_BUFFERED = 4 * 1024 * 1024
 
 const require = createRequire(import.meta.url)
+/**
+ * The page's script, emitted beside this module by the build (scripts/build-client.mjs); from
+ * the sources (tap's TypeScript loader), the one in dist/.
+ */
+const SCRIPT_FILES = ['./client/app.js', '../../../dist/src/admin/live/client/app.js'].map((p) => fileURLToPath(new URL(p, import.meta.url)))
+let script: string | undefined
+const pageScript = (): string => (script ??= readFileSync(SCRIPT_FILES.find((p) => existsSync(p)) ?? SCRIPT_FILES[0], 'utf8'))
 let uplot: { js: string; css: string } | undefined
 const uplotFiles = (): { js: string; css: string } =>
   (uplot ??= { js: readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'), 'utf8'), css: readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8') })
@@ -159,7 +167,7 @@ export function registerLive(admin: FastifyInstance, state: LiveState): void {
   })
   // Browsers ask for it beside the page: an empty answer, not a 404 in their console.
   admin.get('/favicon.ico', async (_request, reply) => reply.code(204).header('cache-control', 'max-age=86400').send())
-  admin.get('/live/app.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').send(PAGE_SCRIPT))
+  admin.get('/live/app.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').send(pageScript()))
   admin.get('/live/uplot.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().js))
   admin.get('/live/uplot.css', async (_request, reply) => reply.type('text/css; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().css))
 
