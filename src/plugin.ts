@@ -16,9 +16,9 @@ import { LlmMetrics } from './metrics/llm/llm-metrics.ts'
 import { MetricsRegistry } from './metrics/prometheus/registry.ts'
 import { TenantResolver } from './record/tenant.ts'
 import type { OtelMetrics } from './metrics/otel/otel-metrics.ts'
-import { loadOtelMetrics, otelEnabled } from './metrics/otel/config.ts'
+import { otelEnabled, traceSampling, tracesConfig } from './metrics/otel/config.ts'
+import { loadOtel } from './metrics/otel/load.ts'
 import type { OtelTraces, ServerOf } from './metrics/otel/traces.ts'
-import { loadOtelTraces, traceSampling, tracesConfig } from './metrics/otel/traces-config.ts'
 import { TraceIdSource } from './proxy/trace-context.ts'
 import { appHeadersOf } from './proxy/app-headers.ts'
 import { sendError } from './proxy/error-answer.ts'
@@ -150,14 +150,12 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     },
   )
   for (const m of metrics.all()) registry.register(m)
-  const otelMetrics = otelOn ? await loadOtelMetrics({ config: config.otel, logger }) : undefined
-  // Closing sends a last export (onClose runs once requests in flight have been recorded).
-  if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
   // `server.address` of a route's spans: its upstream (a simulator's once it listens).
   const servers = new Map<string, ServerOf>()
-  const otelTraces =
-    traces === undefined ? undefined : await loadOtelTraces({ config: config.otel, traces, logger, stallSeconds: config.metrics.stall_seconds, now, serverOf: (route) => servers.get(route) })
-  // After the requests in flight were recorded (onClose), like the metrics' last export.
+  const otel = await loadOtel({ config: config.otel, logger, metrics: otelOn, traces, stallSeconds: config.metrics.stall_seconds, now, serverOf: (route) => servers.get(route) })
+  const { metrics: otelMetrics, traces: otelTraces } = otel
+  // Closing sends a last export and the last spans (onClose runs once requests in flight have been recorded).
+  if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
   if (otelTraces !== undefined) app.addHook('onClose', async () => otelTraces.shutdown())
   const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics, traces: otelTraces })
   if (prices !== undefined) {

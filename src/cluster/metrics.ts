@@ -3,7 +3,9 @@ import { Counter } from '../metrics/prometheus/counter.ts'
 import { CollectedGauge } from '../metrics/prometheus/gauge.ts'
 import { Histogram } from '../metrics/prometheus/histogram.ts'
 import type { Exemplar, NativeOptions } from '../metrics/prometheus/histogram.ts'
-import { HistogramCore } from '../metrics/core/histogram-core.ts'
+import type { HistogramCore } from '../metrics/core/histogram-core.ts'
+import { coreFromState, coreState, fillCore, stateSchema } from '../metrics/core/state.ts'
+import type { CoreState } from '../metrics/core/state.ts'
 import { FOLDED_FAMILY } from '../record/label-fold.ts'
 import type { FoldPass, GroupLabelFold, SeriesMapper } from '../record/label-fold.ts'
 import type { MetricJson } from '../metrics/prometheus/metric.ts'
@@ -26,16 +28,6 @@ import type { MetricsSource } from '../metrics/prometheus/source.ts'
  * flight (cluster/progress.ts) is merged like a worker's.
  */
 
-/**
- * One HistogramCore's figures in one Float64Array (one typed array per series is what makes the
- * cluster channel's structured clone cheap): schema (NaN: classic only), zero threshold, bucket
- * limit, count, sum, zero count, min, max, the number of classic slots (−1: none) and their
- * non-cumulative counts (the last is +Inf), then the populated exponential buckets as index,
- * count pairs, ascending.
- */
-type CoreState = Float64Array
-const CLASSIC_AT = 8
-
 interface SeriesState {
   readonly labels: readonly string[]
   /** A counter's or a gauge's value. */
@@ -46,7 +38,7 @@ interface SeriesState {
 }
 
 /** One family: its definition and its series; what a worker sends per family, and what the primary merges. */
-export interface FamilyState {
+interface FamilyState {
   readonly name: string
   readonly help: string
   readonly type: 'counter' | 'gauge' | 'histogram'
@@ -81,73 +73,25 @@ export interface ClusterMetricsOptions {
   readonly fold?: GroupLabelFold
 }
 
-function coreState(core: HistogramCore): CoreState {
-  const classic = core.classic
-  const n = classic === undefined ? 0 : classic.length
-  const out = new Float64Array(CLASSIC_AT + 1 + n + 2 * core.bucketCount)
-  out[0] = core.schema ?? Number.NaN
-  out[1] = core.zeroThreshold
-  out[2] = core.maxBuckets
-  out[3] = core.count
-  out[4] = core.sum
-  out[5] = core.zeroCount
-  out[6] = core.min
-  out[7] = core.max
-  out[CLASSIC_AT] = classic === undefined ? -1 : n
-  if (classic !== undefined) out.set(classic, CLASSIC_AT + 1)
-  let at = CLASSIC_AT + 1 + n
-  core.forEachBucket((index, count) => {
-    out[at++] = index
-    out[at++] = count
-  })
-  return at === out.length ? out : out.subarray(0, at)
-}
-
-const schemaOf = (state: CoreState): number | undefined => (Number.isNaN(state[0]) ? undefined : state[0])
-
-/** A HistogramCore holding exactly a state's figures (classic bounds from the family that reads it). */
-function coreFromState(state: CoreState, bounds: Float64Array | undefined): HistogramCore {
-  return fillCore(new HistogramCore({ schema: schemaOf(state), zeroThreshold: state[1], maxBuckets: state[2], bounds }), state)
-}
-
-/** An empty core at the state's schema made to hold exactly the state's figures. */
-function fillCore(core: HistogramCore, state: CoreState): HistogramCore {
-  const schema = schemaOf(state)
-  const n = Math.max(0, state[CLASSIC_AT])
-  // Each bucket at its own index (the core's schema is the state's); sum, count and the extremes are set after.
-  if (schema !== undefined) for (let i = CLASSIC_AT + 1 + n; i + 1 < state.length; i += 2) core.observeIndexed(0, state[i + 1], state[i], schema)
-  core.count = state[3]
-  core.sum = state[4]
-  core.zeroCount = state[5]
-  core.min = state[6]
-  core.max = state[7]
-  if (core.classic !== undefined && state[CLASSIC_AT] >= 0) core.classic.set(state.subarray(CLASSIC_AT + 1, CLASSIC_AT + 1 + Math.min(n, core.classic.length)))
-  return core
-}
-
 const labelValues = (labelNames: readonly string[], labels: Record<string, string | number>): string[] => labelNames.map((n) => String(labels[n]))
 
 /**
  * A family's state (the worker side): every series, or with `changed` only the counters' and
  * histograms' series it accepts (a gauge's are all sent: they are counted anew each time).
  */
-export function familyState(m: OwnMetric): FamilyState {
-  return stateOf(m, undefined)
-}
-
-function stateOf(m: OwnMetric, changed: ((series: object, now: number) => boolean) | undefined): FamilyState {
+function stateOf(m: OwnMetric, changed: (series: object, now: number) => boolean): FamilyState {
   const base = { name: m.name, help: m.help, labelNames: m.labelNames }
   if (m instanceof Histogram) {
     const series: SeriesState[] = []
     for (const s of m.entries()) {
-      if (changed !== undefined && !changed(s, s.core.count)) continue
+      if (!changed(s, s.core.count)) continue
       series.push({ labels: s.labelValues, core: coreState(s.core), ...(s.exemplars === undefined ? {} : { exemplars: [...s.exemplars] }) })
     }
     return { ...base, type: 'histogram', buckets: m.buckets, ...(m.native === undefined ? {} : { native: m.native }), series }
   }
   if (m instanceof Counter) {
     const series: SeriesState[] = []
-    for (const s of m.entries()) if (changed === undefined || changed(s, s.value)) series.push({ labels: s.labelValues, value: s.value })
+    for (const s of m.entries()) if (changed(s, s.value)) series.push({ labels: s.labelValues, value: s.value })
     return { ...base, type: 'counter', series }
   }
   // A gauge's samples: one value per label set, counted now.
@@ -184,90 +128,6 @@ function mergeExemplars(into: (Exemplar | undefined)[], from: readonly (Exemplar
   for (let i = 0; i < into.length && i < from.length; i++) {
     const e = from[i]
     if (e !== undefined && (into[i] === undefined || e.timestamp >= (into[i] as Exemplar).timestamp)) into[i] = e
-  }
-}
-
-/** A family of tokentap's own kind, built from states and merged from any number of them. */
-class MergedFamily {
-  readonly metric: OwnMetric
-  readonly #gauge = new Map<string, { labels: readonly string[]; value: number }>()
-
-  constructor(def: FamilyState) {
-    const opts = { name: def.name, help: def.help, labelNames: def.labelNames }
-    if (def.type === 'histogram') this.metric = new Histogram({ ...opts, buckets: def.buckets ?? [], native: def.native })
-    else if (def.type === 'counter') this.metric = new Counter(opts)
-    else {
-      this.metric = new CollectedGauge({
-        ...opts,
-        collect: (add) => {
-          for (const g of this.#gauge.values()) add(g.labels, g.value)
-        },
-      })
-    }
-  }
-
-  /** `fold`: the group's label caps, mapping each series' labels before it is added (label-fold.ts). */
-  merge(state: FamilyState, fold?: SeriesMapper): void {
-    const m = this.metric
-    for (const s of state.series) {
-      const labels = fold === undefined ? s.labels : fold(s.labels, s.value)
-      if (m instanceof Histogram) {
-        if (s.core === undefined) continue
-        const series = m.labels(...labels)
-        series.core.merge(coreFromState(s.core, series.core.bounds))
-        if (s.exemplars !== undefined) {
-          series.exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
-          mergeExemplars(series.exemplars, s.exemplars)
-        }
-      } else if (m instanceof Counter) {
-        // Made even at 0, as in the worker: the series is there for rate() to see.
-        m.labels(...labels).inc(s.value ?? 0)
-      } else {
-        const key = labels.join('\u0000')
-        const g = this.#gauge.get(key)
-        if (g === undefined) this.#gauge.set(key, { labels, value: s.value ?? 0 })
-        else g.value += s.value ?? 0
-        m.touch(labels)
-      }
-    }
-  }
-}
-
-/** Families merged from states, in the order they first came. */
-export class MergedFamilies {
-  readonly #families = new Map<string, MergedFamily>()
-  readonly #fold: FoldPass | undefined
-
-  /** `fold`: the group's label caps for this merge (GroupLabelFold#pass); none keeps every label as it came. */
-  constructor(fold?: FoldPass) {
-    this.#fold = fold
-  }
-
-  merge(states: readonly FamilyState[]): this {
-    for (const state of states) {
-      let f = this.#families.get(state.name)
-      if (f === undefined) {
-        f = new MergedFamily(state)
-        this.#families.set(state.name, f)
-      }
-      f.merge(state, this.#fold?.family(state.name, state.labelNames))
-    }
-    return this
-  }
-
-  /** The merged counter family `name`, when a worker reported it. */
-  counter(name: string): Counter | undefined {
-    const m = this.#families.get(name)?.metric
-    return m instanceof Counter ? m : undefined
-  }
-
-  get metrics(): OwnMetric[] {
-    return Array.from(this.#families.values(), (f) => f.metric)
-  }
-
-  /** The merged families' own state (to keep a dead worker's counts in one state). */
-  states(): FamilyState[] {
-    return this.metrics.map(familyState)
   }
 }
 
@@ -385,7 +245,7 @@ class LiveFamily {
       const i = slot.parts.findIndex((p) => p.from === from && p.raw === raw)
       // A part's core is filled again when its schema has not changed (no garbage per series and scrape).
       const had = i < 0 ? undefined : slot.parts[i].core
-      const reuse = s.core !== undefined && had !== undefined && had.schema === schemaOf(s.core)
+      const reuse = s.core !== undefined && had !== undefined && had.schema === stateSchema(s.core)
       if (reuse) had.clear()
       const part: Part =
         s.core === undefined

@@ -27,7 +27,7 @@ export const ErrorType = {
 } as const
 export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType]
 
-/** Every class, in the contract's order (docs, tests, the live page's counts). */
+/** @internal Every class, in the contract's order (tests hold it to the contract). */
 export const ERROR_TYPES: readonly ErrorType[] = Object.values(ErrorType)
 
 /**

@@ -225,7 +225,7 @@ export class ReadBudget {
   }
 }
 
-/** The counter for an encoding (shared, memoised). */
+/** @internal The counter for an encoding (shared, memoised): tests and benchmarks count with it. */
 export function counterFor(encoding: Encoding): TokenCount {
   return counters[encoding]
 }

@@ -3,9 +3,18 @@ import pino from 'pino'
 import { ADMIN_ROUTES, buildAdmin } from '../../src/admin/admin.ts'
 import type { AdminState } from '../../src/admin/admin.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
-import { wholeTextSource } from '../../src/metrics/prometheus/source.ts'
 import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
 import { simRoute } from '../helpers/proxy.ts'
+
+/** A source rendered whole: Prometheus text only, in one batch (what an embedding app may hand the admin). */
+function wholeTextSource(render: () => Promise<string>): MetricsSource {
+  return {
+    openMetrics: false,
+    async *exposition() {
+      yield [Buffer.from(await render())]
+    },
+  }
+}
 
 function state(registry: MetricsSource, token?: string): AdminState {
   const config = validateConfig({ admin: token === undefined ? {} : { token }, routes: [simRoute()] })

@@ -1,12 +1,14 @@
 import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
-import { ClusterMetrics, familyState, MergedFamilies } from '../../src/cluster/metrics.ts'
-import type { FamilyState, WorkerMetrics } from '../../src/cluster/metrics.ts'
+import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
+import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
 import { Counter } from '../../src/metrics/prometheus/counter.ts'
 import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
 import { Histogram, requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
 import type { NativeOptions } from '../../src/metrics/prometheus/histogram.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
 import type { OwnMetric } from '../../src/metrics/prometheus/registry.ts'
+import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
 
 /**
  * The cluster primary's /metrics merges each worker's metric state (cluster/metrics.ts): the
@@ -39,22 +41,31 @@ function families(native: NativeOptions | undefined, gauge: Map<string, number>)
 /** A deterministic spread of values, dyadic (sums are exact in any order, as a float sum of durations is not). */
 const sampleValue = (i: number): number => ((i * 37) % 4099) / 1024 + (i % 7) / 65536
 
-const wire = (states: FamilyState[]): FamilyState[] => deserialize(serialize(states)) as FamilyState[]
+/** A worker's families in full, through the same structured clone as the cluster channel. */
+const report = (f: Families): WorkerMetrics => ({ families: deserialize(serialize(new StateReporter().report(f.all, undefined).families)) as WorkerMetrics['families'], process: [] })
 
-async function text(metrics: readonly OwnMetric[], openMetrics: boolean): Promise<string> {
+async function read(stream: AsyncGenerator<Buffer[]>): Promise<Buffer> {
   const parts: Buffer[] = []
-  for (const m of metrics) for (const b of m.chunks(openMetrics)) parts.push(Buffer.from(b))
-  return Buffer.concat(parts).toString('utf8')
+  for await (const batch of stream) for (const b of batch) parts.push(Buffer.from(b))
+  return Buffer.concat(parts)
+}
+
+/** One process's /metrics: its families in a registry without process metrics (as the primary's sum of none). */
+function registry(metrics: readonly OwnMetric[]): MetricsRegistry {
+  const r = new MetricsRegistry({ processMetrics: false, protobuf: true })
+  for (const m of metrics) r.register(m)
+  return r
 }
 
 /**
  * The exposition's lines in order of family, then series: a family lists its series in the order
  * they were created, which in the primary is the order the workers' reports name them.
  */
-async function lines(metrics: readonly OwnMetric[], openMetrics: boolean): Promise<string[]> {
+function lines(text: string): string[] {
   const out: string[] = []
-  for (const m of metrics) {
-    const [head, ...rest] = (await text([m], openMetrics)).split('\n')
+  for (const family of text.split(/^(?=# HELP )/m)) {
+    const [head, ...rest] = family.split('\n').filter((line) => line !== '' && line !== '# EOF')
+    if (head === undefined) continue
     const bySeries = new Map<string, string[]>()
     for (const line of rest) {
       const key = line
@@ -66,6 +77,11 @@ async function lines(metrics: readonly OwnMetric[], openMetrics: boolean): Promi
     out.push(head, ...[...bySeries.keys()].sort().flatMap((k) => bySeries.get(k) as string[]))
   }
   return out
+}
+
+/** The protobuf exposition decoded, each family's series sorted by their labels. */
+function decoded(body: Buffer): unknown[] {
+  return decodeFamilies(body).map((f) => ({ ...f, metric: [...f.metric].sort((x, y) => JSON.stringify(labelsOf(x)).localeCompare(JSON.stringify(labelsOf(y)))) }))
 }
 
 for (const native of [undefined, { schema: 3, zeroThreshold: 2 ** -128, maxBuckets: 160 }, { schema: 8, zeroThreshold: 2 ** -128, maxBuckets: 12 }] as const) {
@@ -86,31 +102,19 @@ for (const native of [undefined, { schema: 3, zeroThreshold: 2 ** -128, maxBucke
         f.requests.labels(route, i % 9 === 0 ? 'error' : 'ok').inc()
       }
     }
-    const merged = new MergedFamilies()
-    for (const w of workers) merged.merge(wire(w.all.map(familyState)))
-    t.same(await lines(merged.metrics, false), await lines(one.all, false), 'the Prometheus text has the same lines')
-    t.same(await lines(merged.metrics, true), await lines(one.all, true), 'the OpenMetrics text, exemplars included, has the same lines')
-    t.match(await text(merged.metrics, true), /# \{request_id="req-\d+"\}/, 'exemplars are there')
-    if (native !== undefined) {
-      const [m, o] = [merged.metrics[0] as Histogram, one.latency]
-      for (const s of o.entries()) {
-        const ms = m.labels(...s.labelValues)
-        const buckets = (h: typeof s.core): number[][] => {
-          const out: number[][] = []
-          h.forEachBucket((i, c) => out.push([i, c]))
-          return out
-        }
-        t.same(
-          { schema: ms.core.schema, zero: ms.core.zeroCount, buckets: buckets(ms.core), min: ms.core.min, max: ms.core.max },
-          { schema: s.core.schema, zero: s.core.zeroCount, buckets: buckets(s.core), min: s.core.min, max: s.core.max },
-          `the native buckets of ${s.labelValues.join('/')} are the same`,
-        )
-      }
-    }
+    const merged = new ClusterMetrics(async () => ({ reports: workers.map(report), workerIds: [1, 2, 3] }))
+    const single = registry(one.all)
+    const text = (await read(merged.exposition(true))).toString()
+    t.same(lines((await read(merged.exposition(false))).toString()), lines(await single.text(false)), 'the Prometheus text has the same lines')
+    t.same(lines(text), lines(await single.text(true)), 'the OpenMetrics text, exemplars included, has the same lines')
+    t.match(text, /# \{request_id="req-\d+"\}/, 'exemplars are there')
+    const protobuf = decoded(await read(merged.protobuf()))
+    t.same(protobuf, decoded(await read((single.protobuf as () => AsyncGenerator<Buffer[]>)())), 'the protobuf exposition, native buckets included, has the same series')
+    if (native !== undefined) t.match(JSON.stringify(protobuf), /"positive_span"/, 'native buckets are there')
   })
 }
 
-t.test('merged states can be merged again: what dead workers left stays one state, and adds up', async (t) => {
+t.test('what a dead worker left adds up with what the live ones report', async (t) => {
   const a = families(undefined, new Map())
   const b = families(undefined, new Map())
   const one = families(undefined, new Map())
@@ -120,15 +124,17 @@ t.test('merged states can be merged again: what dead workers left stays one stat
       f.requests.labels('/a', 'ok').inc()
     }
   }
-  const retired = new MergedFamilies().merge(wire(a.all.map(familyState))).states()
-  const merged = new MergedFamilies().merge(wire(retired)).merge(wire(b.all.map(familyState)))
-  t.same(await lines(merged.metrics, false), await lines(one.all, false))
+  let ids = [1, 2]
+  const merged = new ClusterMetrics(async () => ({ reports: ids.map((id) => report(id === 1 ? a : b)), workerIds: ids }))
+  await read(merged.exposition(false))
+  merged.retire(1)
+  ids = [2]
+  t.same(lines((await read(merged.exposition(false))).toString()), lines(await registry(one.all).text(false)))
 })
 
 t.test('a worker that dies keeps what it reported, and a report it sent while the scrape waited is not counted twice', async (t) => {
   const a = families(undefined, new Map())
   const b = families(undefined, new Map())
-  const report = (f: Families): WorkerMetrics => ({ families: wire(f.all.map(familyState)), process: [] })
   let answer: () => Promise<{ reports: WorkerMetrics[]; workerIds: number[] }> = async () => ({ reports: [report(a), report(b)], workerIds: [1, 2] })
   const source = new ClusterMetrics(() => answer())
   const requests = async (): Promise<number> => {

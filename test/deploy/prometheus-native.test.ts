@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net'
 import { deserialize, serialize } from 'node:v8'
 import pino from 'pino'
 import { buildAdmin } from '../../src/admin/admin.ts'
-import { ClusterMetrics, familyState } from '../../src/cluster/metrics.ts'
+import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
 import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
 import { startPrometheus } from '../helpers/prometheus-process.ts'
 import { readdirSync } from 'node:fs'
@@ -70,7 +70,10 @@ async function scrapeTarget(t: Test, proxies: readonly RunningProxy[]): Promise<
   if (proxies.length === 1) return new URL(proxies[0].adminUrl).host
   const metrics = new ClusterMetrics(async () => ({
     reports: await Promise.all(
-      proxies.map(async (p) => deserialize(serialize({ families: p.app.tokentap.registry.families.map(familyState), process: await p.app.tokentap.registry.processJson() })) as WorkerMetrics),
+      proxies.map(
+        async (p) =>
+          deserialize(serialize({ families: new StateReporter().report(p.app.tokentap.registry.families, undefined).families, process: await p.app.tokentap.registry.processJson() })) as WorkerMetrics,
+      ),
     ),
     workerIds: proxies.map((_, i) => i + 1),
   }))

@@ -1,6 +1,6 @@
 import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
-import { ClusterMetrics, familyState } from '../../src/cluster/metrics.ts'
+import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
 import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
 import { Counter } from '../../src/metrics/prometheus/counter.ts'
 import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
@@ -41,7 +41,7 @@ function worker() {
     },
     inFlight,
     folded,
-    report: (): WorkerMetrics => ({ families: deserialize(serialize(all.map(familyState))) as WorkerMetrics['families'], process: [] }),
+    report: (): WorkerMetrics => ({ families: deserialize(serialize(new StateReporter().report(all, undefined).families)) as WorkerMetrics['families'], process: [] }),
   }
 }
 type Worker = ReturnType<typeof worker>

@@ -1,6 +1,11 @@
+import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
 import fc from 'fast-check'
-import { HistogramCore, mergeHistogramState } from '../../src/metrics/core/histogram-core.ts'
+import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
+import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
+import { HistogramCore } from '../../src/metrics/core/histogram-core.ts'
+import { coreFromState, coreState } from '../../src/metrics/core/state.ts'
+import type { CoreState } from '../../src/metrics/core/state.ts'
 import { Histogram, requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
 import type { NativeOptions } from '../../src/metrics/prometheus/histogram.ts'
 import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
@@ -10,6 +15,23 @@ function buckets(h: HistogramCore): number[][] {
   const out: number[][] = [[Number.NEGATIVE_INFINITY, h.zeroCount]]
   h.forEachBucket((i, c) => out.push([i, c]))
   return out
+}
+
+/** A core as the cluster primary reads it: through its state form and the channel's structured clone. */
+const viaState = (core: HistogramCore): HistogramCore => coreFromState(deserialize(serialize(coreState(core))) as CoreState, core.bounds)
+
+/** Every worker's series merged into `primary`'s, as the cluster primary does (cluster/metrics.ts). */
+function mergeInto(primary: Histogram, ...workers: Histogram[]): void {
+  for (const w of workers) for (const s of w.entries()) primary.labels(...s.labelValues).core.merge(viaState(s.core))
+}
+
+/** A worker's report of its families, in full (what cluster.ts sends the primary). */
+const report = (h: Histogram): WorkerMetrics => ({ ...new StateReporter().report([h], undefined), process: [] })
+
+async function bytes(stream: AsyncGenerator<Buffer[]>): Promise<Buffer> {
+  const out: Buffer[] = []
+  for await (const batch of stream) for (const b of batch) out.push(Buffer.from(b))
+  return Buffer.concat(out)
 }
 
 const family = (native: NativeOptions): Histogram => new Histogram({ name: 'llm_inter_token_latency_seconds', help: 'ITL.', labelNames: ['model'], buckets: [0.01, 0.1, 1, 2.5], native })
@@ -31,8 +53,7 @@ t.test('merging workers bucket by bucket equals observing everything in one proc
         w2.labels('m').observe(v, k)
       }
       const primary = family(native)
-      primary.mergeStates(JSON.parse(JSON.stringify(w1.states())))
-      primary.mergeStates(JSON.parse(JSON.stringify(w2.states())))
+      mergeInto(primary, w1, w2)
       if (a.length + b.length === 0) return primary.seriesCount === 0 || primary.labels('m').count === 0
       const got = primary.labels('m').core
       const want = one.labels('m').core
@@ -40,7 +61,9 @@ t.test('merging workers bucket by bucket equals observing everything in one proc
         JSON.stringify(buckets(got)) === JSON.stringify(buckets(want)) &&
         JSON.stringify(Array.from(got.classic ?? [])) === JSON.stringify(Array.from(want.classic ?? [])) &&
         got.count === want.count &&
-        got.schema === want.schema
+        got.schema === want.schema &&
+        got.min === want.min &&
+        got.max === want.max
       )
     }),
   )
@@ -63,15 +86,15 @@ t.test('differing schemas merge at the lower one: each fine bucket lands in the 
     coarse.observe(v)
     reference.observe(v)
   }
-  const into = HistogramCore.like(coarse)
-  mergeHistogramState(into, fine.toState())
-  mergeHistogramState(into, coarse.toState())
+  const into = new HistogramCore({ schema: 2 })
+  into.merge(viaState(fine))
+  into.merge(viaState(coarse))
   t.equal(into.schema, 2)
   t.same(buckets(into), buckets(reference), 'the same buckets as observing all at schema 2')
   // The other way round: a schema-5 primary lowers itself to meet a schema-2 worker.
   const up = new HistogramCore({ schema: 5 })
-  mergeHistogramState(up, fine.toState())
-  mergeHistogramState(up, coarse.toState())
+  up.merge(viaState(fine))
+  up.merge(viaState(coarse))
   t.equal(up.schema, 2)
   t.same(buckets(up), buckets(reference))
   t.equal(up.count, 13)
@@ -85,24 +108,22 @@ t.test('the merged series keeps the bucket limit, and the newest exemplar of eac
   w1.labels('m').observeWithExemplar(0.05, 1, requestIdExemplar('old'), 100)
   w2.labels('m').observeWithExemplar(0.06, 1, requestIdExemplar('new'), 200)
   const primary = family(native)
-  primary.mergeStates(w1.states())
-  primary.mergeStates(w2.states())
+  mergeInto(primary, w1, w2)
   const s = primary.labels('m')
   t.ok(s.core.bucketCount <= 10, `${s.core.bucketCount} buckets within the limit of 10 (schema ${s.core.schema})`)
   t.equal(s.count, 32)
-  t.equal(s.exemplars?.[1]?.labels, 'request_id="new"', 'the later exemplar of the (0.01, 0.1] slot wins')
+  const cluster = new ClusterMetrics(async () => ({ reports: [w1, w2].map(report), workerIds: [1, 2] }))
+  const text = (await bytes(cluster.exposition(true))).toString()
+  t.match(text, /_bucket\{model="m",le="0.1"\} 2 # \{request_id="new"\}/, 'the later exemplar of the (0.01, 0.1] slot wins')
+  t.notMatch(text, /request_id="old"/)
 })
 
-t.test("a primary's registry that merges its workers' histogram states serves the protobuf a single process would", async (t) => {
+t.test("the cluster primary that merges its workers' histogram states serves the protobuf a single process would", async (t) => {
   const native = { schema: 3, zeroThreshold: 2 ** -128, maxBuckets: 160 }
-  const registry = (): { r: MetricsRegistry; h: Histogram } => {
-    const r = new MetricsRegistry({ processMetrics: false, protobuf: true })
-    const h = family(native)
-    r.register(h)
-    return { r, h }
-  }
-  const single = registry()
-  const workers = [registry(), registry()]
+  const single = new MetricsRegistry({ processMetrics: false, protobuf: true })
+  const one = family(native)
+  single.register(one)
+  const workers = [family(native), family(native)]
   const values: [number, number, string][] = [
     [0.02, 4, 'a'],
     [1.3, 1, 'a'],
@@ -110,20 +131,12 @@ t.test("a primary's registry that merges its workers' histogram states serves th
     [0.6, 3, 'a'],
   ]
   values.forEach(([v, k, model], i) => {
-    single.h.labels(model).observe(v, k)
-    workers[i % 2].h.labels(model).observe(v, k)
+    one.labels(model).observe(v, k)
+    workers[i % 2].labels(model).observe(v, k)
   })
-  const primary = registry()
-  // Over IPC the states travel as JSON (structured clone keeps the same plain data).
-  for (const w of workers) primary.r.mergeHistogramStates(JSON.parse(JSON.stringify(w.r.histogramStates())))
-  const bytes = async (r: MetricsRegistry): Promise<Buffer> => {
-    const out: Buffer[] = []
-    const stream = r.protobuf
-    if (stream === undefined) throw new Error('no protobuf')
-    for await (const batch of stream()) for (const b of batch) out.push(Buffer.from(b))
-    return Buffer.concat(out)
-  }
-  const want = await bytes(single.r)
-  const got = await bytes(primary.r)
+  // Over IPC the states cross a structured clone (cluster-merge.test.ts sends them through one).
+  const primary = new ClusterMetrics(async () => ({ reports: workers.map(report), workerIds: [1, 2] }))
+  const want = await bytes((single.protobuf as () => AsyncGenerator<Buffer[]>)())
+  const got = await bytes(primary.protobuf())
   t.ok(got.equals(want), 'byte for byte the same exposition')
 })

@@ -1,4 +1,6 @@
-import { bucketIndex, HistogramCore } from '../../metrics/core/histogram-core.ts'
+import { HistogramCore } from '../../metrics/core/histogram-core.ts'
+import { bucketIndex } from '../../metrics/core/mapping.ts'
+import { quantiles } from '../../metrics/core/quantiles.ts'
 
 /**
  * Percentiles over sliding time windows (the last 1, 5 and 15 minutes): the histogram core
@@ -19,6 +21,7 @@ import { bucketIndex, HistogramCore } from '../../metrics/core/histogram-core.ts
 
 /** The live page's resolution: base 2^(1/64), every quantile within (base − 1)/(base + 1) ≈ 0.54 %. */
 export const LIVE_SCHEMA = 6
+/** @internal The bound every quantile keeps (tests hold the sketch to it). */
 export const RELATIVE_ACCURACY = (2 ** (2 ** -LIVE_SCHEMA) - 1) / (2 ** (2 ** -LIVE_SCHEMA) + 1)
 /** Values below this count as 0 (seconds: 1 µs). */
 export const MIN_VALUE = 1e-6
@@ -148,7 +151,7 @@ export class SlidingSketch {
   /** Nearest-rank quantiles for ascending `qs` (NaN when the window is empty). */
   quantiles(window: number, qs: readonly number[], now: number, out: number[] = new Array<number>(qs.length)): number[] {
     this.advance(now)
-    this.#total(window).quantiles(qs, out)
+    quantiles(this.#total(window), qs, out)
     return out
   }
 
@@ -158,7 +161,7 @@ export class SlidingSketch {
    */
   read(window: number, qs: readonly number[], out: number[]): number {
     const total = this.#total(window)
-    total.quantiles(qs, out)
+    quantiles(total, qs, out)
     return total.count
   }
 

@@ -1,10 +1,10 @@
 import type { Logger } from 'pino'
-import type { OtelConfig, OtelProtocol } from '../../config/schema.ts'
-import type { OtelMetrics, OtelOptions } from './otel-metrics.ts'
+import type { OtelConfig, OtelProtocol, TracesConfig } from '../../config/schema.ts'
+import type { TraceSampling } from '../../timing/trace-sampling.ts'
 
 /**
- * The OTel export's switch and settings, without the SDK: the SDK and its exporters take a
- * while to load, so they are imported only when the export is on (`loadOtelMetrics`).
+ * The OTel exports' switches and settings, without the SDK: the SDK and its exporters take a
+ * while to load, so load.ts imports them only when metrics or traces are on.
  */
 
 /** Where the `OTEL_*` variables are read. */
@@ -63,8 +63,33 @@ export function otelHistograms(config: OtelConfig, env: Env = process.env): 'exp
   return fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION')?.toLowerCase() === 'base2_exponential_bucket_histogram' ? 'exponential' : 'explicit'
 }
 
-/** The GenAI metrics and their export, the SDK loaded on first use. */
-export async function loadOtelMetrics(options: OtelOptions): Promise<OtelMetrics> {
-  const { OtelMetrics } = await import('./otel-metrics.ts')
-  return new OtelMetrics(options)
+/** `${endpoint}/v1/traces`, unless the endpoint already names the traces path. */
+function tracesUrl(endpoint: string): string {
+  const base = endpoint.replace(/\/+$/, '')
+  return base.endsWith('/v1/traces') ? base : `${base}/v1/traces`
+}
+
+/**
+ * The traces config when spans are exported: `otel.traces` given (off by default, a span per
+ * request is more than a metrics export), unless `OTEL_SDK_DISABLED=true` or
+ * `OTEL_TRACES_EXPORTER=none` say no, as they do for any OTel SDK.
+ */
+export function tracesConfig(config: OtelConfig, env: Env = process.env): TracesConfig | undefined {
+  if (config.traces === undefined) return undefined
+  if (fromEnv(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true' || fromEnv(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase() === 'none') return undefined
+  return config.traces
+}
+
+/**
+ * The traces URL: `otel.traces.endpoint`, else `otel.endpoint`'s; undefined leaves it to the
+ * exporter (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318).
+ */
+export function tracesEndpoint(config: OtelConfig): string | undefined {
+  const endpoint = config.traces?.endpoint ?? config.endpoint
+  return endpoint === undefined ? undefined : tracesUrl(endpoint)
+}
+
+/** The sampling settings the recording policy decides with. */
+export function traceSampling(traces: TracesConfig): TraceSampling {
+  return { ratio: traces.sample.ratio, keep: traces.sample.keep, slowSeconds: traces.sample.slow_seconds }
 }

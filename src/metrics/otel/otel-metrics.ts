@@ -8,16 +8,16 @@ import type { Observations, SeriesLabels } from '../../record/observations.ts'
 import { genAiProvider, otelHistograms, otelProtocol } from './config.ts'
 import type { Env } from './config.ts'
 import { createOtlpExporter, LoggedExporter } from './export.ts'
-import { PreAggregatedMetrics } from './histograms.ts'
+import { PreAggregatedMetrics } from './producer.ts'
 import { tokentapResource } from './resource.ts'
-import type { HistogramCell, PreAggregatedHistogram } from './histograms.ts'
+import type { HistogramCell, PreAggregatedHistogram } from './producer.ts'
 
 /**
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/)
  * through the OpenTelemetry metrics SDK: one MeterProvider of tokentap's own (not the global one,
  * so an embedding app's OTel setup is left alone), its resource, a periodic reader and the OTLP
- * exporter of otel-export.ts. The histograms are kept in tokentap's histogram core and handed to
- * the reader as a MetricProducer (otel-histograms.ts); `record()` only maps a finished request's
+ * exporter of export.ts. The histograms are kept in tokentap's histogram core and handed to
+ * the reader as a MetricProducer (producer.ts); `record()` only maps a finished request's
  * Observations (record/observations.ts decides what is recorded: which requests are GenAI
  * operations, the ok-only server metrics, the output count, the error type).
  */
@@ -179,7 +179,7 @@ const positive = (v: string | undefined): number | undefined => {
 export class OtelMetrics {
   readonly #provider: MeterProvider
   readonly #logger: Logger
-  /** The histograms, aggregated before the SDK (otel-histograms.ts) and collected by its reader. */
+  /** The histograms, aggregated before the SDK (producer.ts) and collected by its reader. */
   readonly #producer: PreAggregatedMetrics
   readonly #h: GenAiHistograms
   readonly #series = new Map<string, Series>()

@@ -18,9 +18,8 @@ import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
 import { Outcome } from '../../timing/measurement.ts'
 import type { Observations } from '../../record/observations.ts'
 import { sampledAtStart } from '../../timing/trace-sampling.ts'
-import { genAiProvider } from './config.ts'
 import { tokentapResource } from './resource.ts'
-import { tracesEndpoint } from './traces-config.ts'
+import { genAiProvider, tracesEndpoint } from './config.ts'
 
 /**
  * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
@@ -31,8 +30,8 @@ import { tracesEndpoint } from './traces-config.ts'
  * and a request the recording policy did not keep (trace-sampling.ts) builds nothing at all.
  * Its ids were made when the request opened (trace-context.ts). It is handed to the processor as
  * a finished ReadableSpan rather than through the SDK's Tracer: the Tracer's span samples,
- * sanitises and limits each attribute and reads the clock, which cost 46 µs of CPU a span (the
- * export 18) where the figures here are already typed, bounded and timed (bench/trace-cost.ts).
+ * sanitises and limits each attribute and reads the clock, more CPU than the export itself
+ * (bench/trace-cost.ts), where the figures here are already typed, bounded and timed.
  */
 
 /** A stall event per gap longer than `metrics.stall_seconds`, up to this many (the rest are counted in `tokentap.stalls`). */

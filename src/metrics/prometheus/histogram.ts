@@ -1,7 +1,6 @@
 import { MAX_NUMBER_BYTES, writer } from './byte-writer.ts'
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
-import { HistogramCore, mergeHistogramState } from '../core/histogram-core.ts'
-import type { HistogramState } from '../core/histogram-core.ts'
+import { HistogramCore } from '../core/histogram-core.ts'
 import { Metric } from './metric.ts'
 import { MetricTypeCode, familyChunks, histogramMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
@@ -59,14 +58,6 @@ export function requestIdExemplar(id: string, trace?: TraceIds): string {
   const value = chars.length > room ? chars.slice(0, room).join('') : id
   const labels = `request_id="${escapeLabelValue(value)}"`
   return trace === undefined ? labels : `${labels},trace_id="${trace.traceId}",span_id="${trace.spanId}"`
-}
-
-/** One series of a family as plain data: what a cluster worker sends for it. */
-export interface HistogramSeriesState {
-  readonly labelValues: readonly string[]
-  readonly state: HistogramState
-  /** The latest exemplar per classic slot (null: none). */
-  readonly exemplars?: readonly (Exemplar | null)[]
 }
 
 /** `name_bucket{labels,le="`, `name_sum{labels} `, `name_count{labels} `. */
@@ -214,38 +205,6 @@ export class Histogram extends Metric<HistogramSeries> {
           s.exposition = s.store.subarray(0, n)
         }
         yield s.exposition
-      }
-    }
-  }
-
-  /** Every series as plain data (HistogramCore.toState, exemplars beside), for the cluster primary. */
-  states(): HistogramSeriesState[] {
-    return Array.from(this.series.values(), (s) => ({
-      labelValues: s.labelValues,
-      state: s.core.toState(),
-      exemplars: s.exemplars?.map((e) => e ?? null),
-    }))
-  }
-
-  /**
-   * Adds other processes' series (from `states()`) into this family, bucket by bucket
-   * (`mergeHistogramState`: differing schemas meet at the lower one), keeping the newer exemplar
-   * of each slot: serving the result is serving what one process that saw it all would serve.
-   */
-  mergeStates(states: readonly HistogramSeriesState[]): void {
-    for (const { labelValues, state, exemplars } of states) {
-      const s = this.labels(...labelValues)
-      mergeHistogramState(s.core, state)
-      s.exposition = undefined
-      s.expositionWithExemplars = undefined
-      s.protobuf = undefined
-      if (exemplars === undefined) continue
-      for (let i = 0; i < exemplars.length && i < s.counts.length; i++) {
-        const e = exemplars[i]
-        if (e === null || e === undefined) continue
-        s.exemplars ??= new Array<Exemplar | undefined>(s.counts.length).fill(undefined)
-        const mine = s.exemplars[i]
-        if (mine === undefined || e.timestamp > mine.timestamp) s.exemplars[i] = e
       }
     }
   }

@@ -41,7 +41,7 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
   abstract readonly type: MetricType
   /** Workers' values add up in the cluster primary. */
   readonly aggregator = 'sum'
-  protected series = new Map<string, S>()
+  protected readonly series = new Map<string, S>()
 
   constructor(opts: MetricOptions) {
     this.name = opts.name
@@ -56,10 +56,6 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
   /** The series in creation order (the cluster worker's state message reads them). */
   entries(): IterableIterator<S> {
     return this.series.values()
-  }
-
-  reset(): void {
-    this.series = new Map()
   }
 
   /** The series of these label values (in `labelNames` order), made by `create` on first use. */

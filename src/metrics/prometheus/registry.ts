@@ -4,7 +4,7 @@ import { monotonicNow } from '../../clock.ts'
 import { BatchPool } from './batch-pool.ts'
 import type { Counter } from './counter.ts'
 import type { CollectedGauge } from './gauge.ts'
-import type { Histogram, HistogramSeriesState } from './histogram.ts'
+import type { Histogram } from './histogram.ts'
 import type { MetricJson } from './metric.ts'
 import { promClientToOpenMetrics } from './openmetrics.ts'
 import type { PromClientMetric } from './openmetrics.ts'
@@ -234,34 +234,5 @@ export class MetricsRegistry implements MetricsSource {
   /** The caller wrote these batches: their buffers can hold the next scrape's. */
   recycle(batch: readonly Buffer[]): void {
     this.#batches.recycle(batch)
-  }
-
-  /**
-   * Every own histogram family's series as plain data (classic and native buckets, exemplars), by
-   * family name: what a cluster worker sends its primary for the protobuf and OpenMetrics formats.
-   */
-  histogramStates(): Record<string, HistogramSeriesState[]> {
-    const out: Record<string, HistogramSeriesState[]> = {}
-    for (const m of this.#own) if (m.type === 'histogram') out[m.name] = m.states()
-    return out
-  }
-
-  /**
-   * Adds other processes' `histogramStates()` into this registry's families of the same names,
-   * bucket by bucket (differing schemas meet at the lower one): the primary's registry then
-   * serves what one process that saw every request would. Families it does not have are skipped.
-   */
-  mergeHistogramStates(states: Readonly<Record<string, readonly HistogramSeriesState[]>>): void {
-    for (const m of this.#own) {
-      const s = m.type === 'histogram' ? states[m.name] : undefined
-      if (s !== undefined && m.type === 'histogram') m.mergeStates(s)
-    }
-  }
-
-  /** Every family in the JSON form, own and process (what cluster workers send to the primary). */
-  async json(): Promise<MetricJson[]> {
-    const own = this.#own.map((m) => m.get())
-    const process = (await this.#process.getMetricsAsJSON()) as unknown as MetricJson[]
-    return [...own, ...process]
   }
 }

@@ -22,13 +22,3 @@ export interface MetricsSource {
 /** Content types of the two text formats. */
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 export const OPENMETRICS_CONTENT_TYPE = 'application/openmetrics-text; version=1.0.0; charset=utf-8'
-
-/** A source rendered whole: Prometheus text only, in one batch. */
-export function wholeTextSource(render: () => Promise<string>): MetricsSource {
-  return {
-    openMetrics: false,
-    async *exposition() {
-      yield [Buffer.from(await render())]
-    },
-  }
-}

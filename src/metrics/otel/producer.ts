@@ -12,7 +12,7 @@ import { HistogramCore } from '../core/histogram-core.ts'
  * (https://opentelemetry.io/docs/specs/otel/metrics/sdk/#metricproducer), exported with the
  * SDK's resource by the same OTLP exporter. Not the SDK's instruments: they hash the attributes
  * on every `record()` and take a timestamp, several µs per request (bench/otel-cost.ts), where
- * a request here looks its series up once (otel.ts) and each value is a bucket search.
+ * a request here looks its series up once (otel-metrics.ts) and each value is a bucket search.
  *
  * The SDK's semantics are kept: explicit buckets with inclusive upper bounds, sum, count, min and
  * max; negative and non-finite values dropped (the SDK's histogram drops negative values and NaN)
