@@ -39,6 +39,7 @@ import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
 import type { Upstream } from './proxy/upstream.ts'
 import { buildSimulator } from './sim/sim-app.ts'
 import { DEFAULT_ENCODING_RULES, EncodingSelector, warmTokenizers } from './tokens/tokenizer.ts'
+import { isSuccess } from './http-status.ts'
 
 /**
  * The Fastify plugin: `app.register(tokentap, options)` registers the proxy routes (`PREFIX`
@@ -239,7 +240,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       const status = reply.statusCode
       const length = Number(reply.getHeader('content-length'))
       ex.answered(status, Number.isSafeInteger(length) && length > 0 ? length : 0)
-      if (status < 200 || status >= 300) ex.fail('TOKENTAP_ERR_APP_ANSWERED', String(status))
+      if (!isSuccess(status)) ex.fail('TOKENTAP_ERR_APP_ANSWERED', String(status))
       opener.finish(ex, false)
     }
     const handler = (request: FastifyRequest, reply: FastifyReply): void => {

@@ -4,6 +4,7 @@ import { Outcome, TokenSource } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { SloVerdict } from '../timing/slo.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
+import { genAiOperation } from '../parsers/registry.ts'
 import type { TraceIds, TraceStart } from '../proxy/trace-context.ts'
 import { keepTrace } from '../timing/trace-sampling.ts'
 import type { TraceSampling } from '../timing/trace-sampling.ts'
@@ -12,6 +13,7 @@ import type { ErrorType } from '../proxy/upstream-errors.ts'
 import { requestCost } from '../cost/cost.ts'
 import type { RequestCost } from '../cost/cost.ts'
 import type { PriceTable } from '../cost/price-table.ts'
+import { isSuccess } from '../http-status.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
 export const SLOW_CLIENT_SECONDS = 0.1
@@ -235,20 +237,7 @@ function errorType(m: Measurement): string | undefined {
   if (m.outcome === Outcome.ok) return undefined
   if (m.outcome === Outcome.cancelled) return 'cancelled'
   if (m.failure !== undefined) return m.failure
-  return m.statusCode < 200 || m.statusCode >= 300 ? String(m.statusCode) : 'provider_error'
-}
-
-/**
- * `gen_ai.operation.name` from the API path (https://opentelemetry.io/docs/specs/semconv/gen-ai/),
- * or undefined for requests that are no GenAI operation (model lists, health checks).
- */
-function operationFor(method: string, path: string): string | undefined {
-  if (method !== 'POST') return undefined
-  if (/embed/i.test(path)) return 'embeddings'
-  if (/generatecontent/i.test(path)) return 'generate_content'
-  if (/chat|messages|responses|converse|invoke/i.test(path)) return 'chat'
-  if (/complet|generate/i.test(path)) return 'text_completion'
-  return undefined
+  return isSuccess(m.statusCode) ? 'provider_error' : String(m.statusCode)
 }
 
 const S = 1 / 1000
@@ -428,7 +417,7 @@ export class RecordPolicy {
       slo: m.slo,
       usageInjected: who.usageInjected,
       parseError: m.parseError,
-      operation: genAi ? operationFor(who.method, who.path) : undefined,
+      operation: genAi ? genAiOperation(who.method, who.path) : undefined,
       responseModel: genAi && who.responseModel !== undefined ? this.#models.value(`${route}\u0000response`, who.responseModel) : undefined,
       trace: who.trace !== undefined && this.#options.traces !== undefined && keepTrace(who.trace, m, this.#options.traces) ? who.trace : undefined,
       endedAt: who.tReq + t.e2e * 1000,

@@ -1,18 +1,18 @@
 import { performance } from 'node:perf_hooks'
-import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
-import { validateConfig } from '../src/config/load-config.ts'
-import { nativeOptions } from '../src/metrics/prometheus/histogram.ts'
-import type { Histogram } from '../src/metrics/prometheus/histogram.ts'
-import { LlmMetrics } from '../src/metrics/llm/llm-metrics.ts'
-import { MetricsRegistry } from '../src/metrics/prometheus/registry.ts'
-import { REPORTED_PHASES } from '../src/parsers/reported-times.ts'
+import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { validateConfig } from '../../src/config/load-config.ts'
+import { nativeOptions } from '../../src/metrics/prometheus/histogram.ts'
+import type { Histogram } from '../../src/metrics/prometheus/histogram.ts'
+import { LlmMetrics } from '../../src/metrics/llm/llm-metrics.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
+import { REPORTED_PHASES } from '../../src/parsers/reported-times.ts'
 
 /**
  * The exposition of a fully used label-set budget at the defaults, in the worst case: every
  * label set (provider × model × route × tenant) has every series any request could give it
  * (each outcome, the usual error statuses, each token source, each overhead and reported
  * phase, both cache directions, both SLO verdicts, parse errors and usage injections).
- * `npm run build && node dist/bench/label-budget.js [--sets N] [--scrapes 10]`: series, bytes
+ * `npm run bench:lab -- label-budget [--sets N] [--scrapes 10]`: series, bytes
  * and ms per scrape in the three formats, one process (docs/metrics.md, "Label caps and the
  * series budget").
  */
@@ -27,14 +27,14 @@ const SCRAPES = Number(arg('--scrapes', '10'))
 
 /** `llm_requests_total`'s outcome × status combinations of a set in the worst case (each with its one error type). */
 const REQUEST_KINDS = [
-  ['ok', '200'],
-  ['error', '400'],
-  ['error', '429'],
-  ['error', '500'],
-  ['error', '502'],
-  ['error', '503'],
-  ['error', '504'],
-  ['cancelled', '200'],
+  ['ok', '200', 'none'],
+  ['error', '400', 'upstream_error'],
+  ['error', '429', 'upstream_rate_limited'],
+  ['error', '500', 'upstream_error'],
+  ['error', '502', 'upstream_unreachable'],
+  ['error', '503', 'upstream_overloaded'],
+  ['error', '504', 'upstream_timeout'],
+  ['cancelled', '200', 'client_cancelled'],
 ] as const
 
 const B = DEFAULT_BUCKETS
@@ -72,7 +72,7 @@ for (let i = 0; i < SETS; i++) {
   fill(metrics.concurrency, v, 1)
   fill(metrics.clientWriteWait, v, 0.005)
   for (const outcome of ['ok', 'error', 'cancelled']) extra(metrics.e2e, v, [outcome], 0.5)
-  for (const [outcome, status] of REQUEST_KINDS) metrics.requests.labels(...v, outcome, status).inc(3)
+  for (const [outcome, status, errorType] of REQUEST_KINDS) metrics.requests.labels(...v, outcome, status, errorType).inc(3)
   for (const source of ['usage', 'estimate', 'stream']) {
     metrics.outputTokens.labels(...v, source).inc(100)
     extra(metrics.outputPerRequest, v, [source], 20)
