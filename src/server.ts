@@ -10,9 +10,9 @@ import { createLogger } from './logger.ts'
 import { announceListening, drainOnSignals, listenAs } from './startup.ts'
 
 /**
- * The process: the command line (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else
- * config/default.yaml; or a one-route `--upstream URL`) gives the config;
- * build the app, listen on the proxy and admin ports, and drain on a signal (startup.ts):
+ * The process (`npm start`; src/bin.ts, the package's bin, imports this file): the command line
+ * (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else config/default.yaml; or a one-route
+ * `--upstream URL`) gives the config; build the app, listen on the proxy and admin ports, and drain on a signal (startup.ts):
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
  * `server.drain_seconds` to finish; then, if /metrics has been scraped, it answers for
  * `server.drain_linger_seconds` more (the drain's last figures reach the next scrape) and the process exits.

@@ -9,7 +9,8 @@ import type { RouteSlo } from '../timing/slo.ts'
 import { ReadBudget } from '../tokens/tokenizer.ts'
 import type { EncodingSelector } from '../tokens/tokenizer.ts'
 import type { FailureCode } from '../errors.ts'
-import { UNKNOWN } from '../record/label-limiter.ts'
+import { UNKNOWN } from '../record/labels.ts'
+import type { RequestFacts } from '../record/observations.ts'
 import { MAX_REQUEST_ID_LENGTH } from './request-id.ts'
 import { tapResponse } from './tap.ts'
 import type { Tap } from './tap.ts'
@@ -41,41 +42,6 @@ export interface RouteRuntime {
   readonly serverTiming?: boolean
 }
 
-/** What a finished exchange hands over, besides its Measurement: who it was. */
-export interface ExchangeIdentity {
-  readonly id: string
-  readonly route: RouteRuntime
-  readonly provider: string
-  /** The `tenant` label value (`metrics.tenant`), resolved once when the request opened. */
-  readonly tenant: string | undefined
-  readonly method: string
-  readonly path: string
-  /** The request's own model (body, else path), else the response's; undefined when neither said. */
-  readonly model: string | undefined
-  readonly responseModel: string | undefined
-  readonly usageInjected: boolean
-  /** The route's requests in flight when this one started, itself included. */
-  readonly concurrency: number
-  readonly bytesIn: number
-  readonly bytesOut: number
-  /** ms (monotonic) of request headers, for views that place the request on a time axis. */
-  readonly tReq: number
-  /** The proxy's own cost (seconds): request head out, first content read through, mean content read through. */
-  readonly overhead: ProxyOverhead
-  /** Parser extras for the log line (e.g. Bedrock's stop reason). */
-  readonly extra: Readonly<Record<string, unknown>> | undefined
-  /** What the failure code leaves out (the upstream's own error code). */
-  readonly failureDetail: string | undefined
-  /** Its span's ids and the caller's span (`otel.traces` on), from when the request opened. */
-  readonly trace?: TraceStart
-}
-
-interface ProxyOverhead {
-  readonly request: number | undefined
-  readonly firstChunk: number | undefined
-  readonly chunk: number | undefined
-}
-
 export interface ExchangeDeps {
   readonly encodings: EncodingSelector
   /** The clock the counting budget per read runs on (the measuring clock). */
@@ -86,9 +52,9 @@ export interface ExchangeDeps {
   /** Requests in flight (for the gauge and live views). */
   readonly active: Set<Exchange>
   /** Called once per exchange with its measurement. Must not throw (errors are the caller's to log). */
-  readonly record: (who: ExchangeIdentity, m: Measurement) => void
+  readonly record: (who: RequestFacts, m: Measurement) => void
   /** Called when recording threw: measuring must never take the proxy down. */
-  readonly onRecordError: (err: unknown, who: ExchangeIdentity) => void
+  readonly onRecordError: (err: unknown, who: RequestFacts) => void
 }
 
 const KIND: Record<ContentEvent['kind'], MarkKind> = {
@@ -387,7 +353,7 @@ export class Exchange {
     }
   }
 
-  #identity(summary: StreamSummary): ExchangeIdentity {
+  #identity(summary: StreamSummary): RequestFacts {
     const s = 1 / 1000
     return {
       id: this.#id,

@@ -2,14 +2,15 @@ import t from 'tap'
 import { TokentapError } from '../../src/errors.ts'
 import type { FailureCode } from '../../src/errors.ts'
 import { Exchange } from '../../src/proxy/exchange.ts'
-import type { ExchangeIdentity, RouteRuntime } from '../../src/proxy/exchange.ts'
+import type { RouteRuntime } from '../../src/proxy/exchange.ts'
+import type { RequestFacts } from '../../src/record/observations.ts'
 import { failurePrevails, gatewayStatusFailure, upstreamFailure } from '../../src/proxy/upstream-errors.ts'
 import type { Measurement } from '../../src/timing/measurement.ts'
 import { EncodingSelector } from '../../src/tokens/tokenizer.ts'
 
 /** A real Exchange on a fixed clock; `finish` hands back what it recorded. */
-function exchange(): { ex: Exchange; recorded: () => { who: ExchangeIdentity; m: Measurement } } {
-  let out: { who: ExchangeIdentity; m: Measurement } | undefined
+function exchange(): { ex: Exchange; recorded: () => { who: RequestFacts; m: Measurement } } {
+  let out: { who: RequestFacts; m: Measurement } | undefined
   const route: RouteRuntime = { label: 'r', prefix: '/r', provider: 'openai', inFlight: 0 }
   const ex = new Exchange(
     {
