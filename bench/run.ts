@@ -279,7 +279,7 @@ function runOtelPhase(simPort: number, log: (s: string) => void): Promise<OtelPh
 
 const tracesTargetName = `spans on (otel.traces at the default sampling, OTLP/HTTP protobuf): CPU per short request ≤ ${TRACES_RATIO_TARGET} × off`
 const tracesMethod =
-  'the OTel round with the "on" process exporting spans (otel.traces at its default sampling: errors, stalls, SLO misses and slow requests kept, 10 % of the rest, batched every 5 s to a sink in the bench process) instead of the metrics'
+  'the OTel round with the "on" process exporting spans (otel.traces at its default sampling: errors, stalls, SLO misses and slow requests kept, 10 % of the rest, batched every 5 s to a sink in the bench process) instead of the metrics; both processes warmed after the first export (it makes V8 rebuild the byte path’s optimised code), and each round ends once a batch has gone out after its requests (its own spans exported within it)'
 
 /** The OTel round with spans on instead of the metrics (issue 38). */
 function runTracesPhase(simPort: number, log: (s: string) => void): Promise<OtelPhaseResult> {
