@@ -30,9 +30,7 @@ export type Job =
   | { kind: 'events' }
   | { kind: 'release' }
   | { kind: 'drain'; timeoutMs: number }
-  | { kind: 'abort'; url: string; body: string; after: number; headers?: Record<string, string> }
   | { kind: 'stop' }
-  | { kind: 'stall'; url: string; body: string; count?: number }
   | { kind: 'get'; url: string; times: number; pauseMs: number; inspect?: boolean; accept?: string; gzip?: boolean }
 
 /** Timed scrapes; with `inspect`, one more (untimed) scrape is counted. */
@@ -212,73 +210,6 @@ async function drain(job: Extract<Job, { kind: 'drain' }>): Promise<number> {
   return ended
 }
 
-/**
- * One stream read until `after` content events arrived, then the client goes away (socket
- * destroyed): resolves with when (performance.timeOrigin + now, the simulator's clock base) and
- * how many content events it had.
- */
-function abort(job: Extract<Job, { kind: 'abort' }>): Promise<{ at: number; chunks: number }> {
-  return new Promise((resolve) => {
-    const keep: Open[] = []
-    let chunks = 0
-    const gone = (): void => {
-      const at = now()
-      for (const o of keep) {
-        o.res?.destroy()
-        o.req.destroy()
-      }
-      resolve({ at, chunks })
-    }
-    void stream(
-      job.url,
-      job.body,
-      `abort-${Math.random().toString(36).slice(2)}`,
-      false,
-      job.headers,
-      () => {
-        chunks = job.after
-        gone()
-      },
-      keep,
-      job.after,
-    ).then((r) => {
-      // Ended (or failed) before `after` events: report what it had.
-      chunks = r.chunks
-      gone()
-    })
-  })
-}
-
-/** `count` (default 1) readers that never read: each response is paused as soon as it starts. Resolves with how many started. */
-async function stall(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
-  const codes = await Promise.all(Array.from({ length: job.count ?? 1 }, () => stallOne(job)))
-  return codes.filter((c) => c === 200).length
-}
-
-function stallOne(job: Extract<Job, { kind: 'stall' }>): Promise<number> {
-  return new Promise((resolve) => {
-    const u = new URL(job.url)
-    const stallAgent = new http.Agent({ keepAlive: false })
-    const req = http.request({
-      agent: stallAgent,
-      host: u.hostname,
-      port: u.port,
-      path: u.pathname,
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(job.body) },
-    })
-    req.on('response', (res) => {
-      res.pause()
-      // The socket's own buffer is the only reading we allow ourselves.
-      res.socket.pause()
-      held.push({ req, res })
-      resolve(res.statusCode ?? 0)
-    })
-    req.on('error', () => resolve(0))
-    req.end(job.body)
-  })
-}
-
 /** Timed GETs (the /metrics scrape as Prometheus sees it: request → whole body). */
 async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   const ms: number[] = []
@@ -312,9 +243,15 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
         })
         .on('error', reject)
     })
+  // Which scrape failed, with what: a body cut short reads only "aborted".
+  const failed =
+    (which: string) =>
+    (err: unknown): never => {
+      throw new Error(`GET ${job.url} (accept ${job.accept ?? '*/*'}), ${which}: ${String(err)}`)
+    }
   for (let i = 0; i < job.times; i++) {
     const t0 = performance.now()
-    bytes = (await fetchBody(false)).n
+    bytes = (await fetchBody(false).catch(failed(`scrape ${i + 1} of ${job.times}`))).n
     ms.push(performance.now() - t0)
     if (job.pauseMs > 0) await new Promise((r) => setTimeout(r, job.pauseMs))
   }
@@ -322,7 +259,7 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   let llmSeries = 0
   let samples = 0
   if (job.inspect === true) {
-    const { text } = await fetchBody(true)
+    const { text } = await fetchBody(true).catch(failed('the counted scrape'))
     for (const line of text.split('\n')) {
       if (line === '' || line.startsWith('#')) continue
       samples++
@@ -347,13 +284,9 @@ async function run(job: Job): Promise<unknown> {
       return release()
     case 'drain':
       return drain(job)
-    case 'abort':
-      return abort(job)
     case 'stop':
       stopped = true
       return true
-    case 'stall':
-      return stall(job)
     case 'get':
       return get(job)
     case 'events':

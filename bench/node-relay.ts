@@ -15,16 +15,14 @@ import { PROXY_METHODS } from '../src/proxy/route-path.ts'
  * `--fastify` puts the same relay behind a Fastify router the way tokentap's routes are (a
  * catch-all route, a body parser that reads nothing, the reply hijacked): the bench's
  * `fastify-relay` path, which shows what Fastify adds before tokentap measures anything.
- * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT [--alt-upstream URL] [--fastify]`; prints `{"port":N}`.
+ * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT [--fastify]`; prints `{"port":N}`.
  */
 
 const { values } = parseArgs({
-  options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, 'alt-upstream': { type: 'string' }, fastify: { type: 'boolean', default: false } },
+  options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, fastify: { type: 'boolean', default: false } },
 })
 if (values.upstream === undefined) throw new Error('--upstream is required')
 const origin = new URL(values.upstream).origin
-// `--alt-upstream`: requests under /a/ go there, prefix stripped (the bench's client-abort phase).
-const alt = values['alt-upstream'] === undefined ? undefined : new URL(values['alt-upstream']).origin
 const agent = new Agent({ pipelining: 1, bodyTimeout: 0 })
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host', 'te', 'trailer', 'upgrade', 'proxy-connection'])
 
@@ -37,10 +35,6 @@ function endToEnd(raw: readonly (string | Buffer)[]): string[] {
   return out
 }
 
-function target(url: string): { origin: string; path: string } {
-  return alt !== undefined && url.startsWith('/a/') ? { origin: alt, path: url.slice(2) } : { origin, path: url }
-}
-
 function relay(req: http.IncomingMessage, res: http.ServerResponse): void {
   const parts: Buffer[] = []
   req.on('data', (b: Buffer) => parts.push(b))
@@ -51,7 +45,7 @@ function relay(req: http.IncomingMessage, res: http.ServerResponse): void {
       if (!res.writableFinished) controller?.abort(new Error('client closed'))
     })
     agent.dispatch(
-      { ...target(req.url ?? '/'), method: req.method as Dispatcher.HttpMethod, headers: endToEnd(req.rawHeaders), body: Buffer.concat(parts) },
+      { origin, path: req.url ?? '/', method: req.method as Dispatcher.HttpMethod, headers: endToEnd(req.rawHeaders), body: Buffer.concat(parts) },
       {
         onRequestStart(c) {
           controller = c

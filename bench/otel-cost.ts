@@ -29,6 +29,11 @@ function recordCost(chunks: number): { usPerRecord: number; records: number } {
     concurrency: 1,
     tReq: 0,
     overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
+    tenant: undefined,
+    bytesIn: 0,
+    bytesOut: 0,
+    extra: undefined,
+    failureDetail: undefined,
   }
   const one = () => {
     const log = new ChunkLog()

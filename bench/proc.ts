@@ -1,10 +1,11 @@
-import { execFileSync, fork, spawn } from 'node:child_process'
+import { fork, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import type { Readable } from 'node:stream'
 import { createInterface } from 'node:readline'
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
 import type { Job } from './load-client.ts'
 
@@ -23,17 +24,6 @@ function stat(pid: number): string[] | undefined {
   } catch {
     return undefined
   }
-}
-
-/** Direct children of a process (nginx workers of the master). */
-export function children(pid: number): number[] {
-  const out: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    const s = stat(Number(name))
-    if (s !== undefined && Number(s[1]) === pid) out.push(Number(name))
-  }
-  return out
 }
 
 /**
@@ -78,37 +68,6 @@ export function rssBytes(pids: readonly number[]): number {
     }
   }
   return kb * 1024
-}
-
-/** A process's soft and hard limits on open descriptors (/proc/PID/limits). */
-function openFilesLimit(pid: number): { soft: number; hard: number } {
-  const m = /Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'))
-  const n = (s: string | undefined): number => (s === undefined ? 0 : s === 'unlimited' ? Infinity : Number(s))
-  return { soft: n(m?.[1]), hard: n(m?.[2]) }
-}
-
-/**
- * Raises each process's soft limit on open descriptors to its hard limit when it is below `need`
- * (util-linux `prlimit --pid`; raising the soft limit up to the hard one needs no privilege), and
- * returns the lowest soft limit that results: a step needing more is skipped, not left to fail.
- * Each open stream holds two sockets in a proxy and one in the client and in the upstream.
- */
-export function raiseOpenFiles(pids: readonly number[], need: number): number {
-  let lowest = Infinity
-  for (const pid of pids) {
-    let { soft, hard } = openFilesLimit(pid)
-    if (soft < need && hard > soft) {
-      try {
-        const to = Number.isFinite(hard) ? String(hard) : 'unlimited'
-        execFileSync('prlimit', ['--pid', String(pid), `--nofile=${to}:${to}`], { stdio: 'ignore' })
-      } catch {
-        // no prlimit: the limit stays, and the step that needs it is skipped
-      }
-      soft = openFilesLimit(pid).soft
-    }
-    lowest = Math.min(lowest, soft)
-  }
-  return lowest
 }
 
 /** A child's pid (undefined only when the spawn failed: there is nothing to measure then). */
@@ -275,4 +234,18 @@ export function stopOnExit(proc: ChildProcess, signal: NodeJS.Signals = 'SIGKILL
     })
   }
   owned.push({ proc, signal })
+}
+
+/** The machine a run measured (other work on it skews every figure: the load average says how busy it was). */
+export function machine(loadAtStart: number): { nproc: number; cpu: string; node: string; kernel: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number } {
+  const read = (file: string): string => {
+    try {
+      return readFileSync(file, 'utf8')
+    } catch {
+      return '' // not Linux
+    }
+  }
+  const cpu = /model name\s*:\s*(.+)/.exec(read('/proc/cpuinfo'))?.[1].trim() ?? cpus()[0]?.model ?? 'unknown'
+  const r = (v: number): number => Math.round(v * 100) / 100
+  return { nproc: cpus().length, cpu, node: process.version, kernel: read('/proc/sys/kernel/osrelease').trim(), loadavg_1m_at_start: r(loadAtStart), loadavg_1m_at_end: r(loadavg()[0]) }
 }

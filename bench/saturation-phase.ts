@@ -3,8 +3,6 @@ import { request, turns } from './plans.ts'
 import type { SimPlan, Target } from './plans.ts'
 import { cpuMicros } from './proc.ts'
 
-/** The full run's saturation: 32 streams of 2,000 chunks with no gaps, 8 at a time. */
-export const SAT_STREAMS = 32
 export const SAT_CONCURRENCY = 8
 export const SAT_CHUNKS = 2000
 

@@ -166,7 +166,7 @@ export async function scrapeAtSeries(d: ScrapeDeps, series: number, scrapes: num
   return { ...(await scrapePhase(d, models, scrapes, protobuf)), series_asked: series }
 }
 
-export async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number, protobuf = false): Promise<ScrapeFigures> {
+async function scrapePhase(d: ScrapeDeps, models: number, scrapes: number, protobuf = false): Promise<ScrapeFigures> {
   await loadModels(d, models)
   await sleep(500)
   await d.job({ kind: 'get', url: d.metricsUrl, times: 2, pauseMs: 0, accept: d.accept, gzip: d.gzip })

@@ -1,8 +1,5 @@
-import type { OpenStreamsStep } from './growth.ts'
-import type { InstructionFigures } from './instructions.ts'
 import type { ScrapeFigures } from './scrape-phase.ts'
-import { round } from './stats.ts'
-import { atLeast, atMost, bracketRatios, ratios, spread, type targetList, verdictOf } from './verdict.ts'
+import { atMost, bracketRatios, ratios, type targetList } from './verdict.ts'
 
 /**
  * The targets of issue 29, each against the Fastify relay (the floor for a Fastify plugin) unless
@@ -10,19 +7,17 @@ import { atLeast, atMost, bracketRatios, ratios, spread, type targetList, verdic
  * pairs of paths (the floors).
  */
 
-const BOUND = {
+export const BOUND = {
   cpuShort: 1.3,
   addedTtftMs: 0.15,
   load: 1.25,
   cpuPerChunk: 1,
-  nginxThroughput: 0.85,
   heldKib: 12,
   rssKib: 24,
   scrapeMs: { 1000: 20, 10000: 150 } as Record<number, number>,
-  portkey: 3,
 }
 
-/** One load round's figures (el_p99: NaN where the path has no probe: nginx, direct). */
+/** One load round's figures (el_p99: NaN where the path has no probe: direct). */
 export interface LoadRound {
   readonly ttft_p99: number
   readonly gap_distortion_p99: number
@@ -37,21 +32,15 @@ export interface TargetInputs {
   readonly turns: Readonly<Record<number, Readonly<Record<string, readonly LoadRound[]>>>>
   /** CPU ms per short request, per round, per path. */
   readonly short: Readonly<Record<string, readonly number[]>>
-  readonly instructions: InstructionFigures | string
-  /** Added TTFT p50 per block of unloaded rounds (ms), per path; and over the whole phase. */
+  /** Added TTFT p50 per block of unloaded rounds (ms), per path. */
   readonly addedBlocks: Readonly<Record<string, readonly number[]>>
-  readonly addedP50: Readonly<Record<string, number>>
-  /** Saturation, per round: CPU µs per content chunk and chunks/s at the client. */
+  /** Saturation, per round: CPU µs per content chunk. */
   readonly satCpu: Readonly<Record<string, readonly number[]>>
-  readonly satRate: Readonly<Record<string, readonly number[]>>
   /** The memory phase's repeats, per path: heap + external and RSS per open stream, KiB. */
   readonly held: Readonly<Record<string, readonly number[]>>
   readonly rss: Readonly<Record<string, readonly number[]>>
   readonly openStreams: number
-  readonly growthStreams: readonly OpenStreamsStep[] | undefined
   readonly scales: readonly ScrapeFigures[]
-  /** The @50 paths' extra TTFT. */
-  readonly slowTtftMs: number
 }
 
 type List = ReturnType<typeof targetList>
@@ -72,34 +61,11 @@ const addedOver = (i: TargetInputs, a: string, b: string): number[] => {
     .filter(Number.isFinite)
 }
 
-/** The open-streams step of the memory growth with this many streams, if it ran. */
-const stepAt = (i: TargetInputs, n: number): OpenStreamsStep | undefined => i.growthStreams?.find((s) => s.streams === n)
-
-/** Memory rows: at the memory phase's scale (its repeats) and at the growth section's largest. */
-export function memoryTargets(i: TargetInputs, list: List, largest: number | undefined): void {
-  if (get(i.held, 'tokentap').length > 0) {
-    list.roundsRow(`heap + external per open stream ≤ ${BOUND.heldKib} KiB at ${i.openStreams.toLocaleString('en')} open streams`, get(i.held, 'tokentap'), atMost(BOUND.heldKib), ' KiB')
-    list.roundsRow(`RSS per open stream ≤ ${BOUND.rssKib} KiB at ${i.openStreams.toLocaleString('en')} open streams`, get(i.rss, 'tokentap'), atMost(BOUND.rssKib), ' KiB')
-  }
-  if (largest === undefined) return
-  const s = stepAt(i, largest)
-  const name = (what: string, bound: number): string => `${what} per open stream ≤ ${bound} KiB at ${largest.toLocaleString('en')} open streams`
-  if (s === undefined || s.skipped !== undefined) {
-    const why = s?.skipped ?? 'not run'
-    list.T(name('heap + external', BOUND.heldKib), `n/a (${why})`, 'n/a')
-    list.T(name('RSS', BOUND.rssKib), `n/a (${why})`, 'n/a')
-    return
-  }
-  if (s.opened < s.streams) {
-    // Too few streams opened in time (a busy machine): per-stream figures of the wrong step.
-    const why = `n/a (only ${s.opened.toLocaleString('en')} of ${largest.toLocaleString('en')} streams opened within the step's 120 s)`
-    list.T(name('heap + external', BOUND.heldKib), why, 'n/a')
-    list.T(name('RSS', BOUND.rssKib), why, 'n/a')
-    return
-  }
-  const of = `(${s.opened.toLocaleString('en')} opened, one repeat)`
-  list.T(name('heap + external', BOUND.heldKib), `${s.held_kib_per_stream} KiB ${of}`, s.held_kib_per_stream <= BOUND.heldKib)
-  list.T(name('RSS', BOUND.rssKib), `${s.rss_kib_per_stream} KiB ${of}`, s.rss_kib_per_stream <= BOUND.rssKib)
+/** Memory rows at the memory phase's scale (its repeats). */
+function memoryTargets(i: TargetInputs, list: List): void {
+  if (get(i.held, 'tokentap').length === 0) return
+  list.roundsRow(`heap + external per open stream ≤ ${BOUND.heldKib} KiB at ${i.openStreams.toLocaleString('en')} open streams`, get(i.held, 'tokentap'), atMost(BOUND.heldKib), ' KiB')
+  list.roundsRow(`RSS per open stream ≤ ${BOUND.rssKib} KiB at ${i.openStreams.toLocaleString('en')} open streams`, get(i.rss, 'tokentap'), atMost(BOUND.rssKib), ' KiB')
 }
 
 /** /metrics rows at 1,000 and 10,000 llm_ histogram series, text and protobuf. */
@@ -119,20 +85,9 @@ export function scrapeTargets(i: TargetInputs, list: List): void {
   }
 }
 
-/** The CPU-per-short-request rows: schedstat rounds and, beside them, the instruction counts. */
+/** CPU per short request against the Fastify relay (on-CPU time, rounds). */
 export function shortTargets(i: TargetInputs, list: List): void {
   list.roundsRow(`CPU per short request ≤ ${BOUND.cpuShort} × the Fastify relay's (on-CPU time, rounds)`, ratios(get(i.short, 'tokentap'), get(i.short, 'fastify-relay')), atMost(BOUND.cpuShort))
-  const name = `CPU per short request ≤ ${BOUND.cpuShort} × the Fastify relay's (instructions outside V8's compilers, callgrind)`
-  if (typeof i.instructions === 'string') list.T(name, `n/a (${i.instructions})`, 'n/a')
-  else {
-    const f = i.instructions
-    const n = (p: string): string => f.steady_per_request[p].toLocaleString('en')
-    list.T(
-      name,
-      `${f.steady_ratio}× (${n('tokentap')} vs ${n('fastify-relay')} instructions a request over ${f.requests} requests; with the compilers ${f.ratio}×: ${f.per_request.tokentap.toLocaleString('en')} vs ${f.per_request['fastify-relay'].toLocaleString('en')})`,
-      f.steady_ratio <= BOUND.cpuShort,
-    )
-  }
 }
 
 export function issueTargets(i: TargetInputs, list: List): void {
@@ -145,61 +100,8 @@ export function issueTargets(i: TargetInputs, list: List): void {
     }
   }
   list.roundsRow("CPU per content chunk at saturation ≤ the Node relay's", ratios(get(i.satCpu, 'tokentap'), get(i.satCpu, 'node-relay')), atMost(BOUND.cpuPerChunk))
-  if (get(i.satRate, 'nginx').length > 0)
-    list.roundsRow(`chunk throughput at saturation ≥ ${BOUND.nginxThroughput} × nginx's`, ratios(get(i.satRate, 'tokentap'), get(i.satRate, 'nginx')), atLeast(BOUND.nginxThroughput))
-  else list.T(`chunk throughput at saturation ≥ ${BOUND.nginxThroughput} × nginx's`, 'n/a (no nginx)', 'n/a')
-  const largest = i.growthStreams?.at(-1)?.streams
-  memoryTargets(i, list, largest)
+  memoryTargets(i, list)
   scrapeTargets(i, list)
-  portkeyTargets(i, list)
-}
-
-/**
- * Every row ≥ 3 × better than the Portkey path (its 25 ms first-event wait hidden by a 50 ms TTFT
- * where a row has a TTFT in it), where the floor allows: when the Fastify relay itself (the Node
- * relay for memory: the Fastify relay takes no part in that phase) is not 3 × better than Portkey
- * on a row, a plugin on it can hardly be, and the row says so with the figure instead of a verdict
- * (unless tokentap meets it all the same).
- */
-function portkeyTargets(i: TargetInputs, list: List): void {
-  const peer = 'portkey@50'
-  if (get(i.short, 'portkey').length === 0) {
-    list.T('3 × better than Portkey (every row)', 'n/a (Portkey not installed)', 'n/a')
-    return
-  }
-  const row = (name: string, tt: readonly number[], floor: readonly number[], pk: readonly number[], floorName: string, higherIsBetter = false): void => {
-    const better = (ours: readonly number[]): number[] => (higherIsBetter ? ratios(ours, pk) : ratios(pk, ours))
-    const floorBetter = spread(better(floor)).median
-    const full = `3 × better than Portkey: ${name}`
-    // Met is met, whatever the floor (tokentap can beat the relay: it writes a read's events at once).
-    if (floorBetter < BOUND.portkey && verdictOf(better(tt), atLeast(BOUND.portkey)) !== 'met') {
-      const ttBetter = spread(better(tt)).median
-      list.T(full, `ruled out by the floor: the ${floorName} is ${round(floorBetter, 2)}× better than Portkey here (tokentap ${round(ttBetter, 2)}×)`, 'ruled out')
-      return
-    }
-    list.roundsRow(full, better(tt), atLeast(BOUND.portkey), '× better')
-  }
-  const one = (x: number | undefined): number[] => (x === undefined ? [] : [x])
-  row('added TTFT p50', one(i.addedP50.tokentap), one(i.addedP50['fastify-relay']), one(i.addedP50[peer]), 'Fastify relay')
-  for (const n of i.loadLevels) {
-    const t = i.turns[n]
-    const minusSlow = (rs: readonly LoadRound[]): LoadRound[] => rs.map((r) => ({ ...r, ttft_p99: r.ttft_p99 - i.slowTtftMs }))
-    for (const [f, what] of LOAD_FIGURES) {
-      row(
-        `${n} streams, ${what}${f === 'ttft_p99' ? ` (${peer} minus its ${i.slowTtftMs} ms)` : ''}`,
-        col(get(t, 'tokentap'), f),
-        col(get(t, 'fastify-relay'), f),
-        col(minusSlow(get(t, peer)), f),
-        'Fastify relay',
-      )
-    }
-  }
-  row('CPU per short request', get(i.short, 'tokentap'), get(i.short, 'fastify-relay'), get(i.short, 'portkey'), 'Fastify relay')
-  row('CPU per content chunk', get(i.satCpu, 'tokentap'), get(i.satCpu, 'fastify-relay'), get(i.satCpu, 'portkey'), 'Fastify relay')
-  row('chunk throughput at saturation', get(i.satRate, 'tokentap'), get(i.satRate, 'fastify-relay'), get(i.satRate, 'portkey'), 'Fastify relay', true)
-  const med = (k: string, o: Readonly<Record<string, readonly number[]>>): number[] => one(spread(get(o, k)).median)
-  row('heap + external per open stream', med('tokentap', i.held), med('node-relay', i.held), med('portkey', i.held), 'Node relay')
-  row('RSS per open stream', med('tokentap', i.rss), med('node-relay', i.rss), med('portkey', i.rss), 'Node relay')
 }
 
 /** For information: the same measures between other pairs of paths. */

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import { validateConfig } from '../src/config/load-config.ts'
 import { OtelTraces } from '../src/metrics/otel/traces.ts'
-import type { ExchangeIdentity } from '../src/proxy/exchange.ts'
+import type { RequestFacts } from '../src/record/observations.ts'
 import { TraceIdSource } from '../src/proxy/trace-context.ts'
 import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
 import { measure } from '../src/timing/measurement.ts'
@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   const policy = new RecordPolicy({ maxModelsPerRoute: 100, lengthBandLabel: false, genAi: true, traces: { ratio: 1, keep: traces.sample.keep, slowSeconds: 10 } })
   const ids = new TraceIdSource()
   const route = { label: '/t', prefix: '/t', provider: 'openai', inFlight: 0 }
-  const one = (): { who: ExchangeIdentity; m: ReturnType<typeof measure> } => {
+  const one = (): { who: RequestFacts; m: ReturnType<typeof measure> } => {
     const log = new ChunkLog()
     for (let i = 0; i < 3; i++) log.add(now + 100 + i, 1, MarkKind.text, false)
     const m = measure({
@@ -48,7 +48,7 @@ async function main(): Promise<void> {
       summary: { usage: { input: 12, output: 3 } },
       stallSeconds: 1,
     })
-    const who: ExchangeIdentity = {
+    const who: RequestFacts = {
       id: 'r',
       route,
       provider: 'openai',
@@ -74,7 +74,7 @@ async function main(): Promise<void> {
   const requests = Array.from({ length: n }, one)
   const observed = requests.map(({ who, m }) => ({ who, o: policy.observe(who, m) }))
   // Warm-up: JIT, the exporter's first serialisation.
-  for (let i = 0; i < 2000; i++) tracer.record(observed[i].who, observed[i].o)
+  for (let i = 0; i < 2000; i++) tracer.record(observed[i].o)
   await tracer.flush()
   const cpu = (): number => {
     const c = process.cpuUsage()
@@ -84,7 +84,7 @@ async function main(): Promise<void> {
   let exporting = 0
   for (let i = 0; i < n; i += 1000) {
     const b0 = cpu()
-    for (let j = i; j < i + 1000; j++) tracer.record(observed[j].who, observed[j].o)
+    for (let j = i; j < i + 1000; j++) tracer.record(observed[j].o)
     const e0 = cpu()
     // The processor's queue holds 2,048 spans: export as the batches fill, as a loaded process would.
     await tracer.flush()

@@ -70,7 +70,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
   const state = app.tokentap
   const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds, realtimeOpen: state.realtime.open, startedAt: state.now() })
-  state.recorder.listen(live.listener)
+  state.recorder.add(live.listener)
   state.realtime.listen(live.realtime.listener)
   // The admin instance reads the service's state (draining, in flight, live figures) as it changes.
   const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin(adminView(state, live)) })

@@ -1,6 +1,3 @@
-#!/usr/bin/env node
-import { realpathSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { applyEnv, DEFAULT_CONFIG_FILE, loadConfig, validateConfig } from './config/load-config.ts'
 import { budgetRules } from './cost/budgets.ts'
@@ -9,8 +6,8 @@ import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 
 /**
- * The `tokentap` command line: flags → config. src/server.ts runs the result; run as the
- * package's bin, this file hands over to it.
+ * The `tokentap` command line: flags → config, and the usage text. Pure: src/server.ts runs the
+ * result (src/bin.ts is the package's bin).
  */
 
 export const USAGE = `Usage: tokentap [options]
@@ -128,18 +125,4 @@ export function outcomeOf(cmd: Exclude<CliCommand, { kind: 'run' }>): { readonly
   if (cmd.kind === 'print') return { stream: 'stdout', text: cmd.text, code: 0 }
   if (cmd.kind === 'usage-error') return { stream: 'stderr', text: `tokentap: ${cmd.message}\n\n${USAGE}`, code: 2 }
   return { stream: 'stderr', text: `tokentap: ${cmd.message}\n`, code: 1 }
-}
-
-// Run as the package's bin (`tokentap`, a symlink npm makes): start the process in server.ts.
-// Not awaited: server.ts imports this module, which must finish evaluating first.
-const self = fileURLToPath(import.meta.url)
-const invoked = process.argv[1] === undefined ? undefined : safeRealpath(process.argv[1])
-if (invoked === self) void import('./server.ts')
-
-function safeRealpath(p: string): string | undefined {
-  try {
-    return realpathSync(p)
-  } catch {
-    return undefined
-  }
 }

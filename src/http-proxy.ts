@@ -3,9 +3,9 @@ import { Readable, Transform } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { RouteConfig } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
-import type { FailureCode } from './errors.ts'
 import type { Exchange } from './proxy/exchange.ts'
 import { proxyRoute } from './proxy/open-exchange.ts'
+import { gatewayStatusFailure, upstreamFailure } from './proxy/upstream-errors.ts'
 import { declaredLength } from './proxy/request-body.ts'
 import type { RouteSlo } from './timing/slo.ts'
 
@@ -57,13 +57,6 @@ export interface TokentapReplyOptions {
 const header = (h: IncomingHttpHeaders, name: string): string | undefined => {
   const v = h[name]
   return Array.isArray(v) ? v[0] : v
-}
-
-/** reply-from's error (by its status) as tokentap's failure code. */
-function failureOf(err: Error & { statusCode?: number }): FailureCode {
-  if (err.statusCode === 503) return 'TOKENTAP_ERR_UPSTREAM_CONNECT'
-  if (err.statusCode === 504) return 'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT'
-  return 'TOKENTAP_ERR_UPSTREAM_FAILED'
 }
 
 /**
@@ -123,8 +116,10 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
       }
       ex.responseStarted(res.statusCode, header(res.headers, 'content-type'), header(res.headers, 'content-encoding'), now(), header(res.headers, 'x-request-id'), (name) => header(res.headers, name))
       // After the client left, the upstream stream is destroyed on purpose (below): not a failure.
-      res.stream.once('error', (err: Error & { code?: string }) => {
-        if (!reply.raw.destroyed) ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', err.code ?? err.message)
+      res.stream.once('error', (err: Error) => {
+        if (reply.raw.destroyed) return
+        const failure = upstreamFailure(err, true, undefined)
+        ex.fail(failure.code, failure.detail)
       })
       const tap = new Transform({
         transform(chunk: Buffer, _encoding, callback) {
@@ -146,7 +141,7 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
     onError(reply, { error }) {
       const ex = exchanges.get(reply.request.raw as IncomingMessage)
       if (ex !== undefined) {
-        ex.fail(failureOf(error), error.code)
+        ex.fail(gatewayStatusFailure(error.statusCode), error.code)
         ex.answered(error.statusCode ?? 502, 0)
       }
       void reply.send(error)

@@ -27,11 +27,13 @@ import { FinishQueue } from './proxy/finish-queue.ts'
 import { forward } from './proxy/forward.ts'
 import { ExchangeOpener, proxyRoute } from './proxy/open-exchange.ts'
 import { Recorder } from './record/recorder.ts'
+import type { Sink } from './record/recorder.ts'
+import { requestLog } from './record/request-log.ts'
 import { RequestIds } from './proxy/request-id.ts'
 import { originForm } from './proxy/request-target.ts'
 import { PROXY_METHODS } from './proxy/route-path.ts'
 import { RealtimeSessions } from './realtime/realtime.ts'
-import { registerRealtimeMetrics } from './realtime/realtime-metrics.ts'
+import { registerRealtimeMetrics } from './metrics/llm/realtime-metrics.ts'
 import { installUpgradeListener, pendingUpgrade } from './realtime/upgrade-listener.ts'
 import { RecordPolicy } from './record/observations.ts'
 import { parseUpstream } from './proxy/upstream.ts'
@@ -39,6 +41,7 @@ import { UpstreamDispatchers } from './proxy/upstream-dispatcher.ts'
 import type { Upstream } from './proxy/upstream.ts'
 import { buildSimulator } from './sim/sim-app.ts'
 import { DEFAULT_ENCODING_RULES, EncodingSelector, warmTokenizers } from './tokens/tokenizer.ts'
+import { isSuccess } from './http-status.ts'
 
 /**
  * The Fastify plugin: `app.register(tokentap, options)` registers the proxy routes (`PREFIX`
@@ -143,9 +146,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     {
       stallSeconds: config.metrics.stall_seconds,
       exemplars: config.metrics.exemplars,
-      labelNames: policy.labelNames,
-      bandedLabelNames: policy.bandedLabelNames,
-      inputBandedLabelNames: policy.inputBandedLabelNames,
+      labelNames: policy.labels.names,
+      bandedLabelNames: policy.labels.bandedNames,
+      inputBandedLabelNames: policy.labels.inputBandedNames,
       native,
     },
   )
@@ -157,12 +160,17 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   // Closing sends a last export and the last spans (onClose runs once requests in flight have been recorded).
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
   if (otelTraces !== undefined) app.addHook('onClose', async () => otelTraces.shutdown())
-  const recorder = new Recorder({ policy, metrics, logger, otel: otelMetrics, traces: otelTraces })
+  // The sinks, each a map of Observations; the live views join after the log line (app.ts).
+  const sinks: Sink[] = [(o) => metrics.record(o)]
+  if (otelMetrics !== undefined) sinks.push((o) => otelMetrics.record(o))
+  if (otelTraces !== undefined) sinks.push((o) => otelTraces.record(o))
   if (prices !== undefined) {
-    const cost = new CostMetrics(prices.currency, policy.labelNames, native)
+    const cost = new CostMetrics(prices.currency, policy.labels.names, native)
     for (const m of cost.all()) registry.register(m)
-    recorder.listen((o) => cost.record(o))
+    sinks.push((o) => cost.record(o))
   }
+  sinks.push(requestLog(logger))
+  const recorder = new Recorder(policy, sinks, (err, who) => logger.error({ err, route: who.route.label }, 'recording a request failed'))
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
     now,
@@ -175,7 +183,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const finishing = new FinishQueue()
   const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant), traces === undefined ? undefined : new TraceIdSource())
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
-  registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labelNames, native)
+  registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labels.names, native)
   if (otelTraces !== undefined) realtime.listen(otelTraces.realtime)
   const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, otelTraces, opener, now, realtime, draining: false }
   app.decorate('tokentap', state)
@@ -239,7 +247,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       const status = reply.statusCode
       const length = Number(reply.getHeader('content-length'))
       ex.answered(status, Number.isSafeInteger(length) && length > 0 ? length : 0)
-      if (status < 200 || status >= 300) ex.fail('TOKENTAP_ERR_APP_ANSWERED', String(status))
+      if (!isSuccess(status)) ex.fail('TOKENTAP_ERR_APP_ANSWERED', String(status))
       opener.finish(ex, false)
     }
     const handler = (request: FastifyRequest, reply: FastifyReply): void => {

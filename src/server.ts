@@ -9,9 +9,9 @@ import { routeLabel } from './proxy/open-exchange.ts'
 import { announce, listenAs, serviceUrls } from './startup.ts'
 
 /**
- * The process: the command line (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else
- * config/default.yaml; or a one-route `--upstream URL`) gives the config;
- * build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT/SIGHUP/SIGUSR2:
+ * The process (`npm start`; src/bin.ts, the package's bin, imports this file): the command line
+ * (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else config/default.yaml; or a one-route
+ * `--upstream URL`) gives the config; build the app, listen on the proxy and admin ports, and drain on SIGTERM/SIGINT/SIGHUP/SIGUSR2:
  * /readyz turns 503, the listener stops accepting, in-flight streams get up to
  * `server.drain_seconds` to finish; then, if /metrics has been scraped, it answers for
  * `server.drain_linger_seconds` more (the drain's last figures reach the next scrape) and the process exits.

@@ -4,7 +4,7 @@ import { parseCli, USAGE } from '../src/cli.ts'
 import type { CliCommand } from '../src/cli.ts'
 import { distPath } from './helpers/paths.ts'
 
-const CLI = distPath('src/cli.js')
+const CLI = distPath('src/bin.js')
 
 const run = (cmd: CliCommand) => {
   if (cmd.kind !== 'run') throw new Error(`expected a config, got ${cmd.kind}: ${'message' in cmd ? cmd.message : ''}`)
@@ -76,7 +76,7 @@ t.test('TOKENTAP_LOG_LEVEL=verbose is an error naming the environment variable',
   t.match(run(parseCli(['--upstream', 'http://x'], { TOKENTAP_LOG_LEVEL: 'debug' })), { log: { level: 'debug' } })
 })
 
-/** The real command (the built src/cli.ts, as the bin runs it). */
+/** The real command (the built src/bin.ts, the package's bin). */
 function command(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })

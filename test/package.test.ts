@@ -80,7 +80,7 @@ t.test('the packed package holds the compiled plugin, its types and the default 
   const files = packed[0].files.map((f) => f.path)
   t.ok(files.includes('dist/src/index.js'))
   t.ok(files.includes('dist/src/index.d.ts'))
-  t.ok(files.includes('dist/src/cli.js'))
+  t.ok(files.includes('dist/src/bin.js'))
   t.ok(files.includes('config/default.yaml'))
   t.notOk(
     files.some((f) => f.startsWith('test/') || f.startsWith('bench/') || f.startsWith('dist/bench/') || f.startsWith('src/')),

@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.ts'
 import type { FailureCode } from '../errors.ts'
 import { nativeOptions } from '../metrics/prometheus/histogram.ts'
 import { LlmMetrics } from '../metrics/llm/llm-metrics.ts'
-import type { Exchange, ExchangeIdentity, RouteRuntime } from '../proxy/exchange.ts'
+import type { Exchange, RouteRuntime } from '../proxy/exchange.ts'
 import { proxyRoute } from '../proxy/open-exchange.ts'
 import { Recorder } from '../record/recorder.ts'
 import { ChunkLog } from '../timing/chunk-log.ts'
@@ -13,6 +13,8 @@ import type { MarkKind } from '../timing/chunk-log.ts'
 import { measure, Outcome, TokenSource } from '../timing/measurement.ts'
 import type { ExchangeFacts } from '../timing/measurement.ts'
 import { RecordPolicy } from '../record/observations.ts'
+import type { RequestFacts } from '../record/observations.ts'
+import { requestLog } from '../record/request-log.ts'
 
 /**
  * A dead worker's requests still count. Each cluster worker tells the primary, in batches every
@@ -332,16 +334,24 @@ export class OrphanRecorder {
       {
         stallSeconds: config.metrics.stall_seconds,
         exemplars: config.metrics.exemplars,
-        labelNames: policy.labelNames,
-        bandedLabelNames: policy.bandedLabelNames,
+        labelNames: policy.labels.names,
+        bandedLabelNames: policy.labels.bandedNames,
         native: nativeOptions(config.metrics.native_histograms),
       },
     )
-    this.#recorder = new Recorder({ policy, metrics: this.metrics, logger })
-    // A request that had ended went to the live page in its worker's live batch already.
-    this.#recorder.listen((o) => {
-      if (o.measurement.failure === 'TOKENTAP_ERR_WORKER_EXITED') live.listener(o)
-    })
+    const metrics = this.metrics
+    this.#recorder = new Recorder(
+      policy,
+      [
+        (o) => metrics.record(o),
+        requestLog(logger),
+        // A request that had ended went to the live page in its worker's live batch already.
+        (o) => {
+          if (o.measured.failure === 'TOKENTAP_ERR_WORKER_EXITED') live.listener(o)
+        },
+      ],
+      (err, who) => logger.error({ err, route: who.route.label }, 'recording a request failed'),
+    )
     this.#stallSeconds = config.metrics.stall_seconds
     for (const r of config.routes) {
       const runtime = proxyRoute(r as Parameters<typeof proxyRoute>[0]).runtime
@@ -354,7 +364,7 @@ export class OrphanRecorder {
     for (const { meta, facts } of orphans) {
       const route = this.#routes.get(meta.route) ?? { label: meta.route, prefix: meta.route, provider: 'auto', inFlight: 0 }
       const m = measure({ ...facts, slo: route.slo, stallSeconds: this.#stallSeconds })
-      const who: ExchangeIdentity = {
+      const who: RequestFacts = {
         id: meta.id,
         route,
         provider: meta.provider,

@@ -4,7 +4,6 @@ import { Ajv } from 'ajv'
 import type { ErrorObject } from 'ajv'
 import { parse as parseYaml } from 'yaml'
 import { TokentapError } from '../errors.ts'
-import { prefixBase } from '../proxy/route-path.ts'
 import { checkBudgets } from '../cost/budgets.ts'
 import { pricesOf } from '../cost/price-table.ts'
 import { configSchema } from './schema.ts'
@@ -13,6 +12,12 @@ import type { Config } from './schema.ts'
 /** The config a bare `npm start` uses: `config/default.yaml` of the package (run from src/ or dist/src/). */
 export const DEFAULT_CONFIG_FILE =
   ['../../config/default.yaml', '../../../config/default.yaml'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((p) => existsSync(p)) ?? 'config/default.yaml'
+
+/**
+ * A route prefix as a path starts with it: no trailing slashes, so '' for '/'. A loaded config's
+ * prefixes are kept so ('/' for ''), and the proxy matches and strips them the same way.
+ */
+export const prefixBase = (prefix: string): string => prefix.replace(/\/+$/, '')
 
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, allowUnionTypes: true, formats: { regex: isRegex } })
 const validate = ajv.compile(configSchema)

@@ -1,26 +1,10 @@
 import { ownCopy } from './bytes.ts'
-import { readOpenAIDetails, readVllmMetrics } from './openai-body.ts'
 import { EventTemplate, shapeOf } from './json-template.ts'
 import { SseJsonParser } from './sse-json-parser.ts'
 import { ContentKind, usageOf } from './types.ts'
 import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
-import { ReportedPhase, Unit, reportTime } from './reported-times.ts'
-import type { StreamSummary } from './types.ts'
-
-/** Groq's timings in a usage object (`x_groq.usage` in a stream, `usage` in a whole answer), seconds. */
-export function readGroqTimes(usage: Json, summary: StreamSummary): void {
-  reportTime(summary, ReportedPhase.queue, usage.queue_time, Unit.s)
-  reportTime(summary, ReportedPhase.prompt, usage.prompt_time, Unit.s)
-  reportTime(summary, ReportedPhase.generation, usage.completion_time, Unit.s)
-  reportTime(summary, ReportedPhase.total, usage.total_time, Unit.s)
-}
-
-/** llama.cpp server's `timings` (milliseconds): the last one sent wins (it runs on with `timings_per_token`). */
-export function readLlamaCppTimes(timings: Json, summary: StreamSummary): void {
-  reportTime(summary, ReportedPhase.prompt, timings.prompt_ms, Unit.ms)
-  reportTime(summary, ReportedPhase.generation, timings.predicted_ms, Unit.ms)
-}
+import { readChatUsage, readLlamaCppTimes, readVllmMetrics } from './openai-usage.ts'
 
 /**
  * OpenAI Chat Completions (`chat.completion.chunk`) and legacy Completions (`text_completion`)
@@ -292,15 +276,8 @@ export class OpenAIChatParser extends SseJsonParser {
   }
 
   #usage(usage: Json): void {
-    const summary = this.summary
-    const u = usageOf(summary)
     // A count that is not one leaves the field as it was: not reported, the stream's own count stands.
-    const output = readCount(usage.completion_tokens, summary, 'completion_tokens')
-    if (output !== undefined) u.output = output
-    const input = readCount(usage.prompt_tokens, summary, 'prompt_tokens')
-    if (input !== undefined) u.input = input
-    readOpenAIDetails(usage, u, summary)
-    readGroqTimes(usage, summary)
+    readChatUsage(usage, usageOf(this.summary), this.summary)
   }
 
   /** A chunk without `usage`: Groq's `x_groq.usage`, else llama.cpp's `timings`. A top-level `usage` seen before wins. */

@@ -3,7 +3,7 @@ import { ContentKind } from './types.ts'
 import type { StreamSummary, Usage } from './types.ts'
 import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
-import { readOpenAIDetails, readVllmMetrics } from './openai-body.ts'
+import { readOpenAIDetails, readVllmMetrics } from './openai-usage.ts'
 
 /**
  * OpenAI Responses API (`POST /v1/responses`), as OpenAI, Azure (`/openai/v1/responses`),

@@ -7,12 +7,15 @@ import { OllamaParser, summarizeOllamaBody } from './ollama.ts'
 import { summarizeOpenAIBody } from './openai-body.ts'
 import { OpenAIChatParser } from './openai-chat.ts'
 import { OpenAIResponsesParser, summarizeResponsesBody } from './openai-responses.ts'
-import { summarizeTgiBody, TgiParser } from './tgi.ts'
+import type { ReportedTimes } from './reported-times.ts'
+import { summarizeTgiBody, TgiParser, tgiHeaderTimes } from './tgi.ts'
 import type { ParserContext, StreamParser, StreamSummary } from './types.ts'
 
 /**
- * The provider list: which parser reads a response. The route's `provider` when set, else the
- * first provider whose API owns the request path, else a guess from the response content-type.
+ * The provider list, the one home of what is provider-specific: which parser reads a response
+ * (the route's `provider` when set, else the first provider whose API owns the request path,
+ * else a guess from the response content-type), the model a path names, timings a provider
+ * sends in headers, and its OpenTelemetry names.
  * Adding a provider is one parser file plus one entry in PROVIDERS (the config's `provider`
  * values come from it), plus its fixtures and tests: the steps are in DEVELOPING.md, "Adding a
  * provider".
@@ -27,6 +30,10 @@ export interface ProviderSpec<Name extends string = string> {
   readonly parser: (ctx: ParserContext, mediaType: string) => StreamParser | undefined
   /** The model named by the request path, for APIs that put it there (Gemini, Bedrock, Azure deployments). */
   readonly modelFromPath?: (path: string) => string | undefined
+  /** Timings the provider reports in its response headers (`header`: a response header by lower-case name). */
+  readonly headerTimes?: (header: (lowerName: string) => string | undefined) => ReportedTimes | undefined
+  /** Its `gen_ai.provider.name` when that differs from `name` (https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/). */
+  readonly genAiName?: string
 }
 
 /** `text/event-stream; charset=utf-8` → `text/event-stream`. */
@@ -84,6 +91,7 @@ const tgi: ProviderSpec<'tgi'> = {
     if (isJson(mediaType)) return jsonBody(ctx, summarizeTgiBody)
     return undefined
   },
+  headerTimes: tgiHeaderTimes,
 }
 
 /** AWS Bedrock Runtime: ConverseStream / InvokeModelWithResponseStream (eventstream), Converse / InvokeModel (JSON). */
@@ -96,6 +104,7 @@ const bedrock: ProviderSpec<'bedrock'> = {
     return undefined
   },
   modelFromPath: bedrockModelFromPath,
+  genAiName: 'aws.bedrock',
 }
 
 /** Vertex AI's Claude: `…/publishers/anthropic/models/{model}:streamRawPredict` (or `:rawPredict`). */
@@ -118,6 +127,7 @@ const gemini: ProviderSpec<'gemini'> = {
   ownsPath: isGeminiPath,
   parser: createGeminiParser,
   modelFromPath: geminiModelFromPath,
+  genAiName: 'gcp.gemini',
 }
 
 /** Cohere Chat API v2: `/v2/chat` (SSE with `"stream": true`, else one JSON answer). */
@@ -144,6 +154,8 @@ const byName = new Map<string, ProviderSpec>(PROVIDERS.map((p) => [p.name, p]))
 export interface Selection {
   readonly provider: string
   readonly parser: StreamParser | undefined
+  /** Timings the provider reported in the response headers, when it sends any there. */
+  readonly reported?: ReportedTimes
 }
 
 /** The provider a request path points at (before the response is known), or undefined. */
@@ -153,17 +165,41 @@ export function providerForPath(setting: string, path: string): ProviderSpec | u
 }
 
 /**
- * Chooses provider and parser once the response's content-type is known. An unrecognised path
- * with an SSE body is read as OpenAI-compatible, the lingua franca of LLM servers.
+ * Chooses provider and parser once the response's content-type is known (`header`: the response's
+ * headers by lower-case name, for timings a provider sends there). An unrecognised path with an
+ * SSE body is read as OpenAI-compatible, the lingua franca of LLM servers.
  */
-export function selectParser(setting: string, path: string, contentType: string, ctx: ParserContext): Selection {
+export function selectParser(setting: string, path: string, contentType: string, ctx: ParserContext, header?: (lowerName: string) => string | undefined): Selection {
   const mediaType = mediaTypeOf(contentType)
   const spec = providerForPath(setting, path)
   if (spec === undefined && setting !== 'auto') return { provider: setting, parser: undefined }
-  if (spec !== undefined) return { provider: spec.name, parser: spec.parser(ctx, mediaType) }
+  if (spec !== undefined) {
+    const parser = spec.parser(ctx, mediaType)
+    const reported = header === undefined ? undefined : spec.headerTimes?.(header)
+    return reported === undefined ? { provider: spec.name, parser } : { provider: spec.name, parser, reported }
+  }
   if (mediaType === 'text/event-stream') return { provider: openai.name, parser: new OpenAIChatParser(ctx) }
   // Formats only one provider speaks tell it from the response alone.
   if (mediaType === NDJSON) return { provider: ollama.name, parser: new OllamaParser(ctx) }
   if (mediaType === EVENTSTREAM) return { provider: bedrock.name, parser: new BedrockParser(ctx) }
   return { provider: setting === 'auto' ? 'unknown' : setting, parser: undefined }
+}
+
+/** `gen_ai.provider.name` of a `provider` label value. */
+export function genAiProviderName(provider: string): string {
+  return byName.get(provider)?.genAiName ?? provider
+}
+
+/**
+ * `gen_ai.operation.name` of a request by its API path, whichever provider serves it
+ * (https://opentelemetry.io/docs/specs/semconv/gen-ai/), or undefined for requests that are no
+ * GenAI operation (model lists, health checks).
+ */
+export function genAiOperation(method: string, path: string): string | undefined {
+  if (method !== 'POST') return undefined
+  if (/embed/i.test(path)) return 'embeddings'
+  if (/generatecontent/i.test(path)) return 'generate_content'
+  if (/chat|messages|responses|converse|invoke/i.test(path)) return 'chat'
+  if (/complet|generate/i.test(path)) return 'text_completion'
+  return undefined
 }

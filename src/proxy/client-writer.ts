@@ -5,11 +5,14 @@ import type { Config } from '../config/schema.ts'
 import { withAppHeaders } from './app-headers.ts'
 import { clientResponseHeaders, rawHeader, withoutHeader } from './headers.ts'
 import { UsageChunkFilter } from './inject-usage.ts'
-import { IdleDeadline } from './idle-deadline.ts'
+import { Deadline } from './deadlines.ts'
+import type { Deadlines } from './deadlines.ts'
 import { LastByte } from './last-byte.ts'
 import { relayInformational, writeResponseHead } from './response-head.ts'
 import { serverTimingValue } from './server-timing.ts'
+import { upstreamFailure } from './upstream-errors.ts'
 import type { Exchange } from './exchange.ts'
+import { isBodiless, isSuccess } from '../http-status.ts'
 
 /**
  * The upstream response's dispatch handler (undici's handler API, one object per request):
@@ -18,39 +21,22 @@ import type { Exchange } from './exchange.ts'
  * was written. The client's bytes never wait for measuring.
  */
 
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET_BEFORE_HEADERS'])
-
-const codeOf = (err: Error): string => {
-  const e = err as Error & { code?: string; cause?: { code?: string } }
-  return e.code ?? e.cause?.code ?? ''
-}
-
-/** Maps an upstream failure before response headers to the error the client gets. */
-export function errorBeforeHeaders(err: Error, upstream: Config['upstream']): TokentapError {
-  if (err instanceof TokentapError) return err
-  const code = codeOf(err)
-  if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', upstream.headers_timeout_ms)
-  const mapped = CONNECT_CODES.has(code) ? new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code) : new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
-  if (code !== '') mapped.detail = code
-  return mapped
-}
-
 export interface ClientWriterOptions {
   readonly upstream: Config['upstream']
   /** The monotonic clock (ms). */
   readonly now: () => number
   /** `include_usage` was added upstream: take the added usage chunk out of an SSE answer. */
   readonly injected: boolean
-  /** Answers the client with a proxy error (before any byte of the response was written). */
+  /** Ends the request on a proxy error: the error answer, or a cut stream once the head is out (forward.ts). */
   readonly fail: (err: TokentapError) => void
+  /** The exchange's deadlines: the head stops `headers`; reads keep `idle` alive (forward.ts decides what expiry does). */
+  readonly deadlines: Deadlines
   /** Add `x-tokentap-request-id` to the head (the route's `echo_request_id`). */
   readonly echoRequestId: boolean
   /** Send a `Server-Timing` trailer on a chunked answer (the route's `server_timing`, and the client sent `TE: trailers`). */
   readonly trailers: boolean
   /** The client's request (an informational 103 goes only to an HTTP/1.1 client). */
   readonly req: IncomingMessage
-  /** The response head came (or the exchange ended): the proxy's headers timeout stops. */
-  readonly headed: () => void
   /** Headers the embedding app set before the proxy took the reply over, merged into the head (app-headers.ts). */
   readonly appHeaders?: readonly string[]
 }
@@ -66,15 +52,14 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   #waiting = false
   /** The head announced a `Server-Timing` trailer. */
   #trailer = false
-  /** `upstream.idle_timeout_ms` between two reads of the body, on the proxy's own timer. */
-  readonly #idle: IdleDeadline
+  readonly #deadlines: Deadlines
   /** When the current wait for 'drain' began (a write returned false); undefined while not waiting. */
   #waitFrom: number | undefined
   readonly #resume = (): void => {
     this.#waiting = false
     this.#waited()
     // Before the controller: resuming parses what waited, which may pause again at once.
-    this.#idle.resume()
+    this.#deadlines.resume(Deadline.idle)
     this.#controller?.resume()
   }
 
@@ -100,7 +85,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#ex = ex
     this.#res = res
     this.#o = options
-    this.#idle = new IdleDeadline(options.upstream.idle_timeout_ms, () => this.#idleTimeout())
+    this.#deadlines = options.deadlines
     this.#lastByte = new LastByte(res, options.now)
     ex.clientWritesWatched()
   }
@@ -120,9 +105,8 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#controller?.abort(reason)
   }
 
-  /** The client's response closed: no timer of this exchange may outlive it. */
+  /** The client's response closed (its deadlines are cleared by forward.ts). */
   responseClosed(): void {
-    this.#idle.clear()
     // A response ended with bytes still queued never gets its 'drain' (Node emits none once the
     // response is finished): they waited until it closed, which is when the last of them left.
     this.#waited()
@@ -155,7 +139,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       relayInformational(this.#o.req, res, statusCode, headers)
       return
     }
-    this.#o.headed()
+    this.#deadlines.clear(Deadline.headers)
     const unwrapped = c as unknown as { rawHeaders: Buffer[] | null }
     let raw = clientResponseHeaders(unwrapped.rawHeaders ?? [])
     // undici's header Buffers are views of the socket read they came in, often with the first
@@ -166,26 +150,24 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     // The header getter is read within the call (a provider's timing headers), before raw changes below.
     const upstreamHeaders = raw
     this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'), (name) => rawHeader(upstreamHeaders, name))
-    if (this.#o.injected && statusCode >= 200 && statusCode < 300 && /^text\/event-stream/i.test(contentType ?? '') && contentEncoding === undefined) {
+    if (this.#o.injected && isSuccess(statusCode) && /^text\/event-stream/i.test(contentType ?? '') && contentEncoding === undefined) {
       this.#filter = new UsageChunkFilter()
       raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
     }
     if (this.#o.appHeaders !== undefined) raw = withAppHeaders(raw, this.#o.appHeaders)
     if (this.#o.echoRequestId) raw.push('x-tokentap-request-id', this.#ex.id)
     // A trailer needs a chunked body: none with a length, none on bodiless answers.
-    if (this.#o.trailers && statusCode >= 200 && statusCode !== 204 && statusCode !== 304 && this.#ex.method !== 'HEAD' && rawHeader(raw, 'content-length') === undefined) {
+    if (this.#o.trailers && !isBodiless(this.#ex.method, statusCode) && rawHeader(raw, 'content-length') === undefined) {
       raw.push('trailer', 'Server-Timing')
       this.#trailer = true
     }
     const refused = writeResponseHead(res, statusCode, statusMessage ?? '', raw)
     if (refused !== undefined) {
-      // A head Node will not write (a control byte, an invalid header value): the client gets a clear 502 now.
-      const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE', refused.message)
-      this.#o.fail(err)
-      c.abort(err)
+      // A head Node will not write (a control byte, an invalid header value): a clear 502 now.
+      this.#o.fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE', refused.message))
       return
     }
-    this.#idle.start()
+    this.#deadlines.start(Deadline.idle)
     // Send headers within this tick: an SSE client should see the response start before the
     // first event. When body bytes came in the same read, they go out with the headers in one
     // write instead (the data flush is queued after this one). Not `res.headersSent`: that is
@@ -202,7 +184,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     if (res.destroyed) return
     if (this.#pending.length === 0) {
       this.#pendingAt = this.#headAt ?? this.#o.now()
-      this.#idle.read()
+      this.#deadlines.touch(Deadline.idle)
       queueMicrotask(this.#flush)
     }
     this.#pending.push(chunk)
@@ -211,7 +193,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
-    this.#idle.clear()
+    this.#deadlines.clear(Deadline.idle)
     this.#upstreamDone = true
     const res = this.#res
     if (this.#trailer && !res.destroyed) {
@@ -222,10 +204,8 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       this.#end()
       return
     }
-    // The end usually comes in the same upstream read as the last bytes (`data: [DONE]` and the
-    // chunked terminator): those bytes and the client's terminator go out in one write, not two
-    // (one syscall and one packet less per request; a short request's largest single cost).
-    // Measuring still waits until they are written.
+    // The end usually comes in the same read as the last bytes: they and the client's chunked
+    // terminator go out in one write, not two; measuring waits until they are written.
     const socket = res.socket
     socket?.cork()
     const chunk = this.#write(false)
@@ -243,24 +223,15 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
-    this.#idle.clear()
+    this.#deadlines.clear(Deadline.idle)
     this.flush()
     this.#upstreamDone = true
-    this.#o.headed()
+    this.#deadlines.clear(Deadline.headers)
     const res = this.#res
     // res.writableEnded: the proxy already answered (a refused head, a timeout).
     if (res.destroyed || res.writableEnded) return
-    if (res.headersSent) {
-      // Mid-stream failure: the client must see a broken stream, never a clean end.
-      const code = codeOf(err)
-      // undici's own body timeout is off on tokentap's agents; a dispatcher passed in may still have one.
-      if (code === 'UND_ERR_BODY_TIMEOUT') this.#ex.fail('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', code)
-      else if (err instanceof TokentapError) this.#ex.fail(err.code)
-      else this.#ex.fail('TOKENTAP_ERR_UPSTREAM_RESET', code || err.message)
-      res.destroy()
-      return
-    }
-    this.#o.fail(errorBeforeHeaders(err, this.#o.upstream))
+    // Mid-stream the client must see a broken stream, never a clean end; before the head, the error answer.
+    this.#o.fail(upstreamFailure(err, res.headersSent, this.#o.upstream))
   }
 
   /** Writes what the current read gathered, then lets the exchange measure it. */
@@ -283,29 +254,16 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     const out = this.#filter === undefined ? chunk : this.#filter.push(chunk)
     if (out.length > 0) {
       if (!res.write(out) && this.#controller !== undefined) this.#wait(this.#controller)
-      // Node's res.write corks the socket and only writes on the next tick (connectionCorkNT in
-      // node:_http_outgoing), which would make the client's bytes wait for the parse after this.
-      // The chunk is complete (size line, data, CRLF), so it goes to the kernel now; the later
-      // uncork finds nothing corked and does nothing.
+      // Node's res.write corks the socket until the next tick (connectionCorkNT in
+      // node:_http_outgoing): the complete chunk goes to the kernel now, not after the parse.
       if (uncork) res.socket?.uncork()
     }
     return chunk
   }
 
-  /**
-   * The upstream went silent for `idle_timeout_ms` after the head or a read: a broken stream for
-   * the client (the head is out, so no error answer), the upstream request stopped.
-   */
-  #idleTimeout(): void {
-    const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', this.#o.upstream.idle_timeout_ms)
-    this.#ex.fail(err.code)
-    this.abort(err)
-    this.#res.destroy()
-  }
-
   #wait(c: Dispatcher.DispatchController): void {
     c.pause()
-    this.#idle.pause()
+    this.#deadlines.pause(Deadline.idle)
     if (this.#waiting) return
     this.#waiting = true
     this.#waitFrom = this.#o.now()

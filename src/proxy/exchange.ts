@@ -1,6 +1,4 @@
-import { JsonBodyParser } from '../parsers/json-body-parser.ts'
-import { providerForPath, selectParser } from '../parsers/registry.ts'
-import { tgiHeaderTimes } from '../parsers/tgi.ts'
+import { providerForPath } from '../parsers/registry.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
 import { ContentKind } from '../parsers/types.ts'
 import type { ContentEvent, StreamSummary } from '../parsers/types.ts'
@@ -11,11 +9,15 @@ import type { RouteSlo } from '../timing/slo.ts'
 import { ReadBudget } from '../tokens/tokenizer.ts'
 import type { EncodingSelector } from '../tokens/tokenizer.ts'
 import type { FailureCode } from '../errors.ts'
-import { UNKNOWN } from '../record/label-limiter.ts'
+import { UNKNOWN } from '../record/labels.ts'
+import type { RequestFacts } from '../record/observations.ts'
 import { MAX_REQUEST_ID_LENGTH } from './request-id.ts'
-import { Tap } from './tap.ts'
+import { tapResponse } from './tap.ts'
+import type { Tap } from './tap.ts'
+import { failurePrevails } from './upstream-errors.ts'
 import type { BodyWatch } from './request-body.ts'
 import type { TraceStart } from './trace-context.ts'
+import { isBodiless, isSuccess } from '../http-status.ts'
 
 /**
  * One request's measuring state, from request headers to the response's close: which route,
@@ -40,41 +42,6 @@ export interface RouteRuntime {
   readonly serverTiming?: boolean
 }
 
-/** What a finished exchange hands over, besides its Measurement: who it was. */
-export interface ExchangeIdentity {
-  readonly id: string
-  readonly route: RouteRuntime
-  readonly provider: string
-  /** The `tenant` label value (`metrics.tenant`), resolved once when the request opened. */
-  readonly tenant: string | undefined
-  readonly method: string
-  readonly path: string
-  /** The request's own model (body, else path), else the response's; undefined when neither said. */
-  readonly model: string | undefined
-  readonly responseModel: string | undefined
-  readonly usageInjected: boolean
-  /** The route's requests in flight when this one started, itself included. */
-  readonly concurrency: number
-  readonly bytesIn: number
-  readonly bytesOut: number
-  /** ms (monotonic) of request headers, for views that place the request on a time axis. */
-  readonly tReq: number
-  /** The proxy's own cost (seconds): request head out, first content read through, mean content read through. */
-  readonly overhead: ProxyOverhead
-  /** Parser extras for the log line (e.g. Bedrock's stop reason). */
-  readonly extra: Readonly<Record<string, unknown>> | undefined
-  /** What the failure code leaves out (the upstream's own error code). */
-  readonly failureDetail: string | undefined
-  /** Its span's ids and the caller's span (`otel.traces` on), from when the request opened. */
-  readonly trace?: TraceStart
-}
-
-interface ProxyOverhead {
-  readonly request: number | undefined
-  readonly firstChunk: number | undefined
-  readonly chunk: number | undefined
-}
-
 export interface ExchangeDeps {
   readonly encodings: EncodingSelector
   /** The clock the counting budget per read runs on (the measuring clock). */
@@ -85,9 +52,9 @@ export interface ExchangeDeps {
   /** Requests in flight (for the gauge and live views). */
   readonly active: Set<Exchange>
   /** Called once per exchange with its measurement. Must not throw (errors are the caller's to log). */
-  readonly record: (who: ExchangeIdentity, m: Measurement) => void
+  readonly record: (who: RequestFacts, m: Measurement) => void
   /** Called when recording threw: measuring must never take the proxy down. */
-  readonly onRecordError: (err: unknown, who: ExchangeIdentity) => void
+  readonly onRecordError: (err: unknown, who: RequestFacts) => void
 }
 
 const KIND: Record<ContentEvent['kind'], MarkKind> = {
@@ -127,7 +94,7 @@ export class Exchange {
   #injected = false
   /** The parser's summary, once the upstream's body ended (or the response closed). */
   #summary: StreamSummary | Promise<StreamSummary> | undefined
-  /** Timings the upstream reported in its response headers (TGI's whole answers). */
+  /** Timings the upstream reported in its response headers (ProviderSpec.headerTimes). */
   #headerTimes: ReportedTimes | undefined
   /** The answer is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
   #streamed = false
@@ -240,7 +207,7 @@ export class Exchange {
   }
 
   /**
-   * Upstream response headers arrived: choose the parser. `requestId`: the response's x-request-id;
+   * Upstream response headers arrived: the tap (tap.ts, by the registry) reads what follows. `requestId`: the response's x-request-id;
    * `header`: any other response header by lower-case name (for timings a provider sends there).
    */
   responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string, header?: (lowerName: string) => string | undefined): void {
@@ -248,26 +215,28 @@ export class Exchange {
     this.#tHeaders = at
     // The provider's own id (OpenAI's req_…) is the one its support can look up.
     if (this.#idGenerated && requestId !== undefined && requestId.length > 0 && requestId.length <= MAX_REQUEST_ID_LENGTH) this.#id = requestId
-    if (contentType === undefined || statusCode === 204 || statusCode === 304 || this.#method === 'HEAD') return
-    const selection = selectParser(this.#route.provider, this.#path, contentType, {
-      path: this.#path,
-      contentType,
-      maxEventBytes: this.#deps.maxEventBytes,
-      countTokens: this.#countTokens,
-    })
-    this.#provider = selection.provider
-    if (selection.provider === 'tgi' && header !== undefined) this.#headerTimes = tgiHeaderTimes(header)
-    this.#streamed = selection.parser !== undefined && !(selection.parser instanceof JsonBodyParser)
-    if (selection.parser !== undefined) this.#tap = new Tap(selection.parser, contentEncoding, this.#onContent)
-    else if (this.#ownsPath && statusCode >= 200 && statusCode < 300) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
+    if (contentType === undefined || isBodiless(this.#method, statusCode)) return
+    const opened = tapResponse(
+      this.#route.provider,
+      { path: this.#path, contentType, maxEventBytes: this.#deps.maxEventBytes, countTokens: this.#countTokens },
+      contentEncoding,
+      this.#onContent,
+      header,
+    )
+    this.#provider = opened.provider
+    this.#headerTimes = opened.reported
+    this.#tap = opened.tap
+    this.#streamed = opened.tap?.streamed === true
+    if (opened.tap === undefined && this.#ownsPath && isSuccess(statusCode)) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
 
   /**
-   * The proxy or the upstream failed the request (the first failure is the one kept).
-   * `detail`: the underlying code (undici's, the socket's), for the log line.
+   * The proxy or the upstream failed the request; of several, the one kept is decided by
+   * `failurePrevails` (upstream-errors.ts), not by call order. `detail`: the underlying code
+   * (undici's, the socket's), for the log line.
    */
   fail(code: FailureCode, detail?: string): void {
-    if (this.#failure !== undefined) return
+    if (!failurePrevails(code, this.#failure)) return
     this.#failure = code
     this.#failureDetail = detail
   }
@@ -384,7 +353,7 @@ export class Exchange {
     }
   }
 
-  #identity(summary: StreamSummary): ExchangeIdentity {
+  #identity(summary: StreamSummary): RequestFacts {
     const s = 1 / 1000
     return {
       id: this.#id,

@@ -2,7 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { TokentapError } from '../errors.ts'
 import type { Config } from '../config/schema.ts'
-import { ClientWriter, errorBeforeHeaders } from './client-writer.ts'
+import { ClientWriter } from './client-writer.ts'
+import { Deadline, Deadlines } from './deadlines.ts'
+import { upstreamFailure } from './upstream-errors.ts'
 import { sendError } from './error-answer.ts'
 import { BodyInHand, sendRequestBody } from './request-body-strategy.ts'
 import { hasBody } from './request-body.ts'
@@ -10,7 +12,6 @@ import type { OutgoingRequest } from './request-body-strategy.ts'
 import { acceptsTrailers } from './server-timing.ts'
 import type { Exchange } from './exchange.ts'
 import type { ExchangeOpener } from './open-exchange.ts'
-import { HeadersDeadline } from './headers-deadline.ts'
 import type { Upstream } from './upstream.ts'
 import { withoutHeader } from './headers.ts'
 import { traceparentOf } from './trace-context.ts'
@@ -37,66 +38,65 @@ export interface ForwardOptions {
   readonly appHeaders?: readonly string[]
 }
 
-/** Ends the request with a proxy error answer (or a cut connection once the response started). */
-function failRequest(ex: Exchange, res: ServerResponse, err: TokentapError, appHeaders: readonly string[] | undefined): void {
-  ex.fail(err.code, err.detail)
-  // The rest of a body over the limit (or stalled) is never read: close the connection after the answer.
-  if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE' || err.code === 'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT') res.shouldKeepAlive = false
-  const started = res.headersSent
-  const bytes = sendError(res, err, appHeaders)
-  if (!started) ex.answered(err.httpStatus, bytes)
+/** The error each deadline ends an exchange with. */
+function expiryError(kind: Deadline, config: Config): TokentapError {
+  if (kind === Deadline.headers) return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)
+  if (kind === Deadline.body) return new TokentapError('TOKENTAP_ERR_CLIENT_BODY_TIMEOUT', config.server.client_body_timeout_ms)
+  if (kind === Deadline.total) return new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', config.upstream.total_timeout_ms)
+  return new TokentapError('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', config.upstream.idle_timeout_ms)
 }
 
 export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse, opts: ForwardOptions): void {
   const { config, opener } = opts
   const now = opener.now
-  const fail = (err: TokentapError): void => failRequest(ex, res, err, opts.appHeaders)
   let writer: ClientWriter | undefined
-  let totalTimer: NodeJS.Timeout | undefined
-  const headersDeadline = new HeadersDeadline(config.upstream.headers_timeout_ms, () => {
-    const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)
+  let ended = false
+  /**
+   * The one way the proxy ends a request on its own error, once: the failure is recorded (by
+   * Exchange.fail's precedence), the upstream request stops, and the client gets the error answer
+   * while no byte of the response went out, else a cut connection. Stopping the upstream may
+   * call back here (undici reports the abort to the writer at once): that call only records.
+   */
+  const end = (err: TokentapError): void => {
+    ex.fail(err.code, err.detail)
+    if (ended) return
+    ended = true
+    // Ended: no deadline may fire on it any more.
+    deadlines.clearAll()
     writer?.abort(err)
-    if (!res.headersSent) fail(err)
-  })
-
-  // A body that stops half-way would pin the upstream connection (or wait for ever): nothing for
-  // client_body_timeout_ms answers 408 before the answer started, else ends both sides.
-  const bodyMs = config.server.client_body_timeout_ms
-  let bodyTimer: NodeJS.Timeout | undefined
-  if (bodyMs > 0 && hasBody(req) && !req.complete) {
-    bodyTimer = setTimeout(() => {
-      const err = new TokentapError('TOKENTAP_ERR_CLIENT_BODY_TIMEOUT', bodyMs)
-      ex.fail(err.code)
-      writer?.abort(err)
-      if (res.headersSent) res.destroy()
-      else fail(err)
-    }, bodyMs)
-    bodyTimer.unref()
-    req.once('end', () => clearTimeout(bodyTimer))
+    // The rest of a body over the limit (or stalled) is never read: close the connection after the answer.
+    if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE' || err.code === 'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT') res.shouldKeepAlive = false
+    const started = res.headersSent
+    const bytes = sendError(res, err, opts.appHeaders)
+    if (!started) ex.answered(err.httpStatus, bytes)
   }
-  const touched = bodyTimer === undefined ? undefined : (): void => void bodyTimer?.refresh()
+
+  const bodyWatched = config.server.client_body_timeout_ms > 0 && hasBody(req) && !req.complete
+  const deadlines = new Deadlines(
+    {
+      headers: config.upstream.headers_timeout_ms,
+      // A body that stops half-way would pin the upstream connection (or wait for ever).
+      body: bodyWatched ? config.server.client_body_timeout_ms : 0,
+      total: config.upstream.total_timeout_ms,
+      idle: config.upstream.idle_timeout_ms,
+    },
+    (kind) => end(expiryError(kind, config)),
+  )
+  deadlines.start(Deadline.total)
+  if (bodyWatched) {
+    deadlines.start(Deadline.body)
+    req.once('end', () => deadlines.clear(Deadline.body))
+  }
+  const touched = bodyWatched ? (): void => deadlines.touch(Deadline.body) : undefined
 
   // 'close' comes once: a plain listener, not a once wrapper.
   res.on('close', () => {
-    if (bodyTimer !== undefined) clearTimeout(bodyTimer)
-    headersDeadline.clear()
+    deadlines.clearAll()
     writer?.responseClosed()
-    if (totalTimer !== undefined) clearTimeout(totalTimer)
     const clientGone = !res.writableFinished
     if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
     opener.finish(ex, clientGone, writer?.lastByteAt)
   })
-
-  if (config.upstream.total_timeout_ms > 0) {
-    totalTimer = setTimeout(() => {
-      const err = new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', config.upstream.total_timeout_ms)
-      ex.fail(err.code)
-      writer?.abort(err)
-      if (res.headersSent) res.destroy()
-      else fail(err)
-    }, config.upstream.total_timeout_ms)
-    totalTimer.unref()
-  }
 
   const traces = config.otel.traces
   const send = (r: OutgoingRequest): void => {
@@ -110,17 +110,17 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
       upstream: config.upstream,
       now,
       injected: r.injected,
-      fail,
+      fail: end,
+      deadlines,
       echoRequestId: ex.route.echoRequestId === true,
       trailers: ex.route.serverTiming === true && req.httpVersion === '1.1' && acceptsTrailers(req.headers.te as string | undefined),
       req,
-      headed: () => headersDeadline.clear(),
       appHeaders: opts.appHeaders,
     })
     // The headers timeout runs from when the request is out whole (undici's own, coarser timer
     // stays the backstop while a streamed body is still being written).
-    if (r.body === null || r.body instanceof BodyInHand) headersDeadline.start()
-    else req.once('end', () => headersDeadline.start())
+    if (r.body === null || r.body instanceof BodyInHand) deadlines.start(Deadline.headers)
+    else req.once('end', () => deadlines.start(Deadline.headers))
     try {
       opts.dispatcher.dispatch(
         {
@@ -133,9 +133,9 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
         writer,
       )
     } catch (err) {
-      fail(errorBeforeHeaders(err as Error, config.upstream))
+      end(upstreamFailure(err as Error, false, config.upstream))
     }
   }
 
-  sendRequestBody(ex, req, { limit: config.server.body_limit_bytes, injectUsage: opts.injectUsage === true, gone: () => res.destroyed, send, fail, touched })
+  sendRequestBody(ex, req, { limit: config.server.body_limit_bytes, injectUsage: opts.injectUsage === true, gone: () => res.destroyed, send, fail: end, touched })
 }

@@ -7,9 +7,6 @@
 /** The methods a proxy route takes. */
 export const PROXY_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const
 
-/** A route prefix as a path starts with it: no trailing slashes, so '' for '/'. */
-export const prefixBase = (prefix: string): string => prefix.replace(/\/+$/, '')
-
 /**
  * Where `base` ends in a raw request target whose path matched it once percent-decoded (as
  * Fastify's router matches): `/u%70/v1` ends the base `/up` at 5. The rest goes upstream as the

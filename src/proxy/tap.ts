@@ -1,6 +1,9 @@
 import zlib from 'node:zlib'
 import type { Transform } from 'node:stream'
-import type { ContentEvent, StreamParser, StreamSummary } from '../parsers/types.ts'
+import { JsonBodyParser } from '../parsers/json-body-parser.ts'
+import { selectParser } from '../parsers/registry.ts'
+import type { ReportedTimes } from '../parsers/reported-times.ts'
+import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '../parsers/types.ts'
 
 /**
  * The tap: gets a copy of each upstream read, after it was written to the client, and feeds it
@@ -37,6 +40,25 @@ function inflaterFor(encoding: string | undefined): Transform | undefined | null
   return null // an encoding we cannot read (zstd, stacked encodings): pass through, don't measure
 }
 
+/** What a response head tells the measuring path: its provider, the timings its headers report, the tap that reads its body. */
+export interface TappedResponse {
+  readonly provider: string
+  /** Undefined when no parser reads this content-type. */
+  readonly tap: Tap | undefined
+  readonly reported: ReportedTimes | undefined
+}
+
+/**
+ * Opens the tap of a response: the registry chooses provider and parser by the route's
+ * `provider` setting, the path and the content-type (`header`: the response's headers by
+ * lower-case name, for timings a provider sends there).
+ */
+export function tapResponse(setting: string, ctx: ParserContext, contentEncoding: string | undefined, sink: ContentSink, header?: (lowerName: string) => string | undefined): TappedResponse {
+  const selection = selectParser(setting, ctx.path, ctx.contentType, ctx, header)
+  const tap = selection.parser === undefined ? undefined : new Tap(selection.parser, contentEncoding, sink)
+  return { provider: selection.provider, tap, reported: selection.reported }
+}
+
 export class Tap {
   readonly #parser: StreamParser
   readonly #sink: ContentSink
@@ -45,9 +67,12 @@ export class Tap {
   #failed: string | undefined
   #bytes = 0
   #compressed = 0
+  /** The body is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
+  readonly streamed: boolean
 
   constructor(parser: StreamParser, contentEncoding: string | undefined, sink: ContentSink) {
     this.#parser = parser
+    this.streamed = !(parser instanceof JsonBodyParser)
     this.#sink = sink
     const inflater = inflaterFor(contentEncoding)
     if (inflater === null) this.#failed = `unsupported content-encoding '${contentEncoding}'`

@@ -19,7 +19,7 @@ type AgentOptions = Agent.Options
 /**
  * Keep-alive, no pipelining, and no automatic retries (undici retries nothing unless asked, so a
  * POST is never sent twice). undici's body timeout is off: `idle_timeout_ms` runs on the
- * proxy's own timer (idle-deadline.ts), which covers the whole body from the head to the end
+ * proxy's own timer (deadlines.ts), which covers the whole body from the head to the end
  * and fires within ms of its setting; undici's would fire up to ~1 s later than that, so as a
  * backstop it could never act, and it would only cost a timer refresh per HTTP chunk.
  * Connections are opened by upstreamConnector (the proxy's own connect timer, an unsolicited 100

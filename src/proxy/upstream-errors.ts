@@ -1,13 +1,89 @@
+import { TokentapError } from '../errors.ts'
+import type { Config } from '../config/schema.ts'
 import type { FailureCode } from '../errors.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
- * The upstream-error table: who is to blame for a failed request, as one closed vocabulary
+ * The upstream-error table, in two parts. First, the one place an upstream error (undici's,
+ * reply-from's, a socket's) becomes a failure code: `upstreamFailure`, `gatewayStatusFailure`.
+ * Second, who is to blame for a failed request, as one closed vocabulary
  * (`error_type` on llm_requests_total and llm_realtime_responses_total, the log line,
  * /debug/requests/{id}, the live page and spans). Every failure code, every status an upstream
  * answers with and every error an upstream sends inside a stream maps to one class here and
  * nowhere else. Adding a class is a change of the public contract (CONTRACT.md "Fault domain");
  * docs/metrics.md lists the table for users.
  */
+
+/** undici's codes for an upstream that could not be reached at all. */
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET_BEFORE_HEADERS'])
+
+/** The library's code of an error (undici puts a socket's under `cause`), or ''. */
+const libraryCodeOf = (err: Error): string => {
+  const e = err as Error & { code?: string; cause?: { code?: string } }
+  return e.code ?? e.cause?.code ?? ''
+}
+
+/** The limits an upstream error's message names (undefined: the proxy set none, as for @fastify/http-proxy). */
+type UpstreamLimits = Pick<Config['upstream'], 'headers_timeout_ms' | 'idle_timeout_ms'> | undefined
+
+/**
+ * The failure an upstream error stands for, the library's code kept as its `detail`. Before the
+ * response head (`headed` false) it is what the client is answered with: a refused or timed-out
+ * connect, a headers timeout, else a failed request. After the head the client sees a cut stream:
+ * a body timeout (a dispatcher passed in may run undici's own), else a reset. A TokentapError
+ * (the proxy's own abort) is its own failure.
+ */
+export function upstreamFailure(err: Error, headed: boolean, limits: UpstreamLimits): TokentapError {
+  if (err instanceof TokentapError) return err
+  const code = libraryCodeOf(err)
+  let mapped: TokentapError
+  if (headed) {
+    mapped =
+      code === 'UND_ERR_BODY_TIMEOUT' ? new TokentapError('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', limits?.idle_timeout_ms ?? '') : new TokentapError('TOKENTAP_ERR_UPSTREAM_RESET', code || err.message)
+    mapped.detail = code || err.message
+    return mapped
+  }
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', limits?.headers_timeout_ms ?? '')
+  mapped = CONNECT_CODES.has(code) ? new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code) : new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+  if (code !== '') mapped.detail = code
+  return mapped
+}
+
+/**
+ * The failure a gateway's own error answer stands for (@fastify/reply-from answers 503 when the
+ * upstream refused the connection and 504 when it timed out).
+ */
+export function gatewayStatusFailure(statusCode: number | undefined): FailureCode {
+  if (statusCode === 503) return 'TOKENTAP_ERR_UPSTREAM_CONNECT'
+  if (statusCode === 504) return 'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT'
+  return 'TOKENTAP_ERR_UPSTREAM_FAILED'
+}
+
+/**
+ * Failures that are the proxy's own decision to end a request: a deadline, a limit, a head it
+ * cannot relay, shutting down, the embedding app's answer. Ending a request makes the upstream
+ * and the client fail in turn (an abort reads as a reset, a cut as a gone client), so these are
+ * the cause and win over what the proxy only observed.
+ */
+const DECISIONS: ReadonlySet<FailureCode> = new Set<FailureCode>([
+  'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT',
+  'TOKENTAP_ERR_UPSTREAM_TIMEOUT',
+  'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT',
+  'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT',
+  'TOKENTAP_ERR_BODY_TOO_LARGE',
+  'TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE',
+  'TOKENTAP_ERR_SHUTTING_DOWN',
+  'TOKENTAP_ERR_APP_ANSWERED',
+])
+
+/**
+ * Which failure a request records when several are reported: the proxy's own decision over an
+ * observed failure, else the first reported. True when `next` replaces `current`.
+ */
+export function failurePrevails(next: FailureCode, current: FailureCode | undefined): boolean {
+  if (current === undefined) return true
+  return DECISIONS.has(next) && !DECISIONS.has(current)
+}
 
 export const ErrorType = {
   none: 'none',
@@ -82,7 +158,7 @@ export function errorTypeOfFailure(code: string, detail?: string): ErrorType {
  * (1xx, 3xx) an upstream error. Undefined for 2xx.
  */
 export function errorTypeOfStatus(status: number): ErrorType | undefined {
-  if (status >= 200 && status < 300) return undefined
+  if (isSuccess(status)) return undefined
   if (status === 429) return ErrorType.upstreamRateLimited
   if (status === 503 || status === 529) return ErrorType.upstreamOverloaded
   if (status === 504 || status === 524) return ErrorType.upstreamTimeout

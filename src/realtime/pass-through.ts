@@ -3,9 +3,9 @@ import type { Duplex } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import type { Config } from '../config/schema.ts'
 import { TokentapError } from '../errors.ts'
-import { errorBeforeHeaders } from '../proxy/client-writer.ts'
 import { sendError } from '../proxy/error-answer.ts'
-import { HeadersDeadline } from '../proxy/headers-deadline.ts'
+import { Deadline, Deadlines } from '../proxy/deadlines.ts'
+import { upstreamFailure } from '../proxy/upstream-errors.ts'
 import { clientResponseHeaders, rawHeader, upstreamRequestHeaders } from '../proxy/headers.ts'
 import { writeResponseHead } from '../proxy/response-head.ts'
 import type { Upstream } from '../proxy/upstream.ts'
@@ -67,7 +67,6 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
   const res = pending.res
   let relay: WebSocketRelay | undefined
   let handler: UpgradeHandler | undefined
-  let totalTimer: NodeJS.Timeout | undefined
   /** Ends an upgrade that got no 101 with the proxy's own answer. */
   const fail = (err: TokentapError): void => {
     if (client.destroyed) return
@@ -75,25 +74,25 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
     handler?.abort(err)
     sendError(res, err)
   }
-  const headersDeadline = new HeadersDeadline(config.upstream.headers_timeout_ms, () => fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)))
+  const { headers_timeout_ms: headers, total_timeout_ms: total, idle_timeout_ms: idle } = config.upstream
+  // Before the 101 a deadline ends the upgrade with the proxy's answer; after it, the relay closes with its reason.
+  const deadlines = new Deadlines({ headers, total, idle }, (kind) => {
+    if (kind === Deadline.idle) relay?.close('idle')
+    else if (kind === Deadline.total && relay !== undefined) relay.close('total')
+    else if (kind === Deadline.total) fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', total))
+    else fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', headers))
+  })
   // Before the 101 the session ends with the client's connection; after it, with the relay's.
   const beforeOpen = (): void => {
-    headersDeadline.clear()
-    if (totalTimer !== undefined) clearTimeout(totalTimer)
+    deadlines.clearAll()
     handler?.abort(new Error('client closed the connection'))
     session.finish(now(), handler?.answered === true ? { first: 'upstream', abrupt: false } : { first: 'client', abrupt: !client.readableEnded })
   }
   client.once('close', beforeOpen)
-  if (config.upstream.total_timeout_ms > 0) {
-    totalTimer = setTimeout(() => {
-      if (relay !== undefined) relay.close('total')
-      else fail(new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', config.upstream.total_timeout_ms))
-    }, config.upstream.total_timeout_ms)
-    totalTimer.unref()
-  }
+  deadlines.start(Deadline.total)
 
   handler = new UpgradeHandler(res, {
-    headed: () => headersDeadline.clear(),
+    headed: () => deadlines.clear(Deadline.headers),
     refused: (statusCode) => session.refused(statusCode),
     fail,
     upstream: config.upstream,
@@ -114,12 +113,12 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
           data: (from, chunk, at) => session.data(from, chunk, at),
           atFrameBoundary: (to) => session.atFrameBoundary(to),
           closed: (end, at) => {
-            if (totalTimer !== undefined) clearTimeout(totalTimer)
+            deadlines.clearAll()
             opts.relays.delete(session)
             session.closed(end, at)
           },
         },
-        { idleMs: config.upstream.idle_timeout_ms, now },
+        { deadlines, now },
       )
       relay = running
       opts.relays.set(session, running)
@@ -127,7 +126,7 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
       if (opts.draining()) running.close('shutdown')
     },
   })
-  headersDeadline.start()
+  deadlines.start(Deadline.headers)
   try {
     opts.dispatcher.dispatch(
       {
@@ -140,7 +139,7 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
       handler,
     )
   } catch (err) {
-    fail(errorBeforeHeaders(err as Error, config.upstream))
+    fail(upstreamFailure(err as Error, false, config.upstream))
   }
 }
 
@@ -236,6 +235,6 @@ class UpgradeHandler implements Dispatcher.DispatchHandler {
     this.#done = true
     if (err instanceof TokentapError) return
     if (this.#res.headersSent) this.#res.destroy()
-    else this.#o.fail(errorBeforeHeaders(err, this.#o.upstream))
+    else this.#o.fail(upstreamFailure(err, false, this.#o.upstream))
   }
 }

@@ -1,6 +1,8 @@
 import type { Json } from '../parsers/json.ts'
 import type { Outcome } from '../timing/measurement.ts'
-import type { RealtimeUsage, ResponseTiming } from '../timing/realtime-timing.ts'
+import type { FinishedResponse } from '../timing/realtime-timing.ts'
+
+export type { FinishedResponse }
 
 /**
  * The seam between a realtime session and one provider's event protocol (OpenAI Realtime,
@@ -8,20 +10,6 @@ import type { RealtimeUsage, ResponseTiming } from '../timing/realtime-timing.ts
  * protocol keeps its responses' timelines and hands each finished response back. Like a stream
  * parser, a protocol never throws and trusts no shape (json.ts guards).
  */
-
-/** A response that ended, with its figures. */
-export interface FinishedResponse {
-  /** The provider's id (`resp_…`), when it gave one. */
-  readonly id: string | undefined
-  /** When it was asked for, and when it ended (ms, monotonic). */
-  readonly start: number | undefined
-  readonly end: number
-  readonly outcome: Outcome
-  /** The provider's reason, when it gave one (a status detail, an error code); bounded. */
-  readonly detail: string | undefined
-  readonly timing: ResponseTiming
-  readonly usage: RealtimeUsage | undefined
-}
 
 export interface ProtocolContext {
   /** Tokens of a text or transcript delta (the route's tokenizer for the session's model). */

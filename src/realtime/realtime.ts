@@ -2,9 +2,10 @@ import type { IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
 import type { Dispatcher } from 'undici'
 import type { Config } from '../config/schema.ts'
-import { writeInfoLine } from '../logger.ts'
 import { Outcome } from '../timing/measurement.ts'
 import type { RecordPolicy, SeriesLabels as Labels } from '../record/observations.ts'
+import { writeRecordLine } from '../record/request-log.ts'
+import type { RealtimeSink } from '../record/recorder.ts'
 import type { RouteRuntime } from '../proxy/exchange.ts'
 import type { UpstreamTarget } from '../proxy/route-path.ts'
 import type { Upstream } from '../proxy/upstream.ts'
@@ -21,8 +22,9 @@ import type { PendingUpgrade } from './upgrade-listener.ts'
 /**
  * The realtime sessions of one tokentap instance: opens a session for each WebSocket upgrade a
  * route's handler takes (pass-through.ts), keeps the open ones (the in-flight gauge, the live
- * views, shutting down), and sends each finished response and session to its listeners (the
- * llm_realtime_ metrics, the live page) and the log.
+ * views, shutting down), and sends each finished response and session to its sinks (the
+ * llm_realtime_ families, a map of the recording policy's observations), its listeners (the live
+ * page, the spans, a cluster worker's batches: the labels and the facts) and the log.
  */
 
 /** Where finished responses and sessions go, with the labels they count under. */
@@ -35,8 +37,8 @@ export interface RealtimeOptions {
   readonly config: Config
   readonly logger: Logger
   readonly encodings: EncodingSelector
-  /** The label bound (at most `limits.max_models_per_route` models a route), shared with HTTP requests. */
-  readonly policy: Pick<RecordPolicy, 'labelsOf' | 'inFlightValues'>
+  /** The recording policy, shared with HTTP requests: the label bound, what a response records. */
+  readonly policy: Pick<RecordPolicy, 'labelSetOf' | 'inFlightValues' | 'observeResponse'>
   /** The monotonic clock (ms). */
   readonly now: () => number
 }
@@ -47,6 +49,7 @@ export class RealtimeSessions {
   readonly #relays = new Map<RealtimeSession, WebSocketRelay>()
   readonly #options: RealtimeOptions
   readonly #listeners: RealtimeListener[] = []
+  readonly #sinks: RealtimeSink[] = []
   readonly #deps: RealtimeDeps
   #draining = false
   /** Who waits for the last open session to end (drained). */
@@ -69,9 +72,9 @@ export class RealtimeSessions {
     this.#listeners.push(listener)
   }
 
-  /** The labels a session counts under (the model folded into `other` past the route's bound). */
-  labelsOf(who: Pick<SessionIdentity, 'provider' | 'route' | 'model' | 'tenant'>): Labels {
-    return this.#options.policy.labelsOf(who)
+  /** Adds a sink of the policy's observations of finished responses and sessions (the llm_realtime_ families). */
+  addSink(sink: RealtimeSink): void {
+    this.#sinks.push(sink)
   }
 
   /** The label values an open session shows under at a scrape, which admits no model into the bound. */
@@ -121,25 +124,25 @@ export class RealtimeSessions {
   }
 
   readonly #recordResponse = (who: SessionIdentity, response: FinishedResponse): void => {
-    const labels = this.labelsOf(who)
-    for (const l of this.#listeners) l.response?.(who, labels, response)
+    const set = this.#options.policy.labelSetOf(who)
+    if (this.#sinks.length > 0) {
+      const o = this.#options.policy.observeResponse(set, response)
+      for (const sink of this.#sinks) sink.response(o)
+    }
+    for (const l of this.#listeners) l.response?.(who, set.labels, response)
     // Not from inside the decoding of this read: the relay may already have written part of a next frame.
     if (this.#draining) setImmediate(() => closeRelays(this.#relays, 'shutdown', (s) => s.responsesInFlight === 0))
   }
 
   readonly #recordSession = (who: SessionIdentity, summary: SessionSummary): void => {
     if (this.open.size === 0) for (const resolve of this.#whenEmpty.splice(0)) resolve()
-    const labels = this.labelsOf(who)
+    const set = this.#options.policy.labelSetOf(who)
+    const labels = set.labels
+    for (const sink of this.#sinks) sink.session(set, summary.outcome)
     for (const l of this.#listeners) l.session?.(who, labels, summary)
     const logger = this.#options.logger
     if (summary.parseError !== undefined)
       logger.warn({ request_id: who.id, route: labels.route, provider: labels.provider, reason: summary.parseError }, 'realtime session not fully measured (frames passed through unchanged)')
-    // A failed session's line is a warning (it is what an operator filters for).
-    if (summary.outcome === Outcome.error) {
-      if (logger.isLevelEnabled('warn')) logger.warn(sessionLogLine(who, labels, summary), 'realtime session')
-    } else if (logger.isLevelEnabled('info')) {
-      const line = sessionLogLine(who, labels, summary)
-      if (!writeInfoLine(logger, line, 'realtime session')) logger.info(line, 'realtime session')
-    }
+    writeRecordLine(logger, summary.outcome === Outcome.error, 'realtime session', sessionLogLine, { who, labels, summary })
   }
 }

@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream'
-import { IdleDeadline } from '../proxy/idle-deadline.ts'
+import { Deadline } from '../proxy/deadlines.ts'
+import type { Deadlines } from '../proxy/deadlines.ts'
 import { closeFrame } from './frame.ts'
 
 /**
@@ -38,8 +39,8 @@ export interface RelayObserver {
 }
 
 export interface RelayOptions {
-  /** `upstream.idle_timeout_ms`: nothing in either direction for this long ends the session (0: never). */
-  readonly idleMs: number
+  /** The session's deadlines: traffic either way keeps `idle` alive; its expiry closes the relay with 'idle' (pass-through.ts). */
+  readonly deadlines: Deadlines
   /** The monotonic clock (ms) the observer's times come from. */
   readonly now: () => number
 }
@@ -52,7 +53,7 @@ export class WebSocketRelay {
   readonly #upstream: Duplex
   readonly #observer: RelayObserver
   readonly #now: () => number
-  readonly #idle: IdleDeadline
+  readonly #deadlines: Deadlines
   #first: RelayEnd | undefined
   #open = 2
   #paused = 0
@@ -63,14 +64,14 @@ export class WebSocketRelay {
     this.#upstream = upstream
     this.#observer = observer
     this.#now = options.now
-    this.#idle = new IdleDeadline(options.idleMs, () => this.close('idle'))
+    this.#deadlines = options.deadlines
   }
 
   /** Starts relaying; `clientHead`: bytes the client sent before the 101 (frames it did not wait to send). */
   start(clientHead: Buffer): void {
     this.#pipe(this.#client, this.#upstream, Side.client)
     this.#pipe(this.#upstream, this.#client, Side.upstream)
-    this.#idle.start()
+    this.#deadlines.start(Deadline.idle)
     this.#client.resume()
     this.#upstream.resume()
     // After resuming: a full upstream socket pauses the client again until it drains.
@@ -85,7 +86,7 @@ export class WebSocketRelay {
     if (this.#stopped) return
     this.#stopped = true
     this.#first ??= { first: 'proxy', abrupt: false, proxyReason: reason }
-    this.#idle.clear()
+    this.#deadlines.clear(Deadline.idle)
     const text = reason === 'shutdown' ? 'tokentap is shutting down' : `tokentap ${reason} timeout`
     for (const [socket, side, masked] of [
       [this.#client, Side.client, false],
@@ -126,12 +127,12 @@ export class WebSocketRelay {
   #forward(from: Duplex, to: Duplex, side: Side, chunk: Buffer): void {
     if (this.#stopped) return
     const at = this.#now()
-    this.#idle.read()
+    this.#deadlines.touch(Deadline.idle)
     if (!to.write(chunk)) {
       from.pause()
-      if (this.#paused++ === 0) this.#idle.pause()
+      if (this.#paused++ === 0) this.#deadlines.pause(Deadline.idle)
       to.once('drain', () => {
-        if (--this.#paused === 0) this.#idle.resume()
+        if (--this.#paused === 0) this.#deadlines.resume(Deadline.idle)
         if (!this.#stopped) from.resume()
       })
     }
@@ -143,7 +144,7 @@ export class WebSocketRelay {
   }
 
   #closed(): void {
-    this.#idle.clear()
+    this.#deadlines.clear(Deadline.idle)
     this.#stopped = true
     this.#observer.closed(this.#first ?? { first: Side.client, abrupt: true }, this.#now())
   }

@@ -1,5 +1,5 @@
 import type { FailureCode } from '../errors.ts'
-import { UNKNOWN } from '../record/label-limiter.ts'
+import { UNKNOWN } from '../record/labels.ts'
 import { isObject } from '../parsers/json.ts'
 import type { Json } from '../parsers/json.ts'
 import { Outcome } from '../timing/measurement.ts'

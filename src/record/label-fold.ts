@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { Config } from '../config/schema.ts'
-import { OTHER, UNKNOWN } from './label-limiter.ts'
+import { LabelSetBudget, labelKey, OTHER, ScopedCap, UNKNOWN } from './labels.ts'
 import { TENANT_NONE } from './tenant.ts'
 
 /**
@@ -34,52 +34,6 @@ const REQUESTS_FAMILY = 'llm_requests_total'
 
 /** Label sets remembered beyond the caps' own memory: past this the cache starts over (decisions are reproducible). */
 const DECISION_CACHE = 100_000
-
-/**
- * A bound on distinct label sets (`limits.max_label_sets`), admitted in arrival order. The
- * overflow set (model and tenant `other`) is never counted: it is where the rest goes.
- */
-export class LabelSetBudget {
-  readonly #max: number
-  readonly #admitted = new Set<string>()
-
-  constructor(max: number) {
-    this.#max = max
-  }
-
-  /** Whether the set of `key` is (now) admitted. */
-  admit(key: string): boolean {
-    if (this.#admitted.has(key)) return true
-    if (this.#admitted.size >= this.#max) return false
-    this.#admitted.add(key)
-    return true
-  }
-}
-
-/** Distinct values admitted per scope up to a cap; the values a fold or a missing value gives pass uncounted. */
-class ScopedCap {
-  readonly #max: number
-  readonly #free: ReadonlySet<string>
-  readonly #seen = new Map<string, Set<string>>()
-
-  constructor(max: number, free: readonly string[]) {
-    this.#max = max
-    this.#free = new Set(free)
-  }
-
-  value(scope: string, value: string): string {
-    if (this.#free.has(value)) return value
-    let set = this.#seen.get(scope)
-    if (set === undefined) {
-      set = new Set()
-      this.#seen.set(scope, set)
-    }
-    if (set.has(value)) return value
-    if (set.size >= this.#max) return OTHER
-    set.add(value)
-    return value
-  }
-}
 
 /** What the fold made of one base label set (provider, model, route[, tenant]). */
 interface Decision {
@@ -129,15 +83,14 @@ export class GroupLabelFold {
   }
 
   #decide(provider: string, model: string, route: string, tenant: string | undefined): Decision {
-    const raw = tenant === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${tenant}`
+    const raw = labelKey(provider, model, route, tenant)
     let d = this.#decided.get(raw)
     if (d !== undefined) return d
     const m = this.#models.value(route, model)
     const t = tenant === undefined ? undefined : this.#tenants.value('', tenant)
     if (m === OTHER && (t === undefined || t === OTHER)) d = { model: m, tenant: t, budget: false }
     else {
-      const key = t === undefined ? `${provider}\u0000${m}\u0000${route}` : `${provider}\u0000${m}\u0000${route}\u0000${t}`
-      d = this.#budget.admit(key) ? { model: m, tenant: t, budget: false } : { model: OTHER, tenant: t === undefined ? undefined : OTHER, budget: true }
+      d = this.#budget.admit(labelKey(provider, m, route, t)) ? { model: m, tenant: t, budget: false } : { model: OTHER, tenant: t === undefined ? undefined : OTHER, budget: true }
     }
     if (this.#decided.size >= DECISION_CACHE) this.#decided.clear()
     this.#decided.set(raw, d)

@@ -1,17 +1,25 @@
-import { LabelSetBudget } from './label-fold.ts'
-import { LabelLimiter, OTHER } from './label-limiter.ts'
+import { inputLengthBandOf, lengthBandOf, Labels } from './labels.ts'
+import type { LabelOptions, LabelSet, SeriesLabels } from './labels.ts'
+import type { FailureCode } from '../errors.ts'
+import type { ChunkLog } from '../timing/chunk-log.ts'
 import { Outcome, TokenSource } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
 import type { SloVerdict } from '../timing/slo.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
+import { genAiOperation } from '../parsers/registry.ts'
 import type { TraceIds, TraceStart } from '../proxy/trace-context.ts'
 import { keepTrace } from '../timing/trace-sampling.ts'
 import type { TraceSampling } from '../timing/trace-sampling.ts'
-import { errorTypeOf } from '../proxy/upstream-errors.ts'
+import { errorTypeOf, realtimeErrorTypeOf } from '../proxy/upstream-errors.ts'
 import type { ErrorType } from '../proxy/upstream-errors.ts'
 import { requestCost } from '../cost/cost.ts'
 import type { RequestCost } from '../cost/cost.ts'
 import type { PriceTable } from '../cost/price-table.ts'
+import { isSuccess } from '../http-status.ts'
+import type { FinishedResponse } from '../timing/realtime-timing.ts'
+
+export { INPUT_LENGTH_BANDS, LENGTH_BANDS } from './labels.ts'
+export type { SeriesLabels } from './labels.ts'
 
 /** A streamed request whose bytes waited longer than this (seconds) for the client's socket had a slow client. */
 export const SLOW_CLIENT_SECONDS = 0.1
@@ -30,58 +38,10 @@ export const SLOW_CLIENT_SECONDS = 0.1
  * - which requests' spans are exported (trace-sampling.ts).
  * The sinks (Prometheus families, OTLP, the live page, the log line) only map Observations onto
  * their own shapes, with no conditions of their own. Adding a metric is one field here and one
- * line per sink; adding a label is one entry in `SERIES_LABELS` and its value in `#set` (`tenant`, optional, is
- * appended there).
- * Pure but for the label bound's memory of the models it admitted.
+ * line per sink; adding a label is one entry in `SERIES_LABELS` (labels.ts) and its value in
+ * `Labels.of`. Realtime responses go through the same labels and `observeResponse`.
+ * Pure but for the label bound's memory of the models and sets it admitted.
  */
-
-/** The label names of every llm_ series, in the order of `Observations.labelValues`. */
-export const SERIES_LABELS = ['provider', 'model', 'route'] as const
-
-/** The optional label every llm_ series carries after SERIES_LABELS with `metrics.tenant` on. */
-const TENANT_LABEL = 'tenant'
-
-export interface SeriesLabels {
-  readonly provider: string
-  readonly model: string
-  readonly route: string
-  /** With `metrics.tenant` on: the request's tenant (record/tenant.ts). */
-  readonly tenant?: string
-}
-
-/** Output-length bands (`length_band`): short < 64, medium < 512, long ≥ 512 output tokens. */
-export const LENGTH_BANDS = [
-  { name: 'short', below: 64 },
-  { name: 'medium', below: 512 },
-  { name: 'long', below: Number.POSITIVE_INFINITY },
-] as const
-
-/** The index in LENGTH_BANDS of a request with this many output tokens. */
-export function lengthBandOf(outputTokens: number): number {
-  return outputTokens < LENGTH_BANDS[0].below ? 0 : outputTokens < LENGTH_BANDS[1].below ? 1 : 2
-}
-
-/**
- * Input-length bands (`input_length_band`, TTFT and E2E): by the input tokens the provider
- * reported, in binary thousands as context windows are named (1k = 1,024 … 128k = 131,072);
- * `unknown` when it reported none, so every series carries the label.
- */
-export const INPUT_LENGTH_BANDS = [
-  { name: 'lt_1k', below: 1024 },
-  { name: 'lt_8k', below: 8192 },
-  { name: 'lt_32k', below: 32_768 },
-  { name: 'lt_128k', below: 131_072 },
-  { name: 'ge_128k', below: Number.POSITIVE_INFINITY },
-  { name: 'unknown', below: Number.NaN },
-] as const
-
-/** The index in INPUT_LENGTH_BANDS of a request with this many reported input tokens (undefined: unknown). */
-function inputLengthBandOf(inputTokens: number | undefined): number {
-  if (inputTokens === undefined) return INPUT_LENGTH_BANDS.length - 1
-  let i = 0
-  while (inputTokens >= INPUT_LENGTH_BANDS[i].below) i++
-  return i
-}
 
 /**
  * Runs of equal content-chunk gaps: for run r, `times[r]` consecutive chunks j ≥ 2 each came
@@ -103,46 +63,72 @@ interface TokenRuns {
   readonly times: Float64Array
 }
 
-/** Who a finished request was (what the exchange knows besides its Measurement). */
+/** The proxy's own cost (seconds): request head out, first content read through, mean content read through. */
+interface ProxyOverhead {
+  readonly request: number | undefined
+  readonly firstChunk: number | undefined
+  readonly chunk: number | undefined
+}
+
+/** Who a finished request was: what the exchange knows besides its Measurement. */
 export interface RequestFacts {
   readonly id: string
   readonly route: { readonly label: string; readonly slo?: unknown }
   readonly provider: string
   /** The tenant label value, resolved once when the request opened; undefined with `metrics.tenant` off. */
-  readonly tenant?: string
+  readonly tenant: string | undefined
   readonly method: string
   /** Path after the route prefix, without the query. */
   readonly path: string
-  /** The request's own model (body, else path), else the response's. */
+  /** The request's own model (body, else path), else the response's; undefined when neither said. */
   readonly model: string | undefined
   readonly responseModel: string | undefined
   readonly usageInjected: boolean
   /** The route's requests in flight when it started, itself included. */
   readonly concurrency: number
+  readonly bytesIn: number
+  readonly bytesOut: number
   /** ms, monotonic: request headers received. */
   readonly tReq: number
-  /** The proxy's own cost, seconds. */
-  readonly overhead: { readonly request: number | undefined; readonly firstChunk: number | undefined; readonly chunk: number | undefined }
+  readonly overhead: ProxyOverhead
+  /** Parser extras for the log line (e.g. Bedrock's stop reason). */
+  readonly extra: Readonly<Record<string, unknown>> | undefined
+  /** What the failure code leaves out (the upstream's own error code). */
+  readonly failureDetail: string | undefined
   /** Its span's ids and the caller's span, with `otel.traces` on. */
   readonly trace?: TraceStart
 }
 
+/**
+ * The request's own figures as measured, for its log line, its span and `/debug/requests/{id}`:
+ * not gated like the aggregates (a cancelled request's TPOT is its own, an output count of 0 is
+ * a count), and the failure codes the aggregates fold into `errorType`.
+ */
+interface MeasuredFigures {
+  readonly failure: FailureCode | undefined
+  readonly providerError: string | undefined
+  /** The provider's total when reported, else the streamed N (0 included). */
+  readonly outputTokens: number
+  /** Content chunks, and the tokens they carried. */
+  readonly chunks: number
+  readonly streamedTokens: number
+  readonly tpot: number | undefined
+  readonly tps: number | undefined
+  /** The request's own token-weighted ITL quantiles. */
+  readonly itlP50: number | undefined
+  readonly itlP99: number | undefined
+  /** The content chunks' arrival marks (the span's events). */
+  readonly marks: ChunkLog
+}
+
 /** What every sink records of one finished request. Seconds; undefined: not observed. */
 export interface Observations {
-  readonly id: string
+  /** Who the request was. */
+  readonly who: RequestFacts
   readonly labels: SeriesLabels
-  /** The values of SERIES_LABELS, and their key (values joined): the sinks' series handles. */
-  readonly labelValues: readonly string[]
-  readonly key: string
-  /** The request's label set was beyond `limits.max_label_sets`: it is recorded under the overflow set (llm_label_sets_folded_total). */
-  readonly labelSetFolded: boolean
-  /** `labelValues` plus the length band when `metrics.length_band_label` is on (ITL and TPOT series). */
-  readonly bandedValues: readonly string[]
-  readonly bandedKey: string
-  /** `labelValues` plus the input-length band when `metrics.input_length_band_label` is on (TTFT and E2E series). */
-  readonly inputBandedValues: readonly string[]
-  readonly inputBandedKey: string
-  /** Index in INPUT_LENGTH_BANDS of the reported input count (the live page's prompt bands). */
+  /** The label set it is recorded under (values, key, banded values, the sinks' bound series). */
+  readonly labelSet: LabelSet
+  /** Index in INPUT_LENGTH_BANDS of the reported input count (TTFT and E2E series, the live page's prompt bands). */
   readonly inputLengthBand: number
   readonly outcome: Outcome
   readonly statusCode: number
@@ -150,7 +136,7 @@ export interface Observations {
   readonly errorType: string | undefined
   /** The `error_type` label: who is to blame, from the upstream-error table (`none` for ok). */
   readonly errorClass: ErrorType
-  /** Index in LENGTH_BANDS of the output count (the live page's bands). */
+  /** Index in LENGTH_BANDS of the output count (ITL and TPOT series, the live page's bands). */
   readonly lengthBand: number
   readonly e2e: number
   /** TTFT, whatever the outcome (a real wait). */
@@ -180,9 +166,8 @@ export interface Observations {
   /** With `pricing:` set: the request's cost by token kind, and its tokens with no price (src/cost/cost.ts). */
   readonly cost: RequestCost | undefined
   readonly concurrency: number
-  readonly overheadRequest: number | undefined
-  readonly overheadFirstChunk: number | undefined
-  readonly overheadChunk: number | undefined
+  /** tokentap's own figures: what the proxy itself cost the request (llm_proxy_overhead_seconds). */
+  readonly proxy: ProxyOverhead
   /** Speculative-decoding draft tokens proposed and accepted, where the upstream reported them. */
   readonly speculative: { readonly drafted: number; readonly accepted: number } | undefined
   /** The upstream's own timings by phase (seconds), each phase it reported once. */
@@ -206,24 +191,37 @@ export interface Observations {
   readonly trace: TraceIds | undefined
   /** ms, monotonic: when the response closed. */
   readonly endedAt: number
-  /** The request's own figures as measured, for its log line and `/debug/requests/{id}`. */
-  readonly measurement: Measurement
+  /** The request's own figures as measured (not gated). */
+  readonly measured: MeasuredFigures
 }
 
-export interface RecordPolicyOptions {
-  readonly maxModelsPerRoute: number
-  /** `limits.max_label_sets` (default: no bound). */
-  readonly maxLabelSets?: number
-  /** Called once, the first time a label set is folded by the budget (the one warn line). */
-  readonly onFirstFold?: () => void
-  /** `metrics.length_band_label`: ITL and TPOT series carry `length_band`. */
-  readonly lengthBandLabel: boolean
-  /** `metrics.input_length_band_label`: TTFT and E2E series carry `input_length_band`. */
-  readonly inputLengthBandLabel?: boolean
+/** Realtime tokens by direction and modality, as the provider reported them. */
+interface RealtimeTokens {
+  readonly direction: 'input' | 'output'
+  readonly modality: 'text' | 'audio'
+  readonly count: number
+}
+
+/** What one finished realtime response adds to the llm_realtime_ families. */
+export interface ResponseObservations {
+  readonly labels: SeriesLabels
+  readonly labelSet: LabelSet
+  readonly outcome: Outcome
+  /** Who is to blame (the `error_type` label): `none` for ok, by the upstream-error table. */
+  readonly errorType: ErrorType
+  readonly ttft: number | undefined
+  readonly ttfa: number | undefined
+  /** Token-weighted ITL: pairs of value and weight. */
+  readonly itl: readonly (readonly [number, number])[]
+  /** Undefined for a response without audio. */
+  readonly underrun: number | undefined
+  /** Provider-reported tokens, by direction and modality; only counts above 0. */
+  readonly tokens: readonly RealtimeTokens[]
+}
+
+export interface RecordPolicyOptions extends LabelOptions {
   /** OpenTelemetry is on: work out the GenAI operation and the bounded response model. */
   readonly genAi: boolean
-  /** `metrics.tenant` is on: every series carries `tenant` after SERIES_LABELS. */
-  readonly tenant?: boolean
   /** `otel.traces` is on: which requests' spans are kept (trace-sampling.ts). */
   readonly traces?: TraceSampling
   /** `pricing:` is set: the prices each request's cost is worked out with. */
@@ -235,20 +233,7 @@ function errorType(m: Measurement): string | undefined {
   if (m.outcome === Outcome.ok) return undefined
   if (m.outcome === Outcome.cancelled) return 'cancelled'
   if (m.failure !== undefined) return m.failure
-  return m.statusCode < 200 || m.statusCode >= 300 ? String(m.statusCode) : 'provider_error'
-}
-
-/**
- * `gen_ai.operation.name` from the API path (https://opentelemetry.io/docs/specs/semconv/gen-ai/),
- * or undefined for requests that are no GenAI operation (model lists, health checks).
- */
-function operationFor(method: string, path: string): string | undefined {
-  if (method !== 'POST') return undefined
-  if (/embed/i.test(path)) return 'embeddings'
-  if (/generatecontent/i.test(path)) return 'generate_content'
-  if (/chat|messages|responses|converse|invoke/i.test(path)) return 'chat'
-  if (/complet|generate/i.test(path)) return 'text_completion'
-  return undefined
+  return isSuccess(m.statusCode) ? 'provider_error' : String(m.statusCode)
 }
 
 const S = 1 / 1000
@@ -256,7 +241,7 @@ const NO_RUNS: GapRuns = { count: 0, seconds: new Float64Array(0), tokens: new F
 const NO_TOKEN_RUNS: TokenRuns = { count: 0, tokens: new Float64Array(0), times: new Float64Array(0) }
 
 /** The gaps of chunks j ≥ 2, equal neighbours folded into runs. */
-function gapRuns(log: Measurement['chunks']): GapRuns {
+function gapRuns(log: ChunkLog): GapRuns {
   const n = log.count
   if (n < 2) return NO_RUNS
   const seconds = new Float64Array(n - 1)
@@ -281,7 +266,7 @@ function gapRuns(log: Measurement['chunks']): GapRuns {
 }
 
 /** Every chunk's k_j, equal neighbours folded into runs. */
-function tokenRuns(log: Measurement['chunks']): TokenRuns {
+function tokenRuns(log: ChunkLog): TokenRuns {
   const n = log.count
   if (n === 0) return NO_TOKEN_RUNS
   const tokens = new Float64Array(n)
@@ -299,59 +284,14 @@ function tokenRuns(log: Measurement['chunks']): TokenRuns {
   return { count: r + 1, tokens, times }
 }
 
-/** Label values and their key, made once per distinct label set. */
-interface LabelSet {
-  readonly labels: SeriesLabels
-  readonly values: readonly string[]
-  readonly key: string
-  /** Beyond the label-set budget: these are the overflow set's values. */
-  readonly folded: boolean
-  /** By length band: the values with the band appended (or the same values with the label off). */
-  readonly banded: readonly { readonly values: readonly string[]; readonly key: string }[]
-  /** By input-length band, the same way. */
-  readonly inputBanded: readonly { readonly values: readonly string[]; readonly key: string }[]
-}
-
-const labelKey = (provider: string, model: string, route: string, tenant: string | undefined): string =>
-  tenant === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${tenant}`
-
-function labelSet(provider: string, model: string, route: string, t: string | undefined, folded: boolean, bands: { readonly length: boolean; readonly input: boolean }): LabelSet {
-  const key = labelKey(provider, model, route, t)
-  const values = t === undefined ? [provider, model, route] : [provider, model, route, t]
-  const banded = bands.length ? LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : LENGTH_BANDS.map(() => ({ values, key }))
-  const inputBanded = bands.input ? INPUT_LENGTH_BANDS.map((b) => ({ values: [...values, b.name], key: `${key}\u0000${b.name}` })) : INPUT_LENGTH_BANDS.map(() => ({ values, key }))
-  return { labels: t === undefined ? { provider, model, route } : { provider, model, route, tenant: t }, values, key, folded, banded, inputBanded }
-}
-
-/** Label sets kept for reuse; past this many the cache starts over (the label bound keeps the real count small). */
-const LABEL_CACHE = 10_000
-
 export class RecordPolicy {
-  readonly #models: LabelLimiter
+  /** The label sets every request and realtime session is recorded under (caps, budget, the one cache). */
+  readonly labels: Labels
   readonly #options: RecordPolicyOptions
-  readonly #budget: LabelSetBudget
-  readonly #sets = new Map<string, LabelSet>()
-  #folded = false
 
   constructor(options: RecordPolicyOptions) {
     this.#options = options
-    this.#models = new LabelLimiter(options.maxModelsPerRoute)
-    this.#budget = new LabelSetBudget(options.maxLabelSets ?? Number.POSITIVE_INFINITY)
-  }
-
-  /** The label names of every llm_ series, in the order of `Observations.labelValues`: SERIES_LABELS, plus `tenant` when on. */
-  get labelNames(): readonly string[] {
-    return this.#options.tenant === true ? [...SERIES_LABELS, TENANT_LABEL] : SERIES_LABELS
-  }
-
-  /** The label names of the TTFT and E2E series (`labelNames`, plus `input_length_band` when on; E2E adds `outcome`). */
-  get inputBandedLabelNames(): readonly string[] {
-    return this.#options.inputLengthBandLabel === true ? [...this.labelNames, 'input_length_band'] : this.labelNames
-  }
-
-  /** The label names of the ITL and TPOT series (`labelNames`, plus `length_band` when on). */
-  get bandedLabelNames(): readonly string[] {
-    return this.#options.lengthBandLabel ? [...this.labelNames, 'length_band'] : this.labelNames
+    this.labels = new Labels(options)
   }
 
   /**
@@ -361,40 +301,30 @@ export class RecordPolicy {
    * room, and the gauge kept each of them at 0 afterwards, beyond the cap.
    */
   inFlightValues(provider: string, route: string, model: string | undefined, tenant: string | undefined): readonly string[] {
-    return this.#set(provider, this.#models.value(route, model), route, tenant).values
+    return this.labels.of(provider, route, model, tenant).values
   }
 
-  /** The label values a finished request is counted under (admits its model while the route has room). */
-  labelsOf(who: Pick<RequestFacts, 'provider' | 'route' | 'model' | 'tenant'>): SeriesLabels {
-    return this.#set(who.provider, this.#models.value(who.route.label, who.model), who.route.label, who.tenant).labels
+  /** The label set a finished request or realtime session is counted under (admits its model while the route has room). */
+  labelSetOf(who: { readonly provider: string; readonly route: { readonly label: string }; readonly model: string | undefined; readonly tenant: string | undefined }): LabelSet {
+    return this.labels.of(who.provider, who.route.label, who.model, who.tenant)
   }
 
   observe(who: RequestFacts, m: Measurement): Observations {
     const route = who.route.label
-    const set = this.#set(who.provider, this.#models.value(route, who.model), route, who.tenant)
+    const set = this.labels.of(who.provider, route, who.model, who.tenant)
     const t = m.timing
     const ok = m.outcome === Outcome.ok
-    const band = lengthBandOf(m.outputTokens)
     const genAi = this.#options.genAi
-    const banded = set.banded[band]
-    const inputBand = inputLengthBandOf(m.inputTokens)
-    const inputBanded = set.inputBanded[inputBand]
     return {
-      id: who.id,
+      who,
       labels: set.labels,
-      labelValues: set.values,
-      key: set.key,
-      labelSetFolded: set.folded,
-      bandedValues: banded.values,
-      bandedKey: banded.key,
-      inputBandedValues: inputBanded.values,
-      inputBandedKey: inputBanded.key,
-      inputLengthBand: inputBand,
+      labelSet: set,
+      inputLengthBand: inputLengthBandOf(m.inputTokens),
       outcome: m.outcome,
       statusCode: m.statusCode,
       errorType: errorType(m),
       errorClass: errorTypeOf(m),
-      lengthBand: band,
+      lengthBand: lengthBandOf(m.outputTokens),
       e2e: t.e2e,
       ttft: t.ttft,
       okTtft: ok ? t.ttft : undefined,
@@ -416,9 +346,7 @@ export class RecordPolicy {
       estimateRatio: m.estimateRatio,
       cost: this.#options.prices === undefined ? undefined : requestCost(this.#options.prices, who.provider, who.model, who.responseModel, m),
       concurrency: who.concurrency,
-      overheadRequest: who.overhead.request,
-      overheadFirstChunk: who.overhead.firstChunk,
-      overheadChunk: who.overhead.chunk,
+      proxy: who.overhead,
       upstreamReported: m.reported,
       speculative: m.speculative,
       outsideUpstream: m.outsideUpstream,
@@ -428,32 +356,40 @@ export class RecordPolicy {
       slo: m.slo,
       usageInjected: who.usageInjected,
       parseError: m.parseError,
-      operation: genAi ? operationFor(who.method, who.path) : undefined,
-      responseModel: genAi && who.responseModel !== undefined ? this.#models.value(`${route}\u0000response`, who.responseModel) : undefined,
+      operation: genAi ? genAiOperation(who.method, who.path) : undefined,
+      responseModel: genAi && who.responseModel !== undefined ? this.labels.model(`${route}\u0000response`, who.responseModel) : undefined,
       trace: who.trace !== undefined && this.#options.traces !== undefined && keepTrace(who.trace, m, this.#options.traces) ? who.trace : undefined,
       endedAt: who.tReq + t.e2e * 1000,
-      measurement: m,
+      measured: {
+        failure: m.failure,
+        providerError: m.providerError,
+        outputTokens: m.outputTokens,
+        chunks: t.chunks,
+        streamedTokens: t.tokens,
+        tpot: t.tpot,
+        tps: t.tps,
+        itlP50: m.itlP50,
+        itlP99: m.itlP99,
+        marks: m.chunks,
+      },
     }
   }
 
-  #set(provider: string, model: string, route: string, tenant: string | undefined): LabelSet {
-    // The tenant only when the label is on (the resolver gives none otherwise).
-    const t = this.#options.tenant === true ? (tenant ?? 'none') : undefined
-    const key = labelKey(provider, model, route, t)
-    let set = this.#sets.get(key)
-    if (set === undefined) {
-      // The overflow set (model and tenant `other`) is never counted against the budget; a set
-      // once admitted stays so, one once folded stays folded (the budget, once full, stays full).
-      const overflow = model === OTHER && (t === undefined || t === OTHER)
-      const bands = { length: this.#options.lengthBandLabel, input: this.#options.inputLengthBandLabel === true }
-      set = overflow || this.#budget.admit(key) ? labelSet(provider, model, route, t, false, bands) : labelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, bands)
-      if (set.folded && !this.#folded) {
-        this.#folded = true
-        this.#options.onFirstFold?.()
-      }
-      if (this.#sets.size >= LABEL_CACHE) this.#sets.clear()
-      this.#sets.set(key, set)
+  /**
+   * A finished realtime response: TTFT, time to first audio, ITL and the underrun are observed
+   * whatever the outcome (as the HTTP TTFT and ITL are: a cancelled answer's first token still
+   * came when it came); tokens only as the provider reported them.
+   */
+  observeResponse(set: LabelSet, r: FinishedResponse): ResponseObservations {
+    const tokens: RealtimeTokens[] = []
+    const u = r.usage
+    if (u !== undefined) {
+      if (u.inputText > 0) tokens.push({ direction: 'input', modality: 'text', count: u.inputText })
+      if (u.inputAudio > 0) tokens.push({ direction: 'input', modality: 'audio', count: u.inputAudio })
+      if (u.outputText > 0) tokens.push({ direction: 'output', modality: 'text', count: u.outputText })
+      if (u.outputAudio > 0) tokens.push({ direction: 'output', modality: 'audio', count: u.outputAudio })
     }
-    return set
+    const t = r.timing
+    return { labels: set.labels, labelSet: set, outcome: r.outcome, errorType: realtimeErrorTypeOf(r.outcome, r.detail), ttft: t.ttft, ttfa: t.ttfa, itl: t.itl, underrun: t.underrun, tokens }
   }
 }

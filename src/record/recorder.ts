@@ -1,64 +1,45 @@
-import type { Logger } from 'pino'
-import type { LlmMetrics } from '../metrics/llm/llm-metrics.ts'
-import type { OtelMetrics } from '../metrics/otel/otel-metrics.ts'
-import type { OtelTraces } from '../metrics/otel/traces.ts'
-import { Outcome } from '../timing/measurement.ts'
 import type { Measurement } from '../timing/measurement.ts'
-import type { Observations, RecordPolicy } from './observations.ts'
-import type { ExchangeIdentity } from '../proxy/exchange.ts'
-import { writeInfoLine } from '../logger.ts'
-import { requestLogLine } from './request-log.ts'
+import type { LabelSet } from './labels.ts'
+import type { Observations, RecordPolicy, RequestFacts, ResponseObservations } from './observations.ts'
+import type { Outcome } from '../timing/measurement.ts'
 
 /**
  * Where a finished exchange's Measurement goes: the recording policy turns it into Observations
- * once (record/observations.ts), and the sinks map those: the llm_ metrics, the OpenTelemetry
- * GenAI metrics and spans, the listeners (live views) and the log line.
+ * once (record/observations.ts), then each sink maps them onto its own shape, in the order they
+ * were added: the llm_ and cost families, the OpenTelemetry metrics and spans, the log line
+ * (request-log.ts), the live views. A sink decides nothing the policy could.
  */
 
-export type FinishedListener = (o: Observations) => void
+/** One output of finished requests. */
+export type Sink = (o: Observations) => void
 
-export interface RecorderDeps {
-  readonly policy: RecordPolicy
-  readonly metrics: LlmMetrics
-  readonly logger: Logger
-  readonly otel?: OtelMetrics
-  /** The span export (`otel.traces`): a span for each request the policy kept. */
-  readonly traces?: OtelTraces
+/** One output of finished realtime responses and sessions, with the label set they count under. */
+export interface RealtimeSink {
+  response(o: ResponseObservations): void
+  session(set: LabelSet, outcome: Outcome): void
 }
 
 export class Recorder {
-  readonly #deps: RecorderDeps
-  readonly #listeners: FinishedListener[] = []
+  readonly #policy: RecordPolicy
+  readonly #sinks: Sink[]
+  readonly #onError: (err: unknown, who: RequestFacts) => void
 
-  constructor(deps: RecorderDeps) {
-    this.#deps = deps
+  /** `onError`: recording threw (measuring must never take the proxy down). */
+  constructor(policy: RecordPolicy, sinks: readonly Sink[], onError: (err: unknown, who: RequestFacts) => void) {
+    this.#policy = policy
+    this.#sinks = [...sinks]
+    this.#onError = onError
   }
 
-  /** Adds a listener for finished requests (after the metrics). */
-  listen(listener: FinishedListener): void {
-    this.#listeners.push(listener)
+  /** Adds a sink, after the others. */
+  add(sink: Sink): void {
+    this.#sinks.push(sink)
   }
 
-  readonly record = (who: ExchangeIdentity, m: Measurement): void => {
-    const deps = this.#deps
-    const o = deps.policy.observe(who, m)
-    deps.metrics.record(o)
-    deps.otel?.record(o)
-    if (o.trace !== undefined) deps.traces?.record(who, o)
-    for (const listener of this.#listeners) listener(o)
-    if (o.parseError !== undefined) {
-      deps.logger.warn({ request_id: o.id, route: o.labels.route, provider: o.labels.provider, reason: o.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
-    }
-    // A failed request's line is a warning (it is what an operator filters for); pino writes it.
-    if (o.measurement.outcome === Outcome.error) {
-      if (deps.logger.isLevelEnabled('warn')) deps.logger.warn(requestLogLine(who, o), 'request')
-    } else if (deps.logger.isLevelEnabled('info')) {
-      const line = requestLogLine(who, o)
-      if (!writeInfoLine(deps.logger, line, 'request')) deps.logger.info(line, 'request')
-    }
+  readonly record = (who: RequestFacts, m: Measurement): void => {
+    const o = this.#policy.observe(who, m)
+    for (const sink of this.#sinks) sink(o)
   }
 
-  readonly onRecordError = (err: unknown, who: ExchangeIdentity): void => {
-    this.#deps.logger.error({ err, route: who.route.label }, 'recording a request failed')
-  }
+  readonly onRecordError = (err: unknown, who: RequestFacts): void => this.#onError(err, who)
 }

@@ -1,12 +1,15 @@
+import type { Logger } from 'pino'
 import type { Observations } from './observations.ts'
-import type { ExchangeIdentity } from '../proxy/exchange.ts'
+import { writeInfoLine } from '../logger.ts'
+import { Outcome } from '../timing/measurement.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
 import { costFields } from '../cost/cost.ts'
 
 /**
- * The one log line per request (`msg: "request"`): a map of its Observations (the request's own
- * figures as measured, not gated like the aggregates) and identity, in milliseconds. Carries the request's own model (length-bounded), not the folded label, so a
- * request counted under `model="other"` can still be found. No headers, no text, no query.
+ * The one log line per request (`msg: "request"`): a map of its Observations, the request's own
+ * figures (`measured`, not gated like the aggregates), in milliseconds. Carries the request's own
+ * model (length-bounded), not the folded label, so a request counted under `model="other"` can
+ * still be found. No headers, no text, no query.
  */
 
 /** Paths and model names are cut to this many characters in the log line. */
@@ -33,12 +36,12 @@ export function timeSpentFields<T>(reported: ReportedTimes | undefined, outsideU
 
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n)}…` : s)
 
-export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<string, unknown> {
-  const m = o.measurement
-  const t = m.timing
+function requestLogLine(o: Observations): Record<string, unknown> {
+  const who = o.who
+  const own = o.measured
   const labels = o.labels
   return {
-    request_id: o.id,
+    request_id: who.id,
     route: labels.route,
     provider: labels.provider,
     tenant: labels.tenant,
@@ -46,27 +49,27 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     model_label: who.model !== undefined && labels.model !== who.model ? labels.model : undefined,
     method: who.method,
     path: cut(who.path, MAX_PATH),
-    status: m.statusCode,
-    outcome: m.outcome,
-    error: m.failure ?? m.providerError,
+    status: o.statusCode,
+    outcome: o.outcome,
+    error: own.failure ?? own.providerError,
     // Who is to blame, by the upstream-error table; absent on an ok request (its class is `none`).
     error_type: o.outcome === 'ok' ? undefined : o.errorClass,
     error_detail: who.failureDetail,
-    ttft_ms: ms(t.ttft),
-    headers_ms: ms(m.headersSeconds),
-    e2e_ms: ms(t.e2e),
-    output_tokens: m.outputTokens,
-    output_source: m.outputSource,
-    input_tokens: m.inputTokens,
-    chunks: t.chunks,
-    streamed_tokens: t.tokens,
-    tpot_ms: ms(t.tpot),
-    itl_p50_ms: ms(m.itlP50),
-    itl_p99_ms: ms(m.itlP99),
-    max_gap_ms: ms(t.maxGap),
-    stalls: m.stalls,
-    tps: t.tps === undefined ? undefined : Math.round(t.tps * 100) / 100,
-    ...timeSpentFields(m.reported, m.outsideUpstream, m.clientWriteWait, ms),
+    ttft_ms: ms(o.ttft),
+    headers_ms: ms(o.headers),
+    e2e_ms: ms(o.e2e),
+    output_tokens: own.outputTokens,
+    output_source: o.outputSource,
+    input_tokens: o.inputTokens,
+    chunks: own.chunks,
+    streamed_tokens: own.streamedTokens,
+    tpot_ms: ms(own.tpot),
+    itl_p50_ms: ms(own.itlP50),
+    itl_p99_ms: ms(own.itlP99),
+    max_gap_ms: ms(o.maxGap),
+    stalls: o.stalls,
+    tps: own.tps === undefined ? undefined : Math.round(own.tps * 100) / 100,
+    ...timeSpentFields(o.upstreamReported, o.outsideUpstream, o.clientWriteWait, ms),
     cost: o.cost === undefined ? undefined : costFields(o.cost),
     bytes_in: who.bytesIn,
     bytes_out: who.bytesOut,
@@ -74,5 +77,29 @@ export function requestLogLine(who: ExchangeIdentity, o: Observations): Record<s
     trace_id: o.trace?.traceId,
     span_id: o.trace?.spanId,
     ...who.extra,
+  }
+}
+
+/**
+ * Writes a finished request's or realtime session's line, built only when its level is on: a
+ * failed one's is a warning (it is what an operator filters for), the rest info, through the
+ * logger's fast path when it has one.
+ */
+export function writeRecordLine<T>(logger: Logger, failed: boolean, msg: string, line: (of: T) => Record<string, unknown>, of: T): void {
+  if (failed) {
+    if (logger.isLevelEnabled('warn')) logger.warn(line(of), msg)
+  } else if (logger.isLevelEnabled('info')) {
+    const fields = line(of)
+    if (!writeInfoLine(logger, fields, msg)) logger.info(fields, msg)
+  }
+}
+
+/** The log sink of finished requests: the parser's give-up warning, then the request's line. */
+export function requestLog(logger: Logger): (o: Observations) => void {
+  return (o) => {
+    if (o.parseError !== undefined) {
+      logger.warn({ request_id: o.who.id, route: o.labels.route, provider: o.labels.provider, reason: o.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
+    }
+    writeRecordLine(logger, o.outcome === Outcome.error, 'request', requestLogLine, o)
   }
 }

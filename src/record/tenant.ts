@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
-import { MAX_VALUE_LENGTH } from './label-limiter.ts'
+import { MAX_VALUE_LENGTH } from './labels.ts'
 
 /**
  * The `tenant` label (`metrics.tenant`), resolved once per request from its headers: a header's

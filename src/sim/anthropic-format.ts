@@ -3,6 +3,7 @@ import type { SimulatorConfig } from '../config/schema.ts'
 import type { SimPlan } from './schedule.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * The simulator's Anthropic Messages API (`POST /v1/messages`), streamed (`"stream": true`:
@@ -34,7 +35,7 @@ export function serveAnthropic(res: ServerResponse, plan: SimPlan, req: SimReque
   const id = `msg_sim${req.seq}`
   const input = promptTokensOf([body.system, body.messages])
   const output = plannedTokens(plan)
-  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+  if (plan.status !== undefined && !isSuccess(plan.status)) {
     const type = ERROR_TYPES[plan.status] ?? 'api_error'
     sendError(res, plan.status, { type: 'error', error: { type, message: `simulated ${plan.status}` } })
     return

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { SimPlan } from './schedule.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * The simulator's Cohere Chat API v2 (`POST /v2/chat`), streamed (`"stream": true`:
@@ -26,7 +27,7 @@ export function serveCohere(res: ServerResponse, plan: SimPlan, req: SimRequest)
   const input = promptTokensOf(body.messages)
   const output = plannedTokens(plan)
   const usage = { billed_units: { input_tokens: input, output_tokens: output }, tokens: { input_tokens: input, output_tokens: output } }
-  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+  if (plan.status !== undefined && !isSuccess(plan.status)) {
     sendError(res, plan.status, { id, message: `simulated ${plan.status}` })
     return
   }

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { SimPlan } from './schedule.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * The simulator's Gemini API: `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (SSE
@@ -46,7 +47,7 @@ export function serveGemini(res: ServerResponse, plan: SimPlan, req: SimRequest)
     sendError(res, 404, errorBody(404, `method ${method ?? '(none)'} is not simulated`))
     return
   }
-  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+  if (plan.status !== undefined && !isSuccess(plan.status)) {
     sendError(res, plan.status, errorBody(plan.status, `simulated ${plan.status}`))
     return
   }

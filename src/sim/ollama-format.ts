@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http'
 import type { SimPlan } from './schedule.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * The simulator's Ollama native API: `POST /api/chat` and `POST /api/generate`, NDJSON lines
@@ -22,7 +23,7 @@ const ns = (ms: number): number => Math.round(ms * 1e6)
 
 export function serveOllama(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
   const body = req.body
-  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+  if (plan.status !== undefined && !isSuccess(plan.status)) {
     sendError(res, plan.status, { error: `simulated ${plan.status}` })
     return
   }

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { SimPlan } from './schedule.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * The simulator's OpenAI Responses API (`POST /v1/responses`), streamed (`"stream": true`:
@@ -18,7 +19,7 @@ export function responsesMaxTokens(body: Record<string, unknown>): number | unde
 
 export function serveResponses(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
   const body = req.body
-  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+  if (plan.status !== undefined && !isSuccess(plan.status)) {
     sendError(res, plan.status, { error: { message: `simulated ${plan.status}`, type: plan.status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: `sim_${plan.status}` } })
     return
   }

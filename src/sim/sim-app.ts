@@ -17,6 +17,7 @@ import { serveGeminiLive } from './realtime-gemini.ts'
 import { serveOpenAIRealtime } from './realtime-openai.ts'
 import { playStream, plannedText, plannedTokens, promptTokensOf, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
@@ -87,7 +88,7 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
     const created = Math.floor(Date.now() / 1000)
     const usage = { prompt_tokens: promptTokensOf(body.messages ?? body.prompt), completion_tokens: plannedTokens(plan) }
     const fullUsage = { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }
-    if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+    if (plan.status !== undefined && !isSuccess(plan.status)) {
       const text = errorBody(plan.status, `simulated ${plan.status}`)
       res.writeHead(plan.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
       res.end(text)

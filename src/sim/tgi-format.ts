@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { SimPlan } from './schedule.ts'
 import { playStream, plannedText, plannedTokens, sendError, sendWhole } from './player.ts'
 import type { SimRequest, StreamFormat } from './player.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * The simulator's Hugging Face TGI native API: `POST /generate_stream` (SSE written as
@@ -22,7 +23,7 @@ export function tgiMaxTokens(body: Record<string, unknown>): number | undefined 
 const words = (text: string): string[] => text.split(/(?= )/)
 
 export function serveTgi(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
-  if (plan.status !== undefined && (plan.status < 200 || plan.status >= 300)) {
+  if (plan.status !== undefined && !isSuccess(plan.status)) {
     sendError(res, plan.status, { error: `simulated ${plan.status}`, error_type: 'validation' })
     return
   }

@@ -9,6 +9,7 @@ import { isCount } from '../parsers/json.ts'
 import { reportedBeforeFirstToken } from '../parsers/reported-times.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
 import type { FailureCode } from '../errors.ts'
+import { isSuccess } from '../http-status.ts'
 
 /**
  * What happened to one request: a finished exchange's facts in, its `Measurement` out. Outcome,
@@ -125,11 +126,7 @@ export interface Measurement {
 export function measure(facts: ExchangeFacts): Measurement {
   const { summary } = facts
   let chunks = facts.chunks
-  const outcome: Outcome = facts.clientGone
-    ? Outcome.cancelled
-    : facts.failure !== undefined || facts.statusCode < 200 || facts.statusCode >= 300 || summary.error !== undefined
-      ? Outcome.error
-      : Outcome.ok
+  const outcome: Outcome = facts.clientGone ? Outcome.cancelled : facts.failure !== undefined || !isSuccess(facts.statusCode) || summary.error !== undefined ? Outcome.error : Outcome.ok
 
   const usage = validUsage(summary.usage)
   let source: TokenSource = TokenSource.estimate

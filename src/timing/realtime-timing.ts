@@ -17,6 +17,20 @@ export interface RealtimeUsage {
 }
 
 /** One response's figures. */
+/** A response that ended, with its figures. */
+export interface FinishedResponse {
+  /** The provider's id (`resp_…`), when it gave one. */
+  readonly id: string | undefined
+  /** When it was asked for, and when it ended (ms, monotonic). */
+  readonly start: number | undefined
+  readonly end: number
+  readonly outcome: Outcome
+  /** The provider's reason, when it gave one (a status detail, an error code); bounded. */
+  readonly detail: string | undefined
+  readonly timing: ResponseTiming
+  readonly usage: RealtimeUsage | undefined
+}
+
 export interface ResponseTiming {
   /** First text, transcript or audio delta − start. */
   readonly ttft: number | undefined

@@ -1,4 +1,3 @@
-import type { TraceStart } from '../proxy/trace-context.ts'
 import { Outcome } from './measurement.ts'
 import type { Measurement } from './measurement.ts'
 import { SloVerdict } from './slo.ts'
@@ -25,11 +24,18 @@ export interface TraceSampling {
   readonly slowSeconds: number
 }
 
+/** What the start decision reads of a request's trace start (proxy/trace-context.ts's TraceStart). */
+interface SampledStart {
+  readonly traceId: string
+  /** The caller's span, when it sent a trace context: its `sampled` flag decides. */
+  readonly parent: { readonly sampled: boolean } | undefined
+}
+
 /** 2^52: the trace id's last 13 hex digits as a fraction of it (a double holds them exactly). */
 const SPAN = 2 ** 52
 
 /** The decision at the request's start: the caller's flag, else the ratio on the trace id. */
-export function sampledAtStart(start: TraceStart, ratio: number): boolean {
+export function sampledAtStart(start: SampledStart, ratio: number): boolean {
   if (start.parent !== undefined) return start.parent.sampled
   return Number.parseInt(start.traceId.slice(19), 16) / SPAN < ratio
 }
@@ -46,6 +52,6 @@ function keptByRule(m: Measurement, s: TraceSampling): boolean {
 }
 
 /** Whether the request's span is exported. */
-export function keepTrace(start: TraceStart, m: Measurement, s: TraceSampling): boolean {
+export function keepTrace(start: SampledStart, m: Measurement, s: TraceSampling): boolean {
   return keptByRule(m, s) || sampledAtStart(start, s.ratio)
 }

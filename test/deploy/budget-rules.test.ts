@@ -18,17 +18,17 @@ const EXAMPLE = 'config/cost-example.yaml'
 const testFiles = readdirSync(DIR).filter((f) => f.endsWith('.test.yaml'))
 
 t.test('the shipped budget rules are what tokentap budgets writes for the example config', async (t) => {
-  t.equal(readFileSync(RULES, 'utf8'), budgetRules(loadConfig(repoPath(EXAMPLE), {}), EXAMPLE), 'regenerate with: node dist/src/cli.js budgets --config config/cost-example.yaml')
-  const r = spawnSync(process.execPath, [distPath('src/cli.js'), 'budgets', '--config', EXAMPLE], { cwd: repoPath(), encoding: 'utf8' })
+  t.equal(readFileSync(RULES, 'utf8'), budgetRules(loadConfig(repoPath(EXAMPLE), {}), EXAMPLE), 'regenerate with: node dist/src/bin.js budgets --config config/cost-example.yaml')
+  const r = spawnSync(process.execPath, [distPath('src/bin.js'), 'budgets', '--config', EXAMPLE], { cwd: repoPath(), encoding: 'utf8' })
   t.same([r.status, r.stderr, r.stdout], [0, '', readFileSync(RULES, 'utf8')], 'the command prints them to stdout')
-  const none = spawnSync(process.execPath, [distPath('src/cli.js'), 'budgets', '--config', 'config/default.yaml'], { cwd: repoPath(), encoding: 'utf8' })
+  const none = spawnSync(process.execPath, [distPath('src/bin.js'), 'budgets', '--config', 'config/default.yaml'], { cwd: repoPath(), encoding: 'utf8' })
   t.same([none.status, none.stdout, none.stderr], [1, '', "tokentap: 'budgets' is empty in config/default.yaml: no rules to write\n"], 'a config without budgets: one line, exit 1')
-  const bogus = spawnSync(process.execPath, [distPath('src/cli.js'), 'budgets', '--out', 'x'], { cwd: repoPath(), encoding: 'utf8' })
+  const bogus = spawnSync(process.execPath, [distPath('src/bin.js'), 'budgets', '--out', 'x'], { cwd: repoPath(), encoding: 'utf8' })
   t.equal(bogus.status, 2, 'an unknown flag is a usage error')
   t.match(bogus.stderr, /^tokentap: budgets: Unknown option '--out'\n/)
-  const help = spawnSync(process.execPath, [distPath('src/cli.js'), 'budgets', '--help'], { cwd: repoPath(), encoding: 'utf8' })
+  const help = spawnSync(process.execPath, [distPath('src/bin.js'), 'budgets', '--help'], { cwd: repoPath(), encoding: 'utf8' })
   t.same([help.status, /tokentap budgets \[--config FILE\]/.test(help.stdout)], [0, true], '--help prints the usage')
-  const bad = spawnSync(process.execPath, [distPath('src/cli.js'), 'budgets', '--config', '/no/such.yaml'], { cwd: repoPath(), encoding: 'utf8' })
+  const bad = spawnSync(process.execPath, [distPath('src/bin.js'), 'budgets', '--config', '/no/such.yaml'], { cwd: repoPath(), encoding: 'utf8' })
   t.same([bad.status, bad.stderr.split('\n').length], [1, 2], 'a config that does not load: one line, exit 1')
 })
 

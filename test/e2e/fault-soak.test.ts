@@ -1,5 +1,5 @@
 import t from 'tap'
-import { EVERY_KIND, formatReport, runFaultSoak } from '../../bench/fault-soak.ts'
+import { EVERY_KIND, formatReport, runFaultSoak } from '../soak/fault-soak.ts'
 import { distPath } from '../helpers/paths.ts'
 
 // The built server (tap's `before` builds dist/): plain node starts in well under a second, where

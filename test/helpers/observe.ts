@@ -35,7 +35,11 @@ function factsOf(who: Who = {}): RequestFacts {
     usageInjected: who.usageInjected ?? false,
     concurrency: who.concurrency ?? 1,
     tReq: who.tReq ?? 0,
+    bytesIn: 0,
+    bytesOut: 0,
     overhead: who.overhead ?? NO_OVERHEAD,
+    extra: undefined,
+    failureDetail: undefined,
     tenant: who.tenant,
   }
 }

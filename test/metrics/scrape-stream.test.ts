@@ -75,8 +75,8 @@ t.test('the streamed scrape comes in pieces, the same text scrape after scrape, 
     sizes.every((n) => n <= BATCH_BYTES + 64 * 1024),
     'no batch holds the whole scrape',
   )
-  const before = [...m.ttft.chunks()]
-  const after = [...m.ttft.chunks()]
+  const before = [...m.families.ttft.chunks()]
+  const after = [...m.families.ttft.chunks()]
   t.ok(
     after.every((b, i) => b === before[i]),
     'series not observed since are not rendered again',
@@ -88,7 +88,7 @@ t.test('the streamed scrape comes in pieces, the same text scrape after scrape, 
   const again = parseMetrics(await scrapeText(registry))
   t.equal(sumOf(again, 'llm_time_to_first_token_seconds_count', { model: 'model-7' }), 2, 'the re-observed series is rendered again')
   t.equal(sumOf(again, 'llm_inter_chunk_latency_seconds_count', { model: 'model-7' }), 3 + 5)
-  const reRendered = [...m.ttft.chunks()]
+  const reRendered = [...m.families.ttft.chunks()]
   t.equal(reRendered.filter((b, i) => b !== after[i]).length, 1, 'only the re-observed series has new bytes')
 })
 

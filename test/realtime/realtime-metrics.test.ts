@@ -1,10 +1,18 @@
 import t from 'tap'
-import { responseObservations } from '../../src/realtime/realtime-metrics.ts'
+import type { FinishedResponse } from '../../src/timing/realtime-timing.ts'
+import { testPolicy } from '../helpers/observe.ts'
 import { ResponseTimeline } from '../../src/timing/realtime-timing.ts'
 import { sumOf } from '../helpers/prometheus.ts'
 import { startProxy } from '../helpers/proxy.ts'
 import { rawExchange } from '../helpers/raw-socket.ts'
 import { eventually, startWsUpstream, tapedClient } from '../helpers/realtime.ts'
+
+/** A response's observations under the recording policy (the figures, without its label set). */
+function responseObservations(r: FinishedResponse) {
+  const policy = testPolicy()
+  const { labels: _labels, labelSet: _set, ...figures } = policy.observeResponse(policy.labels.of('openai', '/r', 'm', undefined), r)
+  return figures
+}
 
 t.test('what a response adds: figures whatever the outcome, tokens only as reported and above 0', async (t) => {
   const timeline = new ResponseTimeline(0)

@@ -1,6 +1,7 @@
 import type { GapRuns, Observations } from '../../record/observations.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
 import type { ErrorType } from '../../proxy/upstream-errors.ts'
+import type { Outcome } from '../../timing/measurement.ts'
 
 /**
  * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
@@ -9,9 +10,6 @@ import type { ErrorType } from '../../proxy/upstream-errors.ts'
  * histograms gate them, the rest the request's own figures.
  */
 
-export const LiveOutcome = { ok: 'ok', error: 'error', cancelled: 'cancelled' } as const
-export type LiveOutcome = (typeof LiveOutcome)[keyof typeof LiveOutcome]
-
 export interface FinishedRequest {
   /** The client's x-request-id, else the upstream's, else the generated one. */
   readonly id: string
@@ -19,7 +17,7 @@ export interface FinishedRequest {
   readonly provider: string
   /** The `model` label value (already bounded per route). */
   readonly model: string
-  readonly outcome: LiveOutcome
+  readonly outcome: Outcome
   readonly statusCode: number
   /** Who is to blame (the `error_type` label; `none` for ok). */
   readonly errorType: ErrorType
@@ -75,10 +73,9 @@ export interface FinishedRequest {
 
 /** A FinishedRequest from a request's Observations (what the Recorder hands its listeners). */
 export function fromObservations(o: Observations): FinishedRequest {
-  const m = o.measurement
-  const t = m.timing
+  const m = o.measured
   return {
-    id: o.id,
+    id: o.who.id,
     route: o.labels.route,
     provider: o.labels.provider,
     model: o.labels.model,
@@ -98,13 +95,13 @@ export function fromObservations(o: Observations): FinishedRequest {
     outputTokens: m.outputTokens,
     outputSource: o.outputSource,
     inputTokens: o.inputTokens,
-    chunks: t.chunks,
+    chunks: m.chunks,
     gaps: o.gaps,
     lengthBand: o.lengthBand,
     inputLengthBand: o.inputLengthBand,
     concurrency: o.concurrency,
     endedAt: o.endedAt,
-    slo: m.slo,
+    slo: o.slo,
     upstreamReported: o.upstreamReported,
     outsideUpstream: o.outsideUpstream,
     clientWriteWait: o.clientWriteWait,

@@ -1,7 +1,8 @@
 import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../record/observations.ts'
 import { liveBucket, SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { SketchLevel } from './sliding-sketch.ts'
-import type { FinishedRequest, LiveOutcome } from './finished-request.ts'
+import type { FinishedRequest } from './finished-request.ts'
+import type { Outcome } from '../../timing/measurement.ts'
 import { LiveSpend } from './live-spend.ts'
 
 /**
@@ -49,7 +50,7 @@ export class Series {
     // Time to response headers: the provider's own wait, before any byte of the answer.
     headers: new SlidingSketch(),
   }
-  readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
+  readonly requests: Record<Outcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
   /** Requests of every outcome: the ranking reads one counter, not three. */
   readonly requestCount = new SlidingCounter()
   readonly tokens = new SlidingCounter()
@@ -118,7 +119,7 @@ const FORGET_MS = 16 * 60_000
 export class LiveStats {
   readonly series = new Map<string, Series>()
   readonly routes = new Map<string, RouteBands>()
-  readonly requests: Record<LiveOutcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
+  readonly requests: Record<Outcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
   readonly tokens = new SlidingCounter()
   /** Requests with outcome error, by the status they got (200: an error inside the stream; 502/504: the proxy's own). */
   readonly errorStatus = new Map<number, SlidingCounter>()

@@ -2,6 +2,7 @@ import { Counter } from '../prometheus/counter.ts'
 import type { CounterSeries } from '../prometheus/counter.ts'
 import { Histogram } from '../prometheus/histogram.ts'
 import type { HistogramSeries, NativeOptions } from '../prometheus/histogram.ts'
+import { LabelSlot } from '../../record/labels.ts'
 import type { Observations } from '../../record/observations.ts'
 
 /**
@@ -18,10 +19,8 @@ export class CostMetrics {
   readonly requestCost: Histogram
   readonly unpriced: Counter
   readonly #currency: string
-  /** Series by label key, kind and source: a request looks each up once. */
-  readonly #cost = new Map<string, CounterSeries>()
-  readonly #unpriced = new Map<string, CounterSeries>()
-  readonly #perRequest = new Map<string, HistogramSeries>()
+  /** A label set's series, by kind (and source): a request looks each up once. */
+  readonly #slot = new LabelSlot<{ readonly cost: Map<string, CounterSeries>; readonly unpriced: Map<string, CounterSeries>; perRequest: HistogramSeries | undefined }>()
 
   constructor(currency: string, labelNames: readonly string[], native?: NativeOptions) {
     this.#currency = currency
@@ -51,36 +50,33 @@ export class CostMetrics {
   record(o: Observations): void {
     const cost = o.cost
     if (cost === undefined) return
-    const v = o.labelValues as string[]
+    const set = o.labelSet
+    const v = set.values as string[]
+    const b = this.#slot.get(set) ?? this.#slot.put(set, { cost: new Map(), unpriced: new Map(), perRequest: undefined })
     let priced = false
     for (const k of cost.kinds) {
       if (k.unpriced > 0) {
-        const key = `${o.key}\u0000${k.kind}`
-        let s = this.#unpriced.get(key)
+        let s = b.unpriced.get(k.kind)
         if (s === undefined) {
           s = this.unpriced.labels(...v, k.kind)
-          this.#unpriced.set(key, s)
+          b.unpriced.set(k.kind, s)
         }
         s.inc(k.unpriced)
       }
       if (k.tokens > k.unpriced) {
         priced = true
-        const key = `${o.key}\u0000${k.kind}\u0000${k.source}`
-        let s = this.#cost.get(key)
+        const key = `${k.kind}\u0000${k.source}`
+        let s = b.cost.get(key)
         if (s === undefined) {
           s = this.cost.labels(...v, k.kind, this.#currency, k.source)
-          this.#cost.set(key, s)
+          b.cost.set(key, s)
         }
         s.inc(k.cost)
       }
     }
     if (priced) {
-      let h = this.#perRequest.get(o.key)
-      if (h === undefined) {
-        h = this.requestCost.labels(...v, this.#currency)
-        this.#perRequest.set(o.key, h)
-      }
-      h.observe(cost.total)
+      b.perRequest ??= this.requestCost.labels(...v, this.#currency)
+      b.perRequest.observe(cost.total)
     }
   }
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { OtelConfig, OtelProtocol, TracesConfig } from '../../config/schema.ts'
+import { genAiProviderName } from '../../parsers/registry.ts'
 import type { TraceSampling } from '../../timing/trace-sampling.ts'
 
 /**
@@ -16,16 +17,8 @@ export function metricsUrl(endpoint: string): string {
   return base.endsWith('/v1/metrics') ? base : `${base}/v1/metrics`
 }
 
-/** tokentap's provider names → `gen_ai.provider.name` well-known values. */
-const PROVIDER_NAMES: Readonly<Record<string, string>> = {
-  gemini: 'gcp.gemini',
-  vertex: 'gcp.vertex_ai',
-  bedrock: 'aws.bedrock',
-  azure: 'azure.ai.openai',
-}
-
-/** `gen_ai.provider.name` of a tokentap provider name. */
-export const genAiProvider = (provider: string): string => PROVIDER_NAMES[provider] ?? provider
+/** `gen_ai.provider.name` of a tokentap provider name (the registry knows each provider's). */
+export const genAiProvider = (provider: string): string => genAiProviderName(provider)
 
 /** An empty variable counts as unset, as the OTel spec says. */
 const fromEnv = (env: Env, name: string): string | undefined => {

@@ -8,7 +8,6 @@ import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trac
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
 import type { Logger } from 'pino'
 import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
-import type { ExchangeIdentity } from '../../proxy/exchange.ts'
 import { TraceIdSource } from '../../proxy/trace-context.ts'
 import { realtimeErrorTypeOf } from '../../proxy/upstream-errors.ts'
 import type { TraceStart } from '../../proxy/trace-context.ts'
@@ -121,13 +120,14 @@ export class OtelTraces {
   }
 
   /** Builds and ends the span of one finished request the recording policy kept (`o.trace` set). */
-  record(who: ExchangeIdentity, o: Observations): void {
+  record(o: Observations): void {
+    const who = o.who
     const start = who.trace
     if (o.trace === undefined || start === undefined) return
     // Monotonic ms → epoch: one reading of both clocks per request, at its end (as the metrics' timestamps are read when recorded).
     const offset = this.#wallMs() - this.#options.now()
     const at = (ms: number): HrTime => millisToHrTime(ms + offset)
-    const m = o.measurement
+    const m = o.measured
     const operation = o.operation
     const model = who.model ?? 'unknown'
     const attributes: Attributes = {
@@ -142,7 +142,7 @@ export class OtelTraces {
     if (operation !== undefined) attributes['gen_ai.operation.name'] = operation
     if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
     if (who.responseModel !== undefined) attributes['gen_ai.response.model'] = who.responseModel
-    if (m.chunks.count > 0) attributes['gen_ai.request.stream'] = true
+    if (m.marks.count > 0) attributes['gen_ai.request.stream'] = true
     if (o.ttft !== undefined) attributes['gen_ai.response.time_to_first_chunk'] = o.ttft
     if (o.inputTokens !== undefined) attributes['gen_ai.usage.input_tokens'] = o.inputTokens
     if (o.outputTokens !== undefined) {
@@ -165,7 +165,7 @@ export class OtelTraces {
     if (m.itlP99 !== undefined) attributes['tokentap.itl.p99'] = m.itlP99
     if (o.maxGap !== undefined) attributes['tokentap.max_gap'] = o.maxGap
     attributes['tokentap.stalls'] = o.stalls
-    attributes['tokentap.chunks'] = m.timing.chunks
+    attributes['tokentap.chunks'] = m.chunks
     if (o.headers !== undefined) attributes['tokentap.time_to_response_headers'] = o.headers
     if (o.clientWriteWait !== undefined) attributes['tokentap.client_write_wait'] = o.clientWriteWait
     const reported = o.upstreamReported
@@ -173,7 +173,7 @@ export class OtelTraces {
     if (o.slo !== undefined) attributes['tokentap.slo'] = o.slo
 
     const name = operation === undefined ? who.method : `${operation} ${model}`
-    const chunks = m.chunks
+    const chunks = m.marks
     const events: TimedEvent[] = []
     if (chunks.count > 0) events.push({ name: 'tokentap.first_token', attributes: { 'tokentap.tokens': chunks.tokens(0) }, time: at(chunks.at(0)) })
     const limitMs = this.#options.stallSeconds * 1000

@@ -2,20 +2,20 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { Job } from './load-client.ts'
-import { evenPlan, request, requestBody, warmUpJob } from './plans.ts'
-import { cpuMicros, pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import type { Job } from '../load-client.ts'
+import { evenPlan, request, requestBody, warmUpJob } from '../plans.ts'
+import { cpuMicros, pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from '../proc.ts'
 
 /**
  * The figures deploy/kubernetes is sized from (docs/operations.md, "Sizing a pod"), written to
- * bench/results/pod-sizing.json: `npm run build && node dist/bench/pod-sizing.js [--streams 1000] [--label-sets 300]`.
+ * bench/results/pod-sizing.json: `npm run bench:lab -- pod-sizing [--streams 1000] [--label-sets 300]`.
  * One tokentap process (the ConfigMap's `workers: 1`) proxying the simulator in its own process:
  * RSS idle after a scrape; RSS and CPU with `--streams` slow streams open (a chunk every 100 ms);
  * RSS after `--label-sets` distinct models (route × model label sets) each recorded once and scraped.
  * RSS is read as the kernel reports it (no forced GC): what a memory limit meets.
  */
 
-const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const ROOT = resolve(DIST, '..')
 const argOf = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)

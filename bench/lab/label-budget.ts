@@ -1,18 +1,18 @@
 import { performance } from 'node:perf_hooks'
-import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
-import { validateConfig } from '../src/config/load-config.ts'
-import { nativeOptions } from '../src/metrics/prometheus/histogram.ts'
-import type { Histogram } from '../src/metrics/prometheus/histogram.ts'
-import { LlmMetrics } from '../src/metrics/llm/llm-metrics.ts'
-import { MetricsRegistry } from '../src/metrics/prometheus/registry.ts'
-import { REPORTED_PHASES } from '../src/parsers/reported-times.ts'
+import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { validateConfig } from '../../src/config/load-config.ts'
+import { nativeOptions } from '../../src/metrics/prometheus/histogram.ts'
+import type { Histogram } from '../../src/metrics/prometheus/histogram.ts'
+import { LlmMetrics } from '../../src/metrics/llm/llm-metrics.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
+import { REPORTED_PHASES } from '../../src/parsers/reported-times.ts'
 
 /**
  * The exposition of a fully used label-set budget at the defaults, in the worst case: every
  * label set (provider × model × route × tenant) has every series any request could give it
  * (each outcome, the usual error statuses, each token source, each overhead and reported
  * phase, both cache directions, both SLO verdicts, parse errors and usage injections).
- * `npm run build && node dist/bench/label-budget.js [--sets N] [--scrapes 10]`: series, bytes
+ * `npm run bench:lab -- label-budget [--sets N] [--scrapes 10]`: series, bytes
  * and ms per scrape in the three formats, one process (docs/metrics.md, "Label caps and the
  * series budget").
  */
@@ -27,14 +27,14 @@ const SCRAPES = Number(arg('--scrapes', '10'))
 
 /** `llm_requests_total`'s outcome × status combinations of a set in the worst case (each with its one error type). */
 const REQUEST_KINDS = [
-  ['ok', '200'],
-  ['error', '400'],
-  ['error', '429'],
-  ['error', '500'],
-  ['error', '502'],
-  ['error', '503'],
-  ['error', '504'],
-  ['cancelled', '200'],
+  ['ok', '200', 'none'],
+  ['error', '400', 'upstream_error'],
+  ['error', '429', 'upstream_rate_limited'],
+  ['error', '500', 'upstream_error'],
+  ['error', '502', 'upstream_unreachable'],
+  ['error', '503', 'upstream_overloaded'],
+  ['error', '504', 'upstream_timeout'],
+  ['cancelled', '200', 'client_cancelled'],
 ] as const
 
 const B = DEFAULT_BUCKETS
@@ -62,31 +62,31 @@ const extra = (h: Histogram, labels: readonly string[], more: readonly string[],
 
 for (let i = 0; i < SETS; i++) {
   const v = setLabels(i)
-  for (const h of [metrics.ttft, metrics.headers, metrics.ttfot, metrics.outsideUpstream]) fill(h, v, 0.05)
-  for (const h of [metrics.itl, metrics.interChunk, metrics.tpot]) fill(h, v, 0.002)
-  fill(metrics.tps, v, 2)
-  fill(metrics.maxGap, v, 0.05)
-  fill(metrics.tokensPerChunk, v, 1)
-  fill(metrics.estimateRatio, v, 0.02)
-  fill(metrics.inputPerRequest, v, 30)
-  fill(metrics.concurrency, v, 1)
-  fill(metrics.clientWriteWait, v, 0.005)
-  for (const outcome of ['ok', 'error', 'cancelled']) extra(metrics.e2e, v, [outcome], 0.5)
-  for (const [outcome, status] of REQUEST_KINDS) metrics.requests.labels(...v, outcome, status).inc(3)
+  for (const h of [metrics.families.ttft, metrics.families.headers, metrics.families.ttfot, metrics.families.outsideUpstream]) fill(h, v, 0.05)
+  for (const h of [metrics.families.itl, metrics.families.interChunk, metrics.families.tpot]) fill(h, v, 0.002)
+  fill(metrics.families.tps, v, 2)
+  fill(metrics.families.maxGap, v, 0.05)
+  fill(metrics.families.tokensPerChunk, v, 1)
+  fill(metrics.families.estimateRatio, v, 0.02)
+  fill(metrics.families.inputPerRequest, v, 30)
+  fill(metrics.families.concurrency, v, 1)
+  fill(metrics.families.clientWriteWait, v, 0.005)
+  for (const outcome of ['ok', 'error', 'cancelled']) extra(metrics.families.e2e, v, [outcome], 0.5)
+  for (const [outcome, status, errorType] of REQUEST_KINDS) metrics.families.requests.labels(...v, outcome, status, errorType).inc(3)
   for (const source of ['usage', 'estimate', 'stream']) {
-    metrics.outputTokens.labels(...v, source).inc(100)
-    extra(metrics.outputPerRequest, v, [source], 20)
+    metrics.families.outputTokens.labels(...v, source).inc(100)
+    extra(metrics.families.outputPerRequest, v, [source], 20)
   }
-  for (const phase of ['request', 'first_chunk', 'chunk']) extra(metrics.overhead, v, [phase], 0.00002)
-  for (const phase of REPORTED_PHASES) extra(metrics.upstreamReported, v, [phase], 0.2)
-  metrics.inputTokens.labels(...v).inc(10)
-  for (const cache of ['read', 'write']) metrics.cachedInputTokens.labels(...v, cache).inc(5)
-  metrics.reasoningTokens.labels(...v).inc(5)
-  for (const slo of ['met', 'missed']) metrics.slo.labels(...v, slo).inc()
-  metrics.parseErrors.labels(...v).inc()
-  metrics.usageInjections.labels(...v).inc()
-  metrics.stalls.labels(...v).inc()
-  metrics.inFlight.touch(v)
+  for (const phase of ['request', 'first_chunk', 'chunk']) extra(metrics.families.overhead, v, [phase], 0.00002)
+  for (const phase of REPORTED_PHASES) extra(metrics.families.upstreamReported, v, [phase], 0.2)
+  metrics.families.inputTokens.labels(...v).inc(10)
+  for (const cache of ['read', 'write']) metrics.families.cachedInputTokens.labels(...v, cache).inc(5)
+  metrics.families.reasoningTokens.labels(...v).inc(5)
+  for (const slo of ['met', 'missed']) metrics.families.slo.labels(...v, slo).inc()
+  metrics.families.parseErrors.labels(...v).inc()
+  metrics.families.usageInjections.labels(...v).inc()
+  metrics.families.stalls.labels(...v).inc()
+  metrics.families.inFlight.touch(v)
 }
 
 async function scrape(format: 'text' | 'openmetrics' | 'protobuf'): Promise<{ bytes: number; ms: number; body: Buffer }> {

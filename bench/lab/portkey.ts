@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { askChild, freePort, piped } from './proc.ts'
+import { askChild, freePort, piped } from '../proc.ts'
 
 /**
  * The Portkey AI gateway (`@portkey-ai/gateway`, TypeScript on Hono) as the benchmark's real
@@ -82,7 +82,7 @@ export interface PortkeyProcess {
  */
 export async function startPortkey(script: string, dist: string): Promise<PortkeyProcess> {
   const port = await freePort()
-  const args = ['--expose-gc', '--import', join(dist, 'bench', 'portkey-bind.js'), '--import', join(dist, 'bench', 'el-probe.js'), script, `--port=${port}`, '--headless']
+  const args = ['--expose-gc', '--import', join(dist, 'bench', 'lab', 'portkey-bind.js'), '--import', join(dist, 'bench', 'el-probe.js'), script, `--port=${port}`, '--headless']
   // Its banner and spinner go nowhere; its stderr is counted, not shown: every client that
   // leaves mid-stream costs a stack trace or two ("Response object has been garbage collected").
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, NODE_ENV: 'production' } })

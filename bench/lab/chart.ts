@@ -1,4 +1,4 @@
-import { pct } from './stats.ts'
+import { pct } from '../stats.ts'
 
 /**
  * A hand-written SVG of gap-distortion distributions: one panel per load level, one line per

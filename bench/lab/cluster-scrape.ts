@@ -1,19 +1,18 @@
 import { deserialize, serialize } from 'node:v8'
-import { ClusterMetrics, StateReporter } from '../src/cluster/metrics.ts'
-import type { WorkerMetrics } from '../src/cluster/metrics.ts'
-import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
-import { LlmMetrics } from '../src/metrics/llm/llm-metrics.ts'
-import { MetricsRegistry } from '../src/metrics/prometheus/registry.ts'
-import type { MetricsSource } from '../src/metrics/prometheus/source.ts'
-import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
-import { measure } from '../src/timing/measurement.ts'
-import { RecordPolicy } from '../src/record/observations.ts'
-import { round } from './stats.ts'
+import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
+import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
+import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { LlmMetrics } from '../../src/metrics/llm/llm-metrics.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
+import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { RecordPolicy } from '../../src/record/observations.ts'
+import { round } from '../stats.ts'
 
 /**
  * The cluster primary's /metrics against one process's at the same series
- * (`npm run build && node dist/bench/cluster-scrape.js [--sets 100,1000,4000] [--json]`; run.ts
- * runs it as its cluster-scrape phase). In one process, without sockets: `one` is a registry
+ * (`npm run bench:lab -- cluster-scrape [--sets 100,1000,4000] [--json]`). In one process, without sockets: `one` is a registry
  * holding every label set; `workers: 2` is two workers' registries, each with a request of every
  * label set, whose reports (StateReporter: what changed since the last one the primary applied)
  * cross a structured clone (the cluster channel's `serialization: 'advanced'`) into the primary's
@@ -80,6 +79,11 @@ function record(m: LlmMetrics, i: number, random: () => number): void {
     concurrency: 1 + Math.floor(random() * 12),
     tReq: 0,
     overhead: { request: random() * 0.0005, firstChunk: random() * 0.0002, chunk: random() * 0.0001 },
+    tenant: undefined,
+    bytesIn: 0,
+    bytesOut: 0,
+    extra: undefined,
+    failureDetail: undefined,
   }
   m.record(policy.observe(who, measurement))
 }

@@ -8,18 +8,17 @@
  *
  * Not part of `npm test`: it takes minutes and wants the machine to itself.
  *
- *   npm run soak -- --faults [--quick]   the fault soak instead (bench/fault-soak.ts): 10 min (2)
+ *   npm run soak -- --faults [--quick]   the fault soak instead (test/soak/fault-soak.ts): 10 min (2)
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Agent, request } from 'undici'
+import { distPath } from '../helpers/paths.ts'
 import { formatReport, runFaultSoak } from './fault-soak.ts'
-import { pidOf, piped } from './proc.ts'
 
 const { values } = parseArgs({
   options: {
@@ -43,8 +42,7 @@ const MAX_GROWTH_MB = Number(values['max-growth-mb'])
 const TOKENS = 50
 const ITL_MS = 200
 
-// Run from dist/bench/: the built server is dist/src/server.js.
-const SERVER = fileURLToPath(new URL('../src/server.js', import.meta.url))
+const SERVER = distPath('src/server.js')
 
 interface Sample {
   readonly at: number
@@ -109,10 +107,12 @@ async function main(): Promise<void> {
   // so RSS that still grows is memory really held. SOAK_SERVER_NODE_ARGS='' runs uncapped.
   const nodeArgs = (process.env.SOAK_SERVER_NODE_ARGS ?? '--max-old-space-size=160').split(' ').filter(Boolean)
   const child = spawn(process.execPath, [...nodeArgs, SERVER, '--config', configFile], { stdio: ['ignore', 'pipe', 'inherit'] })
-  const pid = pidOf(child)
+  const pid = child.pid
+  if (pid === undefined || child.stdout === null) throw new Error('tokentap did not start')
+  const stdout = child.stdout
   const listening = await new Promise<{ proxy: string; admin: string }>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`tokentap exited with ${code}`)))
-    createInterface({ input: piped(child.stdout, 'stdout') }).on('line', (line) => {
+    createInterface({ input: stdout }).on('line', (line) => {
       if (line.includes('tokentap listening')) {
         const l = JSON.parse(line) as { proxy: string; admin: string }
         resolve({ proxy: `http://${l.proxy}`, admin: `http://${l.admin}` })

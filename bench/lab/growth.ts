@@ -1,12 +1,24 @@
-import type { Job } from './load-client.ts'
-import { longBody } from './long-upstream.ts'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Job } from '../load-client.ts'
+import { PROMETHEUS_ACCEPT, describeScrape, scrapeAtSeries, servesProtobuf } from '../scrape-phase.ts'
+import { BOUND } from '../targets.ts'
+import { describeTarget, targetList } from '../verdict.ts'
+import { growthChart } from './growth-chart.ts'
+import { longBody, startLongUpstream } from './long-upstream.ts'
 import type { LongUpstream } from './long-upstream.ts'
-import { evenPlan, requestBody } from './plans.ts'
-import { cpuMicros, raiseOpenFiles, rssBytes } from './proc.ts'
-import { saturationPhase } from './saturation-phase.ts'
-import { round } from './stats.ts'
+import { evenPlan, requestBody, warmUpJob } from '../plans.ts'
+import { cpuMicros, machine, pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from '../proc.ts'
+import { saturationPhase } from '../saturation-phase.ts'
+import { round } from '../stats.ts'
 
 /**
+ * `npm run bench:lab -- growth [--quick]`: writes bench/results/growth.json and growth.svg, and
+ * judges memory per open stream at the largest step (8,000 streams) against the bounds of
+ * bench/targets.ts.
  * "How the cost grows" (issue 29): what tokentap's cost does as the work grows, one axis at a
  * time, on one tokentap process (the series axis is the scrape phase at growing scales,
  * bench/scrape-phase.ts):
@@ -19,7 +31,7 @@ import { round } from './stats.ts'
 
 type Ask = (cmd: string, reply: string) => Promise<Record<string, number>>
 
-export interface GrowthDeps {
+interface GrowthDeps {
   job<T>(j: Job): Promise<T>
   /** tokentap's probe (a full GC and its memory figures). */
   readonly ask: Ask
@@ -62,7 +74,7 @@ async function idle(d: GrowthDeps): Promise<void> {
   }
 }
 
-export interface OpenStreamsStep {
+interface OpenStreamsStep {
   readonly streams: number
   readonly opened: number
   /** Why the step did not run (the descriptor limit), when it did not. */
@@ -89,7 +101,7 @@ const PHASES = 16
  * released and gone, and RSS minus before they opened, divided by the streams. CPU: the proxy's
  * over `windowMs` with them open, divided by the content chunks the client received meanwhile.
  */
-export async function openStreamsGrowth(d: GrowthDeps, steps: readonly number[], rate: number, windowMs: number): Promise<OpenStreamsStep[]> {
+async function openStreamsGrowth(d: GrowthDeps, steps: readonly number[], rate: number, windowMs: number): Promise<OpenStreamsStep[]> {
   const out: OpenStreamsStep[] = []
   for (const n of steps) {
     const gap = (n * 1000) / rate
@@ -152,7 +164,7 @@ export async function openStreamsGrowth(d: GrowthDeps, steps: readonly number[],
   return out
 }
 
-export interface LongStreamFigures {
+interface LongStreamFigures {
   readonly chunks: number
   /** Content events the client received. */
   readonly received: number
@@ -181,7 +193,7 @@ async function endLong(d: GrowthDeps): Promise<void> {
  * open, after. A short stream on the same route first, so the model's series (created by its
  * first request) are in the baseline rather than in "after".
  */
-export async function longStream(d: GrowthDeps, chunks: number): Promise<LongStreamFigures> {
+async function longStream(d: GrowthDeps, chunks: number): Promise<LongStreamFigures> {
   await openLong(d, 1000)
   await endLong(d)
   const before = await sample(d)
@@ -212,7 +224,7 @@ export async function longStream(d: GrowthDeps, chunks: number): Promise<LongStr
   return f
 }
 
-export interface LengthStep {
+interface LengthStep {
   readonly chunks_per_stream: number
   readonly streams: number
   readonly chunks: number
@@ -229,7 +241,7 @@ export interface LengthStep {
  * CPU per chunk and per stream, and the marginal cost of a chunk between two lengths, which
  * leaves the request's own cost out and should not grow with the length.
  */
-export async function lengthGrowth(d: GrowthDeps, lengths: readonly number[], gapMs: number, concurrency: number, chunksPerLength: number): Promise<LengthStep[]> {
+async function lengthGrowth(d: GrowthDeps, lengths: readonly number[], gapMs: number, concurrency: number, chunksPerLength: number): Promise<LengthStep[]> {
   const out: LengthStep[] = []
   for (const len of lengths) {
     const streams = Math.max(concurrency, Math.round(chunksPerLength / len))
@@ -254,3 +266,172 @@ export async function lengthGrowth(d: GrowthDeps, lengths: readonly number[], ga
   }
   return out
 }
+
+/** A process's soft and hard limits on open descriptors (/proc/PID/limits). */
+function openFilesLimit(pid: number): { soft: number; hard: number } {
+  const m = /Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'))
+  const n = (s: string | undefined): number => (s === undefined ? 0 : s === 'unlimited' ? Infinity : Number(s))
+  return { soft: n(m?.[1]), hard: n(m?.[2]) }
+}
+
+/**
+ * Raises each process's soft limit on open descriptors to its hard limit when it is below `need`
+ * (util-linux `prlimit --pid`; raising the soft limit up to the hard one needs no privilege), and
+ * returns the lowest soft limit that results: a step needing more is skipped, not left to fail.
+ * Each open stream holds two sockets in a proxy and one in the client and in the upstream.
+ */
+function raiseOpenFiles(pids: readonly number[], need: number): number {
+  let lowest = Infinity
+  for (const pid of pids) {
+    let { soft, hard } = openFilesLimit(pid)
+    if (soft < need && hard > soft) {
+      try {
+        const to = Number.isFinite(hard) ? String(hard) : 'unlimited'
+        execFileSync('prlimit', ['--pid', String(pid), `--nofile=${to}:${to}`], { stdio: 'ignore' })
+      } catch {
+        // no prlimit: the limit stays, and the step that needs it is skipped
+      }
+      soft = openFilesLimit(pid).soft
+    }
+    lowest = Math.min(lowest, soft)
+  }
+  return lowest
+}
+
+// ---------------------------------------------------------------- the tool
+
+const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const QUICK = process.argv.includes('--quick')
+const LOAD_AT_START = loadavg()[0]
+const P = {
+  growthStreams: QUICK ? [100, 300] : [100, 1000, 8000],
+  growthRate: 2000,
+  growthWindowMs: QUICK ? 2000 : 5000,
+  longChunks: QUICK ? 100_000 : 1_000_000,
+  lengths: QUICK ? [10, 100, 1000] : [10, 100, 1000, 10_000],
+  lengthGapMs: 1,
+  lengthConcurrency: 10,
+  lengthChunks: QUICK ? 5000 : 30_000,
+  seriesScales: QUICK ? [100, 1000] : [100, 1000, 10_000],
+  scrapesAt: QUICK ? [20, 50] : [50, 200, 40],
+}
+const log = (line: string): void => void process.stderr.write(`[growth] ${line}\n`)
+const work = mkdtempSync(join(tmpdir(), 'tokentap-growth-'))
+const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
+stopOnExit(load.proc)
+const job = <T>(j: Job): Promise<T> => load.job<T>(j)
+const sim = await startPortPrinter(join(DIST, 'src', 'sim', 'cli.js'), [])
+stopOnExit(sim.proc)
+const long = await startLongUpstream()
+const tt = await startTokentap(DIST, work, sim.port, { maxModels: 2000, extraRoutes: [{ prefix: '/l', upstream: `http://127.0.0.1:${long.port}` }] })
+stopOnExit(tt.proc)
+const url = `http://127.0.0.1:${tt.port}/t/v1/chat/completions`
+await job(warmUpJob(url, 'warm'))
+const d: GrowthDeps = {
+  job,
+  ask: tt.ask,
+  pid: pidOf(tt.proc),
+  url,
+  longUrl: `http://127.0.0.1:${tt.port}/l/v1/chat/completions`,
+  long,
+  adminPort: tt.adminPort,
+  peers: [pidOf(sim.proc), pidOf(load.proc)],
+  log,
+}
+log(`${P.growthStreams.join(' → ')} open streams (${P.growthRate} chunks/s in all)`)
+const open = await openStreamsGrowth(d, P.growthStreams, P.growthRate, P.growthWindowMs)
+log(`one stream of ${P.longChunks} chunks`)
+const one = await longStream(d, P.longChunks)
+log(`streams of ${P.lengths.join(' → ')} chunks`)
+const lengths = await lengthGrowth(d, P.lengths, P.lengthGapMs, P.lengthConcurrency, P.lengthChunks)
+await long.close()
+const scrapeDeps = { job, ask: tt.ask, pid: pidOf(tt.proc), streamUrl: url, metricsUrl: `http://127.0.0.1:${tt.adminPort}/metrics`, accept: PROMETHEUS_ACCEPT, gzip: true, body: requestBody }
+const protobuf = await servesProtobuf(scrapeDeps)
+const scales = []
+for (let i = 0; i < P.seriesScales.length; i++) {
+  scales.push(await scrapeAtSeries(scrapeDeps, P.seriesScales[i], P.scrapesAt[i], protobuf))
+  log(describeScrape(scales[i]))
+}
+
+// Memory per open stream at the largest step, against the memory phase's bounds.
+const list = targetList()
+const largest = open.at(-1)
+if (largest !== undefined) {
+  const name = (what: string, bound: number): string => `${what} per open stream ≤ ${bound} KiB at ${largest.streams.toLocaleString('en')} open streams`
+  const why = largest.skipped ?? (largest.opened < largest.streams ? `only ${largest.opened} of ${largest.streams} streams opened within the step's 120 s` : undefined)
+  const of = `(${largest.opened.toLocaleString('en')} opened, one repeat)`
+  list.T(
+    name('heap + external', BOUND.heldKib),
+    why === undefined ? `${largest.held_kib_per_stream} KiB ${of}` : `n/a (${why})`,
+    why === undefined ? largest.held_kib_per_stream <= BOUND.heldKib : 'n/a',
+  )
+  list.T(name('RSS', BOUND.rssKib), why === undefined ? `${largest.rss_kib_per_stream} KiB ${of}` : `n/a (${why})`, why === undefined ? largest.rss_kib_per_stream <= BOUND.rssKib : 'n/a')
+}
+const m = machine(LOAD_AT_START)
+const ran = open.filter((s) => s.skipped === undefined)
+const svg = growthChart(
+  [
+    {
+      title: 'open streams: memory per stream',
+      yLabel: 'KiB',
+      x: ran.map((s) => s.streams),
+      series: [
+        { name: 'heap + external', values: ran.map((s) => s.held_kib_per_stream) },
+        { name: 'RSS', values: ran.map((s) => s.rss_kib_per_stream) },
+      ],
+    },
+    { title: `open streams: CPU per chunk (${P.growthRate} chunks/s)`, yLabel: 'µs', x: ran.map((s) => s.streams), series: [{ name: 'tokentap', values: ran.map((s) => s.cpu_us_per_chunk) }] },
+    {
+      title: 'stream length: CPU per chunk',
+      yLabel: 'µs',
+      x: lengths.map((l) => l.chunks_per_stream),
+      series: [
+        { name: 'all of it', values: lengths.map((l) => l.cpu_us_per_chunk) },
+        { name: 'beyond the shorter length', values: lengths.map((l) => l.marginal_us_per_chunk) },
+      ],
+    },
+    {
+      title: 'llm_ histogram series: /metrics p99 with traffic',
+      yLabel: 'ms',
+      x: scales.map((s) => s.llm_histogram_series),
+      series: [
+        { name: 'text', values: scales.map((s) => s.ms.p99) },
+        { name: 'protobuf', values: scales.map((s) => s.protobuf?.ms.p99 ?? null) },
+      ],
+    },
+    {
+      title: 'llm_ histogram series: memory',
+      yLabel: 'MiB',
+      x: scales.map((s) => s.llm_histogram_series),
+      series: [
+        { name: 'heap + external', values: scales.map((s) => s.memory_mib.held) },
+        { name: 'RSS', values: scales.map((s) => s.memory_mib.rss) },
+      ],
+    },
+    {
+      title: `one stream of ${one.chunks.toLocaleString('en')} chunks: held`,
+      yLabel: 'MiB over before',
+      x: ['before', 'open', 'ended'],
+      series: [{ name: 'heap + external', values: [0, one.held_open_mib, one.held_after_kib / 1024] }],
+    },
+  ],
+  `${m.cpu}, ${m.nproc} cores, node ${m.node}, load average ${m.loadavg_1m_at_start} → ${round(loadavg()[0], 2)}, ${new Date().toISOString().slice(0, 10)}`,
+)
+const results = join(DIST, '..', 'bench', 'results')
+mkdirSync(results, { recursive: true })
+writeFileSync(join(results, QUICK ? 'quick.growth.svg' : 'growth.svg'), svg)
+writeFileSync(
+  join(results, QUICK ? 'quick.growth.json' : 'growth.json'),
+  `${JSON.stringify({ date: new Date().toISOString(), quick: QUICK, machine: m, parameters: P, growth: { open_streams: open, long_stream: one, lengths }, scrape: scales, targets: list.targets }, null, 2)}\n`,
+)
+let report = '\nhow the cost grows (tokentap):\n'
+for (const s of open)
+  report +=
+    s.skipped !== undefined
+      ? `  ${s.streams} open streams: skipped (${s.skipped})\n`
+      : `  ${s.streams} open streams: heap+external ${s.held_kib_per_stream} KiB/stream, RSS ${s.rss_kib_per_stream} KiB/stream, CPU ${s.cpu_us_per_chunk} µs/chunk\n`
+report += `  one stream of ${one.chunks} chunks: held ${one.held_open_mib} MiB open, ${one.held_after_kib} KiB after; ${one.cpu_us_per_chunk} µs/chunk\n`
+for (const l of lengths)
+  report += `  streams of ${l.chunks_per_stream} chunks: ${l.cpu_us_per_chunk} µs/chunk${l.marginal_us_per_chunk === null ? '' : `, ${l.marginal_us_per_chunk} µs beyond the shorter length`}\n`
+process.stdout.write(`${report}\ntargets:\n${list.targets.map((t) => `${describeTarget(t)}\n`).join('')}`)
+process.exit(0)

@@ -1,18 +1,18 @@
 import protobuf from 'protobufjs'
 import { performance } from 'node:perf_hooks'
-import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
-import { Histogram } from '../src/metrics/prometheus/histogram.ts'
-import type { HistogramSeries } from '../src/metrics/prometheus/histogram.ts'
-import { histogramMetric } from '../src/metrics/prometheus/protobuf.ts'
-import { repoPath } from '../test/helpers/paths.ts'
-import { round } from './stats.ts'
+import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { Histogram } from '../../src/metrics/prometheus/histogram.ts'
+import type { HistogramSeries } from '../../src/metrics/prometheus/histogram.ts'
+import { histogramMetric } from '../../src/metrics/prometheus/protobuf.ts'
+import { repoPath } from '../../test/helpers/paths.ts'
+import { round } from '../stats.ts'
 
 /**
  * Which encoder the protobuf exposition uses, measured: tokentap's hand-written writer
  * (src/metrics/prometheus/protobuf-writer.ts) against protobufjs with the official metrics.proto, on the same
  * histogram series (default ITL buckets plus native buckets at schema 3, realistic gaps), each
  * series encoded from its figures to bytes as a scrape does for the series that changed.
- * `npm run build && node dist/bench/protobuf-encoder.js [--series 1000] [--rounds 30]`.
+ * `npm run bench:lab -- protobuf-encoder [--series 1000] [--rounds 30]`.
  */
 
 const arg = (name: string, dflt: string): string => {

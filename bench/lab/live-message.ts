@@ -1,11 +1,11 @@
 import { PerformanceObserver, performance } from 'node:perf_hooks'
 import type { PerformanceEntry } from 'node:perf_hooks'
-import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
-import { LiveStats } from '../src/admin/live/live-stats.ts'
-import type { FinishedRequest } from '../src/admin/live/finished-request.ts'
-import { buildMessage } from '../src/admin/live/live-message.ts'
-import type { Cursors, InFlight } from '../src/admin/live/live-message.ts'
-import { lengthBandOf } from '../src/record/observations.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { LiveStats } from '../../src/admin/live/live-stats.ts'
+import type { FinishedRequest } from '../../src/admin/live/finished-request.ts'
+import { buildMessage } from '../../src/admin/live/live-message.ts'
+import type { Cursors, InFlight } from '../../src/admin/live/live-message.ts'
+import { lengthBandOf } from '../../src/record/labels.ts'
 
 /**
  * The live page's per-second cost: building one server-sent message (buildMessage +
@@ -13,7 +13,7 @@ import { lengthBandOf } from '../src/record/observations.ts'
  * end each second, 40 % of them in the 40 busiest series (so every shown series' quantiles must
  * be recomputed in every message) and the rest across all, and each stream receives 25 content
  * chunks a second. Also the sketches' memory.
- * `npm run build && node --expose-gc dist/bench/live-message.js [--series 1000] [--streams 500] [--seconds 60]`
+ * `npm run bench:lab -- live-message [--series 1000] [--streams 500] [--seconds 60]`
  *
  * Method, so the figure is what the proxy would see: each simulated second records its ended
  * requests (stats.add) and the streams' chunks, yields one event-loop turn, then builds the

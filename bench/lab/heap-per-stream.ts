@@ -3,14 +3,14 @@ import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { ChildProcess } from 'node:child_process'
-import type { Job } from './load-client.ts'
-import { evenPlan, request, warmUpJob } from './plans.ts'
-import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
+import type { Job } from '../load-client.ts'
+import { evenPlan, request, warmUpJob } from '../plans.ts'
+import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from '../proc.ts'
 
 /**
- * The benchmark's memory-per-open-stream figure alone (run.ts's memoryPhase, tokentap's part),
+ * The benchmark's memory-per-open-stream figure alone (bench/memory-phase.ts, tokentap's part),
  * in under a minute instead of the whole benchmark:
- * `npm run build && node dist/bench/heap-per-stream.js [--runs 3] [--streams 1000] [--relay] [--snapshot]`.
+ * `npm run bench:lab -- heap-per-stream [--runs 3] [--streams 1000] [--relay] [--snapshot]`.
  * Same processes (simulator, tokentap with the el-probe under --expose-gc, load generator) and the
  * same streams: each past its first content event, then 100 ms between chunks. Per stream:
  * heapUsed + external after a full GC with the streams open minus the same once they are gone,
@@ -20,7 +20,7 @@ import { pidOf, rssBytes, startLoadClient, startPortPrinter, startTokentap, stop
  * the snapshots are kept (the directory is printed) for DevTools' comparison view.
  */
 
-const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const argOf = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)
   return i < 0 ? undefined : process.argv[i + 1]

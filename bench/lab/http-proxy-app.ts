@@ -4,14 +4,14 @@ import { parseArgs } from 'node:util'
 import Fastify, { LogController } from 'fastify'
 import httpProxy from '@fastify/http-proxy'
 import pino from 'pino'
-import tokentap from '../src/plugin.ts'
-import { tokentapReplyOptions } from '../src/http-proxy.ts'
+import tokentap from '../../src/plugin.ts'
+import { tokentapReplyOptions } from '../../src/http-proxy.ts'
 
 /**
  * The benchmark's `http-proxy` path: an `@fastify/http-proxy` registration measured by tokentap
  * through `tokentapReplyOptions` (the embedding mode of docs/embedding.md), with the same log line per
  * request as tokentap's own route (to a file, so stdout carries only the port line).
- * `node dist/bench/http-proxy-app.js --port 0 --upstream http://127.0.0.1:PORT`; prints `{"port":N}`.
+ * `node dist/bench/lab/http-proxy-app.js --port 0 --upstream http://127.0.0.1:PORT`; prints `{"port":N}`.
  */
 
 const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, log: { type: 'string', default: '/dev/null' } } })

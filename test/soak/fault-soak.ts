@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { Agent, request } from 'undici'
-import { createRng } from '../src/sim/rng.ts'
+import { createRng } from '../../src/sim/rng.ts'
 
 export interface FaultSoakOptions {
   /** How long traffic runs. */

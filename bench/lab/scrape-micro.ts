@@ -4,19 +4,19 @@ import { get } from 'node:http'
 import { PerformanceObserver, performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
-import { metricsRoute } from '../src/admin/metrics-route.ts'
-import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
-import { LlmMetrics } from '../src/metrics/llm/llm-metrics.ts'
-import { MetricsRegistry } from '../src/metrics/prometheus/registry.ts'
-import type { MetricsSource } from '../src/metrics/prometheus/source.ts'
-import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
-import { measure } from '../src/timing/measurement.ts'
-import { RecordPolicy } from '../src/record/observations.ts'
-import { round, summary } from './stats.ts'
+import { metricsRoute } from '../../src/admin/metrics-route.ts'
+import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
+import { LlmMetrics } from '../../src/metrics/llm/llm-metrics.ts'
+import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
+import type { MetricsSource } from '../../src/metrics/prometheus/source.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { RecordPolicy } from '../../src/record/observations.ts'
+import { round, summary } from '../stats.ts'
 
 /**
  * The exposition's own cost, in one process, without the proxy, simulator or load generator:
- * `npm run build && node dist/bench/scrape-micro.js [--series 1000,2000] [--scrapes 300]
+ * `npm run bench:lab -- scrape-micro [--series 1000,2000] [--scrapes 300]
  * [--dirty 20|all] [--text] [--exemplars] [--http] [--cpu-prof]`.
  * Fills a registry with the llm_ families as requests for many models would (realistic labels,
  * default buckets), then per scrape records `--dirty` requests for random models (what 10
@@ -101,6 +101,11 @@ function record(m: LlmMetrics, i: number): void {
     concurrency: 1 + Math.floor(random() * 12),
     tReq: 0,
     overhead: { request: random() * 0.0005, firstChunk: random() * 0.0002, chunk: random() * 0.0001 },
+    tenant: undefined,
+    bytesIn: 0,
+    bytesOut: 0,
+    extra: undefined,
+    failureDetail: undefined,
   }
   m.record(policy.observe(who, measurement))
 }

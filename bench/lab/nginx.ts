@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { children, freePort } from './proc.ts'
+import { freePort } from '../proc.ts'
 
 /**
  * nginx as the reference pass-through proxy: one worker (Node is one thread too), no buffering,
@@ -78,4 +78,19 @@ export async function startNginx(bin: string, dir: string, upstreamPort: number,
     pids = proc.pid === undefined ? [] : [proc.pid, ...children(proc.pid)]
   }
   return { proc, port, pids }
+}
+
+/** Direct children of a process (nginx workers of the master): /proc/PID/stat's field 4 is the parent. */
+function children(pid: number): number[] {
+  const out: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const text = readFileSync(`/proc/${name}/stat`, 'utf8')
+      if (Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(name))
+    } catch {
+      // gone while listed
+    }
+  }
+  return out
 }

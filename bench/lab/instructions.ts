@@ -1,14 +1,21 @@
 import { execFile } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { mkdirSync, readFileSync, readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import type { Job } from './load-client.ts'
-import { evenPlan, request } from './plans.ts'
-import { pidOf, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
-import { round } from './stats.ts'
+import type { Job } from '../load-client.ts'
+import { SHORT_CHUNKS, SHORT_CONCURRENCY, evenPlan, request } from '../plans.ts'
+import { machine, pidOf, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from '../proc.ts'
+import { round } from '../stats.ts'
+import { describeTarget, targetList } from '../verdict.ts'
 
 /**
+ * `npm run bench:lab -- instructions [--quick] [--callgrind-dir DIR]` (valgrind needed): writes
+ * bench/results/instructions.json with the target "CPU per short request ≤ 1.3 × the Fastify
+ * relay's" judged on the instructions outside V8's compilers; `--callgrind-dir DIR` keeps
+ * callgrind's dumps there (`callgrind_annotate DIR/tokentap.PID.1` shows where they go).
  * Instruction counts per short request, tokentap against the Fastify relay (issue 29: a measure
  * that does not flip). The CPU time of a round moves with whatever else the machine runs; the
  * instructions a process executes for the same requests do not. Both proxies run under
@@ -30,7 +37,7 @@ import { round } from './stats.ts'
 
 const run = promisify(execFile)
 
-export interface InstructionOptions {
+interface InstructionOptions {
   job<T>(job: Job): Promise<T>
   readonly dist: string
   /** Where callgrind writes its dumps and logs. */
@@ -43,7 +50,7 @@ export interface InstructionOptions {
   readonly log?: (line: string) => void
 }
 
-export interface InstructionFigures {
+interface InstructionFigures {
   readonly requests: number
   readonly warm_up: number
   /** Instructions (Ir, all threads) per request of each path over the counted window. */
@@ -59,7 +66,7 @@ export interface InstructionFigures {
 }
 
 /** Whether valgrind can be run here (the phase is skipped with a hint otherwise). */
-export async function haveValgrind(): Promise<boolean> {
+async function haveValgrind(): Promise<boolean> {
   try {
     await run('valgrind', ['--version'])
     await run('callgrind_control', ['-h'])
@@ -69,9 +76,9 @@ export async function haveValgrind(): Promise<boolean> {
   }
 }
 
-export const VALGRIND_HINT = 'valgrind not found (apt-get install -y valgrind): skipping the instruction counts'
+const VALGRIND_HINT = 'valgrind not found (apt-get install -y valgrind): skipping the instruction counts'
 
-export async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigures> {
+async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigures> {
   const t0 = performance.now()
   mkdirSync(o.dir, { recursive: true })
   const wrap = (name: string): string[] => ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${join(o.dir, `${name}.%p`)}`, `--log-file=${join(o.dir, `${name}.%p.log`)}`]
@@ -184,7 +191,44 @@ function splitDump(text: string): Split {
 }
 
 /** One line for the report. */
-export function describeInstructions(f: InstructionFigures): string {
+function describeInstructions(f: InstructionFigures): string {
   const one = (p: string): string => `${p} ${f.per_request[p].toLocaleString('en')} (compilers ${f.compiler_per_request[p].toLocaleString('en')}, GC ${f.gc_per_request[p].toLocaleString('en')})`
   return `instructions a request: ${one('tokentap')}, ${one('fastify-relay')}: ${f.ratio}×, ${f.steady_ratio}× without the compilers (${f.requests} counted requests after ${f.warm_up} uncounted, ${f.seconds} s)`
 }
+
+const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const QUICK = process.argv.includes('--quick')
+const LOAD_AT_START = loadavg()[0]
+const CPU_SHORT_BOUND = 1.3
+if (!(await haveValgrind())) {
+  process.stderr.write(`${VALGRIND_HINT}\n`)
+  process.exit(1)
+}
+const dirArg = process.argv.indexOf('--callgrind-dir')
+const work = mkdtempSync(join(tmpdir(), 'tokentap-instructions-'))
+const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
+stopOnExit(load.proc)
+const sim = await startPortPrinter(join(DIST, 'src', 'sim', 'cli.js'), [])
+stopOnExit(sim.proc)
+const f = await instructionsPhase({
+  job: (j) => load.job(j),
+  dist: DIST,
+  dir: dirArg < 0 ? join(work, 'callgrind') : resolve(process.argv[dirArg + 1]),
+  simPort: sim.port,
+  requests: QUICK ? 200 : 2000,
+  warmUp: QUICK ? 300 : 5000,
+  chunks: SHORT_CHUNKS,
+  concurrency: SHORT_CONCURRENCY,
+  log: (line) => process.stderr.write(`[instructions] ${line}\n`),
+})
+const list = targetList()
+const n = (p: string): string => f.steady_per_request[p].toLocaleString('en')
+list.T(
+  `CPU per short request ≤ ${CPU_SHORT_BOUND} × the Fastify relay's (instructions outside V8's compilers, callgrind)`,
+  `${f.steady_ratio}× (${n('tokentap')} vs ${n('fastify-relay')} instructions a request over ${f.requests} requests; with the compilers ${f.ratio}×)`,
+  f.steady_ratio <= CPU_SHORT_BOUND,
+)
+const file = join(DIST, '..', 'bench', 'results', QUICK ? 'quick.instructions.json' : 'instructions.json')
+writeFileSync(file, `${JSON.stringify({ date: new Date().toISOString(), quick: QUICK, machine: machine(LOAD_AT_START), instructions: f, targets: list.targets }, null, 2)}\n`)
+process.stdout.write(`${describeInstructions(f)}\n${list.targets.map((t) => `${describeTarget(t)}\n`).join('')}wrote ${file}\n`)
+process.exit(0)
