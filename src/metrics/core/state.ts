@@ -8,7 +8,6 @@ import { HistogramCore } from './histogram-core.ts'
 export type CoreState = Float64Array
 const CLASSIC_AT = 8
 
-/** A core's figures as its state. */
 export function coreState(core: HistogramCore): CoreState {
   const classic = core.classic
   const n = classic === undefined ? 0 : classic.length

@@ -31,12 +31,10 @@ export class BatchPool {
     return this.#free.length
   }
 
-  /** One scrape's batches. */
   batches(): ScrapeBatches {
     return new ScrapeBatches(this)
   }
 
-  /** A buffer to fill: a free one, or a new one. */
   take(): Slot {
     const buf = this.#free.pop() ?? Buffer.allocUnsafeSlow(this.size)
     const slot: Slot = { buf, out: 0, filling: true }
@@ -44,7 +42,6 @@ export class BatchPool {
     return slot
   }
 
-  /** A view of a slot's buffer goes to the caller. */
   handOut(slot: Slot, view: Buffer): void {
     slot.out++
     this.#handedOut.add(view)

@@ -119,7 +119,6 @@ class ByteWriter {
 
 const EMPTY = Buffer.alloc(0)
 
-/** The one writer every family renders with. */
 export const writer = new ByteWriter()
 
 /** Sample lines per buffer for counters and gauges: a few KiB, so no chunk holds a whole family. */

@@ -25,7 +25,6 @@ export function nativeOptions(config: { readonly enabled: boolean; readonly sche
 
 export interface HistogramOptions extends MetricOptions {
   readonly buckets: readonly number[]
-  /** Keep native (exponential) buckets too. */
   readonly native?: NativeOptions
 }
 

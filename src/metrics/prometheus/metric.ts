@@ -79,7 +79,6 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
   /** The family as one length-delimited protobuf MetricFamily (protobuf.ts), in pieces. */
   abstract protobufChunks(): Generator<Buffer>
 
-  /** The samples in the JSON form. */
   protected abstract samples(): SampleJson[]
 
   /** The family in the JSON form (cluster workers → primary). */
