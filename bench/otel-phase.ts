@@ -14,7 +14,7 @@ import { round, sorted } from './stats.ts'
  * 10% above it off). Each round starts two tokentap processes with the same config but `otel:`,
  * the "on" one exporting OTLP/HTTP protobuf to a sink in the bench process every `intervalMs`
  * (1 s: the collection, serialisation and POST are in the figure, not only `record()`), warms
- * both, loads both at once with the short requests of the CPU phase and stops them. Loading them
+ * both (the "on" one's first export included), loads both at once with the short requests of the CPU phase and stops them. Loading them
  * at once gives both the same contention on a shared machine, which taking turns does not (one
  * process's CPU per request moved by ±40% from turn to turn there). CPU: on-CPU time (all threads, bench/proc.ts) of each
  * tokentap process from /proc; the figure is the median of the rounds' on/off ratios.
@@ -101,6 +101,8 @@ export interface OtelPhaseResult {
   readonly control: boolean
   /** What the sink received over the whole phase (warm-up included). */
   readonly exports_received: number
+  /** Of those, the exports received within the rounds' counted windows. */
+  readonly exports_in_rounds: number
   readonly export_bytes: number
   readonly met: boolean
 }
@@ -144,6 +146,7 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
   const streams = (p: TokentapProcess, count: number, id: string): Job => ({ kind: 'streams', url: url(p), body, count, concurrency: o.concurrency, phaseMs: 0, idPrefix: id, detail: false })
   const cpu = (p: TokentapProcess): number => cpuMicros([pidOf(p.proc)])
   const rounds: { off: number; on: number }[] = []
+  let exportsInRounds = 0
   try {
     for (let r = 0; r < o.rounds; r++) {
       round_ = r
@@ -158,19 +161,29 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
       try {
         // JIT and pools warm in both before the round counts.
         const pair = { off, on }
-        await both(async (name) => {
-          await o.job(warmUpJob(url(pair[name]), `otel-warm-${r}-${name}`))
-          await o.job(streams(pair[name], o.warmRequests, `otel-warm3-${r}-${name}`))
-        })
-        // The first export of a process loads and compiles the exporter and its protobuf
-        // serialiser (a start-up cost, tens of ms): the round counts once one has gone out. With
-        // requests this cheap the warm-up can end before the first period does.
-        // (The span processor exports every 5 s: a traces round waits for its first batch too.)
+        await both((name) => o.job(warmUpJob(url(pair[name]), `otel-warm-${r}-${name}`)))
+        // The first export of a process is a start-up cost, so the short requests warm both after
+        // it: it compiles the exporter and its serialiser, and its HTTP client's sockets, requests
+        // and timers are new shapes to the Node stream, socket and timer code the byte path runs,
+        // whose optimised code V8 then drops and rebuilds over the next requests. A round right
+        // after it paid for that rebuild (docs/performance.md, "Spans").
+        // (The span processor exports every 5 s or at 512 spans: a traces round waits longer.)
         for (let i = 0; i < (o.signal === 'traces' ? 200 : 100) && o.control !== true && sink.exports() === exportsBefore; i++) await new Promise((res) => setTimeout(res, 50))
+        await both((name) => o.job(streams(pair[name], o.warmRequests, `otel-warm3-${r}-${name}`)))
         const c0 = { off: cpu(off), on: cpu(on) }
+        const exportsAtStart = sink.exports()
         await both((name) => o.job(streams(pair[name], o.requests, `otel-r${r}-${name}`)))
         // Requests are recorded once they end: the last ones are done within this pause.
         await new Promise((res) => setTimeout(res, 100))
+        // Spans are exported in batches (every 5 s, or at 512): the round ends once a batch has
+        // gone out after its requests, so the export of its own spans is in the figure. Both are
+        // read at that moment, over the same window (the idle tail costs both the same).
+        if (o.signal === 'traces' && o.control !== true) {
+          const exportsAtEnd = sink.exports()
+          for (let i = 0; i < 200 && sink.exports() === exportsAtEnd; i++) await new Promise((res) => setTimeout(res, 50))
+          await new Promise((res) => setTimeout(res, 100))
+        }
+        exportsInRounds += sink.exports() - exportsAtStart
         const one = { off: (cpu(off) - c0.off) / o.requests, on: (cpu(on) - c0.on) / o.requests }
         rounds.push(one)
         o.log?.(`  otel round ${r}: off ${round(one.off, 1)}, on ${round(one.on, 1)} µs CPU/request (${round(one.on / one.off, 3)})`)
@@ -195,6 +208,7 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
     interval_ms: o.intervalMs,
     control: o.control === true,
     exports_received: sink.exports(),
+    exports_in_rounds: exportsInRounds,
     export_bytes: sink.bytes(),
     met: ratio <= (o.signal === 'traces' ? TRACES_RATIO_TARGET : OTEL_RATIO_TARGET),
   }
@@ -202,5 +216,5 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
 
 /** One line for the report: on vs off and the ratio against the target. */
 export function describeOtel(r: OtelPhaseResult): string {
-  return `${r.cpu_us_per_request.on} µs on vs ${r.cpu_us_per_request.off} µs off = ${r.ratio_p50}× (median of ${r.ratios.length} rounds: ${r.ratios.join(', ')}; ${r.exports_received} exports received)`
+  return `${r.cpu_us_per_request.on} µs on vs ${r.cpu_us_per_request.off} µs off = ${r.ratio_p50}× (median of ${r.ratios.length} rounds: ${r.ratios.join(', ')}; ${r.exports_received} exports received, ${r.exports_in_rounds} within the rounds)`
 }

@@ -108,7 +108,8 @@ const METHOD = {
   overhead:
     'tokentap’s llm_proxy_overhead_seconds{phase="first_chunk"} over the unloaded phase (p50 interpolated as histogram_quantile) beside the first chunk’s one-way delay p50 through tokentap minus direct, less the TCP relay’s own addition (one more loopback hop)',
   otel: 'per round two fresh tokentap processes, export off and on (OTLP/HTTP protobuf to a sink in the bench process), loaded at once; ratio on/off of CPU per request, median of the rounds',
-  traces: 'the OTel round with the "on" process exporting spans (otel.traces at its default sampling) instead of the metrics',
+  traces:
+    'the OTel round with the "on" process exporting spans (otel.traces at its default sampling) instead of the metrics; both processes warmed after the first export (it makes V8 rebuild the byte path’s optimised code), and each round ends once a batch has gone out after its requests (its own spans exported within it)',
   verdict:
     'a row with rounds has one ratio or difference per round; its figure is the median; for a bound “≤ t” it is met when the upper quartile is ≤ t, not met when the lower quartile is > t, inconclusive otherwise (“≥ t” mirrored); quartiles as R type 7. A row with one figure is judged on it.',
 }

@@ -5,10 +5,7 @@ import { PROVIDERS } from './config/schema.ts'
 import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 
-/**
- * The `tokentap` command line: flags → config, and the usage text. Pure: src/server.ts runs the
- * result (src/bin.ts is the package's bin).
- */
+/** The `tokentap` command line: flags → config, and the usage text; pure (src/server.ts runs the result). */
 
 export const USAGE = `Usage: tokentap [options]
        tokentap budgets [--config FILE]   print the Prometheus rules and alerts of the config's budgets
@@ -117,9 +114,7 @@ function oneRoute(upstream: string, provider: string | undefined, prefix: string
   }
 }
 
-/**
- * What a command line that does not run the proxy ends in: the text, its stream and the exit code.
- */
+/** What a command line that does not run the proxy ends in: the text, its stream and the exit code. */
 export function outcomeOf(cmd: Exclude<CliCommand, { kind: 'run' }>): { readonly stream: 'stdout' | 'stderr'; readonly text: string; readonly code: number } {
   if (cmd.kind === 'help') return { stream: 'stdout', text: USAGE, code: 0 }
   if (cmd.kind === 'print') return { stream: 'stdout', text: cmd.text, code: 0 }

@@ -1,7 +1,4 @@
-/**
- * Every error tokentap raises, in one table: a stable code, a message template
- * (`%s` filled in order) and, for errors answered to a client, the HTTP status.
- */
+/** Every error tokentap raises, in one table: a stable code, a message template (`%s` in order) and, if answered, the HTTP status. */
 
 const ERRORS = {
   TOKENTAP_ERR_CONFIG_READ: { message: "cannot read config file '%s': %s", status: undefined },
@@ -29,20 +26,14 @@ const ERRORS = {
   TOKENTAP_ERR_APP_ANSWERED: { message: "the embedding app's hooks answered the request before the proxy: %s", status: undefined },
   TOKENTAP_ERR_PLUGIN_MISSING: { message: '%s: register the tokentap plugin on this instance first', status: undefined },
   TOKENTAP_ERR_WORKER: { message: 'worker %s: %s', status: undefined },
-  /**
-   * The cluster worker serving the request exited (SIGKILL, OOM, crash) while it was in flight:
-   * the primary records it (cluster/progress.ts); the client saw its connection break.
-   */
+  /** The cluster worker serving the request exited while it was in flight; the primary records it (cluster/progress.ts). */
   TOKENTAP_ERR_WORKER_EXITED: { message: 'the worker serving the request exited (%s)', status: undefined },
   TOKENTAP_ERR_LISTEN: { message: 'the %s cannot listen on %s: %s; %s', status: undefined },
 } as const satisfies Record<string, { readonly message: string; readonly status: number | undefined }>
 
 export type ErrorCode = keyof typeof ERRORS
 
-/**
- * Why a request failed, as exchanges record it (the log line's `error`, OpenTelemetry's
- * `error.type`): always one of the table's codes, never a bare string from a library.
- */
+/** Why a request failed (the log line's `error`, OpenTelemetry's `error.type`): always a table code, never a library's bare string. */
 export type FailureCode = ErrorCode
 
 export class TokentapError extends Error {
@@ -65,10 +56,7 @@ export class TokentapError extends Error {
     return this.statusCode ?? 500
   }
 
-  /**
-   * The JSON body a client gets: OpenAI's error shape, which every SDK shows
-   * (https://platform.openai.com/docs/guides/error-codes).
-   */
+  /** The JSON body a client gets, in OpenAI's error shape, which every SDK shows (https://platform.openai.com/docs/guides/error-codes). */
   toBody(): string {
     return JSON.stringify({ error: { message: this.message, type: 'proxy_error', code: this.code } })
   }

@@ -10,17 +10,13 @@ import { declaredLength } from './proxy/request-body.ts'
 import type { RouteSlo } from './timing/slo.ts'
 
 /**
- * tokentap's tap for `@fastify/http-proxy` (and `@fastify/reply-from`): the result goes into
- * http-proxy's `replyOptions`, and that registration's requests are measured like tokentap's
- * own routes (same metrics, labels, log line):
+ * tokentap's tap for `@fastify/http-proxy` (and `@fastify/reply-from`): pass the result as `replyOptions` and those
+ * requests are measured like tokentap's own routes; the answer reaches the client through one Transform that passes
+ * each read on before measuring it.
  *
  *   await app.register(tokentap, { routes: [] })
  *   await app.register(httpProxy, { prefix: '/openai', upstream: 'https://api.openai.com',
  *     replyOptions: tokentapReplyOptions(app, { prefix: '/openai', provider: 'openai' }) })
- *
- * reply-from hands the answer over as a stream; it reaches the client through one Transform
- * that passes each read on first and measures it after. The helper adds one `onRequest` hook to
- * `app` that notes t_req for requests under `prefix`.
  */
 
 export interface HttpProxyTapOptions {
@@ -60,10 +56,8 @@ const header = (h: IncomingHttpHeaders, name: string): string | undefined => {
 }
 
 /**
- * The request's bytes_in. http-proxy's parser hands reply-from the request stream unread; a
- * `data` listener beside reply-from's counts it. The stream is paused first so this listener
- * does not start the flow before reply-from's consumer is attached (undici and `pipe` both
- * resume it). A body some other parser already read is counted by its Content-Length.
+ * The request's bytes_in, counted by a `data` listener beside reply-from's; paused first so it does not start the flow
+ * before reply-from's consumer is attached. A body another parser already read counts by its Content-Length.
  */
 function countBody(ex: Exchange, body: unknown, req: IncomingMessage): void {
   const watch = { model: undefined, bytes: 0 }
@@ -103,7 +97,6 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
       exchanges.set(req, ex)
       countBody(ex, (request as { body?: unknown }).body, req)
       opener.finishOnClose(ex, start.reply.raw)
-      // reply-from sends the request as soon as this returns.
       ex.requestSent(now())
       return headers
     },
@@ -130,9 +123,8 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
         },
       })
       res.stream.once('error', (err) => tap.destroy(err))
-      // Fastify destroys the stream it sends when the client leaves; `pipe` would not pass that
-      // on, and the upstream answer would be read to its end. Dropping it is what reply-from
-      // does with its own stream (and no 'error': the exchange stays `cancelled`).
+      // `pipe` would not pass on Fastify's destroy when the client leaves, and the upstream answer would be read to its
+      // end; dropping it is what reply-from does with its own stream (no 'error': the exchange stays `cancelled`).
       tap.once('close', () => {
         if (!res.stream.readableEnded) res.stream.destroy()
       })

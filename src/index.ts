@@ -1,6 +1,5 @@
 /**
- * The package's entry: the Fastify plugin as the default export, the @fastify/http-proxy
- * helper, the service builder, and the types a caller needs.
+ * The package's entry: the Fastify plugin (default export), the @fastify/http-proxy helper, the service builder and types.
  *
  *   import tokentap, { tokentapReplyOptions } from 'tokentap'
  */

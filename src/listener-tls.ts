@@ -2,10 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { ListenerTls } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
 
-/**
- * TLS on tokentap's own listeners (`server.tls`, `admin.tls`), for sidecar set-ups where the
- * application or the scraper speaks HTTPS to it. The PEM files are read once, at start-up.
- */
+/** TLS on tokentap's own listeners (`server.tls`, `admin.tls`) for sidecar set-ups; the PEM files are read once at start-up. */
 
 /** `{ cert, key }` read from a listener's `tls:` files (`key`: the config key, for the error), or undefined without TLS. */
 export function listenerTlsOptions(tls: ListenerTls | undefined, key: string): { cert: Buffer; key: Buffer } | undefined {

@@ -5,22 +5,10 @@ import type { Logger } from 'pino'
 import type { Config } from './config/schema.ts'
 
 /**
- * The process's log: pino lines batched into a destination that a dead reader can never stall.
- *
- * Lines leave in batches, off the request path: they gather until 8 KiB or 50 ms, then go out in
- * one asynchronous write (a line per syscall cost as much as the rest of a short request). Past
- * 16 MiB waiting on a slow reader, lines are dropped rather than grow memory.
- *
- * pino's own destination (sonic-boom) retried its final flush forever when stdout's reader was
- * gone (`tokentap | head -1`: write(1) = EPIPE in a loop, the process never exited) and blocks
- * the event loop on a full pipe whose reader never reads. Here every write is asynchronous and
- * none can block a thread: a socket (what a spawning Node parent gives as stdout) is written
- * through libuv's non-blocking stream, a pipe is reopened non-blocking (see nonBlockingPipe), a
- * file through the thread pool. (A thread blocked in write(2) on a full pipe or socket holds
- * Node 26's exit for ever: it joins the thread pool.) An error other than EAGAIN
- * (EPIPE, EBADF, EIO…) marks the destination dead and every later line is dropped; EAGAIN (a full
- * non-blocking pipe) is tried again on a timer, never in a loop; nothing is written at exit, so
- * exit cannot hang: shutdown waits for the last batch a bounded time (`closeLogger`).
+ * The process's log: pino lines batched (8 KiB or 50 ms) into one asynchronous write off the request path, dropped past
+ * 16 MiB waiting, so a slow or dead reader can never stall or hang the process, unlike sonic-boom (`tokentap | head -1`
+ * looped on EPIPE; a full pipe blocked the event loop, and a thread blocked in write(2) holds Node's exit forever).
+ * EAGAIN is retried on a timer, any other error drops every later line, and shutdown waits a bounded time (`closeLogger`).
  */
 
 const LOG_BATCH_BYTES = 8192
@@ -200,15 +188,9 @@ const wellFormed = (s: string): boolean => (s as string & { isWellFormed(): bool
 const pinoOwn = (key: string): boolean => (key.length === 3 && (key === 'err' || key === 'req' || key === 'res')) || key === 'headers'
 
 /**
- * Writes what `logger.info(fields, msg)` would write, byte for byte, when `logger` is
- * createLogger's: `{"level":30,"time":…`, the logger's bindings (a cluster worker's `pid`, as pino
- * serialized them once when the logger was made), each defined field, `"msg":…}`. JSON.stringify
- * does in one native step what pino does key by key (for a short request, pino's line cost more
- * than all its histogram observations, and most of the bytes it allocated). Returns false, having
- * written nothing, where pino's text could differ: another logger or a child of this one, a key
- * pino serializes itself (err, the redacted roots), a value that is neither a string nor a
- * number, or a string that is not well-formed UTF-16 (pino writes a short one's lone surrogate
- * raw, JSON.stringify escapes it). The caller checks the level.
+ * Writes what createLogger's `logger.info(fields, msg)` would, byte for byte, with one JSON.stringify instead of pino's
+ * key-by-key serializing (which cost more than a short request's histogram work); returns false, writing nothing,
+ * wherever pino's text could differ (other loggers, pino-serialized keys, non-string/number values, ill-formed UTF-16).
  */
 export function writeInfoLine(logger: Logger, fields: Readonly<Record<string, unknown>>, msg: string): boolean {
   // Only createLogger's own logger is in the map: a child's extra bindings are pino's to write.
@@ -230,11 +212,8 @@ export function writeInfoLine(logger: Logger, fields: Readonly<Record<string, un
 }
 
 /**
- * A pipe on `fd` opened again in non-blocking mode (Linux: /proc/self/fd), else `fd` itself.
- * A pipe inherited as stdout is blocking: with a reader that never reads, each write holds a
- * libuv thread in write(2) for ever, and Node 26's exit waits for that thread, so the process
- * never ended after SIGTERM. A non-blocking descriptor answers EAGAIN instead (LogDestination
- * retries it). Only a FIFO is reopened: a reopened regular file would lose its append offset.
+ * A pipe on `fd` reopened non-blocking (Linux: /proc/self/fd), else `fd`: a blocking pipe with a reader that never reads
+ * holds a libuv thread in write(2), and Node's exit waits for it. Only a FIFO: a reopened file would lose its append offset.
  */
 function nonBlockingPipe(fd: number): number {
   try {
@@ -254,17 +233,15 @@ export function createLogger(config: Config, fd = 1, base?: Record<string, unkno
     {
       level: config.log.level,
       base: base ?? undefined,
-      // Fastify's "Server listening at …" (one per listener and address) is replaced by
-      // tokentap's own start-up line with every URL (startup.ts), so it is not written.
+      // Replaced by tokentap's own start-up line with every URL (startup.ts).
       hooks: {
         logMethod(args, method) {
           if (typeof args[0] === 'string' && args[0].startsWith(FASTIFY_LISTENING)) return
           method.apply(this, args)
         },
       },
-      // Belt and braces: tokentap never logs request headers, but should anything carry them
-      // (an error with a request attached), credentials are cut out.
-      // Their first keys are pinoOwn's: writeInfoLine leaves lines with them to pino.
+      // Belt and braces: should anything carry request headers, credentials are cut out. Their first keys are
+      // pinoOwn's, so writeInfoLine leaves such lines to pino.
       redact: {
         paths: [
           'req.headers.authorization',

@@ -44,11 +44,8 @@ import { DEFAULT_ENCODING_RULES, EncodingSelector, warmTokenizers } from './toke
 import { isSuccess } from './http-status.ts'
 
 /**
- * The Fastify plugin: `app.register(tokentap, options)` registers the proxy routes (`PREFIX`
- * and `PREFIX/*` per configured route) on the caller's instance, through Fastify's router and
- * with the caller's hooks (API-key checks, rate limits, CORS) in front of them. Each handler
- * hijacks the reply and forwards with undici; Fastify never reads the body. The measuring
- * state is decorated as `app.tokentap` (metrics registry, requests in flight, the recorder).
+ * The Fastify plugin: registers the proxy routes on the caller's instance, behind the caller's hooks (API keys, rate
+ * limits, CORS); each handler hijacks the reply and forwards with undici, and the state is decorated as `app.tokentap`.
  */
 
 /** The config parts the plugin takes, validated by the same schema as the config file. */
@@ -107,8 +104,7 @@ function validatedConfig(options: TokentapOptions): Config {
   if (options.config !== undefined) return options.config
   const { config: _c, dispatcher: _d, now: _n, logger: _l, ...parts } = options
   if (parts.routes !== undefined && parts.routes.length > 0) return validateConfig(parts)
-  // A config file must name a route; the plugin may have none (an app that only measures its
-  // @fastify/http-proxy routes, see http-proxy.ts).
+  // A config file must name a route; the plugin may have none (an app that measures only @fastify/http-proxy routes).
   const validated = validateConfig({ ...parts, routes: [{ prefix: '/', upstream: 'http://127.0.0.1' }] })
   return Object.freeze({ ...validated, routes: Object.freeze([]) })
 }
@@ -196,14 +192,13 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const upstreams = options.dispatcher === undefined ? new UpstreamDispatchers(config.upstream) : undefined
   if (upstreams !== undefined) app.addHook('onClose', async () => upstreams.close())
 
-  // The proxy routes live in a context of their own, so the body parser they need (none: the
-  // body streams upstream untouched) does not change how the caller's other routes parse.
+  // The proxy routes get a context of their own, so their body parser (none: the body streams upstream) leaves the
+  // caller's other routes alone.
   await app.register(async (proxy) => {
     proxy.removeAllContentTypeParsers()
     const unread = (_request: FastifyRequest, _payload: unknown, done: (err: null) => void): void => done(null)
-    // The same parser under a pattern matching every type: Fastify caches the parser it found by
-    // a pattern, per content-type (at most 100), but looks the catch-all up anew on every
-    // request (parsing the type each time). '*' still takes a request without a content-type.
+    // Also under a match-everything pattern: Fastify caches pattern matches per content-type but looks the catch-all up
+    // on every request; '*' still takes a request without a content-type.
     proxy.addContentTypeParser(/^/, unread)
     proxy.addContentTypeParser('*', unread)
     proxy.decorateRequest('tokentapStart', Number.NaN)
@@ -231,9 +226,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
       request.tokentapStart = now()
       done()
     }
-    // The app's hooks answered (a rate limit, an API-key check) and the handler never ran: the
-    // request is still one the route received, counted with error_type `policy` (never the
-    // provider's, never the caller's malformed request). onResponse runs on the response's finish.
+    // The app's hooks answered (rate limit, API-key check): still a request the route received, counted with error_type
+    // `policy`. onResponse runs on the response's finish.
     const onResponse = (request: FastifyRequest, reply: FastifyReply, done: () => void): void => {
       if (!request.tokentapHandled && pendingUpgrade(request.raw) === undefined) appAnswered(request, reply)
       done()
@@ -252,15 +246,13 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     }
     const handler = (request: FastifyRequest, reply: FastifyReply): void => {
       request.tokentapHandled = true
-      // What the app's hooks and plugins set (CORS, rate-limit headers): Fastify will not write
-      // them on a hijacked reply, so the proxy does (app-headers.ts).
+      // Fastify will not write the app's headers (CORS, rate limits) on a hijacked reply, so the proxy does (app-headers.ts).
       const appHeaders = appHeadersOf(reply.getHeaders())
       reply.hijack()
       const req = request.raw
       const res = reply.raw
       try {
-        // An absolute-form target is reduced to its path and a fragment is cut: client text
-        // never lands in the upstream path (request-target.ts).
+        // Absolute-form targets reduced to their path, fragments cut: client text never lands upstream (request-target.ts).
         const url = originForm(req.url)
         if (url instanceof TokentapError) {
           sendError(res, url, appHeaders)

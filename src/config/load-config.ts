@@ -13,10 +13,7 @@ import type { Config } from './schema.ts'
 export const DEFAULT_CONFIG_FILE =
   ['../../config/default.yaml', '../../../config/default.yaml'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((p) => existsSync(p)) ?? 'config/default.yaml'
 
-/**
- * A route prefix as a path starts with it: no trailing slashes, so '' for '/'. A loaded config's
- * prefixes are kept so ('/' for ''), and the proxy matches and strips them the same way.
- */
+/** A route prefix as a path starts with it: no trailing slashes ('' for '/'; a loaded config keeps '/'), as the proxy matches and strips it. */
 export const prefixBase = (prefix: string): string => prefix.replace(/\/+$/, '')
 
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, allowUnionTypes: true, formats: { regex: isRegex } })
@@ -71,10 +68,7 @@ function deepFreeze<T>(value: T): T {
   return value
 }
 
-/**
- * Validates a parsed config object: fills defaults, checks every key, then checks what the
- * schema cannot say (unique prefixes, upstream xor simulator). Returns it frozen.
- */
+/** Validates a parsed config: defaults, every key, then what the schema cannot say (unique prefixes, upstream xor simulator); frozen. */
 export function validateConfig(raw: unknown): Config {
   const value = structuredClone(raw ?? {})
   if (!validate(value)) {
@@ -125,10 +119,7 @@ const ENV_HOSTS = {
   TOKENTAP_ADMIN_HOST: 'admin',
 } as const
 
-/**
- * Applies the container overrides (TOKENTAP_HOST, TOKENTAP_ADMIN_HOST, TOKENTAP_PORT,
- * TOKENTAP_ADMIN_PORT, TOKENTAP_LOG_LEVEL) to a parsed file.
- */
+/** Applies the container overrides (TOKENTAP_HOST, TOKENTAP_ADMIN_HOST, TOKENTAP_PORT, TOKENTAP_ADMIN_PORT, TOKENTAP_LOG_LEVEL). */
 export function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
   const out: Record<string, unknown> = { ...raw }
   for (const [name, [section, key]] of Object.entries(ENV_NUMBERS)) {

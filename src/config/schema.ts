@@ -2,20 +2,13 @@ import type { FromSchema } from 'json-schema-to-ts'
 import { PROVIDER_NAMES } from '../parsers/registry.ts'
 import { KEEP_RULES } from '../timing/trace-sampling.ts'
 
-/**
- * The configuration: one JSON schema (validated once at start-up, defaults filled in), and the
- * type derived from it (`Config`), so no key is declared twice.
- * The contract's YAML shape: ../../docs/configuration.md.
- */
+/** The configuration: one JSON schema (defaults filled in at start-up) and the `Config` type derived from it, so no key is declared twice (docs/configuration.md). */
 
 /** A route's `provider`: `auto` (detect from path and response) or a name from the parser registry. */
 export const PROVIDERS = ['auto', ...PROVIDER_NAMES] as const
 
 export const DEFAULT_BUCKETS = {
-  /**
-   * 0.5 ms … 10 s, dense between 5 and 100 ms where healthy decoding lives, and no wider than
-   * 25 % from 1 to 2.5 s where stalls sit (a jump from 1 to 2.5 s read a 1.3 s P99 as 1.75 s).
-   */
+  /** 0.5 ms … 10 s: dense at 5–100 ms where healthy decoding lives, ≤ 25 % apart at 1–2.5 s so stall P99s read true. */
   itl: [
     0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.0225, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.125, 0.15,
     0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7.5, 10,
@@ -123,14 +116,12 @@ const simulator = {
     tokens_per_chunk: { type: 'integer', minimum: 1, maximum: 1000, default: 1 },
     burst_every: { type: 'integer', minimum: 0, default: 16 },
     burst_size: { type: 'integer', minimum: 1, maximum: 1000, default: 4 },
-    // Probability that a gap is a stall of `stall_ms`: rare enough (0.2 % of the tokens) that P99
-    // ITL stays on the ordinary gaps, long enough (over metrics.stall_seconds, 1 s) to count as a stall.
+    // A stall rare enough that P99 ITL stays on the ordinary gaps, long enough to pass metrics.stall_seconds.
     stall_probability: { type: 'number', minimum: 0, maximum: 1, default: 0.002 },
     stall_ms: { type: 'number', minimum: 0, default: 1500 },
     seed: { type: 'integer', default: 42 },
     model: { type: 'string', minLength: 1, default: 'tokentap-sim-1' },
-    // Realtime sessions (/v1/realtime): audio each token carries, ms, and how fast audio is sent
-    // against how fast it plays (1: real time; below 1 a listener runs dry).
+    // Realtime sessions: audio per token, ms, and send speed against playback (below 1 a listener runs dry).
     audio_ms_per_token: { type: 'number', minimum: 0, default: 300 },
     audio_pace: { type: 'number', exclusiveMinimum: 0, default: 1.5 },
   },
@@ -151,8 +142,7 @@ export const configSchema = {
         port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
         workers: { type: 'integer', minimum: 1, maximum: 256, default: 1 },
         drain_seconds: { type: 'number', minimum: 0, default: 30 },
-        // After the drain, /metrics answers this long more (when it has been scraped), so the next
-        // scrape reads what the drain recorded: at least one scrape interval.
+        // After the drain, /metrics answers this long more, so the next scrape reads what the drain recorded.
         drain_linger_seconds: { type: 'number', minimum: 0, default: 15 },
         body_limit_bytes: { type: 'integer', minimum: 1, default: 64 * 1024 * 1024 },
         // Longest silence inside a request body (nginx's client_body_timeout): 408, or both sides ended; 0 = none.
@@ -197,9 +187,8 @@ export const configSchema = {
       default: {},
       properties: {
         max_models_per_route: { type: 'integer', minimum: 1, maximum: 100_000, default: 100 },
-        // Distinct label sets (provider × model × route × tenant) in the whole exposition, for the
-        // whole process group; later ones are recorded with model and tenant `other`
-        // (docs/metrics.md, "Label caps and the series budget": the worst case at the default).
+        // Distinct label sets in the whole exposition of the process group; later ones get model and tenant `other`
+        // (docs/metrics.md, "Label caps and the series budget").
         max_label_sets: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 300 },
         max_event_bytes: { type: 'integer', minimum: 1024, default: 1024 * 1024 },
       },
@@ -232,8 +221,7 @@ export const configSchema = {
         length_band_label: { type: 'boolean', default: false },
         // Add `input_length_band` (lt_1k … ge_128k input tokens the provider reported, else unknown) to the TTFT and E2E histograms.
         input_length_band_label: { type: 'boolean', default: false },
-        // Native histograms (sparse exponential buckets) beside the classic ones, served in the
-        // protobuf exposition to scrapers that ask for it: docs/native-histograms.md.
+        // Native histograms beside the classic ones, for scrapers that ask for protobuf (docs/native-histograms.md).
         native_histograms: {
           type: 'object',
           additionalProperties: false,
@@ -248,8 +236,7 @@ export const configSchema = {
             bucket_limit: { type: 'integer', minimum: 1, maximum: 10_000, default: 160 },
           },
         },
-        // Opt-in `tenant` label on every llm_ series (docs/metrics.md, "Tenants"): a request
-        // header's value, or `from: api_key` a keyed hash of the request's API key (never the key).
+        // Opt-in `tenant` label (docs/metrics.md, "Tenants"): a header's value, or a keyed hash of the API key.
         tenant: {
           type: 'object',
           additionalProperties: false,

@@ -3,16 +3,9 @@ import { TokentapError } from '../errors.ts'
 import type { BudgetConfig, Config } from '../config/schema.ts'
 
 /**
- * `budgets:` → Prometheus recording rules and alerts (`tokentap budgets --config FILE`). tokentap
- * measures and alerts; it never blocks a request (docs/cost.md says what to put in front to enforce).
- *
- * Windows are rolling, as PromQL ranges are: `daily` is the spend of the last 24 hours, `monthly`
- * of the last 30 days up to the last full hour (720 hourly increases, a subquery: cheap at any scale).
- * Each budget is one recording rule (`tenant:llm_budget:daily{tenant="team-a",currency="USD"} = 100`),
- * so dashboards can draw it and one alert per dimension and period compares every budget at once:
- * exceeded (the window's spend is over the budget), and on track to exceed (not yet over, but the
- * current burn, the last hour's for daily and the last day's for monthly, would spend more than
- * the budget over the whole window).
+ * `budgets:` → Prometheus recording rules and alerts (`tokentap budgets --config FILE`): tokentap alerts, it never
+ * blocks a request. Rolling windows, one recording rule per budget and one exceeded / on-track alert per dimension
+ * and period (docs/cost.md, "Budgets").
  */
 
 /** The two dimensions a budget applies to: the label it matches. */
@@ -58,8 +51,8 @@ function spendRules(d: Dimension): Rule[] {
     { record: `${d}:llm_cost:rate1h`, expr: `sum by (${d}, currency) (rate(llm_cost_total[1h]))` },
     { record: `${d}:llm_cost:increase1h`, expr: `sum by (${d}, currency) (increase(llm_cost_total[1h]))` },
     { record: `${d}:llm_cost:increase1d`, expr: `sum by (${d}, currency) (increase(llm_cost_total[1d]))` },
-    // 720 hourly increases at whole-hour steps: 30 days up to the last full hour, without a 30-day range over the
-    // raw series. 30 days less a minute: 720 steps whether the range's start is inclusive (Prometheus 2) or not (3).
+    // 720 hourly increases avoid a 30-day range over the raw series; 30 days less a minute gives 720 steps whether the
+    // range's start is inclusive (Prometheus 2) or not (3).
     { record: `${d}:llm_cost:increase30d`, expr: `sum_over_time(${d}:llm_cost:increase1h[43199m:1h])` },
   ]
 }

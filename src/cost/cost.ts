@@ -3,11 +3,8 @@ import type { Measurement } from '../timing/measurement.ts'
 import type { KindPrices, ModelPrice, PriceTable } from './price-table.ts'
 
 /**
- * A request's cost: its token counts by kind (as the provider reported them, the output possibly
- * estimated) times its model's prices. Each token counted once: the parsers report the input with
- * its cache reads and writes inside and the output with its reasoning inside (parsers/types.ts
- * `Usage`), so the kinds priced here are the parts: uncached input, cache reads, cache writes,
- * output without reasoning, reasoning. Pure. docs/cost.md.
+ * A request's cost: token counts by kind times its model's prices (docs/cost.md). The parsers report cache tokens
+ * inside the input and reasoning inside the output (parsers/types.ts `Usage`), so the kinds priced here are the parts.
  */
 
 /** The `kind` label of llm_cost_total and llm_unpriced_tokens_total. */
@@ -55,10 +52,8 @@ function definedOnly(p: KindPrices): KindPrices {
 }
 
 /**
- * The cost of one finished request, or undefined when it has no token counts at all. Fallbacks,
- * as providers bill: a cache read with no price of its own is billed as input (no discount), a
- * reasoning token as output; a cache write with no price (or a 1-hour one with no 1-hour price)
- * is unpriced rather than guessed.
+ * The cost of one finished request, or undefined with no token counts; as providers bill, an unpriced cache read is
+ * input and reasoning is output, while an unpriced cache write stays unpriced rather than guessed.
  */
 export function requestCost(table: PriceTable, provider: string, requestModel: string | undefined, responseModel: string | undefined, m: Measurement): RequestCost | undefined {
   const output = m.outputSource === TokenSource.usage || m.outputTokens > 0 ? m.outputTokens : undefined

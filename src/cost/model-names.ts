@@ -1,8 +1,4 @@
-/**
- * The names a model may be priced under, most specific first: providers name one model many ways
- * (dated snapshots, `-latest` aliases, Bedrock ids with region and version, Vertex `@date`, fine-tunes,
- * paths). Pure; a price table tries each in order (src/cost/price-table.ts).
- */
+/** The names a model may be priced under, most specific first, since providers name one model many ways; pure. */
 
 /** Bedrock cross-region inference profiles: `us.anthropic.claude-…` (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html). */
 const BEDROCK_REGION = /^(?:us|eu|apac|ap|jp|au|ca|global|us-gov)\./
@@ -31,11 +27,7 @@ const STEPS: readonly ((name: string) => string | undefined)[] = [
 /** At most this many candidates per name: every step applies a few times at most. */
 const MAX_CANDIDATES = 32
 
-/**
- * The name (lower-cased) and what it generalises to, breadth first: the name itself, then each one
- * step away, and so on. `gpt-4o-2024-08-06` → [`gpt-4o-2024-08-06`, `gpt-4o`];
- * `us.anthropic.claude-sonnet-4-20250514-v1:0` → […, `claude-sonnet-4-20250514`, `claude-sonnet-4`].
- */
+/** The name (lower-cased) and its generalisations, breadth first: `gpt-4o-2024-08-06` → [`gpt-4o-2024-08-06`, `gpt-4o`]. */
 export function nameCandidates(model: string): string[] {
   const first = model.trim().toLowerCase()
   const out = [first]

@@ -5,10 +5,8 @@ import type { PricingConfig } from '../config/schema.ts'
 import { nameCandidates } from './model-names.ts'
 
 /**
- * Prices per token by model, from three sources in order: the config's own table (`pricing.models`,
- * per million tokens), a file in LiteLLM's model_prices_and_context_window.json format
- * (`pricing.file`, per token), and the shipped snapshot (config/prices.json, the same format, dated).
- * Prices are data: a bad entry stops start-up with one line naming its key. docs/cost.md.
+ * Prices per token by model from, in order, `pricing.models` (per million), a LiteLLM-format `pricing.file` (per token)
+ * and the shipped config/prices.json; a bad entry stops start-up naming its key (docs/cost.md).
  */
 
 /** Prices of each token kind, in the currency per token; a kind left out has no price. */
@@ -167,11 +165,7 @@ export class PriceTable {
     return new PriceTable(config.currency, sources, aliases)
   }
 
-  /**
-   * The price of a request's model: the request's own name first, then the response's (an Azure
-   * deployment's answer names the model behind it), each through its aliases and generalisations,
-   * in each source in order; `provider/name` before `name`.
-   */
+  /** The price of the request's model, else the response's (an Azure deployment names the model behind it), through each source in order, `provider/name` before `name`. */
   priceOf(provider: string, requestModel: string | undefined, responseModel: string | undefined): ModelPrice | undefined {
     const key = `${provider}\u0000${requestModel ?? ''}\u0000${responseModel ?? ''}`
     const cached = this.#cache.get(key)

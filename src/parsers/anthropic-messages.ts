@@ -5,18 +5,9 @@ import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
- * Anthropic Messages (`POST /v1/messages`), also as Vertex AI's `:streamRawPredict` serves it.
- *
- * Content: `content_block_delta` with `text_delta` (text), `thinking_delta` (reasoning) or a
- * non-empty `input_json_delta.partial_json` (tool; a tool block's first fragment is often "").
- * `signature_delta`, `citations_delta`, `ping`, block starts/stops and `message_*` events are not
- * content. Usage: `message_start.message.usage` gives the input (`input_tokens` +
- * `cache_read_input_tokens` + `cache_creation_input_tokens`; its `output_tokens` is a
- * placeholder, ignored); `message_delta.usage` is cumulative and final: its `output_tokens` is the
- * output, and where it repeats the input fields (newer API versions, server tools) they replace
- * the start's. The cache reads and writes are `cache_read_input_tokens` and
- * `cache_creation_input_tokens`, as reported. `event: error` (`overloaded_error`, …) is a provider error.
- * https://docs.anthropic.com/en/docs/build-with-claude/streaming
+ * Anthropic Messages streams (also Vertex AI's `:streamRawPredict`): https://docs.anthropic.com/en/docs/build-with-claude/streaming
+ * Input is `input_tokens` plus both cache counts; `message_delta.usage` is cumulative and final, so its
+ * input fields, where repeated, replace `message_start`'s.
  */
 
 /** The three input-side counts Anthropic reports separately; the last value of each wins. */

@@ -8,26 +8,11 @@ import { ReportedPhase, Unit, reportTime } from './reported-times.ts'
 import type { Json } from './json.ts'
 
 /**
- * AWS Bedrock Runtime streams (`application/vnd.amazon.eventstream` frames):
- *
- * - `ConverseStream` (`/model/{id}/converse-stream`): `contentBlockDelta` events carry
- *   `delta.text` (text), `delta.reasoningContent.text` (reasoning) or `delta.toolUse.input`
- *   (tool); the `metadata` event has `usage.inputTokens` / `usage.outputTokens`.
- *   https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html
- * - `InvokeModelWithResponseStream` (`/model/{id}/invoke-with-response-stream`): `chunk`
- *   events whose `bytes` is the base64 of the model's own JSON chunk (Anthropic Messages events
- *   for Claude; `generation` / `outputText` for Llama / Titan), the last one with
- *   `amazon-bedrock-invocationMetrics` (`inputTokenCount`, `outputTokenCount`).
- *   https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html
- *
- * Timings the service reports (milliseconds): ConverseStream's `metadata.metrics.latencyMs` (and
- * Converse's `metrics.latencyMs`) → total; InvokeModelWithResponseStream's
- * `amazon-bedrock-invocationMetrics.invocationLatency` → total and `firstByteLatency` (the time to
- * the first byte of the answer: Bedrock gives no queue or load apart) → prompt.
- * https://docs.aws.amazon.com/bedrock/latest/userguide/monitoring-cw.html (InvocationLatency)
- *
- * Frames with `:message-type` `exception` (throttling, modelStreamError, …) or `error` are
- * provider errors. The bytes are never altered; a corrupt frame stops measuring only.
+ * AWS Bedrock Runtime eventstream responses:
+ * https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html and
+ * https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html
+ * (base64 model-native chunks). `firstByteLatency` counts as prompt time since Bedrock reports no queue
+ * or load apart (https://docs.aws.amazon.com/bedrock/latest/userguide/monitoring-cw.html).
  */
 
 /** The model id in a Bedrock Runtime path, URL-decoded (`us.amazon.nova-micro-v1%3A0` → `…:0`). */
@@ -48,10 +33,8 @@ function setCount(summary: StreamSummary, field: 'input' | 'output' | 'cacheRead
 }
 
 /**
- * Converse usage: `inputTokens` excludes the prompt cache's tokens (`totalTokens` adds
- * `cacheReadInputTokens` and `cacheWriteInputTokens`), so the input here is their sum, as
- * Anthropic's is: cached input tokens are always a part of the input count.
- * https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html
+ * Converse's `inputTokens` excludes cached tokens, so input is the sum: cached input is always part of
+ * the input count. https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html
  */
 function converseUsage(usage: Json, summary: StreamSummary): void {
   setCount(summary, 'output', usage.outputTokens, 'outputTokens')

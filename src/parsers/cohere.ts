@@ -5,21 +5,11 @@ import { ContentKind, usageOf } from './types.ts'
 import type { StreamSummary } from './types.ts'
 
 /**
- * Cohere Chat API v2 (`POST /v2/chat`): with `"stream": true` an SSE stream of typed events
- * (`event: content-delta` and a JSON `type` of the same name), else one JSON answer.
- * https://docs.cohere.com/v2/docs/streaming
- *
- * Content: `content-delta` with `delta.message.content.text` (text) or `.thinking` (reasoning,
- * Command A Reasoning), `tool-plan-delta` with `delta.message.tool_plan` (the plan the model
- * writes before calling tools: reasoning), `tool-call-delta` with
- * `delta.message.tool_calls.function.arguments` (tool). `message-start`, `*-start`, `*-end`,
- * citations and `debug` are not content; a `tool-call-start`'s arguments are always "".
- * Usage: `message-end`'s `delta.usage.tokens` (what the model read and wrote; `output_tokens`,
- * `input_tokens`), else `delta.usage.billed_units` (what is charged, special tokens left out).
- * A `delta.error` on `message-end` is a provider error. The response names no model.
+ * Cohere Chat API v2 (`POST /v2/chat`): https://docs.cohere.com/v2/docs/streaming
+ * A `tool-plan-delta` (the plan written before calling tools) counts as reasoning.
  */
 
-/** Usage of a Cohere `usage` object: tokens first, billed units when tokens are missing. */
+/** Usage of a Cohere `usage` object: `tokens` (what the model read and wrote) first, else `billed_units`. */
 function readUsage(usage: unknown, summary: StreamSummary): void {
   if (!isObject(usage)) return
   const tokens = isObject(usage.tokens) ? usage.tokens : {}
@@ -70,10 +60,7 @@ export class CohereChatParser extends SseJsonParser {
   }
 }
 
-/**
- * Usage of a whole (`"stream": false`) answer, `{id, finish_reason, message, usage}`, or an
- * error body (`{"message": "…"}` with a 4xx/5xx status, which the status already marks).
- */
+/** Usage of a whole answer or an error body (which the status already marks). */
 export function summarizeCohereBody(value: unknown): StreamSummary {
   const summary: StreamSummary = {}
   if (isObject(value)) readUsage(value.usage, summary)

@@ -1,13 +1,7 @@
 import { NO_EVENTS } from './types.ts'
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from './types.ts'
 
-/**
- * Base of every parser driven by a byte-level decoder (SSE, NDJSON, eventstream frames, a
- * streamed JSON array): the shared push/end/fail code. A subclass feeds each read to its
- * decoder in `decode`, calls `emit` for every content chunk the read completed and `fail` on
- * bad input; after the first failure nothing more is read (the bytes already passed through,
- * only measuring stops for that response, and the reason goes to `llm_parse_errors_total`).
- */
+/** Base of every decoder-driven parser: after the first failure nothing more is read, since only measuring stops. */
 export abstract class DecodedParser implements StreamParser {
   protected readonly ctx: ParserContext
   protected readonly summary: StreamSummary = {}

@@ -2,16 +2,8 @@ import zlib from 'node:zlib'
 import { asBuffer } from './bytes.ts'
 
 /**
- * Incremental decoder of AWS event streams (`application/vnd.amazon.eventstream`), the binary
- * framing of Bedrock's streaming APIs
- * (https://docs.aws.amazon.com/lexv2/latest/dg/event-stream-encoding.html):
- *
- *   total length u32 BE | headers length u32 BE | prelude CRC32 | headers | payload | message CRC32
- *
- * Headers are `name length u8, name, type u8, value` (type 7 = string with a u16 length).
- * A frame split across reads at any byte is buffered until complete; both CRCs are verified.
- * A corrupt or oversized frame stops decoding for good (a binary stream cannot be resynchronised
- * safely) and is reported once. Never throws.
+ * Incremental decoder of AWS event streams (https://docs.aws.amazon.com/lexv2/latest/dg/event-stream-encoding.html).
+ * A corrupt or oversized frame stops decoding for good: a binary stream cannot be resynchronised safely.
  */
 
 export interface EventFrame {
@@ -27,7 +19,7 @@ const PRELUDE = 12
 /** Prelude plus message CRC: the smallest frame there is. */
 const OVERHEAD = 16
 
-// zlib.crc32 is the IEEE CRC-32 the format uses; Node has it since 20.15 (package.json asks for ≥ 20.18.1).
+// zlib.crc32 is the format's IEEE CRC-32 (Node ≥ 20.15).
 const crc32 = (buf: Buffer, start: number, end: number): number => zlib.crc32(buf.subarray(start, end))
 
 /** Value sizes of the fixed-width header types (0/1 booleans carry no value). */

@@ -9,23 +9,9 @@ import { isObject, nonEmpty, readCount } from './json.ts'
 import type { Json } from './json.ts'
 
 /**
- * Google Gemini (Developer API `/v1beta/models/{model}:streamGenerateContent`, `/v1/models/…`)
- * and Vertex AI (`/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:…`, `v1beta1`).
- *
- * Streaming is chosen by the method: `:streamGenerateContent?alt=sse` answers SSE (CRLF, no
- * `[DONE]`), without `alt=sse` one JSON array whose elements arrive as they are generated
- * (read incrementally by JsonArrayDecoder); `:generateContent` answers one JSON object.
- *
- * Content: `candidates[].content.parts[]` with non-empty `text` (reasoning when `thought: true`)
- * or a `functionCall` (tool; it arrives whole, counted as the tokens of its JSON `args`).
- * A part with only a `thoughtSignature` and `text: ""` is not content.
- * Usage: `usageMetadata` is cumulative on every chunk: output = `candidatesTokenCount` +
- * `thoughtsTokenCount` (reasoning), input = `promptTokenCount`; the last value wins (the prompt
- * count can change between chunks). While every content chunk advances the cumulative count
- * of what is streamed (`candidatesTokenCount`, plus `thoughtsTokenCount` once thought parts are
- * streamed), its difference is the chunk's exact token count; otherwise the tokenizer estimates.
- * Thinking that is counted but not streamed stays out of the chunks, as for other providers.
- * An `error` object in the stream (`{"error":{"code","message","status"}}`) is a provider error.
+ * Google Gemini and Vertex AI: `?alt=sse` answers SSE, without it one JSON array streamed element by
+ * element, `:generateContent` one object. `usageMetadata` is cumulative on every chunk, so while each
+ * content chunk advances it, the difference is the chunk's exact token count.
  * https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent
  */
 
@@ -142,10 +128,8 @@ class GeminiReader {
 }
 
 /**
- * `?alt=sse`: one GenerateContentResponse per SSE event. Gemini and Vertex abort a stream by
- * writing a pretty-printed `{"error": …}` object straight into the 200 body, outside SSE framing
- * (the Gen AI SDKs look for it in each read); the SSE decoder ignores such lines, so a line that
- * starts with `{` is also read as raw JSON.
+ * `?alt=sse`: Gemini aborts a stream by writing a raw `{"error": …}` object into the 200 body outside
+ * SSE framing (the Gen AI SDKs look for it too), so a line starting with `{` is also read as JSON.
  */
 export class GeminiSseParser extends SseJsonParser implements JsonArraySink {
   readonly #reader: GeminiReader

@@ -1,14 +1,8 @@
 import { asBuffer } from './bytes.ts'
 /**
- * Byte-level incremental decoder of one streamed JSON array (`[{…}\n,\r\n{…}\n]`): hands out the
- * text of each top-level element as soon as its last byte arrives, which is how Gemini's
- * `streamGenerateContent` answers without `?alt=sse`.
- *
- * It only finds element boundaries (depth outside strings, escapes inside them); parsing each
- * element is the caller's job. A read split at any byte (inside a string, an escape or a
- * multi-byte character) gives the same elements, since the text is decoded only once an element
- * is complete. A top-level object instead of an array (an error body) is one element.
- * Memory is bounded: an element larger than `maxElementBytes` is not kept, only reported.
+ * Incremental decoder of one streamed JSON array (Gemini without `?alt=sse`): it only finds element
+ * boundaries and decodes an element once complete, so a read split at any byte gives the same elements.
+ * A top-level object (an error body) is one element.
  */
 
 export interface JsonArraySink {
@@ -79,7 +73,6 @@ export class JsonArrayDecoder {
       if (state === State.element) {
         const end = this.#scan(buf, i, len)
         if (end < 0) break
-        // end is the index just past the element's last byte (a scalar's delimiter is not part of it).
         this.#finish(buf, from, end, sink)
         from = -1
         i = end
@@ -153,7 +146,6 @@ export class JsonArrayDecoder {
     let escaped = this.#escaped
     const atStart = depth === 0 && !inString && !this.#scalar && this.#bytes === 0
     if (atStart) {
-      // First byte of the element decides its shape.
       const b = buf[i]
       if (b === OPEN_BRACE || b === OPEN_BRACKET) depth = 1
       else if (b === QUOTE) inString = true

@@ -1,19 +1,11 @@
 /**
- * The text of a stream's JSON events, learned so that the next event can be read without
- * `JSON.parse`.
+ * Templates of a stream's JSON events, so the next event can be read without `JSON.parse`: streaming
+ * APIs resend the same object with only scalars changing.
  *
- * Streaming APIs send the same object again and again: the same keys in the same order, and only
- * scalars changing (the generated text, ids, a timestamp, a padding string). A {@link JsonShape}
- * is one event's text cut at its member scalars (numbers and strings that are an object member's
- * value); an {@link EventTemplate} matches any event with the same text outside those scalars.
- *
- * Exactness: a template is only built from an event that `JSON.parse` accepted and that has no
- * duplicate keys, and members the reader looks at (`fixed`) are never holes. An event that matches
- * differs from it only in hole values, each a valid JSON number (in a number hole) or a string
- * without quotes, backslashes or control characters (in a string hole); the content hole is any
- * valid JSON string, decoded exactly as `JSON.parse` would. So a matching event is valid JSON with
- * the same structure and the same values wherever the reader looks, but the content. Anything
- * else (a cut, a splice, a changed key) does not match.
+ * Exactness: a template comes from an event `JSON.parse` accepted with no duplicate keys, members the
+ * reader looks at are never holes, and each hole admits only a valid JSON number or an escape-free
+ * string (the content hole: any valid string, decoded as `JSON.parse` would). So a matching event is
+ * valid JSON with the same values wherever the reader looks; a cut, splice or changed key never matches.
  */
 
 const QUOTE = 34
@@ -43,11 +35,7 @@ interface Frame {
   index: number
 }
 
-/**
- * Bounds on what may become a template: templates are shared by every stream of the process, so
- * nothing one response sends may make one costly or uncompilable (an event of 10,000 members or
- * nested 10,000 deep makes a pattern V8 cannot run). A chat chunk has about ten holes, depth 5.
- */
+/** Templates are shared by the whole process, so no response may make one costly or uncompilable by V8. */
 const MAX_HOLES = 64
 const MAX_DEPTH = 16
 const MAX_LITERAL_CHARS = 4096
@@ -77,11 +65,8 @@ function isRawString(text: string, from: number, to: number): boolean {
 }
 
 /**
- * Cuts `text`, which `JSON.parse` accepted, at its member scalars. `contentPath` names the string
- * that is the content hole (keys, and element indexes for arrays), or is undefined for an event
- * without content (then the shape has no content hole); `fixed(key)` says which members must
- * never become holes (values the reader looks at). Undefined when an object repeats a key or
- * the content string is not there.
+ * Cuts `text` (already accepted by `JSON.parse`) at its member scalars, `contentPath` being the content
+ * hole and `fixed` members never holes; undefined on a repeated key or a missing content string.
  */
 export function shapeOf(text: string, contentPath: readonly (string | number)[] | undefined, fixed: (key: string) => boolean): JsonShape | undefined {
   const lits: string[] = []
@@ -166,19 +151,11 @@ const RAW = '[^"\\\\\\x00-\\x1f]*'
 const STRING = '([^"\\\\\\x00-\\x1f]*(?:\\\\[^\\n\\r\\u2028\\u2029][^"\\\\\\x00-\\x1f]*)*)'
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
-/**
- * Compiled templates by shape: a stream learns its template from its first chunks, and the
- * streams of one upstream and model share one pattern (ids, timestamps and paddings are holes),
- * so each is compiled once per process, not once per request.
- */
+/** Compiled templates by shape: streams of one upstream and model share a pattern, compiled once per process. */
 const compiled = new Map<string, RegExp>()
 const MAX_COMPILED = 256
 
-/**
- * The shape's text as one regular expression: the literal text exactly, a JSON number in each
- * number hole, a string without escapes in each string hole, and any string (captured) in the
- * content hole. One native match per event, no string built but the content.
- */
+/** The shape as one regular expression: one native match per event, no string built but the content. */
 export class EventTemplate {
   readonly #re: RegExp
   readonly #key: string
@@ -186,11 +163,7 @@ export class EventTemplate {
   readonly #content: boolean
   #broken = false
 
-  /**
-   * The template of `shape`, cut from `data`, when it compiles and reads `data` back; undefined
-   * otherwise (V8 compiles a pattern on its first use, so only a match proves it runs), so a
-   * template that fails is never shared.
-   */
+  /** The template of `shape` if it reads `data` back (V8 compiles on first use, so only a match proves it runs). */
   static of(shape: JsonShape, data: string): EventTemplate | undefined {
     let template: EventTemplate
     try {
@@ -206,7 +179,6 @@ export class EventTemplate {
   }
 
   constructor(shape: JsonShape) {
-    // Keyed by the shape itself (literals and hole kinds); the pattern is only written on a miss.
     const key = `${shape.kinds.join('')}\u0000${shape.lits.join('\u0000')}`
     this.#key = key
     let re = compiled.get(key)
@@ -247,8 +219,7 @@ export class EventTemplate {
     try {
       m = this.#re.exec(data)
     } catch {
-      // A pattern V8 cannot run (too large, too deep): this template reads nothing, and no other
-      // one may get it from the compiled cache.
+      // A pattern V8 cannot run: drop it from the compiled cache too.
       this.#broken = true
       this.#forget()
       return undefined

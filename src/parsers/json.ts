@@ -1,7 +1,4 @@
-/**
- * Small type guards every parser reads provider JSON with: a parser must never trust a shape,
- * so each field is checked before use.
- */
+/** Type guards for provider JSON: a parser never trusts a shape. */
 
 /** A JSON object (not null, not an array). */
 export type Json = Record<string, unknown>
@@ -11,22 +8,13 @@ export const isObject = (v: unknown): v is Json => typeof v === 'object' && v !=
 /** A string with at least one character: an empty delta is no generated output. */
 export const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.length > 0
 
-/**
- * The largest token count one request may report. Far above any context window, far below where
- * a float counter stops adding 1s (2^53): one hostile or broken answer cannot freeze a loop sized
- * by it or poison a counter for good.
- */
+/** Far above any context window, far below 2^53: one hostile answer cannot freeze a loop or poison a counter. */
 export const MAX_COUNT = 1e9
 
 /** A token count a provider reported: a non-negative integer ≤ MAX_COUNT. */
 export const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= MAX_COUNT
 
-/**
- * A count field of provider JSON: the count, or undefined when absent (undefined, null) or not a
- * count (a string, a fraction, negative, huge, Infinity). A value that is not a count is noted
- * as the summary's parse error (counted in llm_parse_errors_total) and not used: the stream's own
- * count stands in for it.
- */
+/** A count field, or undefined; a present non-count is noted as a parse error and the stream's own count stands. */
 export function readCount(value: unknown, summary: { parseError?: string }, name: string): number | undefined {
   if (isCount(value)) return value
   if (value === undefined || value === null) return undefined

@@ -1,11 +1,7 @@
 import { asBuffer } from './bytes.ts'
 /**
- * Byte-level NDJSON (newline-delimited JSON) decoder: one value per `\n`-terminated line
- * (https://github.com/ndjson/ndjson-spec), a `\r` before the `\n` dropped, blank lines skipped.
- *
- * Works on bytes and decodes a line only once it is complete, so a read split at any byte
- * (inside a line, a CRLF pair or a multi-byte character) gives the same lines. Memory is
- * bounded: a line longer than `maxLineBytes` is dropped and reported. Never throws.
+ * Byte-level NDJSON decoder (https://github.com/ndjson/ndjson-spec): a line is decoded only once complete,
+ * so a read split at any byte gives the same lines; a line over `maxLineBytes` is dropped and reported.
  */
 
 export type NdjsonLineSink = (line: string) => void

@@ -7,18 +7,8 @@ import { ReportedPhase, Unit, reportTime } from './reported-times.ts'
 import type { Json } from './json.ts'
 
 /**
- * Ollama's native API: `/api/chat` and `/api/generate`, streamed as NDJSON
- * (`application/x-ndjson`, the default) or answered whole (`"stream": false`).
- * https://github.com/ollama/ollama/blob/main/docs/api.md
- *
- * Content: `message.content` (text), `message.thinking` (reasoning), `message.tool_calls`
- * (tool; whole calls, not deltas), and for /api/generate `response` and `thinking`.
- * Usage: the `done: true` line's `eval_count` (output) and `prompt_eval_count` (input).
- * Ollama's own decode rate (`eval_count / eval_duration`, durations in ns) goes to the log
- * line, to compare with what the proxy measured. An `{"error": "…"}` line is a provider error.
- * Its own timings (docs/api.md: "All durations are returned in nanoseconds"): `load_duration`
- * (loading the model) → load, `prompt_eval_duration` (evaluating the prompt) → prompt,
- * `eval_duration` (generating the response) → generation, `total_duration` → total.
+ * Ollama's native API, NDJSON or one JSON answer: https://github.com/ollama/ollama/blob/main/docs/api.md
+ * (durations in nanoseconds); its own decode rate goes to the log line, to compare with the proxy's.
  */
 
 /** Usage, model, error and Ollama's decode rate from one line or whole answer. */
@@ -39,7 +29,7 @@ function readFinal(value: Json, summary: StreamSummary): void {
   // Prompt tokens served from the KV cache (newer Ollama's final object; part of prompt_eval_count).
   const cached = value.prompt_eval_cached_count === undefined ? undefined : readCount(value.prompt_eval_cached_count, summary, 'prompt_eval_cached_count')
   if (cached !== undefined) usageOf(summary).cacheRead = cached
-  // A duration is nanoseconds: under 1 ns (or not finite) it is no duration, and a rate from it would be absurd.
+  // Under 1 ns is no duration, and a rate from it would be absurd.
   const duration = value.eval_duration
   if (typeof duration === 'number' && Number.isFinite(duration) && duration >= 1) {
     const extra: Record<string, number | string> = summary.extra ?? {}
@@ -72,8 +62,7 @@ export class OllamaParser extends DecodedParser {
   }
 
   protected flush(): void {
-    // A last line without its newline is still read: it has no arrival time left to give, so
-    // only its usage and error count.
+    // A last line without its newline has no arrival time left to give: only its usage and error count.
     if (!this.failed) this.#decoder.end(this.#onLine, this.#onOversize)
   }
 

@@ -7,38 +7,23 @@ import type { Json } from './json.ts'
 import { readChatUsage, readLlamaCppTimes, readVllmMetrics } from './openai-usage.ts'
 
 /**
- * OpenAI Chat Completions (`chat.completion.chunk`) and legacy Completions (`text_completion`)
- * streams, as OpenAI, Azure, vLLM, SGLang, TGI's /v1, llama.cpp, Ollama's /v1, DeepSeek,
- * Mistral, Groq and OpenRouter send them.
- *
- * Content: `delta.content` (a string, or Mistral's array of text/thinking parts),
- * `delta.refusal`, `delta.reasoning_content` / `delta.reasoning`, tool-call argument fragments
- * (`delta.tool_calls[].function.arguments`, legacy `delta.function_call.arguments`), and the
- * legacy `choices[].text`. Role-only chunks, empty deltas, finish chunks, usage-only chunks
- * (`choices: []`), Azure's prompt-filter chunks and `[DONE]` are not content.
- * https://platform.openai.com/docs/api-reference/chat-streaming
- *
- * Usage: top-level `usage`, else what a server reports in its own place: Groq's `x_groq.usage`
- * (older Groq streams have no top-level usage at all), llama.cpp's `timings.predicted_n` /
- * `prompt_n` on its last chunk (tools/server/server.cpp, with or without `usage`).
- *
- * The server's own timings, wherever it sends them: Groq's `queue_time`, `prompt_time`,
- * `completion_time`, `total_time` in its usage (seconds; https://console.groq.com/docs/api-reference,
- * `usage` of a chat completion) → queue, prompt, generation, total; llama.cpp's `timings.prompt_ms`
- * and `timings.predicted_ms` (milliseconds; tools/server/README.md, "timings") → prompt, generation.
+ * OpenAI Chat Completions and legacy Completions streams (OpenAI, Azure, vLLM, SGLang, TGI, llama.cpp,
+ * Ollama, DeepSeek, Mistral, Groq, OpenRouter): https://platform.openai.com/docs/api-reference/chat-streaming
+ * Usage falls back to Groq's `x_groq.usage` and llama.cpp's `timings` (tools/server/README.md); reported
+ * times from Groq's usage (https://console.groq.com/docs/api-reference) and llama.cpp's `timings`.
  */
 
 /** Where a plain chunk's text is: the template's content hole. */
 const CONTENT_PATH = ['choices', 0, 'delta', 'content'] as const
 /** The same for legacy Completions (`text_completion`). */
 const TEXT_PATH = ['choices', 0, 'text'] as const
-/** Members whose values onJson reads (or may one day): never a template hole, so they must match exactly. */
+/** Members onJson reads: never a template hole, so they must match exactly. */
 const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|timings|x_groq|choices|delta|tool_calls|function_call|function|arguments)$/
 const fixed = (key: string): boolean => FIXED.test(key)
-/** Templates that may go unused before a stream learns only from every 256th chunk that misses. */
+/** Unused templates after which a stream learns only from every 256th miss (chunks that never repeat). */
 const MAX_WASTED = 3
 
-/** Running totals for one SSE event: every choice's new output is one content chunk. */
+/** One SSE event's totals: every choice's new output is one content chunk. */
 interface Piece {
   text: number
   reasoning: number
@@ -48,12 +33,7 @@ interface Piece {
 /** A plain chunk without content: its only effect in onJson is its model (a role-less finish chunk, `delta: {}`). */
 const QUIET = null
 
-/**
- * Where the text of a plain chunk is, when `value` is one: a chunk whose only effect in onJson is
- * one string, `delta.content` (chat) or `text` (legacy completions), with one choice, no usage or
- * error object and no other content field; QUIET for such a chunk with no content at all. A
- * template learned from it reads the next ones.
- */
+/** The content path of a plain chunk (one choice, one string, nothing else onJson reads); QUIET for one without content. */
 function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | typeof QUIET | undefined {
   if (!isObject(value) || isObject(value.error) || isObject(value.usage) || isObject(value.timings) || (isObject(value.x_groq) && isObject(value.x_groq.usage))) return undefined
   const choices = value.choices
@@ -66,7 +46,6 @@ function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | typ
   const other = nonEmpty(delta.refusal) || nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning) || Array.isArray(delta.tool_calls) || isObject(delta.function_call)
   if (other) return undefined
   if (typeof delta.content === 'string') return CONTENT_PATH
-  // No string and no parts array (absent, null): nothing onJson would count.
   return Array.isArray(delta.content) ? undefined : QUIET
 }
 
@@ -77,12 +56,7 @@ interface Learned {
   readonly model: string | undefined
 }
 
-/**
- * Templates learned by any stream, most recent first. A template reads exactly what the full
- * parse would from any event it matches, whichever stream it was learned in, so a new stream of
- * a known shape (same upstream, same model) takes none of its events through JSON.parse and
- * learns nothing: a short request's largest parsing cost was learning its own templates.
- */
+/** Templates learned by any stream, most recent first: a new stream of a known shape need not learn its own. */
 const known: Learned[] = []
 const MAX_KNOWN = 16
 
@@ -104,7 +78,7 @@ export class OpenAIChatParser extends SseJsonParser {
   /** A top-level `usage` was seen: a server's own report (llama.cpp `timings`) no longer replaces it. */
   #topLevelUsage = false
 
-  /** The stream's chunk text, learned from plain chunks that took the full parse (here or in another stream). */
+  /** The stream's template, learned here or in another stream. */
   #learned: Learned | undefined
   /** The text of the event now taking the full parse, when it may teach a template. */
   #pending: string | undefined
@@ -115,13 +89,7 @@ export class OpenAIChatParser extends SseJsonParser {
   /** Templates replaced before they read any event (chunks whose text never repeats). */
   #wasted = 0
 
-  /**
-   * The fast path (most events of a chat stream): an event that matches the stream's template
-   * (the text of the last plain chunk that took the full parse, with only its text and other
-   * scalars the parser does not read, such as ids, a timestamp or `obfuscation`, changed), or
-   * one another stream learned, is read without `JSON.parse`, with exactly the full parse's
-   * result. Anything else takes the full parse, and a plain chunk there teaches the template.
-   */
+  /** The hot path: an event matching a learned template is read without `JSON.parse`, with exactly its result. */
   protected override scan(event: string, data: string): boolean {
     if (event !== '') return false
     const own = this.#learned
@@ -130,8 +98,7 @@ export class OpenAIChatParser extends SseJsonParser {
       forget(own)
       this.#learned = undefined
     }
-    // Learning and recalling cost a scan each: a stream whose chunks never repeat (logprobs
-    // arrays, say) stops trying after a few, but for a rare retry.
+    // Learning and recalling cost a scan each: a stream whose chunks never repeat stops trying.
     const trying = this.#wasted < MAX_WASTED || (this.#misses & 255) === 0
     if (text === undefined && trying) {
       for (let i = 0; i < known.length; i++) {
@@ -148,8 +115,7 @@ export class OpenAIChatParser extends SseJsonParser {
     if (text !== undefined) {
       this.#misses = 0
       this.#matched = true
-      // What onJson does for a plain chunk: no usage on this chunk, the model if none was seen
-      // yet, one text piece if non-empty.
+      // Exactly what onJson does for a plain chunk.
       this.#usageOnEveryChunk = false
       const model = (this.#learned as Learned).model
       if (this.summary.model === undefined && model !== undefined) this.summary.model = model
@@ -161,14 +127,12 @@ export class OpenAIChatParser extends SseJsonParser {
     return false
   }
 
-  /** Takes `learned` as the stream's template. */
   #adopt(learned: Learned): void {
     if (this.#learned !== undefined && !this.#matched) this.#wasted++
     this.#matched = false
     this.#learned = learned
   }
 
-  /** A template from a plain chunk's text. */
   #learn(data: string, path: typeof CONTENT_PATH | typeof TEXT_PATH | typeof QUIET, value: Json): void {
     // The template keeps pieces of the text: they must not keep the whole read alive.
     const shape = shapeOf(ownCopy(data), path ?? undefined, fixed)

@@ -6,19 +6,8 @@ import type { Json } from './json.ts'
 import { readOpenAIDetails, readVllmMetrics } from './openai-usage.ts'
 
 /**
- * OpenAI Responses API (`POST /v1/responses`), as OpenAI, Azure (`/openai/v1/responses`),
- * OpenRouter, Ollama and vLLM serve it.
- *
- * Events are dispatched on the JSON `type`, not on the SSE `event:` line: OpenRouter sends
- * none, and ends with a `[DONE]` OpenAI does not send.
- * Content: `response.output_text.delta` and `response.refusal.delta` (text),
- * `response.reasoning_text.delta` and `response.reasoning_summary_text.delta` (reasoning),
- * `response.function_call_arguments.delta`, `response.custom_tool_call_input.delta`,
- * `response.mcp_call_arguments.delta`, `response.code_interpreter_call_code.delta` (tool).
- * Lifecycle events (`created`, `*.added`, `*.done`), empty deltas and keep-alives are not content.
- * Usage arrives only with the terminal `response.completed` / `response.incomplete` /
- * `response.failed`; an `error` event or `response.failed` is a provider error.
- * https://platform.openai.com/docs/api-reference/responses-streaming
+ * OpenAI Responses API streams: https://platform.openai.com/docs/api-reference/responses-streaming
+ * Events are dispatched on the JSON `type`, not the SSE `event:` line, which OpenRouter omits.
  */
 
 /** Event type → kind of the content its `delta` carries. */

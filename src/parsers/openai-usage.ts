@@ -6,11 +6,7 @@ import type { StreamSummary, Usage } from './types.ts'
 // What an OpenAI-style answer reports about itself, read the same way from a stream's chunks
 // (openai-chat.ts, openai-responses.ts) and a whole JSON answer (openai-body.ts).
 
-/**
- * A Chat Completions `usage` object into `u`: `completion_tokens` → output, `prompt_tokens` →
- * input, the breakdowns (readOpenAIDetails) and Groq's timings in it. A count that is not one
- * leaves its field as it was.
- */
+/** A Chat Completions `usage` object into `u`; a field that is not a count is left as it was. */
 export function readChatUsage(usage: Json, u: Usage, summary: StreamSummary): void {
   const output = readCount(usage.completion_tokens, summary, 'completion_tokens')
   if (output !== undefined) u.output = output
@@ -21,12 +17,8 @@ export function readChatUsage(usage: Json, u: Usage, summary: StreamSummary): vo
 }
 
 /**
- * The token breakdowns of an OpenAI-style `usage` object, as reported (never estimated):
- * reasoning from `completion_tokens_details.reasoning_tokens` (Responses:
- * `output_tokens_details`), cache reads from `prompt_tokens_details.cached_tokens` (Responses:
- * `input_tokens_details`), else DeepSeek's `prompt_cache_hit_tokens`. Both are parts of the
- * output and input counts. https://platform.openai.com/docs/api-reference/chat/object
- * https://api-docs.deepseek.com/guides/kv_cache
+ * Reasoning and cache-read breakdowns of an OpenAI-style `usage`, as reported (parts of output and input):
+ * https://platform.openai.com/docs/api-reference/chat/object, https://api-docs.deepseek.com/guides/kv_cache
  */
 export function readOpenAIDetails(usage: Json, u: Usage, summary: StreamSummary): void {
   const out = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : usage.output_tokens_details
@@ -43,12 +35,8 @@ export function readOpenAIDetails(usage: Json, u: Usage, summary: StreamSummary)
 }
 
 /**
- * vLLM's per-request `metrics` object (`--enable-per-request-metrics`; docs/features/per_request_metrics.md,
- * on the final usage chunk of a stream, top-level in a whole answer): by vLLM's definitions,
- * `queue_time_ms` → queue, `time_to_first_token_ms` (from the request's scheduling to its first
- * token: the prefill, queue excluded) → prompt, `generation_time_ms` (first to last output token)
- * → generation. `speculative_decoding` (`--per-request-spec-decode-metrics`, experimental):
- * `num_draft_tokens` proposed, `num_accepted_draft_tokens` accepted. A null field is not reported.
+ * vLLM's per-request `metrics` (docs/features/per_request_metrics.md): its `time_to_first_token_ms`
+ * runs from scheduling, queue excluded, so it is the prompt phase, not TTFT.
  */
 export function readVllmMetrics(metrics: Json, summary: StreamSummary): void {
   reportTime(summary, ReportedPhase.queue, metrics.queue_time_ms, Unit.ms)

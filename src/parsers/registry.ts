@@ -12,13 +12,8 @@ import { summarizeTgiBody, TgiParser, tgiHeaderTimes } from './tgi.ts'
 import type { ParserContext, StreamParser, StreamSummary } from './types.ts'
 
 /**
- * The provider list, the one home of what is provider-specific: which parser reads a response
- * (the route's `provider` when set, else the first provider whose API owns the request path,
- * else a guess from the response content-type), the model a path names, timings a provider
- * sends in headers, and its OpenTelemetry names.
- * Adding a provider is one parser file plus one entry in PROVIDERS (the config's `provider`
- * values come from it), plus its fixtures and tests: the steps are in DEVELOPING.md, "Adding a
- * provider".
+ * The provider list, the one home of what is provider-specific (parser, model in the path, header
+ * timings, OpenTelemetry names). Adding a provider: DEVELOPING.md, "Adding a provider".
  */
 
 export interface ProviderSpec<Name extends string = string> {
@@ -146,7 +141,7 @@ export const PROVIDERS = [gemini, anthropic, cohere, openai, ollama, tgi, bedroc
 /** A provider's name, as the `provider` label and the config's `routes[].provider` say it. */
 export type ProviderName = (typeof PROVIDERS)[number]['name']
 
-/** The names, sorted (as error messages and docs list them): the config's `provider` values besides `auto`. */
+/** The names, sorted: the config's `provider` values besides `auto`. */
 export const PROVIDER_NAMES: readonly ProviderName[] = PROVIDERS.map((p) => p.name).sort()
 
 const byName = new Map<string, ProviderSpec>(PROVIDERS.map((p) => [p.name, p]))
@@ -164,11 +159,7 @@ export function providerForPath(setting: string, path: string): ProviderSpec | u
   return PROVIDERS.find((p) => p.ownsPath(path))
 }
 
-/**
- * Chooses provider and parser once the response's content-type is known (`header`: the response's
- * headers by lower-case name, for timings a provider sends there). An unrecognised path with an
- * SSE body is read as OpenAI-compatible, the lingua franca of LLM servers.
- */
+/** Chooses provider and parser from the response; an unrecognised path with an SSE body is read as OpenAI-compatible. */
 export function selectParser(setting: string, path: string, contentType: string, ctx: ParserContext, header?: (lowerName: string) => string | undefined): Selection {
   const mediaType = mediaTypeOf(contentType)
   const spec = providerForPath(setting, path)
@@ -190,11 +181,7 @@ export function genAiProviderName(provider: string): string {
   return byName.get(provider)?.genAiName ?? provider
 }
 
-/**
- * `gen_ai.operation.name` of a request by its API path, whichever provider serves it
- * (https://opentelemetry.io/docs/specs/semconv/gen-ai/), or undefined for requests that are no
- * GenAI operation (model lists, health checks).
- */
+/** `gen_ai.operation.name` by API path (https://opentelemetry.io/docs/specs/semconv/gen-ai/); undefined for non-GenAI requests. */
 export function genAiOperation(method: string, path: string): string | undefined {
   if (method !== 'POST') return undefined
   if (/embed/i.test(path)) return 'embeddings'

@@ -1,17 +1,9 @@
 import { isAscii } from 'node:buffer'
 import { asBuffer } from './bytes.ts'
 /**
- * Byte-level Server-Sent Events decoder.
- *
- * Follows the WHATWG event-stream grammar
- * (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation):
- * lines end in CRLF, LF or CR; a blank line dispatches; `:` starts a comment; one optional
- * space after the field's colon; several `data:` lines join with `\n`; a leading BOM is
- * skipped; an event left incomplete at end of stream is not dispatched.
- *
- * Works on bytes and decodes only the `data`/`event` values it keeps, so a read split at any
- * byte (inside a line, a CRLF pair or a multi-byte character) gives the same events.
- * Memory is bounded: an event larger than `maxEventBytes` is dropped and reported.
+ * Byte-level Server-Sent Events decoder per the WHATWG grammar
+ * (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation).
+ * It works on bytes so a read split at any byte gives the same events; events over `maxEventBytes` are dropped.
  */
 
 export type SseEventSink = (event: string, data: string) => void
@@ -43,10 +35,7 @@ export class SseDecoder {
   #bomChecked = false
   /** The line being read outgrew maxEventBytes; its bytes are no longer kept. */
   #lineTooLong = false
-  /**
-   * Non-blank lines that were neither a comment nor a field of the grammar (data, event, id,
-   * retry). The spec ignores them; a stream of nothing else is not an event stream (junk).
-   */
+  /** Lines the spec ignores (no comment, no known field): a stream of nothing else is not SSE. */
   unknownLines = 0
   /** Bytes of the too-long line that were not kept. */
   #droppedBytes = 0
@@ -89,8 +78,7 @@ export class SseDecoder {
         return
       }
       if (this.#lineTooLong) {
-        // The start of this line was dropped to bound memory (its first byte was kept):
-        // a comment stays harmless, anything else spoils the event it belongs to.
+        // Its start was dropped to bound memory: a comment stays harmless, anything else spoils the event.
         this.#lineTooLong = false
         if (this.#partial[0] !== COLON) {
           this.#oversized = true
@@ -109,10 +97,8 @@ export class SseDecoder {
   }
 
   /**
-   * The complete lines of `buf` from `from` (and the start of an unfinished last one). The read is
-   * taken as one latin1 string, one character per byte, so lines are found with the engine's own
-   * string search and text offsets are byte offsets; a field's value is that text itself when the
-   * read is ASCII, else its bytes decoded as UTF-8.
+   * The lines of `buf` from `from`: the read as one latin1 string gives native line search with text
+   * offsets equal to byte offsets; values are UTF-8-decoded only when the read is not ASCII.
    */
   #lines(buf: Buffer, from: number, onEvent: SseEventSink, onOversize?: SseOversizeSink): void {
     const len = buf.length
@@ -120,8 +106,7 @@ export class SseDecoder {
     const ascii = isAscii(from === 0 ? buf : buf.subarray(from))
     const n = text.length
     let pos = 0
-    // CRs are rare (most servers end lines in LF): look for them in the bytes, natively, and
-    // again only once passed.
+    // CRs are rare: search for them natively, and again only once passed.
     let nextCR = buf.indexOf(CR, from)
     if (nextCR !== -1) nextCR -= from
     while (pos < n) {
@@ -167,7 +152,7 @@ export class SseDecoder {
       return
     }
     if (this.#partial.length + (to - from) > this.maxEventBytes) {
-      // Bound memory: keep only the line's first byte (to tell a comment) and count the rest.
+      // Keep only the first byte (to tell a comment).
       this.#lineTooLong = true
       this.#droppedBytes = this.#partial.length + (to - from)
       this.#partial = Buffer.from(this.#partial.length > 0 ? this.#partial.subarray(0, 1) : buf.subarray(from, from + 1))
@@ -176,10 +161,7 @@ export class SseDecoder {
     this.#partial = this.#partial.length === 0 ? buf.subarray(from, to) : Buffer.concat([this.#partial, buf.subarray(from, to)])
   }
 
-  /**
-   * One line: `text` holds it (latin1, one character per byte) from `start` to `end`; `buf`
-   * holds its bytes from `base` on, decoded as UTF-8 for a value unless the whole read is ASCII.
-   */
+  /** One line, `text[start..end]` in latin1; its bytes are `buf` from `base`. */
   #line(text: string, start: number, end: number, buf: Buffer, base: number, ascii: boolean, onEvent: SseEventSink, onOversize?: SseOversizeSink): void {
     if (start === end) {
       this.#dispatch(onEvent, onOversize)
@@ -193,7 +175,6 @@ export class SseDecoder {
       this.#data = undefined
       return
     }
-    // Field names we keep: "data" and "event"; anything else (id, retry, unknown) is ignored.
     if (first === 100 /* d */ && end - start >= 4 && text.charCodeAt(start + 1) === 97 && text.charCodeAt(start + 2) === 116 && text.charCodeAt(start + 3) === 97) {
       const value = this.#value(text, start + 4, end, buf, base, ascii)
       if (value === undefined) {

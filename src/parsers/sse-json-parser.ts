@@ -2,11 +2,7 @@ import { DecodedParser } from './decoded-parser.ts'
 import { SseDecoder } from './sse-decoder.ts'
 import type { ParserContext } from './types.ts'
 
-/**
- * Base for provider parsers whose stream is SSE events carrying JSON: decodes events,
- * parses JSON, hands each object to `onJson`, and gives up quietly on the first bad event
- * (the bytes already passed through; only measuring stops for that response).
- */
+/** Base for SSE-of-JSON parsers: gives up quietly on the first bad event, since only measuring stops. */
 export abstract class SseJsonParser extends DecodedParser {
   readonly #decoder: SseDecoder
   /** Events dispatched (sentinels included): none at all in a stream of junk lines means it was not SSE. */
@@ -37,11 +33,7 @@ export abstract class SseJsonParser extends DecodedParser {
 
   protected abstract onJson(event: string, value: unknown): void
 
-  /**
-   * A cheap look at an event before `JSON.parse`: a parser that can read the event from its text
-   * alone (it carries nothing, or only a plain text delta) handles it and returns true. Must
-   * return false whenever unsure; the default parses everything.
-   */
+  /** Handles an event from its text alone, skipping `JSON.parse`; must return false whenever unsure. */
   protected scan(_event: string, _data: string): boolean {
     return false
   }

@@ -7,15 +7,8 @@ import { ReportedPhase, reportedSeconds, Unit } from './reported-times.ts'
 import type { ReportedTimes } from './reported-times.ts'
 
 /**
- * Hugging Face Text Generation Inference, native API: `/generate_stream` (SSE written as
- * `data:{…}` without a space) and `/generate` (one JSON answer).
- * https://huggingface.github.io/text-generation-inference/
- *
- * Every stream event is one generated token (`token.id`, `token.text`, `token.special`), so each
- * non-special token is a content chunk of exactly 1 token; special tokens (end of sequence) are
- * not content. The last event's `details.generated_tokens` is the output usage. An event
- * `{"error": "…", "error_type": "…"}` is a provider error
- * (router/src/server.rs, `impl From<InferError> for Event`).
+ * Hugging Face TGI's native API: https://huggingface.github.io/text-generation-inference/
+ * Every stream event is one generated token, so each non-special token is an exact 1-token chunk.
  */
 
 /** A header's whole or decimal number of milliseconds, in seconds, when it is a sane duration. */
@@ -24,10 +17,8 @@ function headerMs(value: string | undefined): number | undefined {
 }
 
 /**
- * TGI's own timings on a whole `/generate` answer: `x-queue-time` → queue and `x-total-time`
- * (validation, queue and inference) → total, whole milliseconds (router/src/server.rs,
- * `generate_internal`). `x-inference-time` (prefill and decode together) is no single phase. A
- * stream's head leaves before the timings exist, so `/generate_stream` has none.
+ * TGI's `x-queue-time` and `x-total-time` headers (router/src/server.rs, `generate_internal`); `x-inference-time`
+ * is no single phase, and a stream's head leaves before the timings exist.
  */
 export function tgiHeaderTimes(header: (lowerName: string) => string | undefined): ReportedTimes | undefined {
   const queue = headerMs(header('x-queue-time'))

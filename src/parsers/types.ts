@@ -1,9 +1,6 @@
 import type { ReportedTimes } from './reported-times.ts'
 
-/**
- * The single seam between the byte path and the measuring path: one parser per
- * provider API, created per request, holding that request's state.
- */
+/** The seam between the byte path and the measuring path: one parser per provider API and request. */
 
 /** What kind of newly generated output a content chunk carries. */
 export const ContentKind = {
@@ -14,10 +11,8 @@ export const ContentKind = {
 export type ContentKind = (typeof ContentKind)[keyof typeof ContentKind]
 
 /**
- * One content chunk: a parsed provider event that carries newly generated output.
- * `tokens` is the provider's own count for the chunk when it gives one (`exact`: TGI token
- * events, vLLM continuous usage), else the tokenizer's count of the chunk's text.
- * With several kinds in one event, `kind` is the most visible: text, then tool, then reasoning.
+ * One content chunk: `tokens` is the provider's own count when it gives one (`exact`), else the
+ * tokenizer's; with several kinds in one event, `kind` is the most visible (text, tool, reasoning).
  */
 export interface ContentEvent {
   readonly kind: ContentKind

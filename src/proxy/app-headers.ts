@@ -1,30 +1,20 @@
 /**
- * Headers the embedding app set on the reply before tokentap's handler took it over
- * (`reply.header()` from its hooks and plugins: @fastify/cors, @fastify/rate-limit, its own).
- * The handler hijacks the reply, so Fastify never writes them; the proxy writes them on the
- * proxied answer, merged with the upstream's by one rule (docs/embedding.md):
- *
- * - a name only the app set is added;
- * - `access-control-*` and `x-ratelimit-*`: the app's value replaces the upstream's (the
- *   browser must see one CORS policy, the app's; the limit the client is held to is the app's);
- * - `vary` and `set-cookie` (lists): both are kept;
- * - any other name both set: the upstream's is kept (it describes the answer it sent);
- * - names that frame the body or belong to the hop (content-length, content-type,
- *   content-encoding, transfer-encoding, connection, ...) are never taken from the app: the
- *   body is the upstream's.
+ * Headers the embedding app set before the handler hijacked the reply (@fastify/cors,
+ * @fastify/rate-limit...), which Fastify would then never write: merged into the proxied answer by
+ * the rule in docs/embedding.md. The app wins for `access-control-*` and `x-ratelimit-*` (one
+ * CORS policy, the limit the client is held to), the upstream for any other name both set.
  */
 
-/** Names the app's reply never contributes: the upstream's body and this hop own them. */
+/** The upstream's body and this hop own them. */
 const NOT_FROM_APP = new Set(['content-length', 'content-type', 'content-encoding', 'content-range', 'transfer-encoding', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'])
 
-/** Names both may carry: every value is kept. */
 const LISTS = new Set(['vary', 'set-cookie'])
 
 const appWins = (lower: string): boolean => lower.startsWith('access-control-') || lower.startsWith('x-ratelimit-')
 
 type HeaderValues = Record<string, number | string | readonly string[] | undefined>
 
-/** `reply.getHeaders()` as a flat raw list of what the proxied answer may take; undefined when nothing. */
+/** Undefined when nothing. */
 export function appHeadersOf(headers: HeaderValues): string[] | undefined {
   let out: string[] | undefined
   for (const name in headers) {
@@ -37,7 +27,6 @@ export function appHeadersOf(headers: HeaderValues): string[] | undefined {
   return out
 }
 
-/** The upstream's raw headers with the app's merged in by the rule above. */
 export function withAppHeaders(upstream: readonly string[], app: readonly string[]): string[] {
   const upstreamNames = new Set<string>()
   for (let i = 0; i < upstream.length; i += 2) upstreamNames.add(upstream[i].toLowerCase())

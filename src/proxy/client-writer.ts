@@ -15,29 +15,23 @@ import type { Exchange } from './exchange.ts'
 import { isBodiless, isSuccess } from '../http-status.ts'
 
 /**
- * The upstream response's dispatch handler (undici's handler API, one object per request):
- * writes the head in the tick it arrives, each read to the client as it comes, pauses the
- * upstream while the client's socket is full, and only then hands the exchange a copy of what
- * was written. The client's bytes never wait for measuring.
+ * The upstream response's undici dispatch handler: writes each read to the client as it comes,
+ * pauses the upstream while the client's socket is full, and only then gives the exchange a copy.
  */
 
 export interface ClientWriterOptions {
   readonly upstream: Config['upstream']
-  /** The monotonic clock (ms). */
   readonly now: () => number
-  /** `include_usage` was added upstream: take the added usage chunk out of an SSE answer. */
   readonly injected: boolean
-  /** Ends the request on a proxy error: the error answer, or a cut stream once the head is out (forward.ts). */
+  /** Ends the request on a proxy error (forward.ts). */
   readonly fail: (err: TokentapError) => void
-  /** The exchange's deadlines: the head stops `headers`; reads keep `idle` alive (forward.ts decides what expiry does). */
+  /** The head stops `headers`; reads keep `idle` alive. */
   readonly deadlines: Deadlines
-  /** Add `x-tokentap-request-id` to the head (the route's `echo_request_id`). */
   readonly echoRequestId: boolean
-  /** Send a `Server-Timing` trailer on a chunked answer (the route's `server_timing`, and the client sent `TE: trailers`). */
+  /** The route's `server_timing`, and the client sent `TE: trailers`. */
   readonly trailers: boolean
-  /** The client's request (an informational 103 goes only to an HTTP/1.1 client). */
+  /** An informational 103 goes only to an HTTP/1.1 client. */
   readonly req: IncomingMessage
-  /** Headers the embedding app set before the proxy took the reply over, merged into the head (app-headers.ts). */
   readonly appHeaders?: readonly string[]
 }
 
@@ -47,13 +41,10 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   readonly #o: ClientWriterOptions
   #controller: Dispatcher.DispatchController | undefined
   #upstreamDone = false
-  /** Set when usage was injected and the response is an SSE stream to take the usage chunk out of. */
   #filter: UsageChunkFilter | undefined
   #waiting = false
-  /** The head announced a `Server-Timing` trailer. */
   #trailer = false
   readonly #deadlines: Deadlines
-  /** When the current wait for 'drain' began (a write returned false); undefined while not waiting. */
   #waitFrom: number | undefined
   readonly #resume = (): void => {
     this.#waiting = false
@@ -64,21 +55,14 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * One socket read reaches onResponseData as many calls, one per HTTP chunk of a chunked body
-   * (one per SSE event for most servers). They are gathered and written once at the end of the
-   * same tick (a microtask: no added wait), so the client gets one write and the tap one push
-   * per read, which is also when their bytes arrived.
+   * undici calls onResponseData once per HTTP chunk of a read; they are gathered and written once
+   * at the end of the tick (a microtask, no added wait), so the client gets one write per read.
    */
   #pending: Buffer[] = []
   #pendingAt = 0
-  /**
-   * When the response head was handled, until the end of its tick: body bytes parsed from the
-   * same socket read arrived with the head, so their read started then, not when undici got
-   * to them (the head's handling is part of what the first chunk waited for).
-   */
+  /** Body bytes parsed from the head's socket read arrived with it, not when undici got to them. */
   #headAt: number | undefined
   readonly #flush = (): void => this.flush()
-  /** When the answer's last byte was written to the client: the exchange's t_end. */
   readonly #lastByte: LastByte
 
   constructor(ex: Exchange, res: ServerResponse, options: ClientWriterOptions) {
@@ -90,29 +74,23 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     ex.clientWritesWatched()
   }
 
-  /** The upstream response ended or failed (nothing is left to abort). */
   get upstreamDone(): boolean {
     return this.#upstreamDone
   }
 
-  /** When the answer's last byte was written (undefined until then, or when it never was). */
   get lastByteAt(): number | undefined {
     return this.#lastByte.at
   }
 
-  /** Stops the upstream request (the client left, or a proxy timeout fired). */
   abort(reason: Error): void {
     this.#controller?.abort(reason)
   }
 
-  /** The client's response closed (its deadlines are cleared by forward.ts). */
   responseClosed(): void {
-    // A response ended with bytes still queued never gets its 'drain' (Node emits none once the
-    // response is finished): they waited until it closed, which is when the last of them left.
+    // Node emits no 'drain' once the response is finished: bytes still queued waited until it closed.
     this.#waited()
   }
 
-  /** A wait for the client's socket is over: the exchange learns how long the bytes were held. */
   #waited(): void {
     const from = this.#waitFrom
     if (from === undefined) return
@@ -126,7 +104,6 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       c.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
       return
     }
-    // undici calls this as it writes the request head to the socket, in the same tick.
     this.#ex.requestSent(this.#o.now())
   }
 
@@ -142,12 +119,11 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#deadlines.clear(Deadline.headers)
     const unwrapped = c as unknown as { rawHeaders: Buffer[] | null }
     let raw = clientResponseHeaders(unwrapped.rawHeaders ?? [])
-    // undici's header Buffers are views of the socket read they came in, often with the first
-    // body bytes (up to 64 KiB): the controller would keep that read alive for the whole stream.
+    // undici's header Buffers are views of the socket read (up to 64 KiB), which the controller would keep alive.
     unwrapped.rawHeaders = null
     const contentType = rawHeader(raw, 'content-type')
     const contentEncoding = rawHeader(raw, 'content-encoding')
-    // The header getter is read within the call (a provider's timing headers), before raw changes below.
+    // Read now, before raw changes below.
     const upstreamHeaders = raw
     this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'), (name) => rawHeader(upstreamHeaders, name))
     if (this.#o.injected && isSuccess(statusCode) && /^text\/event-stream/i.test(contentType ?? '') && contentEncoding === undefined) {
@@ -168,10 +144,9 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       return
     }
     this.#deadlines.start(Deadline.idle)
-    // Send headers within this tick: an SSE client should see the response start before the
-    // first event. When body bytes came in the same read, they go out with the headers in one
-    // write instead (the data flush is queued after this one). Not `res.headersSent`: that is
-    // true as soon as writeHead stored the head, before any of it is sent.
+    // Within this tick, so an SSE client sees the response start before the first event; body
+    // bytes of the same read go out with the head in one write instead (not `res.headersSent`:
+    // that is true once writeHead stored the head, before it is sent).
     this.#headAt = at
     queueMicrotask(() => {
       this.#headAt = undefined
@@ -204,14 +179,13 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
       this.#end()
       return
     }
-    // The end usually comes in the same read as the last bytes: they and the client's chunked
-    // terminator go out in one write, not two; measuring waits until they are written.
+    // The last bytes and the chunked terminator usually go out in one write; measuring waits.
     const socket = res.socket
     socket?.cork()
     const chunk = this.#write(false)
     this.#end()
     socket?.uncork()
-    // Stamped before the last read is measured: the client has its bytes, and does not wait for that.
+    // Stamped before the last read is measured: the client does not wait for that.
     this.#lastByte.settle()
     if (chunk !== undefined) this.#ex.data(chunk, this.#pendingAt, this.#o.now())
   }
@@ -230,17 +204,16 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     const res = this.#res
     // res.writableEnded: the proxy already answered (a refused head, a timeout).
     if (res.destroyed || res.writableEnded) return
-    // Mid-stream the client must see a broken stream, never a clean end; before the head, the error answer.
+    // Mid-stream the client must see a broken stream, never a clean end.
     this.#o.fail(upstreamFailure(err, res.headersSent, this.#o.upstream))
   }
 
-  /** Writes what the current read gathered, then lets the exchange measure it. */
   flush(): void {
     const chunk = this.#write(true)
     if (chunk !== undefined) this.#ex.data(chunk, this.#pendingAt, this.#o.now())
   }
 
-  /** Writes what the current read gathered; returns it (undefined: nothing, or the client is gone). */
+  /** Undefined: nothing, or the client is gone. */
   #write(uncork: boolean): Buffer | undefined {
     const pending = this.#pending
     const n = pending.length
@@ -249,13 +222,11 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#pending = []
     const res = this.#res
     if (res.destroyed) return undefined
-    // With usage injection the client gets the stream less the added usage chunk; the tap still
-    // sees every upstream byte.
+    // The tap still sees every upstream byte.
     const out = this.#filter === undefined ? chunk : this.#filter.push(chunk)
     if (out.length > 0) {
       if (!res.write(out) && this.#controller !== undefined) this.#wait(this.#controller)
-      // Node's res.write corks the socket until the next tick (connectionCorkNT in
-      // node:_http_outgoing): the complete chunk goes to the kernel now, not after the parse.
+      // res.write corks the socket until the next tick (connectionCorkNT in node:_http_outgoing): send the chunk now.
       if (uncork) res.socket?.uncork()
     }
     return chunk

@@ -1,22 +1,13 @@
 import { monotonicNow } from '../clock.ts'
 
 /**
- * Every timeout of one exchange (or one realtime session) on the proxy's own timer, with one
- * expiry path: `headers` (the upstream's response head after the request went out whole),
- * `body` (silence of the client's request body), `total` (the whole upstream request) and
- * `idle` (silence between two reads of the response body). undici's own timers run on coarse
- * "fast timers" (a tick every ~500 ms) and fired up to a second late; these fire within a few
- * ms of their setting.
- *
- * One plain timer serves all of them, set for the earliest due. Activity (`touch`) only stores
- * its time, so a read costs no timer work: when the timer fires it ends the exchange if a
- * deadline's silence is at least its limit, else it re-arms for the remainder. The first expiry
- * ends every deadline, so `onExpired` runs at most once.
- *
- * While the proxy itself holds the upstream back (a full client socket) nothing is idle:
- * `pause` stops counting, and the silence counts afresh from `resume`, as undici's did.
+ * Every timeout of one exchange or realtime session on one plain timer of the proxy's own, because
+ * undici's "fast timers" tick every ~500 ms and fire up to a second late. Activity (`touch`) only
+ * stores its time, so a read costs no timer work; `pause` stops the count while the proxy itself
+ * holds the upstream back, as undici's did.
  */
 
+/** `headers`: the upstream's head after the request went out whole; `body`, `idle`: silence of the request or response body. */
 export const Deadline = { headers: 0, body: 1, total: 2, idle: 3 } as const
 export type Deadline = (typeof Deadline)[keyof typeof Deadline]
 
@@ -28,15 +19,14 @@ export interface DeadlineLimits {
   readonly idle?: number
 }
 
-/** What the deadlines schedule with; tests pass their own to step time by hand. */
+/** Tests pass their own to step time by hand. */
 export interface DeadlineTimers {
-  /** The monotonic clock (ms) activity and the timer are compared on. */
   readonly now: () => number
   readonly setTimeout: (fn: () => void, ms: number) => NodeJS.Timeout
   readonly clearTimeout: (timer: NodeJS.Timeout) => void
 }
 
-/** Node's timers and the monotonic clock they run on (not the injected measuring clock, which tests may hold still). */
+/** Not the injected measuring clock, which tests may hold still. */
 const REAL_TIMERS: DeadlineTimers = {
   now: monotonicNow,
   setTimeout: (fn, ms) => setTimeout(fn, ms),
@@ -47,15 +37,14 @@ const KINDS = 4
 const State = { waiting: 0, running: 1, paused: 2, over: 3 } as const
 
 export class Deadlines {
-  // Plain arrays, indexed by Deadline: one small allocation each per exchange (typed arrays cost a backing store).
+  // Plain arrays, not typed ones: a typed array costs a backing store per exchange.
   readonly #ms: number[] = [0, 0, 0, 0]
-  /** When the current silence of each running deadline began (its start, last touch or resume). */
   readonly #since: number[] = [0, 0, 0, 0]
   readonly #state: number[] = [State.waiting, State.waiting, State.waiting, State.waiting]
   readonly #onExpired: (kind: Deadline) => void
   readonly #timers: DeadlineTimers
   #timer: NodeJS.Timeout | undefined
-  /** When the armed timer is due (Infinity: none armed). */
+  /** Infinity: none armed. */
   #due = Number.POSITIVE_INFINITY
   readonly #fire = (): void => this.#check()
 
@@ -68,36 +57,32 @@ export class Deadlines {
     this.#set(Deadline.idle, limits.idle)
   }
 
-  /** Starts counting `kind` from now. Once only: a deadline started, cleared or without a limit stays as it is. */
+  /** Once only: a deadline started, cleared or without a limit stays as it is. */
   start(kind: Deadline): void {
     if (this.#state[kind] !== State.waiting) return
     this.#run(kind)
   }
 
-  /** Activity on `kind` (a read, a body chunk): only its time is kept, no timer work. */
+  /** Only the time is kept, no timer work. */
   touch(kind: Deadline): void {
     if (this.#state[kind] === State.running) this.#since[kind] = this.#timers.now()
   }
 
-  /** The proxy stopped reading (backpressure): silence from here on does not count for `kind`. */
   pause(kind: Deadline): void {
     if (this.#state[kind] === State.running) this.#state[kind] = State.paused
   }
 
-  /** The proxy reads again: `kind` has its whole limit from now. */
   resume(kind: Deadline): void {
     if (this.#state[kind] === State.paused) this.#run(kind)
   }
 
-  /** `kind` is over (its event came, or its side ended): it can no longer expire. */
   clear(kind: Deadline): void {
     this.#state[kind] = State.over
     for (let k = 0; k < KINDS; k++) if (this.#state[k] === State.running) return
-    // Nothing left to watch: the timer (and the closure it holds) goes now, not when it would fire.
+    // The timer's closure goes now, not when it would fire.
     this.#disarm()
   }
 
-  /** The exchange ended: no deadline, and no timer, outlives it. */
   clearAll(): void {
     this.#state.fill(State.over)
     this.#disarm()
@@ -114,7 +99,6 @@ export class Deadlines {
     const at = this.#timers.now()
     this.#since[kind] = at
     const due = at + this.#ms[kind]
-    // An earlier timer finds this deadline when it fires and re-arms for it.
     if (due < this.#due) this.#arm(due, at)
   }
 
@@ -133,7 +117,7 @@ export class Deadlines {
     this.#due = Number.POSITIVE_INFINITY
   }
 
-  /** The one expiry path: the deadline whose silence reached its limit first ends them all. */
+  /** The first expiry ends every deadline, so `onExpired` runs at most once. */
   #check(): void {
     this.#timer = undefined
     this.#due = Number.POSITIVE_INFINITY

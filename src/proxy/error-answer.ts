@@ -2,9 +2,8 @@ import type { ServerResponse } from 'node:http'
 import type { TokentapError } from '../errors.ts'
 
 /**
- * Writes a proxy error as JSON, once, if the response has not started; else breaks the
- * connection (a client must never mistake a cut stream for a clean end). Returns the bytes of
- * body written (0 when none was).
+ * Writes a proxy error as JSON if the response has not started, else breaks the connection (a cut
+ * stream must never look like a clean end). Returns the body bytes written.
  */
 export function sendError(res: ServerResponse, err: TokentapError, appHeaders?: readonly string[]): number {
   if (res.headersSent || res.destroyed) {
@@ -15,7 +14,7 @@ export function sendError(res: ServerResponse, err: TokentapError, appHeaders?: 
   const bytes = Buffer.byteLength(body)
   try {
     const head = ['content-type', 'application/json', 'content-length', String(bytes)]
-    // The embedding app's headers (CORS, rate limits: app-headers.ts): a browser app must be able to read the error too.
+    // A browser app must be able to read the error too (app-headers.ts).
     if (appHeaders !== undefined) for (const v of appHeaders) head.push(v)
     res.writeHead(err.httpStatus, head)
   } catch {

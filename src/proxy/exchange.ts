@@ -20,40 +20,32 @@ import type { TraceStart } from './trace-context.ts'
 import { isBodiless, isSuccess } from '../http-status.ts'
 
 /**
- * One request's measuring state, from request headers to the response's close: which route,
- * provider and model, the tap and its chunk log, the failure if any. The byte path (forward.ts,
- * client-writer.ts) tells it what happened through intent methods; `finish()` runs once, turns
- * the facts into a `Measurement` (timing/measurement.ts, the one home of that policy) and hands
- * it to `record`. Knows no sockets and reads no clock: every time is given.
+ * One request's measuring state: the byte path reports events to it, and `finish()` runs once,
+ * turning the facts into a `Measurement` for `record`. Reads no clock: every time is given.
  */
 
 export interface RouteRuntime {
   /** The `route` label: the route's name, else its prefix. */
   readonly label: string
   readonly prefix: string
-  /** Configured provider, or `auto`. */
   readonly provider: string
-  /** The route's latency SLO, when it has one. */
   readonly slo?: RouteSlo
-  /** Requests of this route in flight now (kept by the exchanges themselves). */
+  /** Kept by the exchanges themselves. */
   inFlight: number
-  /** The route's `echo_request_id` and `server_timing` settings. */
   readonly echoRequestId?: boolean
   readonly serverTiming?: boolean
 }
 
 export interface ExchangeDeps {
   readonly encodings: EncodingSelector
-  /** The clock the counting budget per read runs on (the measuring clock). */
   readonly now: () => number
   readonly maxEventBytes: number
   /** A longer gap between content chunks (seconds) is a stall. */
   readonly stallSeconds: number
-  /** Requests in flight (for the gauge and live views). */
   readonly active: Set<Exchange>
-  /** Called once per exchange with its measurement. Must not throw (errors are the caller's to log). */
+  /** Must not throw. */
   readonly record: (who: RequestFacts, m: Measurement) => void
-  /** Called when recording threw: measuring must never take the proxy down. */
+  /** Measuring must never take the proxy down. */
   readonly onRecordError: (err: unknown, who: RequestFacts) => void
 }
 
@@ -76,7 +68,6 @@ export class Exchange {
   #id: string
   #provider: string
   readonly #pathModel: string | undefined
-  /** The path is a provider's completion API (its answer should be measurable). */
   readonly #ownsPath: boolean
   #body: BodyWatch | { readonly model: string | undefined; readonly bytes: number } | undefined
   #statusCode = 0
@@ -92,23 +83,19 @@ export class Exchange {
   #counter: ReadBudget | undefined
   #finished = false
   #injected = false
-  /** The parser's summary, once the upstream's body ended (or the response closed). */
   #summary: StreamSummary | Promise<StreamSummary> | undefined
-  /** Timings the upstream reported in its response headers (ProviderSpec.headerTimes). */
   #headerTimes: ReportedTimes | undefined
   /** The answer is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
   #streamed = false
-  /** ms the response's bytes waited for the client's socket (write returned false → 'drain'), when a writer that measures it writes them. */
+  /** ms the response's bytes waited for the client's socket, when the ClientWriter writes them. */
   #clientWaitMs: number | undefined
   #firstChunkOverhead: number | undefined
   #contentReadOverhead = 0
   #contentReads = 0
-  /** What was recorded, once it was (a cluster worker tells its primary how each request ended). */
+  /** A cluster worker tells its primary how each request ended. */
   #measured: Measurement | undefined
 
-  /** The `tenant` label value, resolved once from the request's headers (undefined with `metrics.tenant` off). */
   readonly tenant: string | undefined
-  /** Its span's ids, set once when the request opened with `otel.traces` on (open-exchange.ts). */
   trace: TraceStart | undefined
 
   constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number, idGenerated = false, tenant?: string) {
@@ -145,7 +132,6 @@ export class Exchange {
     return this.#method
   }
 
-  /** Path after the route prefix, without the query. */
   get path(): string {
     return this.#path
   }
@@ -158,7 +144,7 @@ export class Exchange {
     return this.#provider
   }
 
-  /** The response status so far (0 before a response head). */
+  /** 0 before a response head. */
   get statusCode(): number {
     return this.#statusCode
   }
@@ -171,45 +157,36 @@ export class Exchange {
     return this.#failure
   }
 
-  /** The route's requests in flight when this one started, itself included. */
   get concurrency(): number {
     return this.#concurrency
   }
 
-  /** The measurement recorded when the exchange finished (undefined while it is in flight). */
   get measured(): Measurement | undefined {
     return this.#measured
   }
 
-  /** The request's model: its body's `model`, else the path's (Gemini, Vertex, Bedrock, Azure deployments). */
+  /** Its body's `model`, else the path's (Gemini, Vertex, Bedrock, Azure deployments). */
   get requestModel(): string | undefined {
     return this.#body?.model ?? this.#pathModel
   }
 
-  /** The request body streams upstream through this watch (its size and `model` fill in as it goes). */
   bodyStreaming(watch: BodyWatch): void {
     this.#body = watch
   }
 
-  /** The request body was read whole (`bytes` long, `model` sniffed from it) before going upstream. */
   bodyRead(model: string | undefined, bytes: number): void {
     this.#body = { model, bytes }
   }
 
-  /** `stream_options.include_usage` was added to this request (the route's `inject_usage`). */
   usageInjected(): void {
     this.#injected = true
   }
 
-  /** The request head went to the upstream at `at`. */
   requestSent(at: number): void {
     this.#tRequestSent ??= at
   }
 
-  /**
-   * Upstream response headers arrived: the tap (tap.ts, by the registry) reads what follows. `requestId`: the response's x-request-id;
-   * `header`: any other response header by lower-case name (for timings a provider sends there).
-   */
+  /** `header`: a response header by lower-case name (a provider may send timings there). */
   responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string, header?: (lowerName: string) => string | undefined): void {
     this.#statusCode = statusCode
     this.#tHeaders = at
@@ -230,27 +207,19 @@ export class Exchange {
     if (opened.tap === undefined && this.#ownsPath && isSuccess(statusCode)) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
 
-  /**
-   * The proxy or the upstream failed the request; of several, the one kept is decided by
-   * `failurePrevails` (upstream-errors.ts), not by call order. `detail`: the underlying code
-   * (undici's, the socket's), for the log line.
-   */
+  /** Of several failures, `failurePrevails` (upstream-errors.ts) decides which is kept, not call order. */
   fail(code: FailureCode, detail?: string): void {
     if (!failurePrevails(code, this.#failure)) return
     this.#failure = code
     this.#failureDetail = detail
   }
 
-  /** The proxy answered the client itself (an error body of `bytes`), with this status. */
   answered(statusCode: number, bytes: number): void {
     this.#statusCode = statusCode
     this.#bytesOut += bytes
   }
 
-  /**
-   * A read from the upstream, already written to the client: it arrived at `at` and its write
-   * returned at `writtenAt`.
-   */
+  /** A read from the upstream, already written to the client (its write returned at `writtenAt`). */
   data(chunk: Buffer, at: number, writtenAt: number): void {
     this.#bytesOut += chunk.length
     const tap = this.#tap
@@ -259,8 +228,7 @@ export class Exchange {
     this.#counter?.newRead()
     tap.push(chunk, at)
     if (this.#chunks.count > before) {
-      // A read that completed content (the parse is synchronous for identity bodies; an inflated
-      // body's content lands later and is not attributed to a read).
+      // An inflated body's content lands later, so only an identity body's parse is attributed to a read.
       const cost = writtenAt - at
       if (before === 0) this.#firstChunkOverhead = cost
       this.#contentReadOverhead += cost
@@ -268,15 +236,10 @@ export class Exchange {
     }
   }
 
-  /**
-   * The response's bytes go through a writer that measures how long the client's socket holds
-   * them (the ClientWriter; not @fastify/http-proxy's reply): its streams observe the wait, 0 included.
-   */
   clientWritesWatched(): void {
     this.#clientWaitMs ??= 0
   }
 
-  /** The client's socket would not take the response's bytes for `ms` (a write returned false, until 'drain' or the close). */
   clientWaited(ms: number): void {
     this.#clientWaitMs = (this.#clientWaitMs ?? 0) + ms
   }
@@ -296,9 +259,8 @@ export class Exchange {
   }
 
   /**
-   * The figures as they stand when the upstream's body ended at `at` (for a `Server-Timing`
-   * trailer), or undefined while a compressed body is still being inflated. The final
-   * measurement, at the response's close, agrees with it on every figure but E2E.
+   * The figures when the upstream's body ended, for a `Server-Timing` trailer (undefined while a
+   * compressed body is still inflating); the final measurement differs only in E2E.
    */
   measureNow(at: number): Measurement | undefined {
     const summary = this.#endParse()
@@ -306,10 +268,7 @@ export class Exchange {
     return this.#measure(summary, at, false)
   }
 
-  /**
-   * The response is over at `tEnd`: `clientGone` when the client closed before the last byte
-   * was written. Measures and records once.
-   */
+  /** Measures and records once; `clientGone` when the client closed before the last byte was written. */
   finish(tEnd: number, clientGone: boolean): void {
     if (this.#finished) return
     this.#finished = true
@@ -374,7 +333,7 @@ export class Exchange {
         firstChunk: this.#firstChunkOverhead === undefined ? undefined : Math.max(0, this.#firstChunkOverhead) * s,
         chunk: this.#contentReads === 0 ? undefined : Math.max(0, this.#contentReadOverhead / this.#contentReads) * s,
       },
-      // Tokens the read budget estimated linearly (a long text in one read) are said on the log line.
+      // Tokens the read budget estimated linearly (a long text in one read) go on the log line.
       extra: this.#counter !== undefined && this.#counter.estimated > 0 ? { ...summary.extra, tokens_estimated_linearly: this.#counter.estimated } : summary.extra,
       failureDetail: this.#failureDetail,
       trace: this.trace,

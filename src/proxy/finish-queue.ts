@@ -1,10 +1,8 @@
 import type { Exchange } from './exchange.ts'
 
 /**
- * End-of-request work (measuring a whole stream, some twenty histogram observations, the SLO
- * verdict, the log line) runs after the I/O the event loop has waiting, never inside the socket
- * callback that closed the response: a stream ending must not delay other streams' chunks.
- * Exchanges that end in the same turn are finished together in one `setImmediate`.
+ * End-of-request work runs after pending I/O, never inside the socket callback that closed the
+ * response, so a stream ending does not delay other streams' chunks.
  */
 export class FinishQueue {
   #exchanges: Exchange[] = []
@@ -13,7 +11,6 @@ export class FinishQueue {
   #scheduled = false
   readonly #run = (): void => this.#drain()
 
-  /** Finishes `ex` (as ended at `tEnd`) once the pending I/O has had its turn. */
   add(ex: Exchange, tEnd: number, clientGone: boolean): void {
     this.#exchanges.push(ex)
     this.#ends.push(tEnd)

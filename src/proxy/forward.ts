@@ -18,27 +18,21 @@ import { traceparentOf } from './trace-context.ts'
 import { sampledAtStart } from '../timing/trace-sampling.ts'
 
 /**
- * The byte path of one request: the body goes upstream by its strategy
- * (request-body-strategy.ts), the answer comes back through a ClientWriter (client-writer.ts)
- * read by read, with backpressure both ways; the exchange is finished on the response's
- * `close`, which also comes when the client aborts, as ended when its last byte was written.
+ * The byte path of one request, with backpressure both ways; the exchange finishes on the
+ * response's `close` (which also comes on a client abort), as ended when its last byte was written.
  */
 
 export interface ForwardOptions {
   readonly dispatcher: Dispatcher
   readonly upstream: Upstream
   readonly config: Config
-  /** Path and query to request upstream (prefix already stripped). */
   readonly pathAndQuery: string
-  /** The route's `inject_usage`: add `stream_options.include_usage` where the client set none (inject-usage.ts). */
   readonly injectUsage?: boolean
-  /** The clock (`opener.now`), and where the exchange is finished once the response closed (off the socket callback). */
+  /** The exchange is finished off the socket callback. */
   readonly opener: ExchangeOpener
-  /** Headers the embedding app set on the reply before the proxy took it over (app-headers.ts). */
   readonly appHeaders?: readonly string[]
 }
 
-/** The error each deadline ends an exchange with. */
 function expiryError(kind: Deadline, config: Config): TokentapError {
   if (kind === Deadline.headers) return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)
   if (kind === Deadline.body) return new TokentapError('TOKENTAP_ERR_CLIENT_BODY_TIMEOUT', config.server.client_body_timeout_ms)
@@ -52,16 +46,13 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   let writer: ClientWriter | undefined
   let ended = false
   /**
-   * The one way the proxy ends a request on its own error, once: the failure is recorded (by
-   * Exchange.fail's precedence), the upstream request stops, and the client gets the error answer
-   * while no byte of the response went out, else a cut connection. Stopping the upstream may
-   * call back here (undici reports the abort to the writer at once): that call only records.
+   * Ends a request on a proxy error, once: an error answer before any byte of the response, else a
+   * cut connection. Aborting upstream calls back here at once, and that call only records.
    */
   const end = (err: TokentapError): void => {
     ex.fail(err.code, err.detail)
     if (ended) return
     ended = true
-    // Ended: no deadline may fire on it any more.
     deadlines.clearAll()
     writer?.abort(err)
     // The rest of a body over the limit (or stalled) is never read: close the connection after the answer.
@@ -89,7 +80,6 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   }
   const touched = bodyWatched ? (): void => deadlines.touch(Deadline.body) : undefined
 
-  // 'close' comes once: a plain listener, not a once wrapper.
   res.on('close', () => {
     deadlines.clearAll()
     writer?.responseClosed()
@@ -101,7 +91,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
   const traces = config.otel.traces
   const send = (r: OutgoingRequest): void => {
     let headers = r.headers
-    // `propagate`: the upstream call becomes a child of tokentap's span (its ids exist from the start).
+    // The upstream call becomes a child of tokentap's span (trace-context.ts).
     if (traces?.propagate === true && ex.trace !== undefined) {
       headers = withoutHeader(headers, 'traceparent')
       headers.push('traceparent', traceparentOf(ex.trace, sampledAtStart(ex.trace, traces.sample.ratio)))
@@ -117,8 +107,7 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
       req,
       appHeaders: opts.appHeaders,
     })
-    // The headers timeout runs from when the request is out whole (undici's own, coarser timer
-    // stays the backstop while a streamed body is still being written).
+    // From when the request is out whole; undici's coarser timer stays the backstop while a body streams.
     if (r.body === null || r.body instanceof BodyInHand) deadlines.start(Deadline.headers)
     else req.once('end', () => deadlines.start(Deadline.headers))
     try {

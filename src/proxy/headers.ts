@@ -1,8 +1,6 @@
 /**
- * Header handling at the proxy boundary. A transparent proxy passes end-to-end headers as they
- * are, in order, duplicates kept (several `set-cookie`), and drops hop-by-hop ones:
- * `Connection`, every field it names, and Proxy-Connection, Keep-Alive, TE, Transfer-Encoding,
- * Upgrade (RFC 9110 §7.6.1, https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1).
+ * End-to-end headers pass in order, duplicates kept; hop-by-hop ones and those `Connection` names
+ * are dropped (RFC 9110 §7.6.1, https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1).
  */
 
 const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'trailer'])
@@ -10,10 +8,7 @@ const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'te'
 /** Request headers the proxy sets itself: Host comes from the upstream's origin; undici does not take Expect. */
 const REQUEST_OWN = new Set(['host', 'expect'])
 
-/**
- * Names listed in Connection header values (`Connection: close, X-Secret`) that are not
- * hop-by-hop already. Almost every Connection header says only `keep-alive`, which lists none.
- */
+/** Not hop-by-hop already; almost every Connection header says only `keep-alive`, which lists none. */
 function connectionTokens(raw: readonly string[]): Set<string> | undefined {
   let tokens: Set<string> | undefined
   for (let i = 0; i < raw.length; i += 2) {
@@ -32,10 +27,7 @@ function connectionTokens(raw: readonly string[]): Set<string> | undefined {
   return tokens
 }
 
-/**
- * Whether a header name can be one of `HOP_BY_HOP` or the request's own (by length): a name of
- * any other length goes through without being lower-cased (most of a request's headers).
- */
+/** A name of any other length goes through without being lower-cased (most of a request's headers). */
 const DROPPABLE_LENGTH = new Uint8Array(18)
 for (const name of [...HOP_BY_HOP, ...REQUEST_OWN]) DROPPABLE_LENGTH[name.length] = 1
 
@@ -60,18 +52,15 @@ function filter(raw: readonly string[], drop: ReadonlySet<string>): string[] {
 
 const NONE: ReadonlySet<string> = new Set()
 
-/** The client's raw headers (`IncomingMessage.rawHeaders`) as undici's flat array for the upstream. */
 export function upstreamRequestHeaders(rawHeaders: readonly string[]): string[] {
   return filter(rawHeaders, REQUEST_OWN)
 }
 
-/** The upstream's raw response headers as a flat array for `ServerResponse.writeHead`. */
 export function clientResponseHeaders(rawHeaders: readonly (Buffer | string)[]): string[] {
   const raw = rawHeaders.map((h) => (typeof h === 'string' ? h : h.toString('latin1')))
   return filter(raw, NONE)
 }
 
-/** First value of a header in a flat raw list, by lower-case name. */
 export function rawHeader(raw: readonly string[], lowerName: string): string | undefined {
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) return raw[i + 1]
@@ -79,7 +68,6 @@ export function rawHeader(raw: readonly string[], lowerName: string): string | u
   return undefined
 }
 
-/** A flat raw header list without the (lower-case) name. */
 export function withoutHeader(raw: readonly string[], lowerName: string): string[] {
   const out: string[] = []
   for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() !== lowerName) out.push(raw[i], raw[i + 1])

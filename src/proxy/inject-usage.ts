@@ -1,20 +1,15 @@
 import type { IncomingMessage } from 'node:http'
 
 /**
- * Optional usage injection (`inject_usage: true` on a route), for OpenAI-compatible streaming
- * requests whose client did not set `stream_options`: the request goes upstream with
- * `"stream_options":{"include_usage":true}` added, and the usage-only chunk that this adds to the
- * answer (`"choices": []` with `usage`) is taken out of what the client receives, so the client
- * sees exactly the stream it asked for while the proxy reads the provider's own token count.
+ * `inject_usage`: adds `stream_options.include_usage` to an OpenAI-compatible streaming request
+ * that lacks `stream_options`, and takes the resulting usage-only chunk out of the answer, so the
+ * client sees exactly the stream it asked for while the proxy reads the provider's token count.
  * https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options
- *
- * Only such requests have their (small JSON) body buffered; every other request keeps the
- * streaming, zero-copy path. A client's explicit `stream_options` is never touched.
  */
 
 const INJECTED = Buffer.from(',"stream_options":{"include_usage":true}')
 
-/** Could this request be one to inject into? (Decided for sure once its body is read.) */
+/** Decided for sure once its body is read. */
 export function mayInject(req: IncomingMessage, path: string): boolean {
   if (req.method !== 'POST' || !/\/(chat\/)?completions$/.test(path)) return false
   const type = req.headers['content-type']
@@ -24,17 +19,14 @@ export function mayInject(req: IncomingMessage, path: string): boolean {
 }
 
 export interface PreparedBody {
-  /** The body to send upstream: the client's bytes, or them with `stream_options` added. */
   readonly body: Buffer
   readonly injected: boolean
   readonly model: string | undefined
 }
 
 /**
- * Adds `stream_options.include_usage` when the body is a JSON object with `"stream": true` and no
- * `stream_options` key at all (even `null` is the client's choice). The client's bytes are kept
- * as they are, the member inserted before the closing brace: no re-serialising, so numbers,
- * spacing and key order reach the upstream unchanged.
+ * Inserts the member before the closing brace rather than re-serialising, so numbers, spacing and
+ * key order reach the upstream unchanged; any `stream_options` key (even `null`) is the client's choice.
  */
 export function prepareBody(raw: Buffer): PreparedBody {
   let value: unknown
@@ -57,7 +49,6 @@ const LF = 10
 const CR = 13
 const USAGE = Buffer.from('"usage"')
 
-/** Is this SSE event (its raw bytes) a usage-only chunk: `"choices": []` and a `usage` object? */
 function isUsageOnly(event: Buffer): boolean {
   if (!event.includes(USAGE)) return false
   let data = ''
@@ -73,10 +64,8 @@ function isUsageOnly(event: Buffer): boolean {
 }
 
 /**
- * Takes the first usage-only event out of an SSE byte stream and passes everything else through
- * unchanged. Each event goes to the client as soon as its terminating blank line arrives (when
- * an SSE client could first act on it); only the bytes of an unfinished event wait. A read made
- * only of whole events, none of them removed, is returned as it is (no copy).
+ * Takes the first usage-only event out of an SSE byte stream; each event goes out once its blank
+ * line arrives, and a read with nothing removed is returned as it is (no copy).
  */
 export class UsageChunkFilter {
   #held: Buffer[] = []
@@ -87,7 +76,6 @@ export class UsageChunkFilter {
   #endAtCR = false
   #removed = false
 
-  /** Bytes to write to the client for this read (possibly empty). */
   push(chunk: Buffer): Buffer {
     if (this.#removed) return this.#flushThen(chunk)
     const kept: Buffer[] = []
@@ -129,7 +117,6 @@ export class UsageChunkFilter {
         this.#lineLength++
       }
       if (this.#removed && start === i + 1) {
-        // Nothing more to look for: the rest of this read (and every later one) passes straight on.
         this.#afterCR = false
         this.#endAtCR = false
         kept.push(chunk.subarray(start))
@@ -142,7 +129,7 @@ export class UsageChunkFilter {
     return kept.length === 1 ? kept[0] : Buffer.concat(kept)
   }
 
-  /** The stream ended: whatever is held (an unfinished event) goes out as it came. */
+  /** An unfinished event goes out as it came. */
   end(): Buffer {
     const rest = this.#held.length === 0 ? Buffer.alloc(0) : Buffer.concat(this.#held)
     this.#held = []

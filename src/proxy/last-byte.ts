@@ -1,12 +1,8 @@
 /**
- * t_end, the last byte written to the client (CONTRACT.md): the moment `end()` handed the
- * answer's last bytes to the kernel, when the socket took them all then (the usual case: Node
- * writes synchronously once uncorked), else when the last write completed (`finish`). Never the
- * response's `close`: that comes ticks later, after the measuring work of the same turn (the
- * last read's parse and count), which the client does not wait for.
+ * t_end (CONTRACT.md): when `end()` handed the last bytes to the kernel, else when the last write
+ * completed; never `close`, which comes after the measuring work the client does not wait for.
  */
 
-/** The part of a response (HTTP/1, or HTTP/2's compatibility response) the stamp is read from. */
 interface EndingResponse {
   readonly writableEnded: boolean
   readonly socket: { readonly writableLength: number } | null
@@ -28,12 +24,12 @@ export class LastByte {
     })
   }
 
-  /** When the last byte was written; undefined until then (and for an answer that never ended). */
+  /** Undefined until then, and for an answer that never ended. */
   get at(): number | undefined {
     return this.#at
   }
 
-  /** Stamps now if the response ended and its socket holds nothing back (call after uncorking it). */
+  /** Call after uncorking the socket. */
   settle(): void {
     if (this.#at !== undefined || !this.#res.writableEnded) return
     if (this.#res.socket?.writableLength === 0) this.#at = this.#now()

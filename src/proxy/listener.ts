@@ -3,18 +3,12 @@ import { Server as HttpsServer } from 'node:https'
 import type { Socket } from 'node:net'
 
 /**
- * Settings of the proxy's own HTTP listener that keep it transparent.
- *
- * Node's server keeps only about the first 1,000 request header lines by default
- * (`maxHeadersCount`) and drops the rest without a word, so a request with 1,500 headers went
- * upstream cut short. With no count limit every header is forwarded; the total size stays bounded
- * by Node's `maxHeaderSize` (16 KiB by default, `--max-http-header-size`), beyond which the client
- * gets 431 before any byte goes upstream.
+ * Settings that keep the listener transparent: Node silently drops request header lines past
+ * `maxHeadersCount` (~1,000), so there is no count limit; `maxHeaderSize` still bounds the size (431).
  */
 export function configureListener(server: Server, timeouts: ListenerTimeouts): void {
   server.maxHeadersCount = 0
-  // Node times a request head only once its first byte came, and a connection that sends nothing
-  // is no request at all: each would hold a socket for free. The head timer covers both.
+  // Node times a head only from its first byte, so an idle connection would hold a socket for free.
   server.headersTimeout = timeouts.requestHeadMs
   server.keepAliveTimeout = timeouts.keepAliveMs
   // Over TLS the request's socket is the TLS one (its handshake has Node's own timeout).
@@ -30,7 +24,6 @@ export function configureListener(server: Server, timeouts: ListenerTimeouts): v
   })
 }
 
-/** Connections that have sent a whole request head (the rest are timed by the head timer). */
 const started = new WeakSet<Socket>()
 
 export interface ListenerTimeouts {

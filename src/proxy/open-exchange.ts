@@ -12,14 +12,8 @@ import { escapesRoot, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts
 import type { UpstreamTarget } from './route-path.ts'
 import type { TraceIdSource, TraceStart } from './trace-context.ts'
 
-/**
- * The one way a request becomes an Exchange, for tokentap's own routes (plugin.ts) and the
- * @fastify/http-proxy helper (http-proxy.ts) alike: the route's label and prefix, t_req from the
- * injected clock, the request id, the path after the prefix, and the finish through the
- * FinishQueue once the response closes.
- */
+/** The one way a request becomes an Exchange, for tokentap's routes and the @fastify/http-proxy helper alike. */
 
-/** What a proxy route is configured with (a config route, or the helper's options). */
 export interface ProxyRouteOptions {
   readonly prefix: string
   /** The `route` label; the prefix when absent. */
@@ -30,10 +24,8 @@ export interface ProxyRouteOptions {
   readonly server_timing?: boolean
 }
 
-/** A route's `route` label: its name, else its prefix. */
 export const routeLabel = (route: { readonly prefix: string; readonly name?: string }): string => route.name ?? route.prefix
 
-/** A proxy route as requests meet it: its runtime (label, in-flight count) and its prefix base. */
 export interface ProxyRoute {
   readonly runtime: RouteRuntime
   readonly base: string
@@ -54,7 +46,6 @@ export function proxyRoute(options: ProxyRouteOptions): ProxyRoute {
   }
 }
 
-/** An opened exchange and where its request goes upstream. */
 export interface Opened {
   readonly ex: Exchange
   readonly target: UpstreamTarget
@@ -74,7 +65,6 @@ export class ExchangeOpener {
   readonly #finishing: FinishQueue
   readonly #tenants: TenantResolver | undefined
   readonly #traces: TraceIdSource | undefined
-  /** The monotonic clock (ms) every time of an exchange comes from. */
   readonly now: () => number
 
   constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number, tenants?: TenantResolver, traces?: TraceIdSource) {
@@ -86,16 +76,14 @@ export class ExchangeOpener {
     this.#tenants = tenants
   }
 
-  /** Whether a raw request target belongs under a route's prefix. */
   owns(route: ProxyRoute, url: string): boolean {
     const base = route.base
     return base === '' || url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)
   }
 
   /**
-   * The request's error when it must not go upstream at all (400): two Host fields (RFC 9112
-   * §3.2), or a path after the prefix whose dot-segments, in any spelling, climb above the
-   * route's base path. Undefined when it may go.
+   * A 400 for two Host fields (RFC 9112 §3.2) or dot-segments, in any spelling, that climb above
+   * the route's base path; undefined when the request may go upstream.
    */
   confine(route: ProxyRoute, req: IncomingMessage, url: string): TokentapError | undefined {
     let hosts = 0
@@ -108,10 +96,7 @@ export class ExchangeOpener {
     return undefined
   }
 
-  /**
-   * Where a request under `route` goes upstream, its id, its tenant and its span's ids (an
-   * exchange's or a realtime session's): the one place a request's tenant is resolved, once.
-   */
+  /** The one place a request's tenant is resolved, once. */
   identify(
     route: ProxyRoute,
     req: IncomingMessage,
@@ -126,7 +111,6 @@ export class ExchangeOpener {
     return { target, id, generated, tenant, trace }
   }
 
-  /** The exchange of a request whose headers arrived at `tReq`; `url` is its origin-form target. */
   open(route: ProxyRoute, req: IncomingMessage, url: string, tReq: number): Opened {
     const { target, id, generated, tenant, trace } = this.identify(route, req, url)
     const ex = new Exchange(this.#deps, route.runtime, id, req.method ?? 'GET', target.path, tReq, generated, tenant)
@@ -134,16 +118,12 @@ export class ExchangeOpener {
     return { ex, target }
   }
 
-  /**
-   * Finishes `ex` through the queue (off the socket callback). t_end is when the answer's last
-   * byte was written (`lastByteAt`, last-byte.ts); a cancelled or failed request ends now.
-   */
+  /** Finishes off the socket callback; t_end is when the last byte was written (last-byte.ts). */
   finish(ex: Exchange, clientGone: boolean, lastByteAt?: number): void {
     const tEnd = clientGone || ex.failure !== undefined || lastByteAt === undefined ? this.now() : lastByteAt
     this.#finishing.add(ex, tEnd, clientGone)
   }
 
-  /** Finishes `ex` when `res` closes: `clientGone` when its last byte was not written. */
   finishOnClose(ex: Exchange, res: ClosingResponse): void {
     const last = new LastByte(res, this.now)
     res.once('close', () => this.finish(ex, !res.writableFinished, last.at))

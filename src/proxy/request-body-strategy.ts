@@ -6,29 +6,17 @@ import { declaredLength, hasBody, readBody, sniffModel, watchBody } from './requ
 import type { Exchange } from './exchange.ts'
 
 /**
- * How a request's body goes upstream, one strategy each:
- * - `whole`: a small body (declared length ≤ 16 KiB) is read first and sent with the head in
- *   one write;
- * - `usage-injected`: a streaming chat request on a route with `inject_usage` is read whole,
- *   given `stream_options.include_usage`, and sent with its new length (inject-usage.ts);
- * - `streamed`: everything else streams through as it comes, counted against the limit.
- * Each ends in `send` (the head and body to dispatch) or `fail` (an error for the client).
+ * How a request's body goes upstream: `whole` (small, sent with the head in one write),
+ * `usage-injected` (read whole and given `stream_options.include_usage`, inject-usage.ts) or
+ * `streamed` (counted against the limit as it passes); each ends in `send` or `fail`.
  */
 
-/**
- * A body of at most this many declared bytes is read whole before the upstream request starts.
- * Such a body comes with the headers or just after them, so nothing waits; undici then writes
- * head and body in one syscall instead of pulling the client's stream chunk by chunk.
- */
+/** Such a body arrives with the headers or just after them, so reading it first delays nothing and saves syscalls. */
 const WHOLE_BODY_BYTES = 16 * 1024
 
 /**
- * A body in hand, given to undici as an iterable of itself that lets go of the buffer as undici
- * takes it. undici keeps a request's `body` (in the request and in its abort closure) until the
- * response ends: a Buffer body stayed in memory for as long as the answer streamed (the bench's
- * 4.9 KiB on every open stream). Its one chunk still goes out with the head in one write (undici
- * corks the socket for an iterable's first chunk), and no later than a Buffer would: in the same
- * tick, after a microtask.
+ * A body given to undici as an iterable that lets go of its buffer once taken: undici keeps a
+ * request's `body` until the response ends, so a Buffer would stay in memory for the whole stream.
  */
 export class BodyInHand implements Iterable<Buffer>, Iterator<Buffer> {
   #body: Buffer | undefined
@@ -49,28 +37,23 @@ export class BodyInHand implements Iterable<Buffer>, Iterator<Buffer> {
   }
 }
 
-/** An empty body is no body (what undici makes of an empty Buffer). */
+/** What undici makes of an empty Buffer. */
 const inHand = (body: Buffer): BodyInHand | null => (body.length === 0 ? null : new BodyInHand(body))
 
 export interface OutgoingRequest {
   readonly headers: string[]
-  /**
-   * The client's stream, which undici reads with backpressure (its writeIterable path), or a
-   * body read whole; the headers timeout starts once the request is out whole.
-   */
+  /** The headers timeout starts once the request is out whole. */
   readonly body: AsyncIterable<Buffer> | BodyInHand | null
-  /** `include_usage` was added: the response's added usage chunk must not reach the client. */
   readonly injected: boolean
 }
 
 export interface BodyOptions {
   readonly limit: number
   readonly injectUsage: boolean
-  /** Whether the client is gone (then nothing is sent). */
   readonly gone: () => boolean
   readonly send: (r: OutgoingRequest) => void
   readonly fail: (err: TokentapError) => void
-  /** Body bytes came from the client (re-arms the client body timeout). */
+  /** Re-arms the client body timeout. */
   readonly touched?: () => void
 }
 
@@ -110,7 +93,7 @@ function usageInjected(ex: Exchange, req: IncomingMessage, o: BodyOptions): void
     let headers = withoutHeader(upstreamRequestHeaders(req.rawHeaders), 'content-length')
     headers.push('content-length', String(prepared.body.length))
     if (prepared.injected) {
-      // An encoded answer could not have its usage chunk taken out: ask for it plain.
+      // An encoded answer's usage chunk could not be taken out.
       headers = withoutHeader(headers, 'accept-encoding')
       headers.push('accept-encoding', 'identity')
       ex.usageInjected()
@@ -119,10 +102,7 @@ function usageInjected(ex: Exchange, req: IncomingMessage, o: BodyOptions): void
   })
 }
 
-/**
- * Refuses a body declared over the limit before a byte goes upstream (not even a connection is
- * opened), else sends the request upstream by the strategy that fits it.
- */
+/** A body declared over the limit is refused before a connection is even opened. */
 export function sendRequestBody(ex: Exchange, req: IncomingMessage, o: BodyOptions): void {
   const declared = declaredLength(req)
   if (declared !== undefined && declared > o.limit) {

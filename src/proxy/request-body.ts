@@ -1,23 +1,16 @@
 import type { IncomingMessage } from 'node:http'
 import { TokentapError } from '../errors.ts'
 
-/**
- * The request body on its way upstream: streamed through while its bytes are counted against the
- * limit and the `model` is read from its first bytes, or (small bodies, usage injection) read
- * whole first.
- */
-
-/** How far into a body the model name is looked for. SDKs write it first; images come later. */
+/** SDKs write the model first; images come later. */
 const SNIFF_BYTES = 64 * 1024
 const MODEL_RE = /"model"\s*:\s*"((?:[^"\\\n]|\\.){1,256})"/
 
 export interface BodyWatch {
-  /** The request's `model`, once seen. */
   model: string | undefined
   bytes: number
 }
 
-/** Content-Length of the request, or undefined when the body is chunked or absent. */
+/** Undefined when the body is chunked or absent. */
 export function declaredLength(req: IncomingMessage): number | undefined {
   const v = req.headers['content-length']
   if (v === undefined) return undefined
@@ -32,18 +25,13 @@ export function hasBody(req: IncomingMessage): boolean {
   return n !== undefined && n > 0
 }
 
-/**
- * The body to send upstream: the client's stream, passed through chunk by chunk (undici applies
- * backpressure to it) while its bytes are counted and its head is searched for the model.
- * Throws `tooLarge()`'s error once the body outgrows `limit`, which aborts the upstream request.
- */
+/** Throws `tooLarge()`'s error once the body outgrows `limit`, which aborts the upstream request. */
 export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => Error, touched?: () => void): { watch: BodyWatch; body: AsyncIterable<Buffer> } {
   const watch: BodyWatch = { model: undefined, bytes: 0 }
   async function* body(): AsyncGenerator<Buffer> {
     let head = ''
     let sniffing = true
-    // destroyOnReturn: false: when the limit is hit, the client's socket must live on until the
-    // 413 has been written (destroying `req` would destroy it at once and lose the answer).
+    // The client's socket must live until the 413 is written; destroying `req` would destroy it.
     for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
       watch.bytes += chunk.length
       touched?.()
@@ -66,11 +54,7 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
   return { watch, body: body() }
 }
 
-/**
- * Reads a whole request body, up to `limit` bytes, then calls `done` once: with the body, or with
- * the error (over the limit, a stream error, the client gone before the end). Plain listeners and
- * a callback, not a Promise of `once` listeners: this runs for nearly every request.
- */
+/** Calls `done` once; listeners and a callback, not a Promise of `once`s, as this runs for nearly every request. */
 export function readBody(req: IncomingMessage, limit: number, touched: (() => void) | undefined, done: (err: TokentapError | undefined, body: Buffer) => void): void {
   const parts: Buffer[] = []
   let bytes = 0
@@ -78,9 +62,8 @@ export function readBody(req: IncomingMessage, limit: number, touched: (() => vo
   const settle = (err: TokentapError | undefined, body: Buffer): void => {
     if (settled) return
     settled = true
-    // Left on `req`, the listeners and what they hold (the socket reads the body came in, the
-    // caller's `done` and its scope) would live as long as the response streams. An
-    // IncomingMessage without an 'error' listener emits no error, so none is left needed.
+    // Left on `req`, the listeners would hold the body's reads and `done` for as long as the response
+    // streams; an IncomingMessage without an 'error' listener emits no error.
     req.off('data', onData)
     req.off('end', onEnd)
     req.off('error', onError)
@@ -110,15 +93,13 @@ export function readBody(req: IncomingMessage, limit: number, touched: (() => vo
 
 const EMPTY = Buffer.alloc(0)
 
-/** The `model` of a JSON body, from its first SNIFF_BYTES. */
 export function sniffModel(body: Buffer): string | undefined {
   const m = MODEL_RE.exec(body.toString('utf8', 0, Math.min(body.length, SNIFF_BYTES)))
   return m === null ? undefined : decodeJsonString(m[1])
 }
 
 function decodeJsonString(inner: string): string {
-  // Without a backslash JSON.parse gives the text back (or throws on a raw control character,
-  // which gives it back too): the model names SDKs send.
+  // Without a backslash JSON.parse gives the text back (or throws, which gives it back too).
   if (inner.indexOf('\\') < 0) return inner
   try {
     return JSON.parse(`"${inner}"`) as string

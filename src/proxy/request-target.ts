@@ -1,19 +1,12 @@
 import { TokentapError } from '../errors.ts'
 
 /**
- * The request target as a route forwards it: origin-form, path and query only (RFC 9112 §3.2.1).
- *
- * A server must accept the absolute-form (`GET http://host/path`, RFC 9112 §3.2.2) and take only
- * its path and query: the authority is the client's text and must never reach the upstream's
- * path. A fragment is never part of a request target (RFC 9110 §4.2.4: clients do not send it);
- * should one come, it is cut off rather than forwarded. Anything else (asterisk-form `*`,
- * authority-form `host:port`, other schemes, an empty authority) is answered 400.
+ * The origin-form target (RFC 9112 §3.2.1) a route forwards: the absolute-form's authority is
+ * dropped (§3.2.2), a fragment cut off (RFC 9110 §4.2.4), any other form answered 400.
  */
 
-/** Absolute-form: `http://` or `https://` (any case), then the authority up to the path, query or fragment. */
 const ABSOLUTE = /^https?:\/\/([^/?#]*)/i
 
-/** The origin-form path and query of a raw `req.url`, or the 400 the client gets. */
 export function originForm(target: string | undefined): string | TokentapError {
   if (target === undefined || target.length === 0) return badTarget('empty')
   if (target.charCodeAt(0) === 47 /* / */) {
@@ -31,7 +24,7 @@ export function originForm(target: string | undefined): string | TokentapError {
   return rest.length === 0 || rest.charCodeAt(0) === 63 /* ? */ ? `/${rest}` : rest
 }
 
-// The client's text stays out of the message: error bodies end up in SDK exception messages and logs.
+// Error bodies end up in SDK exception messages and logs, so the client's text stays out.
 function badTarget(why: string): TokentapError {
   return new TokentapError('TOKENTAP_ERR_BAD_TARGET', why)
 }

@@ -1,20 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
-/**
- * Writing the upstream's response head to the client: the status line byte for byte, and the
- * informational (1xx) responses that may come before it. Kept apart from forward.ts so every
- * way the head can fail is handled in one place.
- */
+/** Writing the upstream's response head, kept apart from forward.ts so every way it can fail is handled in one place. */
 
-/** Printable ASCII: the reason phrase nearly every server sends, written as it is. */
 const ASCII_REASON = /^[\x20-\x7e]*$/
 
 /**
- * The reason phrase as Node must be given it to write the upstream's bytes. undici hands it over
- * UTF-8 decoded; Node writes a reason as latin1 (one byte per char). Re-encoding the text as
- * UTF-8 and reading those bytes as latin1 makes Node write exactly the bytes that came (`200
- * Réussi` stays C3 A9). Bytes that were not UTF-8 were replaced by U+FFFD when decoded and
- * cannot be restored: undefined, and the caller refuses the response.
+ * Node writes a reason as latin1 but undici hands it over UTF-8 decoded, so re-encoding makes Node
+ * write the exact bytes; bytes that were not UTF-8 cannot be restored (undefined: refuse).
  */
 function reasonBytes(statusMessage: string): string | undefined {
   if (ASCII_REASON.test(statusMessage)) return statusMessage
@@ -23,10 +15,8 @@ function reasonBytes(statusMessage: string): string | undefined {
 }
 
 /**
- * `res.writeHead` with the upstream's status, reason and raw headers; returns the error instead
- * of throwing when Node refuses them (a control byte in the reason, an invalid header value).
- * Node keeps a refused reason in `res.statusMessage`, so the error answer's own writeHead would
- * throw again: it is cleared, and the response is left as if writeHead was never called.
+ * Returns Node's error instead of throwing; a refused reason stays in `res.statusMessage` and
+ * would make the error answer's writeHead throw again, so it is cleared.
  */
 export function writeResponseHead(res: ServerResponse, statusCode: number, statusMessage: string, raw: string[]): Error | undefined {
   const reason = statusMessage === '' ? undefined : reasonBytes(statusMessage)
@@ -44,11 +34,8 @@ export function writeResponseHead(res: ServerResponse, statusCode: number, statu
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'content-length', 'te', 'trailer'])
 
 /**
- * An informational (1xx) response from the upstream, before the final one. 103 Early Hints goes
- * to the client (`res.writeEarlyHints`) when it speaks HTTP/1.1 and the head has not started
- * (a 1xx must not go to an HTTP/1.0 client, RFC 9110 §15.2); 102 Processing and others are
- * dropped: the client's own exchange has no use for them. Never throws: hints Node refuses are
- * dropped too. (An unsolicited 100 never gets here: undici fails the request on it.)
+ * 103 Early Hints goes to an HTTP/1.1 client before the head (a 1xx must not reach HTTP/1.0, RFC
+ * 9110 §15.2); other 1xx, and hints Node refuses, are dropped. Never throws.
  */
 export function relayInformational(req: IncomingMessage, res: ServerResponse, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
   if (statusCode !== 103 || res.headersSent || res.destroyed || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return
@@ -56,7 +43,6 @@ export function relayInformational(req: IncomingMessage, res: ServerResponse, st
   for (const [name, value] of Object.entries(headers)) {
     if (value !== undefined && !HOP.has(name.toLowerCase())) hints[name] = value
   }
-  // Node sends nothing for hints without a link (its writeEarlyHints returns early).
   if (hints.link === undefined) return
   try {
     res.writeEarlyHints(hints)

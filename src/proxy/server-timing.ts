@@ -1,10 +1,8 @@
 import type { Measurement } from '../timing/measurement.ts'
 
 /**
- * The `Server-Timing` trailer of a measured response (W3C Server Timing,
- * https://www.w3.org/TR/server-timing/): TTFT and the request's own token-weighted ITL P99 as
- * durations in milliseconds, the output tokens (and where their count came from) as
- * descriptions. The same figures as the request's log line.
+ * The `Server-Timing` trailer (https://www.w3.org/TR/server-timing/): TTFT, ITL P99 and output
+ * tokens, the same figures as the request's log line.
  */
 export function serverTimingValue(m: Measurement): string {
   const parts: string[] = []

@@ -6,25 +6,19 @@ import type { ReportedTimes } from '../parsers/reported-times.ts'
 import type { ContentEvent, ParserContext, StreamParser, StreamSummary } from '../parsers/types.ts'
 
 /**
- * The tap: gets a copy of each upstream read, after it was written to the client, and feeds it
- * to the request's parser. It never alters or delays the bytes and never throws: a parser or
- * decoder failure only ends measuring for this response.
- *
- * A compressed body (gzip, deflate, br) is inflated here, on the copy only. zlib works off the
- * event loop, so each inflated piece keeps the arrival time of the compressed read it came
- * from (a FIFO of arrival times, one per write, shifted when zlib is done with that write).
+ * Gets a copy of each upstream read after it was written to the client, for the parser; a parser
+ * or decoder failure only ends measuring. zlib works off the event loop, so each inflated piece
+ * keeps the arrival time of the compressed read it came from (a FIFO of arrival times).
  */
 
 export type ContentSink = (event: ContentEvent, at: number) => void
 
-/** Inflated bytes kept at most while zlib lags behind (a decompression bomb cannot grow memory). */
+/** Bounds memory while zlib lags behind. */
 const MAX_INFLATED_BYTES = 256 * 1024 * 1024
 
 /**
- * A compressed body that inflates past this ratio (after the first MiB) is a decompression bomb,
- * not an LLM stream: measuring stops and the inflater is dropped, so it costs no more CPU. Real
- * SSE JSON compresses 5–30×; gzip's limit is about 1,000× (a run of one byte). The same bound
- * holds for a realtime session's compressed messages (realtime/permessage-deflate.ts).
+ * Past this ratio (after the first MiB) a body is a decompression bomb, not an LLM stream: real SSE
+ * JSON compresses 5–30×, gzip at most ~1,000×. realtime/permessage-deflate.ts uses the same bound.
  */
 export const BOMB_RATIO = 200
 export const BOMB_MIN_BYTES = 1024 * 1024
@@ -40,7 +34,6 @@ function inflaterFor(encoding: string | undefined): Transform | undefined | null
   return null // an encoding we cannot read (zstd, stacked encodings): pass through, don't measure
 }
 
-/** What a response head tells the measuring path: its provider, the timings its headers report, the tap that reads its body. */
 export interface TappedResponse {
   readonly provider: string
   /** Undefined when no parser reads this content-type. */
@@ -48,11 +41,7 @@ export interface TappedResponse {
   readonly reported: ReportedTimes | undefined
 }
 
-/**
- * Opens the tap of a response: the registry chooses provider and parser by the route's
- * `provider` setting, the path and the content-type (`header`: the response's headers by
- * lower-case name, for timings a provider sends there).
- */
+/** The registry chooses provider and parser by the route's `provider`, the path and the content-type. */
 export function tapResponse(setting: string, ctx: ParserContext, contentEncoding: string | undefined, sink: ContentSink, header?: (lowerName: string) => string | undefined): TappedResponse {
   const selection = selectParser(setting, ctx.path, ctx.contentType, ctx, header)
   const tap = selection.parser === undefined ? undefined : new Tap(selection.parser, contentEncoding, sink)
@@ -67,7 +56,6 @@ export class Tap {
   #failed: string | undefined
   #bytes = 0
   #compressed = 0
-  /** The body is a stream its parser reads as it comes (not a whole JSON answer read at the end). */
   readonly streamed: boolean
 
   constructor(parser: StreamParser, contentEncoding: string | undefined, sink: ContentSink) {
@@ -89,7 +77,6 @@ export class Tap {
     this.#inflater = inflater ?? undefined
   }
 
-  /** Decoded bytes the parser has seen. */
   get bytes(): number {
     return this.#bytes
   }

@@ -1,34 +1,20 @@
 import type { Socket } from 'node:net'
 
 /**
- * An upstream's unsolicited `100 Continue`, skipped before undici reads it.
- *
- * [RFC 9110 §15.2](https://www.rfc-editor.org/rfc/rfc9110#section-15.2): a client must parse a
- * 1xx response it did not expect and wait for the final one. undici instead destroys the
- * connection on any `100` (`onHeadersComplete` in lib/dispatcher/client-h1.js;
- * [nodejs/undici#197](https://github.com/nodejs/undici/issues/197), wontfix), which failed the
- * whole exchange with a 502. tokentap never sends `Expect` upstream, so every 100 is
- * unsolicited: its bytes are dropped from the connection, and undici parses the final response
- * (102 and 103 it already hands over, response-head.ts relays or drops them).
- *
- * Only the bytes that start a response are looked at: undici pipelines one request at a time,
- * so after it writes a request head the next bytes read are that request's response. Once they
- * are not a 100, reads pass straight through until the next request head is written. undici
- * writes a head as a string that starts with the method (lib/dispatcher/client-h1.js, writeH1
- * and the body writers); body bytes go as buffers, and chunked framing as strings that start
- * with CR, so a body written while the response streams back never re-arms the check.
+ * Skips an upstream's unsolicited `100 Continue`: RFC 9110 §15.2
+ * (https://www.rfc-editor.org/rfc/rfc9110#section-15.2) says to wait for the final response, but
+ * undici destroys the connection on any 100 (https://github.com/nodejs/undici/issues/197,
+ * wontfix), and tokentap never sends `Expect`. Only a response's first bytes are checked: undici
+ * writes each request head as a string starting with the method (writeH1 in
+ * lib/dispatcher/client-h1.js), which re-arms the check, while body bytes never do.
  */
 
-/** `HTTP/1.1 100 ` is 13 bytes: the shortest start that decides. */
 const DECIDING_BYTES = 13
-/** A 100 with more header bytes than this is not waited for: undici gets it, and fails as before. */
+/** A larger 100 is not waited for: undici gets it, and fails. */
 const MAX_INTERIM_BYTES = 16 * 1024
 const HEAD_END = Buffer.from('\r\n\r\n')
 
-/**
- * The length of the `100` response at the start of `data` (its status line and header block), 0
- * when `data` may still become one, -1 when it is not one.
- */
+/** Its length, 0 when `data` may still become one, -1 when it is not one. */
 export function continueLength(data: Buffer): number {
   const n = Math.min(data.length, DECIDING_BYTES)
   for (let i = 0; i < n; i++) {

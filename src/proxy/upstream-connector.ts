@@ -4,27 +4,16 @@ import type { Dispatcher } from 'undici'
 import { skipUnsolicitedContinue } from './unsolicited-continue.ts'
 
 /**
- * How tokentap's undici agents open upstream connections: undici's own connector (TCP, TLS with
- * the route's settings), with two changes.
- * - The connect timeout runs on a plain timer of the proxy's own. undici's runs on its fast
- *   timers (setFastTimeout in lib/util/timers.js), checked on a tick every 499 ms, so it fires up
- *   to about a second late (a 300 ms setting fired at 1,026 ms); this one fires when set. It covers the TCP
- *   connect and, for https, the TLS handshake, as undici's does, and fails with undici's
- *   `UND_ERR_CONNECT_TIMEOUT` error (mapped to TOKENTAP_ERR_UPSTREAM_CONNECT).
- * - Each connection skips an unsolicited `100 Continue` (unsolicited-continue.ts).
- * - A connection that comes up with nothing to send is closed at once (`handOver`).
- * Through a forward proxy, undici's ProxyAgent opens the tunnel itself; `tunnelPoolFactory`
- * gives its pools the same two changes around that.
+ * undici's connector with three changes: a connect timeout on a plain timer (undici's fast timers
+ * tick every 499 ms and fire up to a second late; lib/util/timers.js), failing as
+ * `UND_ERR_CONNECT_TIMEOUT`; an unsolicited `100 Continue` skipped (unsolicited-continue.ts); and
+ * a connection that comes up with nothing to send closed at once (`handOver`).
  */
 
 type Connector = ReturnType<typeof buildConnector>
 type ConnectCallback = Parameters<Connector>[1]
 
-/**
- * The client a connection is being handed to, set by the client's 'connect' listener: undici's
- * connect callback emits 'connect' and then starts the client's queued request, all within the
- * callback's call, so nothing else runs in between.
- */
+/** Set by the client's 'connect' listener, which undici calls synchronously inside its connect callback. */
 let handedTo: Client | undefined
 
 function watchedClient(origin: URL, options: object): Dispatcher {
@@ -35,18 +24,13 @@ function watchedClient(origin: URL, options: object): Dispatcher {
   return client
 }
 
-/** undici's Pool with clients whose new connections upstreamConnector can check (the Agents' `factory`). */
 export function upstreamPool(origin: string | URL, options: Pool.Options): Dispatcher {
   return new Pool(origin, { ...options, factory: watchedClient })
 }
 
 /**
- * Hands a new connection to its client, and closes it when the client then has nothing to send.
- * That is the connection undici opens again for a request the proxy aborted before its response
- * head (the client left): it re-queues the aborted request, reconnects for it, then drops it
- * (nodejs/undici#5845), and its Agent keeps the idle connection pooled, with no keep-alive timer
- * to reap it, while any other connection to that origin is up. The client itself stays usable:
- * a later request connects anew.
+ * Closes a new connection whose client has nothing to send: undici reconnects for a request the
+ * proxy aborted before its head and pools that idle socket with no timer to reap it (nodejs/undici#5845).
  */
 function handOver(callback: ConnectCallback, socket: Socket): void {
   handedTo = undefined
@@ -87,10 +71,8 @@ export function upstreamConnector(options: buildConnector.BuildOptions & { reado
 }
 
 /**
- * The `factory` of a ProxyAgent: its pools open connections through the ProxyAgent's own tunnel
- * connect (proxy connection, CONNECT, TLS inside), with the connect timer of upstreamConnector
- * over all of it (the tunnel's socket, should it come later, is closed) and the 100 skip on the
- * tunnelled socket.
+ * A ProxyAgent's pool `factory`: its tunnel connect (proxy, CONNECT, TLS) under upstreamConnector's
+ * timer, with the 100 skip on the tunnelled socket.
  */
 export function tunnelPoolFactory(timeout: number): (origin: string | URL, options: Pool.Options) => Dispatcher {
   return (origin, options) => {

@@ -6,25 +6,17 @@ import { TokentapError } from '../errors.ts'
 import { tunnelPoolFactory, upstreamConnector, upstreamPool } from './upstream-connector.ts'
 
 /**
- * The undici dispatchers that reach the upstreams: one shared pool for every route that needs
- * nothing of its own, and one per route that has its own `tls:` (CA bundle, client certificate
- * for mTLS, SNI name) or `proxy:`. A corporate forward proxy from the environment
- * (`HTTPS_PROXY` / `HTTP_PROXY`, `NO_PROXY`) applies to every route without a `proxy:` of its own. Through a proxy, every upstream (https or plain
- * http) is reached through a CONNECT tunnel, so the bytes and their timing are those of a direct
- * connection: the proxy relays a byte stream it cannot buffer into messages.
+ * One shared undici pool, plus one per route with its own `tls:` or `proxy:`. Through a forward
+ * proxy (`proxy:` or HTTPS_PROXY/HTTP_PROXY/NO_PROXY) every upstream is reached by a CONNECT
+ * tunnel, so bytes and timing stay those of a direct connection.
  */
 
 type AgentOptions = Agent.Options
 
 /**
- * Keep-alive, no pipelining, and no automatic retries (undici retries nothing unless asked, so a
- * POST is never sent twice). undici's body timeout is off: `idle_timeout_ms` runs on the
- * proxy's own timer (deadlines.ts), which covers the whole body from the head to the end
- * and fires within ms of its setting; undici's would fire up to ~1 s later than that, so as a
- * backstop it could never act, and it would only cost a timer refresh per HTTP chunk.
- * Connections are opened by upstreamConnector (the proxy's own connect timer, an unsolicited 100
- * skipped); through a forward proxy by undici's ProxyAgent, whose pools tunnelPoolFactory makes
- * with the same timer and skip.
+ * No pipelining and no retries (a POST is never sent twice). undici's body timeout is off: the
+ * proxy's own timer (deadlines.ts) fires on time where undici's could be ~1 s late, and would only
+ * cost a refresh per chunk.
  */
 function agentOptions(upstream: Config['upstream']): AgentOptions {
   return {
@@ -37,12 +29,11 @@ function agentOptions(upstream: Config['upstream']): AgentOptions {
   }
 }
 
-/** The pooled connections to every upstream that needs no TLS or proxy settings of its own. */
 function createAgent(upstream: Config['upstream']): Agent {
   return new Agent(agentOptions(upstream))
 }
 
-/** The PEM files of a route's `tls:`, read once at start-up; a file that cannot be read stops start-up naming its key. */
+/** Read once at start-up; a file that cannot be read stops start-up naming its key. */
 export function readUpstreamTls(tls: UpstreamTls, key: string): { ca?: Buffer; cert?: Buffer; key?: Buffer; servername?: string } {
   const read = (name: 'ca' | 'cert' | 'key'): Buffer | undefined => {
     const file = tls[name]
@@ -53,25 +44,22 @@ export function readUpstreamTls(tls: UpstreamTls, key: string): { ca?: Buffer; c
       throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'${key}.${name}' cannot be read: ${(err as Error).message}`)
     }
   }
-  // undici hands these to tls.connect, where `ca` replaces Node's trusted roots: a route that
-  // names its own CA (a self-hosted model server's) trusts that CA and no other.
+  // `ca` replaces Node's trusted roots in tls.connect: a route with its own CA trusts no other.
   return { ca: read('ca'), cert: read('cert'), key: read('key'), servername: tls.servername }
 }
 
 /**
- * The forward proxies named by the environment (`''`: none), read as undici's EnvHttpProxyAgent
- * reads them (lower-case names first; https upstreams use HTTP_PROXY when HTTPS_PROXY is unset),
- * but once, from `env`, so that what applies is what was set when tokentap started.
+ * The environment's forward proxies (`''`: none), read as undici's EnvHttpProxyAgent does
+ * (lower-case names first; https falls back to HTTP_PROXY), but once, so what applies is what was
+ * set at start.
  */
 export function proxyEnv(env: NodeJS.ProcessEnv): { httpProxy: string; httpsProxy: string; noProxy: string } {
   return { httpProxy: env.http_proxy ?? env.HTTP_PROXY ?? '', httpsProxy: env.https_proxy ?? env.HTTPS_PROXY ?? '', noProxy: env.no_proxy ?? env.NO_PROXY ?? '' }
 }
 
 /**
- * undici's ProxyAgent turns a flat header list into an object, which would keep only the last
- * of repeated headers, and refuses a request that carries Proxy-Authorization. Repeated headers
- * become one name with every value (sent as that many lines, each value unchanged); the client's
- * Proxy-Authorization was for a proxy in front of tokentap, never for the upstream.
+ * undici's ProxyAgent would keep only the last of repeated headers and refuses Proxy-Authorization,
+ * which was for a proxy in front of tokentap anyway; repeats become one name with every value.
  */
 function keepRepeatedHeaders(dispatch: Dispatcher['dispatch']): Dispatcher['dispatch'] {
   return (opts, handler) => {
@@ -89,7 +77,6 @@ function keepRepeatedHeaders(dispatch: Dispatcher['dispatch']): Dispatcher['disp
   }
 }
 
-/** The dispatcher of every route without `tls:` or `proxy:`, and one of its own for each route that has them. */
 export class UpstreamDispatchers {
   readonly shared: Dispatcher
   readonly #upstream: Config['upstream']
@@ -103,7 +90,6 @@ export class UpstreamDispatchers {
     this.shared = this.#create(undefined, undefined)
   }
 
-  /** The dispatcher for `routes[index]`: the shared one unless the route has TLS or proxy settings. */
   forRoute(route: RouteConfig, index: number): Dispatcher {
     if (route.simulator !== undefined) {
       if (this.#env.httpProxy === '' && this.#env.httpsProxy === '') return this.shared
@@ -127,8 +113,7 @@ export class UpstreamDispatchers {
   #create(tls: ReturnType<typeof readUpstreamTls> | undefined, proxy: string | undefined): Dispatcher {
     const options = agentOptions(this.#upstream)
     const timeout = this.#upstream.connect_timeout_ms
-    // The connection to the proxy and the TLS session through its tunnel are made by undici's
-    // ProxyAgent with these, not with `connect`: each gets the connect timeout, the second the route's TLS.
+    // undici's ProxyAgent opens the proxy connection and the tunnelled TLS with these, not `connect`.
     const tunnel = { proxyTls: { timeout }, requestTls: { timeout, ...tls }, factory: tunnelPoolFactory(timeout) }
     if (proxy !== undefined) return new ProxyAgent({ ...options, ...tunnel, uri: proxy }).compose(keepRepeatedHeaders)
     const direct: AgentOptions = { ...options, connect: upstreamConnector({ timeout, ...tls }) }

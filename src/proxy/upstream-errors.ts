@@ -4,14 +4,9 @@ import type { FailureCode } from '../errors.ts'
 import { isSuccess } from '../http-status.ts'
 
 /**
- * The upstream-error table, in two parts. First, the one place an upstream error (undici's,
- * reply-from's, a socket's) becomes a failure code: `upstreamFailure`, `gatewayStatusFailure`.
- * Second, who is to blame for a failed request, as one closed vocabulary
- * (`error_type` on llm_requests_total and llm_realtime_responses_total, the log line,
- * /debug/requests/{id}, the live page and spans). Every failure code, every status an upstream
- * answers with and every error an upstream sends inside a stream maps to one class here and
- * nowhere else. Adding a class is a change of the public contract (CONTRACT.md "Fault domain");
- * docs/metrics.md lists the table for users.
+ * The one place an upstream error becomes a failure code, and a failed request gets its
+ * `error_type` class; adding a class changes the public contract (CONTRACT.md "Fault domain",
+ * listed for users in docs/metrics.md).
  */
 
 /** undici's codes for an upstream that could not be reached at all. */
@@ -27,11 +22,8 @@ const libraryCodeOf = (err: Error): string => {
 type UpstreamLimits = Pick<Config['upstream'], 'headers_timeout_ms' | 'idle_timeout_ms'> | undefined
 
 /**
- * The failure an upstream error stands for, the library's code kept as its `detail`. Before the
- * response head (`headed` false) it is what the client is answered with: a refused or timed-out
- * connect, a headers timeout, else a failed request. After the head the client sees a cut stream:
- * a body timeout (a dispatcher passed in may run undici's own), else a reset. A TokentapError
- * (the proxy's own abort) is its own failure.
+ * The failure an upstream error stands for, the library's code kept as its `detail`: before the
+ * response head (`headed` false) it is the client's error answer, after it a cut stream.
  */
 export function upstreamFailure(err: Error, headed: boolean, limits: UpstreamLimits): TokentapError {
   if (err instanceof TokentapError) return err
@@ -49,10 +41,7 @@ export function upstreamFailure(err: Error, headed: boolean, limits: UpstreamLim
   return mapped
 }
 
-/**
- * The failure a gateway's own error answer stands for (@fastify/reply-from answers 503 when the
- * upstream refused the connection and 504 when it timed out).
- */
+/** @fastify/reply-from answers 503 for a refused connection and 504 for a timeout. */
 export function gatewayStatusFailure(statusCode: number | undefined): FailureCode {
   if (statusCode === 503) return 'TOKENTAP_ERR_UPSTREAM_CONNECT'
   if (statusCode === 504) return 'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT'
@@ -60,10 +49,8 @@ export function gatewayStatusFailure(statusCode: number | undefined): FailureCod
 }
 
 /**
- * Failures that are the proxy's own decision to end a request: a deadline, a limit, a head it
- * cannot relay, shutting down, the embedding app's answer. Ending a request makes the upstream
- * and the client fail in turn (an abort reads as a reset, a cut as a gone client), so these are
- * the cause and win over what the proxy only observed.
+ * The proxy's own decisions to end a request: they make the upstream and the client fail in
+ * turn, so they are the cause and win over what the proxy only observed.
  */
 const DECISIONS: ReadonlySet<FailureCode> = new Set<FailureCode>([
   'TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT',
@@ -76,10 +63,7 @@ const DECISIONS: ReadonlySet<FailureCode> = new Set<FailureCode>([
   'TOKENTAP_ERR_APP_ANSWERED',
 ])
 
-/**
- * Which failure a request records when several are reported: the proxy's own decision over an
- * observed failure, else the first reported. True when `next` replaces `current`.
- */
+/** True when failure `next` replaces `current`: a decision over an observation, else the first reported. */
 export function failurePrevails(next: FailureCode, current: FailureCode | undefined): boolean {
   if (current === undefined) return true
   return DECISIONS.has(next) && !DECISIONS.has(current)
@@ -107,20 +91,18 @@ export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType]
 export const ERROR_TYPES: readonly ErrorType[] = Object.values(ErrorType)
 
 /**
- * Failure codes (src/errors.ts) by class. Keyed by the code's string, so a code another part of
- * the project adds (`TOKENTAP_ERR_WORKER_EXITED`, the cluster's) is classed before it exists here;
- * the `satisfies` makes a new FailureCode without a class a type error.
+ * Keyed by the code's string so a code another module adds (`TOKENTAP_ERR_WORKER_EXITED`) is
+ * classed here too; the `satisfies` makes an unclassed FailureCode a type error.
  */
 const BY_FAILURE = {
   TOKENTAP_ERR_UPSTREAM_CONNECT: ErrorType.upstreamUnreachable,
   TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT: ErrorType.upstreamTimeout,
   TOKENTAP_ERR_UPSTREAM_TIMEOUT: ErrorType.upstreamTimeout,
   TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT: ErrorType.upstreamTimeout,
-  // Failed before any answer for another reason than a refused or timed-out connect (undici's code in the detail).
   TOKENTAP_ERR_UPSTREAM_FAILED: ErrorType.upstreamUnreachable,
   TOKENTAP_ERR_UPSTREAM_RESET: ErrorType.upstreamReset,
   TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE: ErrorType.upstreamError,
-  // The caller's request broke a limit or a rule of HTTP: its own mistake, as a provider's 4xx is.
+  // The caller broke a limit or a rule of HTTP: its own mistake, as a provider's 4xx is.
   TOKENTAP_ERR_BODY_TOO_LARGE: ErrorType.clientRejected,
   TOKENTAP_ERR_BAD_REQUEST: ErrorType.clientRejected,
   TOKENTAP_ERR_BAD_TARGET: ErrorType.clientRejected,
@@ -142,7 +124,7 @@ const BY_FAILURE = {
   TOKENTAP_ERR_LISTEN: ErrorType.proxyError,
 } as const satisfies Record<FailureCode | 'TOKENTAP_ERR_WORKER_EXITED', ErrorType>
 
-/** undici's codes under TOKENTAP_ERR_UPSTREAM_CONNECT that are a timeout, not a refusal (the proxy's own connect timer). */
+/** Under TOKENTAP_ERR_UPSTREAM_CONNECT, a timeout rather than a refusal. */
 const CONNECT_TIMEOUT_DETAILS = new Set(['UND_ERR_CONNECT_TIMEOUT'])
 
 /** The class of a failure code (`detail`: undici's code under it, when known). */
@@ -152,10 +134,8 @@ export function errorTypeOfFailure(code: string, detail?: string): ErrorType {
 }
 
 /**
- * The class of an upstream's HTTP status: 429 rate-limited; 503 and 529 (Anthropic's overloaded)
- * overloaded; 504 and 524 (a gateway's timeout in front of the model) a timeout; any other 5xx an
- * upstream error; any other 4xx the caller's request refused; what is no status of an answer
- * (1xx, 3xx) an upstream error. Undefined for 2xx.
+ * The class of an upstream's HTTP status, undefined for 2xx: 529 is Anthropic's overloaded, 524 a
+ * gateway's timeout in front of the model; 1xx and 3xx are no answer, so an upstream error.
  */
 export function errorTypeOfStatus(status: number): ErrorType | undefined {
   if (isSuccess(status)) return undefined
@@ -167,14 +147,11 @@ export function errorTypeOfStatus(status: number): ErrorType | undefined {
 }
 
 /**
- * Provider error names, as the parsers keep them (`StreamSummary.error`: the error's code, type
- * or status), lower-cased, by class. Sources: Anthropic's error types
- * (https://docs.anthropic.com/en/api/errors), OpenAI's error codes and types
- * (https://platform.openai.com/docs/guides/error-codes), Google's canonical statuses
- * (https://cloud.google.com/apis/design/errors), Bedrock's stream exceptions
- * (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html),
- * TGI's `error_type` (router/src/infer/mod.rs: overloaded, validation, generation,
- * incomplete_generation).
+ * Provider error names (`StreamSummary.error`, lower-cased) by class. Sources:
+ * https://docs.anthropic.com/en/api/errors, https://platform.openai.com/docs/guides/error-codes,
+ * https://cloud.google.com/apis/design/errors,
+ * https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html,
+ * TGI's `error_type` (router/src/infer/mod.rs).
  */
 const BY_PROVIDER_ERROR: ReadonlyMap<string, ErrorType> = new Map([
   // Rate limits and quotas.
@@ -228,11 +205,7 @@ const BY_PROVIDER_ERROR: ReadonlyMap<string, ErrorType> = new Map([
   ['conversation_already_has_active_response', ErrorType.clientRejected],
 ])
 
-/**
- * The class of an error the upstream named (an in-stream error event, a failed response, an error
- * body): by the table, or by an HTTP status it names (vLLM's and Gemini's numeric `code`);
- * undefined when it says nothing more specific.
- */
+/** The class of an error the upstream named, by the table or a status it names (vLLM's and Gemini's numeric `code`). */
 export function errorTypeOfProviderError(name: string): ErrorType | undefined {
   const known = BY_PROVIDER_ERROR.get(name.toLowerCase())
   if (known !== undefined) return known
@@ -240,24 +213,18 @@ export function errorTypeOfProviderError(name: string): ErrorType | undefined {
   return undefined
 }
 
-/** What the class of a finished request is decided from (a Measurement's facts). */
 export interface FailureFacts {
-  /** `ok`, `error` or `cancelled`. */
   readonly outcome: string
   readonly statusCode: number
   readonly failure: FailureCode | undefined
-  /** undici's code under the failure, when known. */
   readonly failureDetail?: string
-  /** An error the upstream named in the response (its code, type or status). */
   readonly providerError: string | undefined
 }
 
 /**
- * The `error_type` of a finished request, by precedence: `none` when ok; the client left
- * (`client_cancelled`); the proxy's failure code; for an error answer (non-2xx) its status, unless
- * its body names a rate limit or an overload (a 500 that says `overloaded_error` is capacity);
- * for a 2xx stream the error event it carried (`stream_error` when that names nothing known).
- * Spans call this too, so a trace and its request's series agree.
+ * The `error_type` of a finished request. An error answer whose body names a rate limit or an
+ * overload takes that class over its status (a 500 saying `overloaded_error` is capacity); spans
+ * call this too, so a trace and its series agree.
  */
 export function errorTypeOf(f: FailureFacts): ErrorType {
   if (f.outcome === 'ok') return ErrorType.none

@@ -1,7 +1,6 @@
-/** Where a route forwards to (the connections that take it there: upstream-dispatcher.ts). */
+/** Where a route forwards to (its connections: upstream-dispatcher.ts). */
 
 export interface Upstream {
-  /** `https://host:port` */
   readonly origin: string
   /** Path prefix on the upstream (`/api` for `https://host/api`), '' for none. */
   readonly basePath: string

@@ -1,24 +1,16 @@
 import { isObject } from '../parsers/json.ts'
 
-/**
- * How many bytes of audio make a second, for the audio underrun: the session's output format
- * decides it. PCM16 is 2 bytes a sample (mono) at the format's rate; G.711 (μ-law, A-law) is
- * 1 byte a sample at 8 kHz.
- */
+/** Bytes of audio per second of the session's output format, for the audio underrun. */
 
 /** OpenAI Realtime's default output: PCM16, 24 kHz, mono. */
 export const DEFAULT_BYTES_PER_SECOND = 48_000
 const G711_BYTES_PER_SECOND = 8_000
-/** Sample rates a PCM format may name (1 kHz to 768 kHz); anything else is no rate, so the default stands. */
+/** Anything else is no rate, so the default stands. */
 const MIN_RATE = 1_000
 const MAX_RATE = 768_000
 const isRate = (rate: unknown): rate is number => typeof rate === 'number' && Number.isFinite(rate) && rate >= MIN_RATE && rate <= MAX_RATE
 
-/**
- * An OpenAI Realtime output format: the beta's string (`pcm16`, `g711_ulaw`, `g711_alaw`) or the
- * GA's object (`{ type: 'audio/pcm', rate: 24000 }`, `{ type: 'audio/pcmu' }`, `{ type: 'audio/pcma' }`);
- * undefined when it is neither.
- */
+/** The beta's string (`pcm16`, `g711_ulaw`, `g711_alaw`) or the GA's object (`{ type: 'audio/pcm', rate: 24000 }`). */
 export function openAIBytesPerSecond(format: unknown): number | undefined {
   if (typeof format === 'string') {
     if (format === 'pcm16') return DEFAULT_BYTES_PER_SECOND
@@ -45,7 +37,7 @@ export function mimeBytesPerSecond(mime: string): number | undefined {
   return DEFAULT_BYTES_PER_SECOND
 }
 
-/** The decoded length of a base64 string, from its length and padding alone (never decoded). */
+/** Never decoded: from its length and padding alone. */
 export function base64Bytes(text: string): number {
   let n = text.length
   while (n > 0 && text.charCodeAt(n - 1) === 61 /* = */) n--

@@ -1,27 +1,16 @@
 import { Opcode } from './frame.ts'
 
 /**
- * A byte-level WebSocket frame decoder (RFC 6455 §5.2) for the measuring side: it reads a copy
- * of one direction of a relayed connection, in whatever pieces the socket delivered, and hands
- * over whole data messages (fragments joined, unmasked) and the close frame. It holds at most
- * `maxMessageBytes` of one message: a larger message is skipped as its bytes pass (reported with
- * its size and no payload), so a frame announcing 2^62 bytes, or a message fragmented forever,
- * costs the proxy nothing but the count. A message's fragments are copied into one buffer as they
- * come, whatever their number: a million one-byte frames take a million bytes, not a million
- * Buffers (each about 100 bytes of objects). Bytes it cannot read as frames (a reserved opcode, a
- * control frame over 125 bytes, a length with the top bit set) end decoding for this direction;
- * the relay goes on passing them, and the endpoint that receives them decides what to do.
- *
- * It never throws, and never changes the bytes it is given (the relay may still be writing them).
+ * A WebSocket frame decoder (RFC 6455 §5.2) over a copy of one direction of a relayed connection.
+ * It holds at most `maxMessageBytes` of one message (a larger one is only counted), so a frame
+ * announcing 2^62 bytes or endless fragments cost nothing; it never throws and never changes its
+ * input, which the relay may still be writing. Bytes that are not frames end decoding for this
+ * direction only: the receiving endpoint decides what to do with them.
  */
 
 export interface FrameSink {
-  /**
-   * A whole data message: `opcode` text or binary, `compressed` when its first frame had RSV1
-   * (permessage-deflate), `payload` undefined when it was over the limit (then `size` says how big).
-   */
+  /** `compressed`: RSV1 on its first frame (permessage-deflate); `payload` undefined when over the limit. */
   message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): void
-  /** A close frame: its code (undefined when it carried none) and reason. */
   close(code: number | undefined, reason: string): void
 }
 
@@ -52,18 +41,13 @@ export class FrameDecoder {
   /** Header bytes gathered so far (2 to 14 of them). */
   readonly #head = Buffer.alloc(14)
   #headHave = 0
-  /** The frame being read. */
   #fin = false
   #opcode = 0
   #masked = false
   readonly #mask = Buffer.alloc(4)
   #remaining = 0
   #offset = 0
-  /**
-   * The data message being gathered: its opcode (0 when none), whether compressed, its size, and
-   * while within the limit its payload so far (`#have` bytes of `#buffer`, which grows by doubling
-   * up to the limit; undefined while nothing is held).
-   */
+  /** The data message being gathered (opcode 0: none); its payload is `#have` bytes of `#buffer`. */
   #messageOpcode = 0
   #compressed = false
   #size = 0
@@ -80,7 +64,6 @@ export class FrameDecoder {
     this.#max = maxMessageBytes
   }
 
-  /** Why decoding stopped (bytes that are not WebSocket frames), else undefined. */
   get failure(): string | undefined {
     return this.#failure
   }
@@ -95,7 +78,6 @@ export class FrameDecoder {
     return this.#state === HEAD && this.#headHave === 0
   }
 
-  /** Reads one piece of the stream. */
   push(chunk: Buffer): void {
     let i = 0
     while (i < chunk.length && this.#state !== FAILED) {
@@ -117,7 +99,6 @@ export class FrameDecoder {
     this.#have = 0
   }
 
-  /** Gathers header bytes from `chunk` at `i`; returns where it stopped. */
   #readHead(chunk: Buffer, i: number): number {
     const head = this.#head
     while (i < chunk.length) {
@@ -185,9 +166,8 @@ export class FrameDecoder {
   }
 
   /**
-   * Room for `size` bytes of the message as they arrive: at first what its frames announced so
-   * far (a message of one frame is one allocation of its size), then doubling up to the limit, so
-   * what a message holds is at most the limit however it is framed, copied at most twice over.
+   * Grows to what the frames announced so far, then by doubling up to the limit: one allocation for
+   * a one-frame message, never a Buffer per fragment, however it is framed.
    */
   #reserve(size: number): Buffer {
     const buffer = this.#buffer
@@ -213,7 +193,7 @@ export class FrameDecoder {
     return i + take
   }
 
-  /** Copies `take` bytes of `chunk` at `i`, unmasked, to `out` at `at` (the chunk itself is never changed: the relay may still be writing it). */
+  /** Unmasks into `out`, never in place: the relay may still be writing `chunk`. */
   #unmaskInto(chunk: Buffer, i: number, take: number, out: Buffer, at: number): void {
     if (!this.#masked) {
       chunk.copy(out, at, i, i + take)

@@ -1,10 +1,8 @@
 import { randomBytes } from 'node:crypto'
 
 /**
- * WebSocket framing constants and the few frames the proxy and the simulator write themselves
- * (RFC 6455 §5.2, https://www.rfc-editor.org/rfc/rfc6455#section-5.2). The relay never writes
- * a frame into a stream it is passing through except a close at a frame boundary (a timeout,
- * shutting down); everything else on the wire is the endpoints' own bytes.
+ * WebSocket framing (RFC 6455 §5.2, https://www.rfc-editor.org/rfc/rfc6455#section-5.2) for the few
+ * frames the proxy and the simulator write themselves.
  */
 
 export const Opcode = { continuation: 0x0, text: 0x1, binary: 0x2, close: 0x8, ping: 0x9, pong: 0xa } as const
@@ -12,17 +10,16 @@ export const Opcode = { continuation: 0x0, text: 0x1, binary: 0x2, close: 0x8, p
 /** The close codes the proxy itself sends (RFC 6455 §7.4.1). */
 export const CloseCode = {
   normal: 1000,
-  /** The proxy is shutting down, or a timeout of the proxy ended the session. */
   goingAway: 1001,
   protocolError: 1002,
-  /** No close frame came (never sent on the wire: the socket closed without one). */
+  /** Never sent on the wire: the socket closed without a close frame. */
   abnormal: 1006,
   invalidPayload: 1007,
   tooBig: 1009,
   internalError: 1011,
 } as const
 
-/** One frame's bytes: FIN set, no RSV bits; masked with a random key when `masked` (client → server frames must be). */
+/** FIN set, no RSV bits; client → server frames must be masked. */
 export function encodeFrame(opcode: number, payload: Buffer, masked: boolean): Buffer {
   const n = payload.length
   const lengthBytes = n < 126 ? 0 : n < 65_536 ? 2 : 8
@@ -42,7 +39,7 @@ export function encodeFrame(opcode: number, payload: Buffer, masked: boolean): B
   return frame
 }
 
-/** A close frame with `code` and a reason cut to fit the 125-byte control frame limit. */
+/** The reason is cut to fit the 125-byte control frame limit. */
 export function closeFrame(code: number, reason: string, masked: boolean): Buffer {
   let text = Buffer.from(reason, 'utf8')
   if (text.length > 123) text = text.subarray(0, 123)

@@ -7,34 +7,23 @@ import { base64Bytes, mimeBytesPerSecond } from './audio-format.ts'
 import type { ProtocolContext, RealtimeProtocol } from './protocol.ts'
 
 /**
- * Gemini Live (`BidiGenerateContent` over WebSocket, https://ai.google.dev/api/live). A response
- * is the model's turn. It starts at the client's turn end: `clientContent` with `turnComplete`,
- * `realtimeInput` with `activityEnd` or `audioStreamEnd`, or a `toolResponse`. With automatic
- * voice activity detection the server decides where the user's turn ends and says nothing the
- * proxy could time: such a turn has no start (no TTFT, no time to first audio), and the rest is
- * measured. `serverContent.modelTurn.parts` carry text (thoughts are not counted) and `inlineData`
- * audio (`audio/pcm;rate=24000`); `outputTranscription.text` is the transcript. `turnComplete`
- * ends the turn as ok, `interrupted` (the user spoke over it) as cancelled.
- *
- * `usageMetadata` may come with any server message, in the turn or right after its end; the
- * last one of a turn is its usage (a later report of the same turn repeats the counts, it does
- * not add to them). A turn that ended without usage therefore waits for the next message to
- * see whether usage follows.
+ * Gemini Live (https://ai.google.dev/api/live): a response is the model's turn, started by the
+ * client's turn end; with automatic voice activity detection the server ends the user's turn
+ * silently, so such a turn has no TTFT. The last `usageMetadata` of a turn (a later one repeats,
+ * not adds) is its usage, so a turn ended without usage waits one message for it.
+ * `interrupted` (the user spoke over it) ends a turn as cancelled.
  */
 
 interface Turn {
   readonly timeline: ResponseTimeline
   usage: RealtimeUsage | undefined
-  /** The model asked for a tool call: the turn ended waiting for the tool's answer. */
   toolCall: boolean
 }
 
 export class GeminiLive implements RealtimeProtocol {
   readonly #ctx: ProtocolContext
-  /** When the client last ended its turn, not yet taken by a model turn. */
   #asked: number | undefined
   #turn: Turn | undefined
-  /** A turn that ended without usage, waiting one message for it. */
   #ended: { readonly turn: Turn; readonly outcome: Outcome; readonly at: number } | undefined
 
   constructor(ctx: ProtocolContext) {
@@ -122,7 +111,6 @@ export class GeminiLive implements RealtimeProtocol {
     else this.#ended = { turn, outcome, at }
   }
 
-  /** A turn waiting for its usage gets none. */
   #settle(): void {
     const ended = this.#ended
     if (ended === undefined) return
@@ -141,7 +129,7 @@ function modelName(model: string): string {
   return (at < 0 ? model : model.slice(at + 'models/'.length)).slice(0, 200)
 }
 
-/** usageMetadata by direction and modality (`promptTokensDetails`, `responseTokensDetails`); thinking counts as output text. */
+/** Thinking counts as output text. */
 function usageOf(usage: unknown): RealtimeUsage | undefined {
   if (!isObject(usage)) return undefined
   const side = (total: unknown, details: unknown): { text: number; audio: number } => {

@@ -8,22 +8,17 @@ import { detailOf } from './protocol.ts'
 import type { ProtocolContext, RealtimeProtocol } from './protocol.ts'
 
 /**
- * OpenAI Realtime (and Azure OpenAI's, the same events), GA and beta event names
- * (https://platform.openai.com/docs/api-reference/realtime-server-events).
- *
- * A response starts when it is asked for: the client's `response.create`, or, for a response the
- * server starts itself (voice activity detection), the server's `input_audio_buffer.committed`.
- * `response.created` takes the oldest `response.create` not yet answered, else the latest
- * commit. Text, transcript and audio deltas carry their `response_id`; `response.done` ends it
- * with its status (`completed`, `incomplete` → ok; `cancelled`; `failed` → error) and usage.
- * A `response.create` the server refused with an `error` event (matched by the event's
- * `event_id`, or the refusal `conversation_already_has_active_response`) is an errored response.
+ * OpenAI Realtime and Azure's, GA and beta event names
+ * (https://platform.openai.com/docs/api-reference/realtime-server-events). A response starts at the
+ * client's `response.create` or, with server voice activity detection, at
+ * `input_audio_buffer.committed`; `response.created` takes the oldest unanswered create, else the
+ * latest commit. A create the server refused with an `error` event is an errored response.
  */
 
 const TEXT_DELTAS = new Set(['response.output_text.delta', 'response.text.delta', 'response.output_audio_transcript.delta', 'response.audio_transcript.delta'])
 const AUDIO_DELTAS = new Set(['response.output_audio.delta', 'response.audio.delta'])
 
-/** Bounds on what one session keeps: a client asking for responses it never gets cannot grow them. */
+/** A client asking for responses it never gets cannot grow these. */
 const MAX_PENDING = 64
 const MAX_OPEN = 64
 
@@ -39,9 +34,7 @@ interface Open {
 
 export class OpenAIRealtime implements RealtimeProtocol {
   readonly #ctx: ProtocolContext
-  /** `response.create` events the server has not answered yet, oldest first. */
   readonly #asked: Asked[] = []
-  /** The latest `input_audio_buffer.committed` not yet taken by a response. */
   #committed: number | undefined
   readonly #open = new Map<string, Open>()
   #bytesPerSecond = DEFAULT_BYTES_PER_SECOND
@@ -107,7 +100,7 @@ export class OpenAIRealtime implements RealtimeProtocol {
   #created(id: string): void {
     if (this.#open.has(id)) return
     const asked = this.#asked.shift()
-    // Unknown start (neither asked for nor committed as far as the proxy saw): no TTFT, the rest is measured.
+    // Neither asked for nor committed as far as the proxy saw: no TTFT.
     this.#openResponse(id, asked?.at ?? this.#committed)
     this.#committed = undefined
   }
@@ -118,7 +111,7 @@ export class OpenAIRealtime implements RealtimeProtocol {
     return open
   }
 
-  /** The open response a delta names; one opened without a start when `response.created` was not seen. */
+  /** Opens one without a start when `response.created` was not seen. */
   #response(id: unknown): Open {
     const key = typeof id === 'string' ? id : ''
     return this.#open.get(key) ?? this.#openResponse(key, undefined)
@@ -151,7 +144,7 @@ export class OpenAIRealtime implements RealtimeProtocol {
   }
 }
 
-/** `response.done`'s usage by direction and modality; without details, all of a direction counts as text. */
+/** Without details, all of a direction counts as text. */
 function usageOf(usage: unknown): RealtimeUsage | undefined {
   if (!isObject(usage)) return undefined
   const side = (total: unknown, details: unknown): { text: number; audio: number } => {

@@ -16,35 +16,27 @@ import type { RealtimeSession } from './session.ts'
 import type { PendingUpgrade } from './upgrade-listener.ts'
 
 /**
- * The byte path of one WebSocket upgrade: the client's upgrade request goes to the upstream
- * with its headers (Sec-WebSocket-Key, -Version, -Protocol, -Extensions, credentials: all as
- * they came; only the hop's own headers are dropped and undici writes `Connection: upgrade` and
- * `Upgrade` itself), over the route's dispatcher (its TLS settings, its forward proxy). The
- * upstream's 101 goes back with its headers, then the relay (relay.ts) copies the bytes both
- * ways. A refused upgrade (the upstream answers 4xx, 5xx) goes back as it came, status, headers
- * and body, and the connection ends. No answer within `upstream.headers_timeout_ms` is a 504.
+ * The byte path of one WebSocket upgrade: the request goes upstream over the route's dispatcher
+ * with its headers as they came (only the hop's own dropped), the 101 comes back and relay.ts
+ * copies bytes both ways; a refused upgrade goes back as it came, and no answer in time is a 504.
  */
 
 export interface PassThroughOptions {
   readonly dispatcher: Dispatcher
   readonly upstream: Upstream
   readonly config: Config
-  /** Path and query to request upstream (prefix already stripped). */
   readonly pathAndQuery: string
-  /** The monotonic clock (ms). */
   readonly now: () => number
-  /** Add `x-tokentap-request-id` to the 101 (the route's `echo_request_id`). */
   readonly echoRequestId: boolean
-  /** Keeps the session's relay while it runs, so shutting down can close it. */
+  /** So shutting down can close the session. */
   readonly relays: Map<RealtimeSession, WebSocketRelay>
-  /** The instance is shutting down: a session whose 101 comes now is closed (1001) as soon as it opens. */
+  /** A session whose 101 comes while shutting down is closed (1001) as soon as it opens. */
   readonly draining: () => boolean
 }
 
 /** Header names of a 101 that belong to the hop and are not part of the upgrade itself. */
 const HOP = new Set(['keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'content-length'])
 
-/** The 101's head as the client gets it: the upstream's headers, but the hop's own. */
 function switchingHead(raw: readonly string[], extra: readonly string[]): string {
   const listed = new Set<string>()
   for (let i = 0; i < raw.length; i += 2) {
@@ -67,7 +59,6 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
   const res = pending.res
   let relay: WebSocketRelay | undefined
   let handler: UpgradeHandler | undefined
-  /** Ends an upgrade that got no 101 with the proxy's own answer. */
   const fail = (err: TokentapError): void => {
     if (client.destroyed) return
     session.failed(err.code, res.headersSent ? 0 : err.httpStatus)
@@ -150,13 +141,10 @@ export function closeRelays(relays: ReadonlyMap<RealtimeSession, WebSocketRelay>
 
 interface UpgradeHandlerOptions {
   readonly upstream: Config['upstream']
-  /** The upstream answered (101 or not): the headers timeout stops. */
   readonly headed: () => void
-  /** A 101 came: `raw` is its header list, `socket` the upstream connection, now the session's. */
+  /** `socket`: the upstream connection, now the session's. */
   readonly open: (raw: string[], socket: Duplex) => void
-  /** A final answer other than 101 came, and goes to the client as it is. */
   readonly refused: (statusCode: number) => void
-  /** The upstream failed before answering: the proxy answers. */
   readonly fail: (err: TokentapError) => void
 }
 
@@ -173,7 +161,6 @@ class UpgradeHandler implements Dispatcher.DispatchHandler {
     this.#o = options
   }
 
-  /** The upstream's answer (101 or not) came. */
   get answered(): boolean {
     return this.#answered
   }

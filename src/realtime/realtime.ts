@@ -20,11 +20,8 @@ import type { RealtimeDeps, SessionIdentity, SessionSummary } from './session.ts
 import type { PendingUpgrade } from './upgrade-listener.ts'
 
 /**
- * The realtime sessions of one tokentap instance: opens a session for each WebSocket upgrade a
- * route's handler takes (pass-through.ts), keeps the open ones (the in-flight gauge, the live
- * views, shutting down), and sends each finished response and session to its sinks (the
- * llm_realtime_ families, a map of the recording policy's observations), its listeners (the live
- * page, the spans, a cluster worker's batches: the labels and the facts) and the log.
+ * The realtime sessions of one instance: opens one per WebSocket upgrade, keeps the open ones,
+ * and sends each finished response and session to its sinks, listeners and the log.
  */
 
 /** Where finished responses and sessions go, with the labels they count under. */
@@ -37,14 +34,12 @@ export interface RealtimeOptions {
   readonly config: Config
   readonly logger: Logger
   readonly encodings: EncodingSelector
-  /** The recording policy, shared with HTTP requests: the label bound, what a response records. */
+  /** Shared with HTTP requests. */
   readonly policy: Pick<RecordPolicy, 'labelSetOf' | 'inFlightValues' | 'observeResponse'>
-  /** The monotonic clock (ms). */
   readonly now: () => number
 }
 
 export class RealtimeSessions {
-  /** Sessions open now. */
   readonly open = new Set<RealtimeSession>()
   readonly #relays = new Map<RealtimeSession, WebSocketRelay>()
   readonly #options: RealtimeOptions
@@ -52,7 +47,6 @@ export class RealtimeSessions {
   readonly #sinks: RealtimeSink[] = []
   readonly #deps: RealtimeDeps
   #draining = false
-  /** Who waits for the last open session to end (drained). */
   readonly #whenEmpty: Array<() => void> = []
 
   constructor(options: RealtimeOptions) {
@@ -67,22 +61,19 @@ export class RealtimeSessions {
     }
   }
 
-  /** Adds a listener for finished responses and sessions. */
   listen(listener: RealtimeListener): void {
     this.#listeners.push(listener)
   }
 
-  /** Adds a sink of the policy's observations of finished responses and sessions (the llm_realtime_ families). */
   addSink(sink: RealtimeSink): void {
     this.#sinks.push(sink)
   }
 
-  /** The label values an open session shows under at a scrape, which admits no model into the bound. */
+  /** At a scrape, which admits no model into the label bound. */
   inFlightValues(who: Pick<SessionIdentity, 'provider' | 'route' | 'model' | 'tenant'>): readonly string[] {
     return this.#options.policy.inFlightValues(who.provider, who.route.label, who.model, who.tenant)
   }
 
-  /** Takes a WebSocket upgrade over: a session relayed to the route's upstream and measured. */
   pass(
     req: IncomingMessage,
     pending: PendingUpgrade,
@@ -104,21 +95,14 @@ export class RealtimeSessions {
     })
   }
 
-  /**
-   * Shutting down: a session with no response in flight is closed now (1001, going away: the
-   * client reconnects elsewhere), the others as their responses end, and all that remain after
-   * `deadlineMs`.
-   */
+  /** Idle sessions close now (1001: the client reconnects elsewhere), the rest as their responses end or at `deadlineMs`. */
   drain(deadlineMs: number): void {
     this.#draining = true
     closeRelays(this.#relays, 'shutdown', (s) => s.responsesInFlight === 0)
     setTimeout(() => closeRelays(this.#relays, 'shutdown'), deadlineMs).unref()
   }
 
-  /**
-   * Resolves once no session is open, so closing the instance waits for the sessions `drain`
-   * lets finish: the HTTP server's close does not, an upgraded socket being no longer its own.
-   */
+  /** The HTTP server's close does not wait for upgraded sockets, which are no longer its own. */
   async drained(): Promise<void> {
     while (this.open.size > 0) await new Promise<void>((resolve) => this.#whenEmpty.push(resolve))
   }
@@ -130,7 +114,7 @@ export class RealtimeSessions {
       for (const sink of this.#sinks) sink.response(o)
     }
     for (const l of this.#listeners) l.response?.(who, set.labels, response)
-    // Not from inside the decoding of this read: the relay may already have written part of a next frame.
+    // Not inside this read's decoding: the relay may already have written part of a next frame.
     if (this.#draining) setImmediate(() => closeRelays(this.#relays, 'shutdown', (s) => s.responsesInFlight === 0))
   }
 

@@ -4,44 +4,34 @@ import type { Deadlines } from '../proxy/deadlines.ts'
 import { closeFrame } from './frame.ts'
 
 /**
- * The byte path of a WebSocket session after the 101: each socket's reads are written to the
- * other socket as they come, unchanged (frames, fragmentation, ping/pong, close frames), with
- * backpressure both ways (a side whose peer cannot take more is paused until 'drain'), and only
- * then handed to the measuring side as a copy. A FIN is passed on as a FIN, a reset as a reset.
- *
- * The proxy writes frames of its own only to end a session it must end (its idle or total
- * timeout, shutting down): a close frame (1001, going away) to each side, when that side's
- * incoming stream sits between two frames; otherwise the side's connection is simply closed.
+ * A WebSocket session's byte path after the 101: reads are written to the other socket unchanged,
+ * with backpressure both ways, and only then copied to the measuring side. The proxy writes a frame
+ * of its own (close 1001) only to end a session, and only where a side's stream sits between frames.
  */
 
 export const Side = { client: 'client', upstream: 'upstream' } as const
 export type Side = (typeof Side)[keyof typeof Side]
 
-/** How a relayed session ended, as the relay saw it on the sockets. */
 export interface RelayEnd {
-  /** The side whose connection went first (ended, reset or failed), or `proxy` when the proxy closed the session. */
+  /** `proxy` when the proxy closed the session. */
   readonly first: Side | 'proxy'
-  /** That side's connection was reset or failed rather than ended with a FIN. */
+  /** Reset or failed rather than ended with a FIN. */
   readonly abrupt: boolean
-  /** Why the proxy closed it (`idle`, `total`, `shutdown`), when it did. */
   readonly proxyReason?: ProxyCloseReason
 }
 
 export type ProxyCloseReason = 'idle' | 'total' | 'shutdown'
 
 export interface RelayObserver {
-  /** A read from `from`, already written to the other side, that arrived at `at`. */
   data(from: Side, chunk: Buffer, at: number): void
-  /** Both connections are closed. */
   closed(end: RelayEnd, at: number): void
-  /** The stream written to `to` sits between two frames, so a frame of the proxy's own may go in. */
+  /** Only then may a frame of the proxy's own go in. */
   atFrameBoundary(to: Side): boolean
 }
 
 export interface RelayOptions {
-  /** The session's deadlines: traffic either way keeps `idle` alive; its expiry closes the relay with 'idle' (pass-through.ts). */
+  /** Traffic either way keeps `idle` alive (pass-through.ts decides what expiry does). */
   readonly deadlines: Deadlines
-  /** The monotonic clock (ms) the observer's times come from. */
   readonly now: () => number
 }
 
@@ -67,7 +57,7 @@ export class WebSocketRelay {
     this.#deadlines = options.deadlines
   }
 
-  /** Starts relaying; `clientHead`: bytes the client sent before the 101 (frames it did not wait to send). */
+  /** `clientHead`: frames the client sent without waiting for the 101. */
   start(clientHead: Buffer): void {
     this.#pipe(this.#client, this.#upstream, Side.client)
     this.#pipe(this.#upstream, this.#client, Side.upstream)
@@ -78,10 +68,7 @@ export class WebSocketRelay {
     if (clientHead.length > 0) this.#forward(this.#client, this.#upstream, Side.client, clientHead)
   }
 
-  /**
-   * The proxy ends the session: a close frame with 1001 to each side whose stream is between two
-   * frames, then the connections are ended (and destroyed should they not close in a while).
-   */
+  /** Ends the session: close 1001 to each side between frames, then the connections (destroyed after a grace). */
   close(reason: ProxyCloseReason): void {
     if (this.#stopped) return
     this.#stopped = true
@@ -104,7 +91,7 @@ export class WebSocketRelay {
 
   #pipe(from: Duplex, to: Duplex, side: Side): void {
     from.on('data', (chunk: Buffer) => this.#forward(from, to, side, chunk))
-    // A FIN goes on as a FIN (the WebSocket closing handshake ends with the server's FIN).
+    // The WebSocket closing handshake ends with the server's FIN.
     from.on('end', () => {
       this.#note(side, false)
       if (!to.destroyed) to.end()
@@ -117,8 +104,7 @@ export class WebSocketRelay {
       if (!from.readableEnded) this.#note(side, true)
       // A reset passes on as a reset: the peer must not mistake it for a clean end.
       if (!from.readableEnded && !to.destroyed) to.destroy()
-      // Gone both ways: nothing the other side sends can be delivered any more. It had its FIN;
-      // one that goes on sending (or never closes) is closed after a grace.
+      // Nothing the other side sends can be delivered any more: it is closed after a grace.
       else if (!to.destroyed) setTimeout(() => to.destroy(), CLOSE_GRACE_MS).unref()
       if (--this.#open === 0) this.#closed()
     })

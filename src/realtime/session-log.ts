@@ -1,10 +1,7 @@
 import type { SeriesLabels as Labels } from '../record/observations.ts'
 import type { SessionIdentity, SessionSummary } from './session.ts'
 
-/**
- * The one log line per realtime session (`msg: "realtime session"`), in milliseconds: who it
- * was and how it ended. No headers, no query (a Gemini key travels in it), no text.
- */
+/** One log line per realtime session: no headers, no query (a Gemini key travels in it), no text. */
 
 const MAX_PATH = 256
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n)}…` : s)

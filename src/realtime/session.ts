@@ -17,51 +17,44 @@ import type { FinishedResponse, ProtocolContext, RealtimeProtocol } from './prot
 import type { RelayEnd, RelayObserver, Side } from './relay.ts'
 
 /**
- * One realtime session's measuring state, from the upgrade request to the last socket's close:
- * which route, provider and model; per direction a frame decoder (and an inflater when
- * permessage-deflate was agreed) over a copy of the relayed bytes; the provider's protocol,
- * which turns messages into responses. Each response is recorded when it ends; the session
- * when its connections are closed. Knows no sockets and reads no clock: every time is given.
+ * One realtime session's measuring state: per direction a frame decoder (and inflater) over a
+ * copy of the relayed bytes, and the provider's protocol turning messages into responses. Reads no
+ * clock: every time is given.
  */
 
-/** Who a session was, for the metrics, the log line and the live views. */
 export interface SessionIdentity {
-  /** Unique to this session in this process (ids are the client's, and may repeat). */
+  /** Unique in this process (ids are the client's, and may repeat). */
   readonly seq: number
   readonly id: string
   readonly route: RouteRuntime
   readonly provider: string
-  /** The `tenant` label value (`metrics.tenant`), resolved once from the upgrade request. */
   readonly tenant: string | undefined
-  /** The model from the query (`model`, Azure's `deployment`), else the one the session named; undefined when neither did. */
+  /** The query's `model` (Azure: `deployment`), else the one the session named. */
   readonly model: string | undefined
   readonly path: string
-  /** ms (monotonic) of the upgrade request. */
+  /** ms, monotonic. */
   readonly tReq: number
-  /** The session span's ids and the caller's span (`otel.traces` on), from the upgrade request. */
   readonly trace?: TraceStart
 }
 
-/** A finished session's facts and figures (no text, no headers, no credentials). */
+/** A finished session's facts (no text, no headers, no credentials). */
 export interface SessionSummary {
   readonly outcome: Outcome
   /** 101, the refused upgrade's status, or the proxy's own error status. */
   readonly statusCode: number
   /** Why the proxy failed the upgrade or ended the session, when it did. */
   readonly failure: FailureCode | undefined
-  /** Upgrade request → last connection closed (seconds). */
+  /** Seconds, from the upgrade request to the last connection closed. */
   readonly duration: number
   /** The first close frame: who sent it, its code and reason (bounded). */
   readonly close: { readonly from: Side; readonly code: number | undefined; readonly reason: string } | undefined
-  /** The side whose connection went first (`proxy`: a timeout or shutting down). */
+  /** `proxy`: a timeout or shutting down. */
   readonly endedBy: Side | 'proxy' | undefined
   readonly bytesFromClient: number
   readonly bytesFromUpstream: number
   readonly messagesFromClient: number
   readonly messagesFromUpstream: number
-  /** Messages the measuring side did not read: over the size limit, or not inflatable. */
   readonly unread: number
-  /** Why measuring stopped (bytes that were not frames, a broken deflate context), when it did. */
   readonly parseError: string | undefined
   readonly responses: number
 }
@@ -70,31 +63,24 @@ export interface RealtimeDeps {
   readonly encodings: EncodingSelector
   /** The most bytes of one message the measuring side holds (`limits.max_event_bytes`). */
   readonly maxMessageBytes: number
-  /** Sessions open now (for the gauge, the live views and shutting down). */
   readonly sessions: Set<RealtimeSession>
-  /** Called once per response as it ends, and once per session as it closes; must not throw. */
+  /** Must not throw. */
   readonly recordResponse: (who: SessionIdentity, response: FinishedResponse) => void
   readonly recordSession: (who: SessionIdentity, summary: SessionSummary) => void
   readonly onRecordError: (err: unknown, who: SessionIdentity) => void
 }
 
-/** The longest close reason a session keeps (a close frame allows 123 bytes). */
+/** A close frame allows 123 bytes of reason. */
 const MAX_REASON = 123
 
 /**
- * Inflating is synchronous and its cost is not bounded by the bytes read (a kilobyte can stand
- * for a megabyte; a read of small messages is thousands of inflate calls of ~50 µs each), so one
- * turn of the event loop inflates for one session at most INFLATE_TURN bytes of output, each
- * call counted as INFLATE_CALL more (setting up zlib), and one compressed message at most
- * INFLATE_TURN too (realtime events are far smaller: a message that inflates past it is audio
- * input or junk, and goes unread): about a millisecond (bench/inflate-budget.ts).
- * Messages past the budget wait, in order and with their arrival times, for the next turns; a
- * session whose waiting messages exceed twice the message limit stops being measured
- * (`not_measured`): what it sends costs its own figures, never another stream's cadence.
+ * Inflating is synchronous and its cost is not bounded by the bytes read, so one event-loop turn
+ * inflates for one session at most INFLATE_TURN bytes (each call counted INFLATE_CALL more), and a
+ * message inflating past that is audio or junk and goes unread (sized in bench/inflate-budget.ts).
+ * A session whose waiting backlog exceeds twice the message limit stops being measured.
  */
 const INFLATE_TURN = 512 * 1024
 const INFLATE_CALL = 32 * 1024
-/** Bytes a waiting message is counted for besides its payload (its record). */
 const WAITING_OVERHEAD = 64
 
 interface Waiting {
@@ -115,7 +101,6 @@ function protocolOf(message: Json): 'openai' | 'gemini' | undefined {
   return undefined
 }
 
-/** Sessions made so far in this process (each one's `seq`). */
 let made = 0
 
 export class RealtimeSession implements RelayObserver {
@@ -132,11 +117,9 @@ export class RealtimeSession implements RelayObserver {
   #protocol: RealtimeProtocol | undefined
   #decoders: Record<Side, FrameDecoder> | undefined
   #inflaters: Record<Side, MessageInflater> | undefined
-  /** Arrival of the read being decoded (a message takes the time of the read that completed it). */
+  /** A message takes the arrival time of the read that completed it. */
   #at = 0
-  /** What this turn may still inflate (INFLATE_TURN). */
   #inflateRoom = INFLATE_TURN
-  /** Messages waiting for a later turn, in order, and the bytes they hold. */
   #waiting: Waiting[] = []
   #waitingHead = 0
   #waitingBytes = 0
@@ -150,15 +133,12 @@ export class RealtimeSession implements RelayObserver {
   readonly #bytes = { client: 0, upstream: 0 }
   readonly #messages = { client: 0, upstream: 0 }
   #unread = 0
-  /** Why measuring this session stopped on an error of its own, when it did. */
   #broken: string | undefined
   #responses = 0
   #finished = false
   readonly #context: ProtocolContext
 
-  /** The `tenant` label value, resolved once from the upgrade request (undefined with `metrics.tenant` off). */
   readonly tenant: string | undefined
-  /** The session span's ids, set once when the upgrade arrived with `otel.traces` on (realtime.ts). */
   trace: TraceStart | undefined
 
   constructor(deps: RealtimeDeps, route: RouteRuntime, id: string, path: string, query: URLSearchParams, tReq: number, tenant?: string) {
@@ -205,17 +185,14 @@ export class RealtimeSession implements RelayObserver {
     return this.#tReq
   }
 
-  /** Responses asked for or streaming now. */
   get responsesInFlight(): number {
     return this.#protocol?.inFlight ?? 0
   }
 
-  /** Bytes the measuring side holds now, both directions: messages being gathered and waiting to be inflated. */
   get held(): number {
     return (this.#decoders?.client.held ?? 0) + (this.#decoders?.upstream.held ?? 0) + this.#waitingBytes
   }
 
-  /** The upstream answered 101: relaying starts, with the agreed compression. */
   opened(deflate: DeflateTerms | undefined): void {
     this.#statusCode = 101
     const max = this.#deps.maxMessageBytes
@@ -226,13 +203,12 @@ export class RealtimeSession implements RelayObserver {
     }
   }
 
-  /** The upstream refused the upgrade with this (non-101) status; its answer went to the client as it was. */
+  /** The upstream refused the upgrade; its answer went to the client unchanged. */
   refused(statusCode: number): void {
     this.#statusCode = statusCode
     this.#refused = true
   }
 
-  /** The proxy failed the upgrade (no connection, no answer in time): it answered `statusCode` itself. */
   failed(code: FailureCode, statusCode: number): void {
     this.#failure ??= code
     this.#refused = true
@@ -256,7 +232,7 @@ export class RealtimeSession implements RelayObserver {
   }
 
   atFrameBoundary(to: Side): boolean {
-    // The stream written to the client is the one the upstream sends, and the other way round.
+    // What goes to the client is what the upstream sends, and the other way round.
     return this.#decoders?.[to === 'client' ? 'upstream' : 'client'].atBoundary === true
   }
 
@@ -266,11 +242,7 @@ export class RealtimeSession implements RelayObserver {
     else this.finish(at, end)
   }
 
-  /**
-   * The session is over at `at` (its connections closed, or the upgrade ended without a 101):
-   * responses still open end (cancelled when the client left first, else error), then the
-   * session is recorded, once.
-   */
+  /** Ends open responses (cancelled when the client left first, else error), then records the session once. */
   finish(at: number, end?: RelayEnd): void {
     if (this.#finished) return
     this.#finished = true
@@ -346,7 +318,7 @@ export class RealtimeSession implements RelayObserver {
     this.#read(from, opcode, payload, compressed, this.#at)
   }
 
-  /** Keeps a message for a later turn (it must not pass those before it), within twice the message limit. */
+  /** A message must not pass those before it, so it waits in order. */
   #wait(message: Waiting): void {
     this.#waiting.push(message)
     this.#waitingBytes += (message.payload?.length ?? 0) + WAITING_OVERHEAD
@@ -368,7 +340,6 @@ export class RealtimeSession implements RelayObserver {
     this.#waitingBytes = 0
   }
 
-  /** A later turn: reads waiting messages within this turn's budget; the session finishes once none wait and its connections closed. */
   readonly #nextTurn = (): void => {
     this.#scheduled = false
     if (this.#finished) return
@@ -411,7 +382,7 @@ export class RealtimeSession implements RelayObserver {
       }
       text = inflated
     }
-    // JSON events, in text frames (OpenAI) or binary ones (Gemini Live sends its messages as binary).
+    // Gemini Live sends its JSON messages as binary frames.
     if ((opcode !== Opcode.text && opcode !== Opcode.binary) || text.length === 0 || text[0] !== 0x7b /* { */) return
     let message: unknown
     try {
@@ -433,9 +404,8 @@ export class RealtimeSession implements RelayObserver {
 }
 
 /**
- * The session's provider: the route's, else the path's (`…BidiGenerateContent` is Gemini Live,
- * `…/realtime` OpenAI's or Azure OpenAI's, labelled `openai` as their HTTP APIs are), else found
- * from the first message.
+ * The route's provider, else the path's (`…/realtime` is OpenAI's or Azure's, labelled `openai` as
+ * their HTTP APIs are), else found from the first message.
  */
 function providerFor(routeProvider: string, path: string): string {
   if (routeProvider !== 'auto') return routeProvider

@@ -7,30 +7,20 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 
 /**
- * How a WebSocket upgrade reaches tokentap's routes. Node hands a request carrying
- * `Connection: upgrade` to the server's 'upgrade' listeners, with the raw socket, and no longer
- * parses that connection. This listener sends a WebSocket upgrade (GET, `Upgrade: websocket`)
- * through Fastify's router, as @fastify/websocket does (index.js, onUpgrade): the caller's hooks
- * (API keys, rate limits) run as for any request, and the route's handler finds the socket with
- * `pendingUpgrade(request.raw)`. Anything answered over HTTP instead (a hook's 401, a 404, a
- * refused upgrade) is written on that socket by a ServerResponse, and the connection then ends.
- *
- * Any other upgrade (`Upgrade: h2c` from `curl --http2`, an upgrade on a POST) is handed back to
- * Node's HTTP parser without its `Upgrade` offer, so it is served as a plain HTTP/1.1 request on
- * the same connection, as before there was an upgrade listener: the proxy never offered h2c.
+ * Routes WebSocket upgrades through Fastify's router, as @fastify/websocket does (index.js,
+ * onUpgrade), so the caller's hooks run as for any request; the handler takes the socket with
+ * `pendingUpgrade(request.raw)`. Any other upgrade (`h2c` from `curl --http2`) goes back to Node's
+ * parser without its offer: the proxy never offered h2c.
  */
 
 const UPGRADE = Symbol('tokentap.upgrade')
 
-/** A WebSocket upgrade request waiting for its route's handler. */
 export interface PendingUpgrade {
-  /** The client's connection, no longer parsed by Node. */
   readonly socket: Duplex
-  /** Bytes the client sent after the request head (frames sent without waiting for the 101). */
+  /** Frames the client sent without waiting for the 101. */
   readonly head: Buffer
-  /** Answers over HTTP on the socket (the connection ends after it). */
+  /** The connection ends after it. */
   readonly res: ServerResponse
-  /** Set by the handler that takes the socket over (then no HTTP answer ends it). */
   taken: boolean
 }
 
@@ -48,11 +38,7 @@ function isWebSocketUpgrade(req: IncomingMessage): boolean {
   return typeof upgrade === 'string' && upgrade.split(',').some((t) => t.trim().toLowerCase() === 'websocket')
 }
 
-/**
- * Hands an upgrade request back to Node's HTTP parser as a plain request: its head is written
- * again without Upgrade (and the names its Connection header lists for it), in front of the
- * bytes that followed, and the socket starts over as a new connection of the server.
- */
+/** Re-feeds an upgrade request's head, without its Upgrade, to Node's parser as a new connection. */
 function asPlainRequest(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const raw = req.rawHeaders
   let connection: string[] = []
@@ -78,10 +64,8 @@ function asPlainRequest(server: Server, req: IncomingMessage, socket: Duplex, he
 }
 
 /**
- * Node 24.9 and later ask `server.shouldUpgradeCallback(req)` before an 'upgrade' event, and read
- * an upgrade request's body into the request rather than into `head`, so the hand-back of
- * asPlainRequest would lose it. There, an upgrade that is not a WebSocket is declined up front and
- * Node serves it as a plain request itself, unless another 'upgrade' listener is installed.
+ * Node 24.9+ reads a declined upgrade's body into the request, which asPlainRequest would lose, so
+ * non-WebSocket upgrades are declined up front there.
  * https://nodejs.org/api/http.html#httpcreateserveroptions-requestlistener (shouldUpgradeCallback)
  */
 function declineOtherUpgrades(server: Server, ours: (...args: never[]) => void): void {
@@ -94,11 +78,7 @@ function declineOtherUpgrades(server: Server, ours: (...args: never[]) => void):
   }
 }
 
-/**
- * Installs the upgrade listener on the instance's server. Another 'upgrade' listener on the same
- * server (@fastify/websocket, a `ws` server) would take every upgrade a second time: should one
- * be there once the instance is ready, tokentap leaves upgrades to it and says so in the log.
- */
+/** Leaves upgrades to another 'upgrade' listener (@fastify/websocket, `ws`) when one is installed, or each would be taken twice. */
 export function installUpgradeListener(app: FastifyInstance, logger: Logger): void {
   const server = app.server
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
@@ -108,7 +88,7 @@ export function installUpgradeListener(app: FastifyInstance, logger: Logger): vo
       asPlainRequest(server, req, socket, head)
       return
     }
-    // A session may stay quiet for long: its idle limit is the proxy's own (relay.ts), not the listener's.
+    // Its idle limit is the proxy's own (relay.ts).
     ;(socket as Partial<Socket>).setTimeout?.(0)
     const res = new ServerResponse(req)
     res.shouldKeepAlive = false

@@ -4,15 +4,9 @@ import { LabelSetBudget, labelKey, OTHER, ScopedCap, UNKNOWN } from './labels.ts
 import { TENANT_NONE } from './tenant.ts'
 
 /**
- * The label caps of a whole process group, applied by the cluster primary when it merges the
- * workers' families (cluster/metrics.ts): each worker bounds its own labels, but N workers (and
- * every worker that dies and is replaced) would each admit their own first values. The primary
- * is the authority: it admits models per route, tenants and label sets in the order it first
- * sees them, with the same caps as one process, and folds the rest into `other` before the
- * series are added up. Counters and histograms add exactly, so a folded series loses nothing
- * but its name; a value once admitted stays admitted and one once folded stays folded (a cap,
- * once full, stays full), so every merged counter stays monotonic from scrape to scrape.
- * docs/metrics.md, "Label caps and the series budget".
+ * The label caps of a whole process group, applied by the cluster primary before it adds the workers' series up, since
+ * each worker (and each replacement) admits its own first values. Admitted stays admitted and folded stays folded, so
+ * merged counters stay monotonic (docs/metrics.md, "Label caps and the series budget").
  */
 
 export interface LabelCaps {

@@ -1,8 +1,6 @@
 /**
- * The labels of every llm_ series, in one place: the value caps (models per route, tenants), the
- * label-set budget (`limits.max_label_sets`), and the one cache of label sets a finished request
- * or realtime response is recorded under. A user-controlled value (a model name) is bounded so a
- * flood of random names cannot grow the scrape. docs/metrics.md, "Label caps and the series budget".
+ * The labels of every llm_ series in one place: value caps, the label-set budget and the one cache of label sets; a
+ * user-controlled value is bounded so a flood of names cannot grow the scrape (docs/metrics.md, "Label caps and the series budget").
  */
 
 export const OTHER = 'other'
@@ -37,11 +35,7 @@ export function lengthBandOf(outputTokens: number): number {
   return outputTokens < LENGTH_BANDS[0].below ? 0 : outputTokens < LENGTH_BANDS[1].below ? 1 : 2
 }
 
-/**
- * Input-length bands (`input_length_band`, TTFT and E2E): by the input tokens the provider
- * reported, in binary thousands as context windows are named (1k = 1,024 … 128k = 131,072);
- * `unknown` when it reported none, so every series carries the label.
- */
+/** Input-length bands (`input_length_band`) in binary thousands as context windows are named; `unknown` when none was reported. */
 export const INPUT_LENGTH_BANDS = [
   { name: 'lt_1k', below: 1024 },
   { name: 'lt_8k', below: 8192 },
@@ -59,11 +53,7 @@ export function inputLengthBandOf(inputTokens: number | undefined): number {
   return i
 }
 
-/**
- * Distinct values admitted per scope up to a cap, in arrival order; later ones become `other`.
- * The `free` values (what a fold or a missing value gives) pass uncounted. A value once admitted
- * stays admitted, so a series never changes its name.
- */
+/** Distinct values admitted per scope up to a cap, then `other`; `free` values pass uncounted, and an admitted value stays, so a series never renames. */
 export class ScopedCap {
   readonly #max: number
   readonly #free: ReadonlySet<string>
@@ -94,10 +84,7 @@ function modelValue(cap: ScopedCap, scope: string, raw: string | undefined): str
   return cap.value(scope, raw.length > MAX_VALUE_LENGTH ? raw.slice(0, MAX_VALUE_LENGTH) : raw)
 }
 
-/**
- * A bound on distinct label sets (`limits.max_label_sets`), admitted in arrival order. The
- * overflow set (model and tenant `other`) is never counted: it is where the rest goes.
- */
+/** A bound on distinct label sets (`limits.max_label_sets`), in arrival order; the overflow set is never counted. */
 export class LabelSetBudget {
   readonly #max: number
   readonly #admitted = new Set<string>()
@@ -125,11 +112,7 @@ export interface BandedValues {
   readonly key: string
 }
 
-/**
- * One label set, made once per distinct set: its labels, values and key, the values with each
- * band appended, and a slot per sink for the series it bound to this set (so a request looks
- * its series up once, through this one cache).
- */
+/** One label set, made once: its labels, values, key, banded values and a slot per sink, so a request looks its series up once. */
 export class LabelSet {
   readonly labels: SeriesLabels
   /** The values of the policy's label names (SERIES_LABELS, then `tenant` when on). */
@@ -228,13 +211,11 @@ export class Labels {
   /** The label set of a request or session (admits its model while the route has room, its set while the budget has). */
   of(provider: string, route: string, model: string | undefined, tenant: string | undefined): LabelSet {
     const m = this.model(route, model)
-    // The tenant only when the label is on (the resolver gives none otherwise).
     const t = this.#options.tenant === true ? (tenant ?? 'none') : undefined
     const key = labelKey(provider, m, route, t)
     let set = this.#sets.get(key)
     if (set === undefined) {
-      // The overflow set (model and tenant `other`) is never counted against the budget; a set
-      // once admitted stays so, one once folded stays folded (the budget, once full, stays full).
+      // A set once admitted stays so and one once folded stays folded (the budget, once full, stays full).
       const overflow = m === OTHER && (t === undefined || t === OTHER)
       set = overflow || this.#budget.admit(key) ? new LabelSet(provider, m, route, t, false, this.#bands) : new LabelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, this.#bands)
       if (set.folded && !this.#folded) {

@@ -25,29 +25,14 @@ export type { SeriesLabels } from './labels.ts'
 export const SLOW_CLIENT_SECONDS = 0.1
 
 /**
- * The recording policy, in one place: a finished request's `Measurement` (what happened) and
- * identity in, its `Observations` (what every sink records) out. Every rule about what gets
- * recorded lives here and nowhere else:
- * - the ok-only gates: TPOT, per-user TPS and OpenTelemetry's server TTFT only for outcome `ok`;
- * - the output-token rule: a count is recorded when the provider reported one or N ≥ 1;
- * - the length band of the output, the input-length band of the prompt;
- * - the error type of a failed or cancelled request (OpenTelemetry's, and the `error_type` class
- *   from proxy/upstream-errors.ts);
- * - the bounded labels: at most `limits.max_models_per_route` models per route, then `other`;
- *   at most `limits.max_label_sets` label sets, then model and tenant `other` (the overflow set);
- * - which requests' spans are exported (trace-sampling.ts).
- * The sinks (Prometheus families, OTLP, the live page, the log line) only map Observations onto
- * their own shapes, with no conditions of their own. Adding a metric is one field here and one
- * line per sink; adding a label is one entry in `SERIES_LABELS` (labels.ts) and its value in
- * `Labels.of`. Realtime responses go through the same labels and `observeResponse`.
- * Pure but for the label bound's memory of the models and sets it admitted.
+ * The recording policy, the one home of every rule about what gets recorded: a finished request's Measurement and
+ * identity in, its Observations out (ok-only gates, the output-token rule, bands, error types, bounded labels, trace
+ * sampling). Sinks only map Observations onto their own shapes, with no conditions of their own.
  */
 
 /**
- * Runs of equal content-chunk gaps: for run r, `times[r]` consecutive chunks j ≥ 2 each came
- * `seconds[r]` after the previous one carrying `tokens[r]` tokens. Inter-chunk latency observes
- * each gap once (weight `times`); token-weighted ITL observes seconds/tokens with weight
- * tokens × times. A fast stream is a few runs (chunks of one read have gap 0), not one per chunk.
+ * Runs of equal content-chunk gaps: `times[r]` chunks each `seconds[r]` after the previous, carrying `tokens[r]`;
+ * ITL observes seconds/tokens with weight tokens × times, so a fast stream is a few runs, not one per chunk.
  */
 export interface GapRuns {
   readonly count: number
@@ -99,17 +84,12 @@ export interface RequestFacts {
   readonly trace?: TraceStart
 }
 
-/**
- * The request's own figures as measured, for its log line, its span and `/debug/requests/{id}`:
- * not gated like the aggregates (a cancelled request's TPOT is its own, an output count of 0 is
- * a count), and the failure codes the aggregates fold into `errorType`.
- */
+/** The request's own figures for its log line, span and debug page: not gated like the aggregates (a cancelled TPOT is still its own). */
 interface MeasuredFigures {
   readonly failure: FailureCode | undefined
   readonly providerError: string | undefined
   /** The provider's total when reported, else the streamed N (0 included). */
   readonly outputTokens: number
-  /** Content chunks, and the tokens they carried. */
   readonly chunks: number
   readonly streamedTokens: number
   readonly tpot: number | undefined
@@ -123,10 +103,8 @@ interface MeasuredFigures {
 
 /** What every sink records of one finished request. Seconds; undefined: not observed. */
 export interface Observations {
-  /** Who the request was. */
   readonly who: RequestFacts
   readonly labels: SeriesLabels
-  /** The label set it is recorded under (values, key, banded values, the sinks' bound series). */
   readonly labelSet: LabelSet
   /** Index in INPUT_LENGTH_BANDS of the reported input count (TTFT and E2E series, the live page's prompt bands). */
   readonly inputLengthBand: number
@@ -145,9 +123,8 @@ export interface Observations {
   readonly okTtft: number | undefined
   readonly ttfot: number | undefined
   readonly headers: number | undefined
-  /** Request-weighted TPOT, ok requests only. */
+  /** TPOT and per-user TPS, ok requests only. */
   readonly tpot: number | undefined
-  /** Per-user TPS, ok requests only. */
   readonly tps: number | undefined
   readonly maxGap: number | undefined
   readonly gaps: GapRuns
@@ -191,7 +168,6 @@ export interface Observations {
   readonly trace: TraceIds | undefined
   /** ms, monotonic: when the response closed. */
   readonly endedAt: number
-  /** The request's own figures as measured (not gated). */
   readonly measured: MeasuredFigures
 }
 
@@ -295,10 +271,8 @@ export class RecordPolicy {
   }
 
   /**
-   * The label values a request in flight is counted under (the in-flight gauge, at scrape time).
-   * A scrape admits the model and the label set as the request's end would (it will be recorded
-   * under them): reading without admitting let every model in flight through while the bound had
-   * room, and the gauge kept each of them at 0 afterwards, beyond the cap.
+   * The label values a request in flight is counted under at scrape time; admitting here as the request's end would,
+   * so models in flight cannot pass the cap and linger at 0 in the gauge.
    */
   inFlightValues(provider: string, route: string, model: string | undefined, tenant: string | undefined): readonly string[] {
     return this.labels.of(provider, route, model, tenant).values
@@ -336,7 +310,7 @@ export class RecordPolicy {
       gaps: gapRuns(m.chunks),
       chunkTokens: tokenRuns(m.chunks),
       stalls: m.stalls,
-      // A count the provider reported (0 included), or tokens that were streamed; nothing to count otherwise.
+      // Reported (0 included) or streamed; nothing to count otherwise.
       outputTokens: m.outputSource === TokenSource.usage || m.outputTokens > 0 ? m.outputTokens : undefined,
       outputSource: m.outputSource,
       inputTokens: m.inputTokens,
@@ -375,11 +349,7 @@ export class RecordPolicy {
     }
   }
 
-  /**
-   * A finished realtime response: TTFT, time to first audio, ITL and the underrun are observed
-   * whatever the outcome (as the HTTP TTFT and ITL are: a cancelled answer's first token still
-   * came when it came); tokens only as the provider reported them.
-   */
+  /** A finished realtime response: latencies are observed whatever the outcome (a cancelled answer's first token still came). */
   observeResponse(set: LabelSet, r: FinishedResponse): ResponseObservations {
     const tokens: RealtimeTokens[] = []
     const u = r.usage

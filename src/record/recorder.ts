@@ -3,12 +3,7 @@ import type { LabelSet } from './labels.ts'
 import type { Observations, RecordPolicy, RequestFacts, ResponseObservations } from './observations.ts'
 import type { Outcome } from '../timing/measurement.ts'
 
-/**
- * Where a finished exchange's Measurement goes: the recording policy turns it into Observations
- * once (record/observations.ts), then each sink maps them onto its own shape, in the order they
- * were added: the llm_ and cost families, the OpenTelemetry metrics and spans, the log line
- * (request-log.ts), the live views. A sink decides nothing the policy could.
- */
+/** Where a finished exchange's Measurement goes: the policy makes Observations once, then each sink maps them in order. */
 
 /** One output of finished requests. */
 export type Sink = (o: Observations) => void

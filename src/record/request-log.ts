@@ -6,10 +6,8 @@ import type { ReportedTimes } from '../parsers/reported-times.ts'
 import { costFields } from '../cost/cost.ts'
 
 /**
- * The one log line per request (`msg: "request"`): a map of its Observations, the request's own
- * figures (`measured`, not gated like the aggregates), in milliseconds. Carries the request's own
- * model (length-bounded), not the folded label, so a request counted under `model="other"` can
- * still be found. No headers, no text, no query.
+ * The one log line per request: the request's own figures in milliseconds and its own model (not the folded label),
+ * so a request counted under `model="other"` can still be found. No headers, text or query.
  */
 
 /** Paths and model names are cut to this many characters in the log line. */
@@ -17,11 +15,7 @@ const MAX_PATH = 256
 const MAX_MODEL = 256
 
 const ms = (seconds: number | undefined): number | undefined => (seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3)
-/**
- * Where a request's time went, as the log line and `/debug/requests/{id}` both name it: the
- * upstream's own phases, the first token's wait outside them, the wait for the client's socket.
- * `ms` writes an absent figure as that output wants it (the log line leaves it out, the JSON null).
- */
+/** Where a request's time went, for the log line (absent figures left out) and `/debug/requests/{id}` (null). */
 export function timeSpentFields<T>(reported: ReportedTimes | undefined, outsideUpstream: number | undefined, clientWriteWait: number | undefined, ms: (seconds: number | undefined) => T) {
   return {
     upstream_queue_ms: ms(reported?.queue),
@@ -80,11 +74,7 @@ function requestLogLine(o: Observations): Record<string, unknown> {
   }
 }
 
-/**
- * Writes a finished request's or realtime session's line, built only when its level is on: a
- * failed one's is a warning (it is what an operator filters for), the rest info, through the
- * logger's fast path when it has one.
- */
+/** Writes a request's or session's line only when its level is on; a failed one is a warning, what operators filter for. */
 export function writeRecordLine<T>(logger: Logger, failed: boolean, msg: string, line: (of: T) => Record<string, unknown>, of: T): void {
   if (failed) {
     if (logger.isLevelEnabled('warn')) logger.warn(line(of), msg)

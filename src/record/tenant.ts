@@ -3,12 +3,9 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { MAX_VALUE_LENGTH } from './labels.ts'
 
 /**
- * The `tenant` label (`metrics.tenant`), resolved once per request from its headers: a header's
- * value (cut to the label length limit), or with `from: api_key` the first 12 hex digits of
- * HMAC-SHA256(secret, API key). `none` when the request carries neither; `other` once
- * `max_values` distinct values have been admitted in this process (`none` and `other` do not
- * count). The API key itself is read here and nowhere kept: only its keyed hash leaves this file,
- * and without the secret a hash cannot be checked against guessed keys.
+ * The `tenant` label (`metrics.tenant`), resolved once per request: a header's value or, with `from: api_key`, the
+ * first 12 hex digits of HMAC-SHA256(secret, key), so without the secret a hash cannot be checked against guessed keys.
+ * `none` without either, `other` past `max_values`; the key itself is never kept.
  */
 
 export const TENANT_NONE = 'none'
@@ -36,10 +33,8 @@ function headerValue(v: string | string[] | undefined): string | undefined {
 }
 
 /**
- * Authorization scheme words (RFC 9110 §11.4, the IANA registry and the ones API providers use):
- * a header holding only one of them carries no credentials. `Authorization: Bearer ` with an
- * empty token reaches Node trimmed to `Bearer`; a lone word that is no scheme is taken as a bare
- * key, as some clients send it.
+ * Authorization scheme words (RFC 9110 §11.4 and the IANA registry): a header of only one carries no credentials
+ * (`Bearer ` with an empty token reaches Node as `Bearer`); any other lone word is a bare key, as some clients send.
  */
 const SCHEME_WORDS = new Set(['bearer', 'basic', 'token', 'apikey', 'api-key', 'key', 'digest', 'dpop', 'negotiate', 'ntlm', 'aws4-hmac-sha256'])
 
@@ -56,12 +51,7 @@ function authorizationKey(auth: string): string | undefined {
   return credentials === '' ? undefined : credentials
 }
 
-/**
- * The request's API key: the `Authorization` credentials (a Bearer token; for AWS SigV4 the
- * access key id of `Credential=`, since the rest changes every request), else `x-api-key`,
- * `api-key`, `x-goog-api-key`, the `key` query parameter (Gemini), or an OpenAI Realtime
- * subprotocol. Undefined when none: a scheme without credentials, empty or blank values.
- */
+/** The request's API key from `Authorization` (SigV4: the access key id), the API-key headers, Gemini's `key` query or a Realtime subprotocol. */
 export function apiKeyOf(headers: IncomingHttpHeaders, pathAndQuery: string): string | undefined {
   const auth = headerValue(headers.authorization)
   if (auth !== undefined && auth !== '') {

@@ -5,12 +5,7 @@ import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, send
 import type { SimRequest, StreamFormat } from './player.ts'
 import { isSuccess } from '../http-status.ts'
 
-/**
- * The simulator's Anthropic Messages API (`POST /v1/messages`), streamed (`"stream": true`:
- * message_start, content_block_start, ping, content_block_delta…, content_block_stop,
- * message_delta with the cumulative usage, message_stop) or whole. Usage equals the plan.
- * https://docs.anthropic.com/en/docs/build-with-claude/streaming
- */
+/** The simulator's Anthropic Messages API, usage equal to the plan: https://docs.anthropic.com/en/docs/build-with-claude/streaming */
 
 /** `max_tokens` is mandatory in this API, so it is a cap on the configured length, not a wish. */
 export function anthropicMaxTokens(body: Record<string, unknown>, cfg: SimulatorConfig): number | undefined {

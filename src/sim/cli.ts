@@ -3,11 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { buildSimulator } from './sim-app.ts'
 import type { SimulatorConfig } from '../config/schema.ts'
 
-/**
- * The simulated model as its own process (the benchmark's upstream):
- * `node dist/src/sim/cli.js --port 0 [--ttft-ms 250 --itl-ms 25 --jitter-ms 0 …]`.
- * Prints one JSON line `{"port":N}` once listening; requests can still ask for exact plans.
- */
+/** The simulated model as its own process (the benchmark's upstream); prints `{"port":N}` once listening. */
 
 const { values } = parseArgs({
   options: {

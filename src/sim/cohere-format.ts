@@ -5,12 +5,8 @@ import type { SimRequest, StreamFormat } from './player.ts'
 import { isSuccess } from '../http-status.ts'
 
 /**
- * The simulator's Cohere Chat API v2 (`POST /v2/chat`), streamed (`"stream": true`:
- * message-start, content-start, content-delta…, content-end, message-end with the usage) or
- * whole. Each event is named twice, as the SSE event and as the JSON `type`, as Cohere writes it.
- * Usage equals the plan, in `tokens` and `billed_units` alike. An error inside the stream is a
- * message-end with `finish_reason: ERROR` and `delta.error`.
- * https://docs.cohere.com/v2/docs/streaming
+ * The simulator's Cohere Chat API v2, usage equal to the plan: https://docs.cohere.com/v2/docs/streaming
+ * Each event is named twice (SSE event and JSON `type`), as Cohere writes it.
  */
 
 /** `max_tokens` sizes a seeded plan. */
@@ -22,7 +18,6 @@ const event = (data: { readonly type: string; readonly [key: string]: unknown })
 
 export function serveCohere(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
   const body = req.body
-  // Cohere's ids are UUIDs; the shape is all a client looks at.
   const id = `00000000-0000-4000-8000-${String(req.seq).padStart(12, '0')}`
   const input = promptTokensOf(body.messages)
   const output = plannedTokens(plan)

@@ -5,15 +5,8 @@ import type { SimRequest, StreamFormat } from './player.ts'
 import { isSuccess } from '../http-status.ts'
 
 /**
- * The simulator's Gemini API: `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (SSE
- * with CRLF, as Google sends it), the same without `alt=sse` (one JSON array streamed element by
- * element, pretty-printed and separated by `\n,\r\n` like the real one), and `:generateContent`
- * (one JSON object). Also under `/v1/models/…` and Vertex's `…/publishers/google/models/…`.
- * An in-stream error (`error_after`) is written as Google does: in SSE mode a bare pretty-printed
- * `{"error": …}` outside the framing, in the array as its last element.
- * Every chunk carries cumulative `usageMetadata`, so the proxy can count each chunk exactly;
- * the final counts equal the plan.
- * https://ai.google.dev/api/generate-content
+ * The simulator's Gemini API in its three framings, byte for byte as Google writes them (CRLF SSE, a
+ * pretty-printed array, in-stream errors outside the framing): https://ai.google.dev/api/generate-content
  */
 
 const MODEL_METHOD = /\/models\/([^/:?]+):([A-Za-z]+)/
@@ -82,7 +75,6 @@ export function serveGemini(res: ServerResponse, plan: SimPlan, req: SimRequest)
           contentType: 'text/event-stream',
           head: () => '',
           content: (i, text, last) => `data: ${JSON.stringify(next(i, text, last))}\r\n\r\n`,
-          // Like Google: the error object goes straight into the body, pretty-printed, outside SSE framing.
           error: () => `${JSON.stringify(inStreamError, null, 2)}\n`,
           tail: () => '',
         }

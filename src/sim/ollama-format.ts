@@ -5,12 +5,7 @@ import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, send
 import type { SimRequest, StreamFormat } from './player.ts'
 import { isSuccess } from '../http-status.ts'
 
-/**
- * The simulator's Ollama native API: `POST /api/chat` and `POST /api/generate`, NDJSON lines
- * (streaming is Ollama's default) or one JSON answer with `"stream": false`. The `done` line's
- * `eval_count` is the planned token count; durations are in nanoseconds, as Ollama writes them.
- * https://github.com/ollama/ollama/blob/main/docs/api.md
- */
+/** The simulator's Ollama native API, durations in ns: https://github.com/ollama/ollama/blob/main/docs/api.md */
 
 /** `options.num_predict` sizes a seeded plan. */
 export function ollamaMaxTokens(body: Record<string, unknown>): number | undefined {

@@ -3,11 +3,7 @@ import type { ServerResponse } from 'node:http'
 import { chunkText } from './schedule.ts'
 import type { SimPlan } from './schedule.ts'
 
-/**
- * Plays a simulated answer's plan on the wire, whatever the API format: the format says what
- * bytes to write (`StreamFormat`), the player says when. Shared by the simulator's Anthropic,
- * Gemini and OpenAI Responses formats.
- */
+/** Plays a simulated answer's plan: the format says what bytes to write (`StreamFormat`), the player says when. */
 
 /** One simulated request, as a format needs it to write its answer. */
 export interface SimRequest {
@@ -72,16 +68,12 @@ export function sendWhole(res: ServerResponse, plan: SimPlan, answer: () => unkn
 }
 
 /**
- * Streams the plan: each chunk at its planned offset from the start, an error or a reset where the
- * plan asks. Backpressured like a provider behind TCP: once `res.write` reports the socket's buffer
- * full, no further chunk is written until it drains (chunks that fell due meanwhile then go out
- * back to back), and the next batch starts on a later turn of the event loop, so one fast stream
- * to a reader that stopped (or a slow one) holds neither the simulator's memory nor its loop.
+ * Streams the plan, backpressured like a provider behind TCP: nothing is written while the socket's buffer
+ * is full, so a stream to a stopped reader holds neither the simulator's memory nor its loop.
  */
 export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFormat): void {
   res.writeHead(200, { 'content-type': format.contentType, 'cache-control': 'no-cache', connection: 'keep-alive' })
-  // A reset must come after the bytes already written reach the kernel: Node's res.write corks
-  // the socket until the next tick, so a destroy in the same tick would drop the last chunk.
+  // res.write corks the socket until the next tick: a destroy in the same tick would drop the last chunk.
   let unflushed = 0
   let resetWhenFlushed = false
   const flushed = (): void => {
@@ -103,8 +95,7 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
   let i = 0
   let timer: NodeJS.Timeout | undefined
   let resume: NodeJS.Immediate | undefined
-  // 'drain' can come in the same tick as the write that filled the buffer (the kernel took it
-  // all at once): resuming on the next turn lets the loop's I/O and timers run between batches.
+  // 'drain' can come in the same tick as the filling write: resuming next turn lets I/O and timers run.
   const drained = (): void => {
     resume = setImmediate(tick)
   }
@@ -130,8 +121,7 @@ export function playStream(res: ServerResponse, plan: SimPlan, format: StreamFor
         res.end(format.tail())
         return
       }
-      // Due at absolute offsets from the start, so timer lateness never accumulates; chunks due
-      // at once go out back to back (a burst on the wire too).
+      // Absolute offsets from the start, so timer lateness never accumulates.
       const wait = due + chunk.afterMs - (monotonicNow() - start)
       if (wait > 0) {
         timer = setTimeout(tick, wait)

@@ -10,14 +10,8 @@ import { acceptWebSocket } from './websocket.ts'
 import type { SimSocket } from './websocket.ts'
 
 /**
- * A simulated Gemini Live session (`/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent`):
- * `setup` → `setupComplete`; the client's turn end (`clientContent` with `turnComplete`,
- * `realtimeInput` with `activityEnd` or `audioStreamEnd`) → the model's turn, played by
- * realtime-player.ts: per step `serverContent.modelTurn.parts` with `inlineData` audio
- * (`audio/pcm;rate=24000`, and `outputTranscription` when the setup asks for it) or text, then
- * `generationComplete`, then `turnComplete` with `usageMetadata`. Messages go as binary frames,
- * as Gemini sends them. A client turn while the model speaks interrupts it (`interrupted`).
- * Usage: input text is 4 characters a token, output audio 32 tokens a second (Gemini's rate).
+ * A simulated Gemini Live session (BidiGenerateContent): the client's turn end starts the model's turn,
+ * played by realtime-player.ts in binary frames as Gemini sends them; a client turn meanwhile interrupts it.
  */
 
 class GeminiSession {

@@ -9,17 +9,9 @@ import { acceptWebSocket } from './websocket.ts'
 import type { SimSocket } from './websocket.ts'
 
 /**
- * A simulated OpenAI Realtime session (`/v1/realtime?model=…`): `session.created` on connect,
- * `session.update` → `session.updated`, `input_audio_buffer.append` and `.commit` →
- * `.committed` (which starts a response when the session has `turn_detection`, as voice
- * activity detection would), `conversation.item.create` → `.created`, `response.create` → a
- * response played by realtime-player.ts (`response.created`, output item and content part,
- * per step the audio and its transcript or the text, the `.done` events, `response.done` with
- * usage), `response.cancel` → `response.done` cancelled. GA event names, or the beta's when the
- * upgrade says `OpenAI-Beta: realtime=v1`.
- *
- * Usage is the simulator's convention: output text tokens are the words sent (one token each),
- * an audio token is 50 ms of output or 100 ms of input audio, and input text is 4 characters a token.
+ * A simulated OpenAI Realtime session (GA event names, the beta's with `OpenAI-Beta: realtime=v1`); a commit
+ * starts a response when the session has `turn_detection`, as voice activity detection would. Usage is the
+ * simulator's convention: a word is a token, an audio token 50 ms out or 100 ms in, input text 4 chars a token.
  */
 
 interface Names {

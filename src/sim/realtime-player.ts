@@ -6,13 +6,8 @@ import type { SimPlanRequest } from './schedule.ts'
 import type { SimSocket } from './websocket.ts'
 
 /**
- * When a simulated realtime response sends what (OpenAI Realtime and Gemini Live alike). A
- * response is a series of steps; each step carries `tokens` words of text (or transcript) and,
- * for an audio response, `tokens × audio_ms_per_token` ms of audio. The first step waits the
- * TTFT; later ones, for audio, the audio they carry divided by `audio_pace` (1: as fast as it
- * plays; below 1 slower, so a listener runs dry; above 1 faster), for text the ITL; each with
- * the jitter, and now and then a stall. A response may ask for an exact plan
- * (`tokentap_sim` in `response.create`, or the `x-tokentap-sim` header of the upgrade).
+ * When a simulated realtime response sends what: steps of words (and audio), the first after the TTFT,
+ * later audio steps after their audio ÷ `audio_pace` (below 1 a listener runs dry), text after the ITL.
  */
 
 export interface RealtimePlanRequest extends SimPlanRequest {
@@ -92,11 +87,7 @@ export interface Playing {
   stop(): void
 }
 
-/**
- * Plays `plan` on `socket` with `format`: each step at its offset from the start (timer lateness
- * never accumulates), waiting for the socket to drain whenever it reports a full buffer.
- * `ended` is called once, with how: `done`, `error`, `closed` (the plan's close_after) or `stopped`.
- */
+/** Plays `plan` at absolute offsets (timer lateness never accumulates), respecting backpressure; `ended` is called once. */
 export function playRealtime(socket: SimSocket, plan: RealtimePlan, format: RealtimeFormat, audio: boolean, ended: (how: 'done' | 'error' | 'closed' | 'stopped') => void): Playing {
   const start = monotonicNow()
   let due = 0

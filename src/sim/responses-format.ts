@@ -4,13 +4,7 @@ import { playStream, plannedText, plannedTokens, promptTokensOf, sendError, send
 import type { SimRequest, StreamFormat } from './player.ts'
 import { isSuccess } from '../http-status.ts'
 
-/**
- * The simulator's OpenAI Responses API (`POST /v1/responses`), streamed (`"stream": true`:
- * response.created, response.in_progress, output_item/content_part added, output_text.delta…,
- * the `done` events and response.completed with the usage, each with `event:` and
- * `sequence_number`) or whole. Usage equals the plan.
- * https://platform.openai.com/docs/api-reference/responses-streaming
- */
+/** The simulator's OpenAI Responses API, usage equal to the plan: https://platform.openai.com/docs/api-reference/responses-streaming */
 
 /** `max_output_tokens`, like `max_tokens` for chat in the simulator: the answer's length. */
 export function responsesMaxTokens(body: Record<string, unknown>): number | undefined {

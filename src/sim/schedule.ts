@@ -1,10 +1,7 @@
 import type { SimulatorConfig } from '../config/schema.ts'
 import { createRng } from './rng.ts'
 
-/**
- * What the simulated model will send for one request: the wait before the first content chunk,
- * then each further chunk's gap and token count. Deterministic for a seed.
- */
+/** What the simulated model will send for one request (first wait, then gaps and token counts); seeded. */
 
 interface SimChunk {
   /** Wait before this chunk, ms (for the first chunk: the TTFT). */
@@ -76,10 +73,7 @@ export function planFor(cfg: SimulatorConfig, maxTokens: number | undefined, req
   return { chunks: slowed(chunks), ...extra }
 }
 
-/**
- * Words that are one token each in both o200k_base and cl100k_base (checked by a test), so a
- * chunk of k words is exactly k tokens to the proxy's tokenizer.
- */
+/** One token each in o200k_base and cl100k_base (a test checks), so k words are exactly k tokens. */
 export const WORDS = [
   ' the',
   ' of',

@@ -20,15 +20,9 @@ import type { SimRequest, StreamFormat } from './player.ts'
 import { isSuccess } from '../http-status.ts'
 
 /**
- * The built-in simulated model: an OpenAI-compatible server (`/v1/chat/completions`,
- * `/v1/completions`, `/v1/models`; Anthropic, Gemini, OpenAI Responses, Cohere v2, Ollama native and TGI
- * native in their own *-format.ts files; OpenAI Realtime and Gemini Live sessions over WebSocket in
- * realtime-openai.ts and realtime-gemini.ts), streamed or not, with a configurable, seeded schedule
- * of TTFT, cadence, jitter, bursts and stalls. A request may ask for an exact plan with a
- * `tokentap_sim` body field or an `x-tokentap-sim` JSON header (tests and demos).
- *
- * Each streamed event carries `tokentap_sent_ms`, the simulator's monotonic send time
- * (performance.timeOrigin + monotonicNow()), so a benchmark can measure one-way delay.
+ * The built-in simulated model (OpenAI-compatible here, other APIs in *-format.ts and realtime-*.ts) on a
+ * seeded schedule; a request may ask for an exact plan (`tokentap_sim` body field or `x-tokentap-sim` header).
+ * Each streamed event carries `tokentap_sent_ms`, its monotonic send time, so a benchmark can measure one-way delay.
  */
 
 type Api = 'chat' | 'completions'
@@ -65,11 +59,8 @@ function errorBody(status: number, message: string): string {
 }
 
 /**
- * Bytes a response's socket buffers before `res.write` asks the player to wait for 'drain'.
- * Not Node's 16 KiB: with it the simulator wrote in small pieces and a proxy in front read them
- * in small pieces too, so the bench's stalled reader measured 101 KiB held beyond a normal
- * reader against 156 KiB at 256 KiB and 183 KiB with the old unbounded writes (which filled
- * whole 64 KiB reads, as a fast provider's do).
+ * Bytes a response's socket buffers before the player waits for 'drain'. Not Node's 16 KiB: a fast provider
+ * fills whole 64 KiB reads, and small writes would make a proxy in front read (and hold) small pieces instead.
  */
 const SOCKET_HIGH_WATER_MARK = 256 * 1024
 
@@ -101,7 +92,6 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
   app.post('/v1/chat/completions', handle('chat'))
   app.post('/v1/completions', handle('completions'))
 
-  // Other providers' formats: each file writes its own bytes; the plan is made here, the same way.
   type Serve = (res: ServerResponse, plan: SimPlan, req: SimRequest) => void
   const format =
     (maxTokens: (body: Record<string, unknown>) => number | undefined, serve: Serve) =>
@@ -123,7 +113,7 @@ export function buildSimulator(cfg: SimulatorConfig): FastifyInstance {
   app.post('/generate_stream', format(tgiMaxTokens, serveTgi))
   app.post('/generate', format(tgiMaxTokens, serveTgi))
   app.get('/v1/models', async () => ({ object: 'list', data: [{ id: cfg.model, object: 'model', created: 0, owned_by: 'tokentap' }] }))
-  // Realtime sessions: WebSocket upgrades, answered outside the router.
+  // WebSocket upgrades are answered outside the router.
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => socket.destroy())
     const path = (req.url ?? '/').split('?')[0]

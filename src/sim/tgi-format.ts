@@ -5,11 +5,8 @@ import type { SimRequest, StreamFormat } from './player.ts'
 import { isSuccess } from '../http-status.ts'
 
 /**
- * The simulator's Hugging Face TGI native API: `POST /generate_stream` (SSE written as
- * `data:{…}` without a space, one event per token) and `POST /generate` (one JSON answer).
- * A planned chunk of k tokens is k token events written at once; the last event carries
- * `generated_text` and `details.generated_tokens` = the planned tokens.
- * https://huggingface.github.io/text-generation-inference/
+ * The simulator's TGI native API: https://huggingface.github.io/text-generation-inference/
+ * A planned chunk of k tokens is k one-token events written at once.
  */
 
 /** `parameters.max_new_tokens` sizes a seeded plan. */

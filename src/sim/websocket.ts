@@ -4,12 +4,7 @@ import type { Duplex } from 'node:stream'
 import { CloseCode, Opcode, closeFrame, encodeFrame } from '../realtime/frame.ts'
 import { FrameDecoder } from '../realtime/frame-decoder.ts'
 
-/**
- * The simulator's side of a WebSocket (RFC 6455), just what a simulated realtime model needs:
- * the handshake (no extensions, a subprotocol echoed when offered), text and binary messages out,
- * whole messages in (the proxy's own frame decoder reads them), the closing handshake. No
- * dependency: the simulator ships with tokentap.
- */
+/** The simulator's side of a WebSocket (RFC 6455), just what a simulated model needs, with no dependency since it ships with tokentap. */
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
 /** The largest message the simulator reads from a client (an input audio append is large). */
@@ -76,10 +71,7 @@ export class SimSocket {
   }
 }
 
-/**
- * Answers a WebSocket upgrade with 101 (the first offered subprotocol taken), or 400 when the
- * request is not a valid one; returns the socket to talk on, or undefined.
- */
+/** Answers an upgrade with 101 (the first offered subprotocol taken) or 400; the socket, or undefined. */
 export function acceptWebSocket(req: IncomingMessage, socket: Duplex, events: SimSocketEvents): SimSocket | undefined {
   const key = req.headers['sec-websocket-key']
   if (typeof key !== 'string' || key.length === 0 || req.headers['sec-websocket-version'] !== '13') {

@@ -1,19 +1,9 @@
 /**
- * The arrival marks of one response's content chunks: time (ms, monotonic), tokens, kind.
- *
- * Kept compact because it lives as long as the stream (a 10-minute stream at 100 chunks/s has
- * 60,000 marks) and because a client that stops reading still has marks for every chunk the
- * kernel's socket buffers took (megabytes on loopback). 8 bytes a mark: the time as whole
- * microseconds since the first mark of its page (Uint32, up to 71 minutes) and the tokens with
- * the kind in the top two bits (Uint32), side by side in one typed array per page (one array
- * and its ArrayBuffer per page, not two: each costs about 200 bytes of objects, as much as 25
- * marks). Storage grows by pages of 1,024 marks, never by copying the whole log, so the slack is
- * at most one page (8 KiB) and growing never needs twice the memory. The first page starts at 8
- * marks (a typed array of up to 64 bytes lives inside the JS object, no separate allocation)
- * and doubles up to a full page. The per-page lists are made at their length, not with room for
- * 16 pages a log of one page never uses.
- * A time that does not fit (a page spanning more than 71 minutes, or a clock going backwards)
- * switches the log to exact Float64 times beside the marks (12 bytes a mark) from then on.
+ * The arrival marks of one response's content chunks (time in ms, tokens, kind), kept compact because
+ * the log lives as long as the stream. 8 bytes a mark: µs since the page's first mark and tokens with the
+ * kind in the top two bits, interleaved in one typed array per page; pages of 1,024 grow without copying
+ * the log (the first starts at 8 marks, small enough to live inside its JS object). A time that does not
+ * fit (over 71 minutes, a clock going backwards) switches the log to exact Float64 times from then on.
  */
 
 export const MarkKind = { text: 0, reasoning: 1, tool: 2 } as const
@@ -36,10 +26,7 @@ const stored = (tokens: number): number => (tokens >= MAX_MARK_TOKENS ? MAX_MARK
 export class ChunkLog {
   /** Per page: the time of its first mark (ms). */
   #base: number[] = []
-  /**
-   * Per page, two Uint32 a mark: µs since the page's base, then tokens | kind << 30. Once times
-   * are exact (#exact), one a mark: the tokens and kind only.
-   */
+  /** Per page, two Uint32 a mark (µs offset, tokens | kind << 30); one once times are exact. */
   #pages: Uint32Array[] = []
   /** Uint32 slots a mark in #pages (2, or 1 with exact times). */
   #stride = 2
@@ -130,7 +117,6 @@ export class ChunkLog {
     const marks = old === undefined ? (p === 0 ? FIRST : PAGE) : (old.length / this.#stride) * 2
     const page = new Uint32Array(marks * this.#stride)
     if (old !== undefined) page.set(old)
-    // A list made at its length: the first page of a log is mostly its only one.
     if (old !== undefined) this.#pages[p] = page
     else if (p === 0) this.#pages = [page]
     else this.#pages.push(page)
@@ -144,7 +130,7 @@ export class ChunkLog {
     return page
   }
 
-  /** Switches every page to exact Float64 times beside the marks (rare: see the class comment); returns the times. */
+  /** Switches every page to exact Float64 times beside the marks; returns the times. */
   #widen(): Float64Array[] {
     const exact: Float64Array[] = []
     const pages: Uint32Array[] = []

@@ -12,22 +12,15 @@ import type { FailureCode } from '../errors.ts'
 import { isSuccess } from '../http-status.ts'
 
 /**
- * What happened to one request: a finished exchange's facts in, its `Measurement` out. Outcome,
- * status, output tokens and their source, timing, stalls, the request's own ITL quantiles, the
- * SLO verdict and the estimate ratio are decided here and nowhere else. What of it gets
- * recorded where is observations.ts (the recording policy); the sinks only map that.
- * Definitions: ../../docs/metrics.md and the project's CONTRACT.
+ * A finished exchange's facts in, its `Measurement` out: everything about one request is decided here
+ * and nowhere else. Definitions: ../../docs/metrics.md and the project's CONTRACT.
  */
 
 /** How a request ended (the `outcome` label). */
 export const Outcome = { ok: 'ok', error: 'error', cancelled: 'cancelled' } as const
 export type Outcome = (typeof Outcome)[keyof typeof Outcome]
 
-/**
- * Where an output token count comes from (the `source` label): `usage`, the provider reported
- * the total; `stream`, counted exactly from per-token events when no total was reported;
- * `estimate`, the tokenizer's count of the streamed text.
- */
+/** The `source` label: the provider's reported total, exact per-token events, or the tokenizer's estimate. */
 export const TokenSource = { usage: 'usage', estimate: 'estimate', stream: 'stream' } as const
 export type TokenSource = (typeof TokenSource)[keyof typeof TokenSource]
 
@@ -60,10 +53,7 @@ export interface ExchangeFacts {
   readonly slo?: RouteSlo
   /** Seconds: a longer gap between content chunks is a stall. */
   readonly stallSeconds: number
-  /**
-   * ms the response's bytes waited in the proxy because the client's socket would not take them
-   * (a write returned false, until 'drain'); undefined when the response was not a stream.
-   */
+  /** ms the response's bytes waited for the client's socket ('drain'); undefined when not a stream. */
   readonly clientWriteWaitMs?: number
 }
 
@@ -103,25 +93,17 @@ export interface Measurement {
   readonly reported: ReportedTimes | undefined
   /** Speculative-decoding draft tokens proposed and accepted, as the upstream reported them. */
   readonly speculative: { readonly drafted: number; readonly accepted: number } | undefined
-  /**
-   * TTFT − the reported queue + load + prompt time, when content arrived and the upstream
-   * reported any of them: the part of the first token's wait the upstream does not account for
-   * (network, TLS, its front door). 0 when the upstream claims all of it or more.
-   */
+  /** TTFT − the reported queue + load + prompt time: the wait the upstream does not account for (network, TLS), ≥ 0. */
   readonly outsideUpstream: number | undefined
   /** Seconds a streamed response's bytes waited for the client's socket (0 when never). */
   readonly clientWriteWait: number | undefined
-  /**
-   * The content marks with final token counts (what gap-by-gap views iterate): the facts' log,
-   * or a copy whose tokenizer estimates were scaled to the provider's reported total.
-   */
+  /** The content marks with final token counts: the facts' log, or a copy scaled to the reported total. */
   readonly chunks: ChunkLog
 }
 
 /**
- * Decides everything about one finished request. Pure: a tokenizer's per-chunk estimates are
- * scaled to the provider's reported total (so TTFT, ITL and TPOT agree with the bill) in a copy
- * of the log, so measuring twice (the Server-Timing trailer, then the close) gives one answer.
+ * Decides everything about one finished request. Estimates are scaled to the reported total (so ITL and
+ * TPOT agree with the bill) in a copy, so measuring twice (Server-Timing, then the close) gives one answer.
  */
 export function measure(facts: ExchangeFacts): Measurement {
   const { summary } = facts
@@ -184,10 +166,7 @@ export function measure(facts: ExchangeFacts): Measurement {
 
 const QUANTILES = [0.5, 0.99] as const
 
-/**
- * The usage with only its counts (every parser reads them with readCount; this holds the line
- * for any that does not): a figure that is no count is not reported. The same object when all are.
- */
+/** The usage with only its counts, a last line for a parser that skipped readCount; the same object when all are. */
 function validUsage(usage: Usage | undefined): Usage | undefined {
   if (usage === undefined) return undefined
   const ok = (v: number | undefined): boolean => v === undefined || isCount(v)

@@ -2,10 +2,8 @@ import { HistogramCore } from '../metrics/core/histogram-core.ts'
 import { Outcome } from './measurement.ts'
 
 /**
- * Pure timing core of realtime sessions (OpenAI Realtime, Gemini Live): one response's arrival
- * marks in, its figures out; and how a session ended, from what the relay saw. Times are ms on
- * the proxy's monotonic clock; results are seconds. Definitions: the CONTRACT's "Realtime
- * sessions" and docs/realtime.md.
+ * Pure timing core of realtime sessions: a response's arrival marks (ms, monotonic) in, its figures
+ * (seconds) out, and how a session ended. Definitions: the CONTRACT's "Realtime sessions", docs/realtime.md.
  */
 
 /** Tokens of one response as the provider reported them, by direction and modality. */
@@ -37,13 +35,11 @@ export interface ResponseTiming {
   /** First audio delta − start. */
   readonly ttfa: number | undefined
   /**
-   * Inter-token latency, token-weighted as llm_inter_token_latency_seconds: each text/transcript
-   * delta j ≥ 2 with k_j tokens gives k_j observations of gap_j / k_j (pairs of value and weight).
-   * Every gap counts: the first EXACT_ITL_GAPS as they were, later ones as the buckets of a
-   * histogram at ITL_SCHEMA (a pair per bucket: its representative value and its weight).
+   * Token-weighted ITL as llm_inter_token_latency_seconds: delta j ≥ 2 gives weight k_j to gap_j / k_j.
+   * Pairs of value and weight: the first EXACT_ITL_GAPS exact, later ones one per histogram bucket.
    */
   readonly itl: readonly (readonly [value: number, weight: number])[]
-  /** Seconds of silence a listener who starts playing at the first audio delta hears before the last one; undefined without audio. */
+  /** Audio underrun, seconds (see ResponseTimeline); undefined without audio. */
   readonly underrun: number | undefined
   /** Seconds of audio the response carried. */
   readonly audioSeconds: number
@@ -57,20 +53,14 @@ const S = 1 / 1000
 
 /** The inter-token gaps a response keeps as they were (value and weight, 16 bytes each). */
 export const EXACT_ITL_GAPS = 4_096
-/**
- * Later gaps go into a histogram of bounded size: at schema 6 a value is kept within 0.55 % (the
- * live page's resolution), lowered past ITL_BUCKETS buckets (a range of gaps over 2^16).
- */
+/** Later gaps go into a bounded histogram at the live page's resolution (schema 6). */
 export const ITL_SCHEMA = 6
 const ITL_BUCKETS = 4_096
 
 /**
- * One response's arrival marks, folded in as they come, in bounded memory (a session may stream
- * audio for an hour, or text deltas by the hundred thousand): every gap counts.
- *
- * Audio underrun: a listener starts playing at the first audio delta and plays each delta when
- * the one before it has played; the underrun is the total time its queue was empty before a
- * later delta came (audio arriving slower than it plays). Nothing after the last delta counts.
+ * One response's marks folded in bounded memory, since a session may stream for an hour; every gap counts.
+ * Audio underrun: a listener plays each delta after the previous one; the underrun is the time its queue
+ * was empty before a later delta came. Nothing after the last delta counts.
  */
 export class ResponseTimeline {
   /** When the response was asked for (the client's `response.create`, the server's `input_audio_buffer.committed`, the client's turn end); undefined when unknown. */
@@ -185,19 +175,14 @@ export interface SessionEndFacts {
 }
 
 /**
- * Close codes that say something went wrong: the protocol's own failure codes, 1002 to 1015
- * (protocol error, unsupported data, invalid payload, policy, too big, extension, internal
- * error, restart, try again later, bad gateway, TLS; RFC 6455 §7.4.1 and the IANA registry).
- * 1000 (normal), 1001 (going away), a close without a code, and the application's own codes
- * (3000–4999) end a session normally.
+ * Close codes that mean failure: 1002-1015 (RFC 6455 §7.4.1 and the IANA registry); 1000, 1001, no code
+ * and application codes (3000-4999) end a session normally.
  */
 const failedClose = (code: number | undefined): boolean => code !== undefined && code >= 1002 && code <= 1015
 
 /**
- * How a session ended: `ok` when it was closed by a close handshake whose code does not say it
- * failed, `error` when the upgrade was refused or failed, a close code said something went wrong, the upstream
- * went away without a close frame, or a timeout of the proxy ended it; `cancelled` when the client
- * went away without a close frame. A session the proxy closed as it shut down (1001) is `ok`.
+ * How a session ended: `ok` after a close handshake whose code is no failure (a shutdown's 1001 too),
+ * `cancelled` when the client left without a close frame, else `error`.
  */
 export function sessionOutcome(f: SessionEndFacts): Outcome {
   if (f.refused) return Outcome.error

@@ -2,9 +2,8 @@ import { MarkKind } from './chunk-log.ts'
 import type { ChunkLog } from './chunk-log.ts'
 
 /**
- * Pure timing core: arrival marks in, the request's figures out. Times are milliseconds on a
- * monotonic clock taken by the proxy; results are seconds, as Prometheus wants them.
- * Definitions: ../../docs/metrics.md (and the project's CONTRACT).
+ * Pure timing core: arrival marks (ms, monotonic) in, the request's figures (seconds) out.
+ * Definitions: ../../docs/metrics.md and the project's CONTRACT.
  */
 
 export interface Timing {
@@ -66,26 +65,18 @@ export function summarize(tReq: number, tEnd: number, log: ChunkLog): Timing {
   }
 }
 
-/**
- * The values itlQuantiles selects among, reused from request to request (the selection runs
- * synchronously, and most requests have a few hundred tokens at most): no allocation per request.
- * A larger request gets an array of its own, so a rare huge one does not stay allocated.
- */
+/** Reused by the synchronous selection, so no allocation per request; a larger request gets its own array. */
 let scratch = new Float64Array(1024)
 const SCRATCH_MAX = 1 << 16
 
-/**
- * Quantile of the token-weighted ITL of one request (for its log line): each gap g_j / k_j
- * weighted by k_j. Returns undefined with fewer than two chunks.
- */
+/** Quantiles of one request's token-weighted ITL (each gap g_j / k_j weighted by k_j); undefined under two chunks. */
 export function itlQuantiles(log: ChunkLog, qs: readonly number[]): (number | undefined)[] {
   const n = log.count
   if (n < 2) return qs.map(() => undefined)
   let total = 0
   for (let i = 1; i < n; i++) total += log.tokens(i)
   if (total === 0) return qs.map(() => undefined)
-  // Each gap g_j / k_j repeated k_j times in a typed array: a numeric sort, no objects. Bounded
-  // by the streamed tokens; a pathological count (one chunk claiming millions) is capped.
+  // Each g_j / k_j repeated k_j times in a typed array, capped against a chunk claiming millions.
   const size = Math.min(total, 1 << 22)
   if (size > SCRATCH_MAX) return selectQuantiles(log, qs, new Float64Array(size), size)
   if (size > scratch.length) scratch = new Float64Array(Math.max(size, scratch.length * 2))
@@ -101,7 +92,6 @@ function selectQuantiles(log: ChunkLog, qs: readonly number[], values: Float64Ar
     if (k === 0) continue
     const v = ((log.at(i) - log.at(i - 1)) * S) / k
     if (k === 1) {
-      // Most chunks carry one token: a plain store, not a call to fill.
       values[filled++] = v
       continue
     }
@@ -109,15 +99,12 @@ function selectQuantiles(log: ChunkLog, qs: readonly number[], values: Float64Ar
     values.fill(v, filled, end)
     filled = end
   }
-  // The smallest value whose cumulative weight reaches q × total (nearest rank): the rank-th
-  // smallest, found by selection (linear) rather than a full sort. Ranks in ascending order, each
-  // selected among the values not below the previous one.
+  // Nearest rank (the smallest value whose cumulative weight reaches q × total), by linear selection, not a sort.
   const q = qs.length
   const ranks: number[] = new Array(q)
   const order: number[] = new Array(q)
   for (let i = 0; i < q; i++) {
     ranks[i] = Math.min(size - 1, Math.max(0, Math.ceil(qs[i] * size) - 1))
-    // Insertion by rank (stable: equal ranks keep their order), a handful of quantiles at most.
     let j = i
     while (j > 0 && ranks[order[j - 1]] > ranks[i]) {
       order[j] = order[j - 1]
@@ -135,11 +122,7 @@ function selectQuantiles(log: ChunkLog, qs: readonly number[], values: Float64Ar
   return ranks
 }
 
-/**
- * Hoare's selection: rearranges `a[lo..hi]` so that `a[k]` is the value a sort would put there,
- * with nothing larger before it and nothing smaller after. Equal values split evenly, so a log
- * of identical gaps (a burst in one read) stays linear.
- */
+/** Hoare's selection of `a[k]` in `a[lo..hi]`; equal values split evenly so identical gaps (a burst) stay linear. */
 function select(a: Float64Array, k: number, lo: number, hi: number): void {
   while (hi > lo) {
     const mid = (lo + hi) >>> 1
@@ -167,10 +150,8 @@ function select(a: Float64Array, k: number, lo: number, hi: number): void {
 }
 
 /**
- * Reconciles tokenizer estimates with the provider's reported visible output `target`:
- * scales every chunk's count so that Σ k_j = target (largest remainder, each chunk ≥ 1 token),
- * so all the request's observations use the provider's count. Leaves the log unchanged when the
- * target is not usable (fewer tokens than chunks, or equal already).
+ * Scales estimated counts so Σ k_j = the reported visible output (largest remainder, each chunk ≥ 1), so
+ * every observation uses the provider's count; unchanged when the target is unusable or already met.
  */
 export function reconcileTokens(log: ChunkLog, target: number): boolean {
   const n = log.count
@@ -178,8 +159,7 @@ export function reconcileTokens(log: ChunkLog, target: number): boolean {
   let estimated = 0
   for (let i = 0; i < n; i++) estimated += log.tokens(i)
   if (estimated === target || estimated === 0) return false
-  // Each chunk gets 1 for sure; the remaining target − n is shared in proportion to (k_j − 1)
-  // or, when every estimate is 1, in proportion to 1.
+  // Each chunk gets 1; target − n is shared in proportion to k_j − 1 (or to 1 when every estimate is 1).
   const spare = target - n
   let weightTotal = estimated - n
   const useUniform = weightTotal === 0
@@ -194,9 +174,8 @@ export function reconcileTokens(log: ChunkLog, target: number): boolean {
     log.setTokens(i, 1 + whole)
     given += whole
   }
-  // The fractions add up to fewer than n whole tokens, but float rounding of huge shares can
-  // leave any residue: at most one more each, in order of fraction, and the rest to the largest
-  // fraction's chunk, so the loop never runs more than n times whatever the target.
+  // Float rounding of huge shares can leave any residue: one more each by fraction, the rest to the
+  // largest, so the loop runs at most n times whatever the target.
   let left = spare - given
   if (left > 0) {
     const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => frac[b] - frac[a] || a - b)
@@ -206,10 +185,7 @@ export function reconcileTokens(log: ChunkLog, target: number): boolean {
   return true
 }
 
-/**
- * Number of gaps between consecutive content chunks longer than `thresholdSeconds` (strictly):
- * the stalls a reader of this response sat through.
- */
+/** Gaps between consecutive content chunks strictly longer than `thresholdSeconds`. */
 export function countStalls(log: ChunkLog, thresholdSeconds: number): number {
   const limitMs = thresholdSeconds * 1000
   let stalls = 0

@@ -1,10 +1,6 @@
 import type { Timing } from '../timing/request-timing.ts'
 
-/**
- * Per-route latency SLO and the verdict on one request (`llm_slo_requests_total`).
- * Pure: the timing and the request's own ITL P99 in, `met` / `missed` / not judged out.
- * Definitions: ../../docs/metrics.md#latency-slos-and-goodput.
- */
+/** Per-route latency SLO and one request's verdict; definitions: ../../docs/metrics.md#latency-slos-and-goodput. */
 
 export interface RouteSlo {
   /** A request meets the SLO only if its TTFT is at most this. */

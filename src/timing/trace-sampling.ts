@@ -3,13 +3,9 @@ import type { Measurement } from './measurement.ts'
 import { SloVerdict } from './slo.ts'
 
 /**
- * Which requests' spans are exported (`otel.traces.sample`), decided once the request has ended:
- * every request a `keep` rule names (an error, a stall, an SLO miss, one slower than
- * `slow_seconds`), and of the rest those the start decision sampled: the caller's `sampled` flag
- * when it sent a trace context (parent-based), else `ratio` of the traces, by trace id (the
- * same trace id gets the same answer in every process, as the OTel TraceIdRatioBased sampler
- * intends). The tail sampling a collector would otherwise do, without its buffering.
- * Pure; the recording policy (observations.ts) asks it.
+ * Which requests' spans are exported, decided once the request ended: those a `keep` rule names, else the
+ * caller's `sampled` flag, else `ratio` by trace id (the same answer in every process, as OTel's
+ * TraceIdRatioBased intends). A collector's tail sampling without its buffering.
  */
 
 /** The `keep` rules (`otel.traces.sample.keep`). */

@@ -2,10 +2,7 @@ import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base'
 import { countTokens as countCl100k } from 'gpt-tokenizer/encoding/cl100k_base'
 import { ownCopy } from '../parsers/bytes.ts'
 
-/**
- * Token estimates for generated text, with a real BPE tokenizer per model family.
- * Only used where the provider gives no per-chunk count; a provider's usage always wins.
- */
+/** Token counts for generated text with a real BPE tokenizer, used only where the provider gives no count. */
 
 export const Encoding = { o200k_base: 'o200k_base', cl100k_base: 'cl100k_base' } as const
 export type Encoding = (typeof Encoding)[keyof typeof Encoding]
@@ -23,13 +20,8 @@ const MEMO_MAX_CHARS = 48
 const MEMO_MAX_ENTRIES = 50_000
 /** Beyond this a chunk is counted on a prefix and scaled, so one huge delta cannot stall the event loop. */
 export const EXACT_MAX_CHARS = 8192
-/**
- * BPE's cost grows with the square of a pre-token's length, and a run with no whitespace (CJK
- * text, a long identifier) is one pre-token: 8,192 such characters took about 0.6 s.
- * A run longer than this is estimated from its first RUN_MAX_CHARS characters, scaled.
- */
+/** BPE is quadratic in a pre-token's length (a run without whitespace), so longer runs are estimated from their head. */
 const RUN_MAX_CHARS = 64
-// Letters (with their marks) and runs of punctuation are the pre-tokens that grow without bound.
 const LONG_RUN = new RegExp(`[\\p{L}\\p{M}]{${RUN_MAX_CHARS + 1},}|[^\\s\\p{L}\\p{N}]{${RUN_MAX_CHARS + 1},}`, 'gu')
 
 // Special-token text in an answer (e.g. "<|endoftext|>") is ordinary text to us, never an error.
@@ -89,25 +81,18 @@ const counters: Record<Encoding, TokenCount> = {
 }
 
 /**
- * Texts that take each tokenizer through its cold start: V8 compiles the pre-tokenizer's
- * Unicode regular expression on first use, once for one-byte (Latin-1) strings and once for
- * two-byte ones (10-80 ms each), then tiers it up on later runs. Inside a request that time
- * would fall in the read's budget and turn the rest of the first read into an estimate.
+ * V8 compiles the pre-tokenizer's regex once for one-byte and once for two-byte strings: warming
+ * both keeps that cost out of the first request's read budget (docs/performance.md).
  */
 const WARM_TEXTS = ['Hi there, friend: 12 words\n', " it's", 'naïve café', 'Wärme — 東京 «ok»', ' 日本語']
 let warmed = false
 
-/**
- * Runs every encoding's tokenizer through its cold start, once per process (about 0.1-0.3 s):
- * before the listeners open, so the first request counts exactly like the thousandth.
- */
+/** Runs every tokenizer through its cold start once, before the listeners open, so the first request counts exactly. */
 export function warmTokenizers(now: () => number): void {
   if (warmed) return
   warmed = true
   for (const count of Object.values(raw)) for (let i = 0; i < 3; i++) for (const text of WARM_TEXTS) count(i === 0 ? text : `${text}${i}`)
-  // The path a request takes too (ReadBudget on the requests' clock, the memo, the slicing): its
-  // first calls compile it, about 0.2 ms, most of a first read's budget otherwise (a cluster
-  // worker's first request came out 4 or 8 tokens for 3); another clock would deoptimise it.
+  // The request path too (ReadBudget on the requests' clock): its first calls would eat a first read's budget.
   const long = WARM_TEXTS.join(' ').repeat(4)
   for (const encoding of Object.values(Encoding)) {
     const budget = new ReadBudget(counters[encoding], now)
@@ -119,17 +104,15 @@ export function warmTokenizers(now: () => number): void {
   }
 }
 
-/** Event-loop time one read's counting may take (ms) before the rest of the read is estimated. */
+/** Event-loop time one read's counting may take (ms) before the rest is estimated; see docs/performance.md. */
 export const READ_BUDGET_MS = 0.3
 /** Text is counted in slices of about this many characters, so the budget is checked often. */
 const SLICE_CHARS = 64
 /** A slice ends before a space up to this far; past it (no space in sight) it is cut at SLICE_CHARS. */
 const SLICE_MAX_CHARS = 96
 /**
- * The most one slice is charged (ms). Counting 96 characters takes under 0.07 ms even for the
- * super-linear runs without spaces, so a slice that took longer on the clock was preempted or
- * paused (another process, a GC): one such pause must not turn the rest of a short read into an
- * estimate, while the budget still ends a read of real work after two slices' worth.
+ * The most one slice is charged (ms): a slice that took longer was preempted (a GC, another process),
+ * and one such pause must not turn the rest of a short read into an estimate.
  */
 const SLICE_CHARGE_MAX_MS = READ_BUDGET_MS / 2
 
@@ -138,11 +121,7 @@ const isAsciiLetter = (c: number): boolean => (c >= 65 && c <= 90) || (c >= 97 &
 /** ASCII punctuation that starts a pre-token after a word (not an apostrophe: `'s` belongs to the word). */
 const isCut = (c: number): boolean => (c >= 33 && c <= 47 && c !== 39) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)
 
-/**
- * Where the slice from `from` ends: before a single space between two words, else after a word
- * before punctuation (where BPE's pre-tokenizer cuts anyway, so the slices' counts add up to the
- * whole's), else at SLICE_CHARS.
- */
+/** Where the slice from `from` ends: where BPE's pre-tokenizer cuts anyway, so the slices' counts add up to the whole's. */
 function sliceEnd(text: string, from: number): number {
   const target = from + SLICE_CHARS
   if (target >= text.length) return text.length
@@ -150,23 +129,15 @@ function sliceEnd(text: string, from: number): number {
   for (let j = target; j < last; j++) {
     if (text.charCodeAt(j) === 32 && !isSpace(text.charCodeAt(j - 1)) && !isSpace(text.charCodeAt(j + 1))) return j
   }
-  // No space (JSON arguments, say): after a word, before punctuation, where a pre-token ends too.
   for (let j = target; j < last; j++) if (isAsciiLetter(text.charCodeAt(j - 1)) && isCut(text.charCodeAt(j))) return j
   // Never between the two halves of a surrogate pair.
   return (text.charCodeAt(target) & 0xfc00) === 0xdc00 ? target + 1 : target
 }
 
 /**
- * One request's counting with a time budget per read: a read's text is counted exactly, in
- * slices, until counting has taken READ_BUDGET_MS of the clock in this read; the rest of the
- * read is estimated linearly with this request's tokens per character so far. Only the time
- * inside the tokenizer counts: time the process spent elsewhere (a busy machine, a GC, the other
- * events of the read) never turns a short text's exact count into an estimate. So counting holds
- * the event loop about a third of a millisecond per read, whatever the size and script of the
- * text (bench/tokenizer-stall.ts), and never makes the gaps the proxy measures. Tokens so
- * estimated are kept (`estimated`) for the log line; a provider's usage, when it reports one,
- * still sets the request's total at the end. On a clock that does not move (tests on virtual
- * time), everything is counted exactly.
+ * One request's counting under a per-read budget of tokenizer time: past READ_BUDGET_MS the rest of
+ * the read is estimated from this request's tokens per character, so counting never makes the gaps
+ * the proxy measures (bench/tokenizer-stall.ts). A provider's usage still sets the final total.
  */
 export class ReadBudget {
   readonly #count: TokenCount

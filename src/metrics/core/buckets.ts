@@ -3,11 +3,7 @@ import { coarser } from './mapping.ts'
 /** Slots added on each side when the dense range grows, so a series settles after a few growths. */
 const SLACK = 8
 
-/**
- * The counts of a histogram's exponential buckets, dense between the lowest and the highest
- * populated one (as sdk-metrics' Buckets): the core decides when the resolution is lowered,
- * this only holds the counts and moves them.
- */
+/** The counts of a histogram's exponential buckets, dense between the lowest and highest populated one (as sdk-metrics' Buckets). */
 export class Buckets {
   /** Counts of buckets `lo` … `lo + counts.length − 1` (undefined until the first bucket). */
   counts: Float64Array | undefined
@@ -42,10 +38,7 @@ export class Buckets {
     this.counts = grown
   }
 
-  /**
-   * Adds `weight` to bucket `index`: 1 when the bucket was empty, 0 when it was not, −1 when the
-   * range does not cover it (nothing added: `cover` first). One call on the hot path.
-   */
+  /** Adds `weight` to bucket `index`: 1 when it was empty, 0 when not, −1 when the range does not cover it (`cover` first). */
   increment(index: number, weight: number): number {
     const counts = this.counts
     const slot = index - this.lo

@@ -2,29 +2,16 @@ import { Buckets } from './buckets.ts'
 import { bucketIndex, bucketMidpoint, coarser, MAX_SCHEMA, MIN_SCHEMA } from './mapping.ts'
 
 /**
- * The one histogram of tokentap: sparse exponential buckets as Prometheus native histograms and
- * OpenTelemetry exponential histograms define them (mapping.ts), weighted observations,
- * mergeable, with a bounded number of buckets; optionally the counts of classic (explicit)
- * buckets beside them. The Prometheus families, the OTLP export, the cluster's merge and the
- * live page's sliding windows all keep their figures in it, each at the resolution it needs.
- * Pure: no clock, no I/O.
- *
- * Values whose magnitude is at most the zero threshold count in the zero bucket. Past
- * `maxBuckets` populated buckets the resolution is lowered (schema − 1 merges each pair of
- * buckets), as the Prometheus clients do, so no input grows a series without bound.
- *
- * Classic buckets cannot be derived from exponential ones whose edges do not meet the configured
- * bounds, so they are counted exactly beside them (le inclusive, the last slot +Inf).
+ * The one histogram of tokentap: sparse exponential buckets as Prometheus native histograms and OpenTelemetry define
+ * them (mapping.ts), weighted, mergeable and bounded (past `maxBuckets` the schema is lowered, as the Prometheus
+ * clients do), plus exact classic buckets beside them, which exponential edges cannot reproduce. Pure.
  */
 
 /** Prometheus's default zero threshold (client_golang's DefNativeHistogramZeroThreshold): only 0 itself, in practice. */
 const DEFAULT_ZERO_THRESHOLD = 2 ** -128
 /** Prometheus's suggested bucket limit a series (client_golang's NativeHistogramMaxBucketNumber examples, and OTel's default max size). */
 const DEFAULT_MAX_BUCKETS = 160
-/**
- * A dense range wider than this many times the bucket limit lowers the resolution too, so a few
- * values far apart cannot make the array large.
- */
+/** A dense range wider than this many times the bucket limit lowers the resolution too, so far-apart values stay small. */
 const SPAN_FACTOR = 8
 
 export interface HistogramCoreOptions {
@@ -74,10 +61,7 @@ export class HistogramCore {
     return (this.buckets.counts?.byteLength ?? 0) + (this.classic?.byteLength ?? 0)
   }
 
-  /**
-   * Records `weight` observations of `value` (a run of equal values at once); returns the classic
-   * slot it counted in, or -1 when nothing was recorded (NaN, a weight that is not positive).
-   */
+  /** Records `weight` observations of `value`; returns the classic slot, or -1 when nothing was recorded (NaN, weight ≤ 0). */
   observe(value: number, weight = 1): number {
     if (!(weight > 0) || Number.isNaN(value)) return -1
     this.count += weight
@@ -87,8 +71,7 @@ export class HistogramCore {
     const schema = this.schema
     if (schema !== undefined) {
       if (value <= this.zeroThreshold && value >= -this.zeroThreshold) this.zeroCount += weight
-      // tokentap's figures are never negative (durations, counts, ratios): one below the zero
-      // bucket would be an error upstream of here, and is counted in it rather than lost.
+      // tokentap's figures are never negative: one below the zero bucket is counted in it rather than lost.
       else if (value < 0) this.zeroCount += weight
       else this.#add(bucketIndex(value, schema), weight)
     }
@@ -107,9 +90,8 @@ export class HistogramCore {
   }
 
   /**
-   * `observe` for a histogram without classic buckets, with the bucket already found by the
-   * caller (one logarithm for several histograms): `index` is `bucketIndex(value, schema)`, or
-   * −∞ for a value in the zero bucket. An index finer than this histogram's schema is mapped down.
+   * `observe` without classic buckets, the bucket found by the caller (one logarithm for several histograms): `index`
+   * is `bucketIndex(value, schema)`, or −∞ for the zero bucket; a finer index is mapped down.
    */
   observeIndexed(value: number, weight: number, index: number, schema: number): void {
     if (!(weight > 0) || Number.isNaN(value)) return
@@ -129,10 +111,7 @@ export class HistogramCore {
     if (added === 1 && buckets.populated > this.maxBuckets && this.maxBuckets > 0) this.#fit()
   }
 
-  /**
-   * Makes the dense range cover `index`, first lowering the resolution while the range would
-   * grow wider than the bucket limit allows; returns by how many steps it was lowered.
-   */
+  /** Covers `index`, lowering the resolution while the range would outgrow the limit; returns the steps lowered. */
   #cover(index: number): number {
     const buckets = this.buckets
     if (buckets.counts === undefined) {
@@ -181,20 +160,12 @@ export class HistogramCore {
     return this.buckets.range()
   }
 
-  /**
-   * Adds another histogram's observations (another worker's, or a sub-window's). The result
-   * takes the lower of the two schemas, each finer bucket going to the coarser bucket that holds
-   * it, so merging equals observing in one process; classic counts add slot by slot (same bounds
-   * expected).
-   */
+  /** Adds another histogram's observations at the lower of the two schemas, so merging equals observing in one process. */
   merge(other: HistogramCore): void {
     this.#combine(other, 1)
   }
 
-  /**
-   * Takes another histogram's observations away (a sub-window leaving a sliding window that
-   * holds it). Counts that float sums leave a hair above 0 are cleared.
-   */
+  /** Takes a sub-window's observations away; counts float sums leave a hair above 0 are cleared. */
   subtract(other: HistogramCore): void {
     this.#combine(other, -1)
     if (this.count < 1e-9) this.clear()

@@ -1,7 +1,6 @@
 /**
- * Exponential bucket mapping (https://prometheus.io/docs/specs/native_histograms/#schema): at
- * schema s the base is 2^(2^−s) and bucket i holds the values in (base^(i−1), base^i]. Schema 3
- * keeps any quantile within about 4.4 % (half a bucket's width), 6 within 0.55 %.
+ * Exponential bucket mapping (https://prometheus.io/docs/specs/native_histograms/#schema): at schema s the base is
+ * 2^(2^−s) and bucket i holds (base^(i−1), base^i]; schema 3 keeps any quantile within about 4.4 %, 6 within 0.55 %.
  */
 
 /** Schemas Prometheus accepts (OpenTelemetry's scale has a wider range; tokentap stays in this one). */
@@ -20,10 +19,7 @@ export function bucketUpper(index: number, schema: number): number {
   return 2 ** (index * 2 ** -schema)
 }
 
-/**
- * The value a bucket stands for: 2·base^i / (base + 1), within (base − 1)/(base + 1) of every
- * value in it.
- */
+/** The value a bucket stands for: 2·base^i / (base + 1), within (base − 1)/(base + 1) of every value in it. */
 export function bucketMidpoint(index: number, schema: number): number {
   const base = 2 ** (2 ** -schema)
   return (2 * bucketUpper(index, schema)) / (base + 1)

@@ -3,10 +3,8 @@ import type { HistogramCore } from './histogram-core.ts'
 const EMPTY = new Float64Array(0)
 
 /**
- * Nearest-rank quantiles from a core's exponential buckets (the smallest bucket whose cumulative
- * count reaches q × count, as its representative), for ascending `qs`, into `out`; NaN when
- * empty. Quantiles up to the median walk from the bottom, the others from the top (a p99
- * passes ~1 % of the counts, not 99 %). A millionth of a count is allowed for float sums.
+ * Nearest-rank quantiles from a core's exponential buckets for ascending `qs`, into `out` (NaN when empty); those
+ * above the median walk from the top, so a p99 passes ~1 % of the counts. Float sums get a millionth of a count's slack.
  */
 export function quantiles(core: HistogramCore, qs: readonly number[], out: number[]): void {
   const n = qs.length

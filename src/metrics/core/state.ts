@@ -1,16 +1,13 @@
 import { HistogramCore } from './histogram-core.ts'
 
 /**
- * A HistogramCore's figures in one Float64Array: what a cluster worker sends its primary (one
- * typed array per series is what makes the cluster channel's structured clone cheap). Schema
- * (NaN: classic only), zero threshold, bucket limit, count, sum, zero count, min, max, the number
- * of classic slots (−1: none) and their non-cumulative counts (the last is +Inf), then the
- * populated exponential buckets as index, count pairs, ascending.
+ * A HistogramCore's figures in one Float64Array, cheap to structured-clone to the cluster primary: schema (NaN:
+ * classic only), zero threshold, bucket limit, count, sum, zero count, min, max, classic slot count (−1: none) and
+ * their counts, then the exponential buckets as ascending index, count pairs.
  */
 export type CoreState = Float64Array
 const CLASSIC_AT = 8
 
-/** A core's figures as its state. */
 export function coreState(core: HistogramCore): CoreState {
   const classic = core.classic
   const n = classic === undefined ? 0 : classic.length
@@ -36,10 +33,7 @@ export function coreState(core: HistogramCore): CoreState {
 /** The schema a state was taken at (undefined: classic buckets only). */
 export const stateSchema = (state: CoreState): number | undefined => (Number.isNaN(state[0]) ? undefined : state[0])
 
-/**
- * A HistogramCore holding exactly a state's figures (classic bounds from the family that reads
- * it); `HistogramCore#merge` adds it to another bucket by bucket.
- */
+/** A HistogramCore holding exactly a state's figures (classic bounds from the reading family). */
 export function coreFromState(state: CoreState, bounds: Float64Array | undefined): HistogramCore {
   return fillCore(new HistogramCore({ schema: stateSchema(state), zeroThreshold: state[1], maxBuckets: state[2], bounds }), state)
 }
@@ -48,7 +42,7 @@ export function coreFromState(state: CoreState, bounds: Float64Array | undefined
 export function fillCore(core: HistogramCore, state: CoreState): HistogramCore {
   const schema = stateSchema(state)
   const n = Math.max(0, state[CLASSIC_AT])
-  // Each bucket at its own index (the core's schema is the state's); sum, count and the extremes are set after.
+  // Each bucket at its own index (the core's schema is the state's).
   if (schema !== undefined) for (let i = CLASSIC_AT + 1 + n; i + 1 < state.length; i += 2) core.observeIndexed(0, state[i + 1], state[i], schema)
   core.count = state[3]
   core.sum = state[4]

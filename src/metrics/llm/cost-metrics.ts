@@ -5,11 +5,7 @@ import type { HistogramSeries, NativeOptions } from '../prometheus/histogram.ts'
 import { LabelSlot } from '../../record/labels.ts'
 import type { Observations } from '../../record/observations.ts'
 
-/**
- * The cost families (with `pricing:` set): a plain map of a finished request's `Observations.cost`
- * (src/cost/cost.ts decides the figures). Same labels as every llm_ series (the policy's, `tenant`
- * included when on). docs/cost.md.
- */
+/** The cost families (with `pricing:` set): a plain map of `Observations.cost`, which src/cost/cost.ts decides (docs/cost.md). */
 
 /** One request's cost in the currency: 0.00001 … 100, about ×3 apart. */
 const REQUEST_COST_BUCKETS = [0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100] as const

@@ -5,10 +5,7 @@ import type { NativeOptions } from '../prometheus/histogram.ts'
 import { DEFAULT_BUCKETS } from '../../config/schema.ts'
 import type { Config } from '../../config/schema.ts'
 
-/**
- * A family as configuration (as prom-client treats a metric): name, type, label names, buckets
- * and help; `buildFamilies` makes the table's families in its order, which is the scrape order.
- */
+/** A family as configuration (as prom-client treats a metric); `buildFamilies` makes them in table order, the scrape order. */
 
 export type Buckets = Config['metrics']['buckets']
 

@@ -14,11 +14,8 @@ import { REPORTED_PHASES } from '../../parsers/reported-times.ts'
 import type { ReportedPhase } from '../../parsers/reported-times.ts'
 
 /**
- * The llm_ Prometheus families as configuration (FAMILIES: name, type, labels, buckets, help, in
- * scrape order) and `record()` of one finished request, a plain map of its Observations: the
- * figures one series takes as they are (SERIES: which field, which family, made with the label
- * set or at its first value), then the few that fan out (runs of gaps and tokens, by outcome, by
- * source, by phase). record/observations.ts decides what is recorded. Definitions: docs/metrics.md.
+ * The llm_ families as configuration, in scrape order, and `record()`: a plain map of one request's Observations
+ * (record/observations.ts decides what is recorded; definitions in docs/metrics.md).
  */
 
 export interface LlmMetricsOptions {

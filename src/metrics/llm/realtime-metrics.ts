@@ -10,11 +10,7 @@ import type { Outcome } from '../../timing/measurement.ts'
 import { buildFamilies } from './families.ts'
 import type { Buckets, Families, FamilyTable } from './families.ts'
 
-/**
- * The llm_realtime_ families (the CONTRACT's "Realtime sessions") as configuration, and what a
- * finished response (a map of its ResponseObservations: RecordPolicy.observeResponse decides) and
- * a finished session add to them.
- */
+/** The llm_realtime_ families (CONTRACT's "Realtime sessions") and what a finished response or session adds to them. */
 
 /** A listener's silence per audio response: 10 ms (none to hear) … 1 min. 0.25 is a bound: the alert's threshold. */
 const UNDERRUN_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60] as const

@@ -1,12 +1,6 @@
 /**
- * The buffers a scrape's batches are copied into, taken back once the socket wrote them.
- *
- * A scrape is mostly each series' cached bytes, a few KiB each. Copied into buffers of
- * `BATCH_BYTES`, /metrics writes one chunk of the chunked body per batch instead of one per
- * series (the copy costs less than the framing and the writev of a thousand small buffers, and
- * the scraper parses tens of chunks instead of thousands). Reused, those buffers cost no
- * allocation per scrape: fresh ones, megabytes of external memory per scrape of a thousand
- * series, made V8 start mark-compacts of the whole heap (bench/scrape-micro.ts, `--cpu-prof`).
+ * The buffers a scrape's batches are copied into, taken back once the socket wrote them: one chunk per batch instead
+ * of per series, and no per-scrape allocation (fresh buffers made V8 mark-compact the heap: bench/scrape-micro.ts).
  */
 
 /** One pool buffer while a scrape fills it or its views are out. */
@@ -37,12 +31,10 @@ export class BatchPool {
     return this.#free.length
   }
 
-  /** One scrape's batches. */
   batches(): ScrapeBatches {
     return new ScrapeBatches(this)
   }
 
-  /** A buffer to fill: a free one, or a new one. */
   take(): Slot {
     const buf = this.#free.pop() ?? Buffer.allocUnsafeSlow(this.size)
     const slot: Slot = { buf, out: 0, filling: true }
@@ -50,7 +42,6 @@ export class BatchPool {
     return slot
   }
 
-  /** A view of a slot's buffer goes to the caller. */
   handOut(slot: Slot, view: Buffer): void {
     slot.out++
     this.#handedOut.add(view)
@@ -62,10 +53,7 @@ export class BatchPool {
     this.#release(slot)
   }
 
-  /**
-   * The caller wrote these (the socket's write callback ran): their buffers can be filled again.
-   * Buffers that did not come from the pool, and views given back twice, are ignored.
-   */
+  /** The socket wrote these: their buffers can be filled again (foreign buffers and repeated returns are ignored). */
   recycle(batch: readonly Buffer[]): void {
     for (const view of batch) {
       if (!this.#handedOut.delete(view)) continue

@@ -1,13 +1,7 @@
 /**
- * Exposition lines written straight into bytes: cached label bytes copied, counts written as
- * ASCII digits, no intermediate string. A scrape renders again every series observed since the
- * previous one (with Prometheus scraping every 15 s, nearly every series of a busy proxy); built
- * as template strings and encoded with `Buffer.from`, that was most of a scrape's CPU
- * (bench/scrape-micro.ts, `--cpu-prof`).
- *
- * Used synchronously by one render at a time (`take()` copies the bytes out, `into()` … `done()`
- * writes into a series' own store, and no render leaves bytes in it across a `yield`), so one
- * writer serves every family.
+ * Exposition lines written straight into bytes, with no intermediate string: template strings encoded with
+ * `Buffer.from` were most of a scrape's CPU (bench/scrape-micro.ts). One writer serves every family, since renders
+ * are synchronous and leave no bytes in it across a `yield`.
  */
 
 import { formatValue } from './format.ts'
@@ -26,10 +20,7 @@ class ByteWriter {
     this.#buf = this.#scratch
   }
 
-  /**
-   * Makes room for `n` more bytes; the writes below assume it was made (a typed array drops
-   * writes past its end without a word). Grows by an eighth more than asked: counts gain digits.
-   */
+  /** Makes room for `n` more bytes, which the writes below assume (a typed array drops writes past its end silently). */
   reserve(n: number): void {
     const need = this.#pos + n
     if (need <= this.#buf.length) return
@@ -42,7 +33,7 @@ class ByteWriter {
     this.#buf[this.#pos++] = b
   }
 
-  /** All of `src` (`TypedArray#set`: a builtin copy, no view made, unlike `Buffer#copy` of a part). */
+  /** All of `src` (`TypedArray#set` makes no view, unlike `Buffer#copy` of a part). */
   bytes(src: Uint8Array): void {
     this.#buf.set(src, this.#pos)
     this.#pos += src.length
@@ -110,11 +101,7 @@ class ByteWriter {
     return out
   }
 
-  /**
-   * Writes go straight to `store` (a series' bytes from its last render, rewritten in place) from
-   * its start, with `room` bytes made (a new store when it has less) until `done()`: no scratch
-   * and no copy, and nothing allocated once the store is big enough.
-   */
+  /** Writes go straight into a series' `store` (a new one when it has less than `room`) until `done()`: no scratch, no copy. */
   into(store: Buffer | undefined, room: number): void {
     if (this.#buf !== this.#scratch || this.#pos !== 0) throw new Error('ByteWriter.into() while a piece is being written')
     this.#buf = store ?? EMPTY
@@ -132,21 +119,12 @@ class ByteWriter {
 
 const EMPTY = Buffer.alloc(0)
 
-/**
- * The one writer every family renders with: renders are synchronous, copy their bytes out
- * (`take()`) or write into their own store (`into()` … `done()`), and leave nothing in it
- * across a `yield`.
- */
 export const writer = new ByteWriter()
 
 /** Sample lines per buffer for counters and gauges: a few KiB, so no chunk holds a whole family. */
 const LINES_PER_CHUNK = 64
 
-/**
- * `line(item)` (the sample name and labels, ending in a space), the value and a line feed per
- * item, as buffers of `LINES_PER_CHUNK` lines each: the bytes of
- * `${line}${formatValue(value)}\n` without the string.
- */
+/** `${line}${formatValue(value)}\n` per item as bytes, in buffers of `LINES_PER_CHUNK` lines. */
 export function* lineChunks<T>(items: Iterable<T>, line: (item: T) => Buffer, value: (item: T) => number): Generator<Buffer> {
   let n = 0
   for (const item of items) {

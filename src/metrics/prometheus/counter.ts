@@ -43,11 +43,7 @@ export class Counter extends Metric<CounterSeries> {
     })
   }
 
-  /**
-   * The exposition as bytes: the header, then the series in groups of `LINES_PER_CHUNK`.
-   * OpenMetrics names the counter family without `_total`
-   * (https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#counter).
-   */
+  /** The header, then the series in groups of lines; OpenMetrics names the family without `_total` (https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#counter). */
   *chunks(openMetrics = false): Generator<Buffer> {
     const family = openMetrics ? this.name.slice(0, -'_total'.length) : this.name
     yield Buffer.from(header(family, this.help, this.type, openMetrics))

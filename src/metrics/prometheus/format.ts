@@ -1,7 +1,4 @@
-/**
- * Prometheus text exposition helpers
- * (https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format).
- */
+/** Prometheus text exposition helpers (https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format). */
 
 /** Escapes a label value: backslash, double quote and line feed. */
 export function escapeLabelValue(value: string): string {
@@ -9,10 +6,7 @@ export function escapeLabelValue(value: string): string {
   return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
 }
 
-/**
- * Escapes HELP text: backslash and line feed; OpenMetrics also escapes the double quote
- * (its `escaped-string`, https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#abnf).
- */
+/** Escapes HELP text; OpenMetrics also escapes `"` (https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md#abnf). */
 function escapeHelp(text: string, openMetrics = false): string {
   const out = text.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')
   return openMetrics ? out.replace(/"/g, '\\"') : out

@@ -4,11 +4,7 @@ import { Metric, seriesKey } from './metric.ts'
 import { MetricTypeCode, VALUE_FIELD, familyChunks, valueMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
-/**
- * A gauge whose values are counted when scraped (e.g. requests in flight, grouped by labels
- * that are only known part-way through a request). A label set once seen keeps reporting,
- * 0 when nothing is counted for it, so the series falls back to 0 instead of vanishing.
- */
+/** A gauge counted at scrape time; a label set once seen reports 0 when nothing counts for it, instead of vanishing. */
 
 export interface CollectedGaugeOptions extends MetricOptions {
   /** Calls `add(labelValues, value)` for every current contribution. */
@@ -73,8 +69,7 @@ export class CollectedGauge extends Metric<Entry> {
 
   /** The exposition as bytes: the header, then the label sets counted now, in groups of lines. */
   *chunks(openMetrics = false): Generator<Buffer> {
-    // Counted in one go (in-flight requests only), so the values are one consistent snapshot.
-    // The values are copied: a scrape running meanwhile counts again into the same entries.
+    // One consistent snapshot, copied: a concurrent scrape counts into the same entries.
     const counted = Array.from(this.#snapshot().values(), (e) => ({ entry: e, value: e.value }))
     yield Buffer.from(header(this.name, this.help, this.type, openMetrics))
     yield* lineChunks(

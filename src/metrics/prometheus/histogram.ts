@@ -7,10 +7,8 @@ import type { MetricOptions, SampleJson } from './metric.ts'
 import type { TraceIds } from '../../proxy/trace-context.ts'
 
 /**
- * A Prometheus histogram family with label children bound once and weighted observations:
- * `observe(v, k)` counts k observations of v in one step (token-weighted ITL observes g/k k times).
- * Each series keeps its figures in a HistogramCore: the classic buckets (exact, for the text
- * formats) and, when `native` is given, the exponential buckets of a native histogram.
+ * A Prometheus histogram family with label children bound once and weighted observations: `observe(v, k)` counts k
+ * observations of v in one step; each series keeps classic buckets and, with `native`, a native histogram's.
  */
 
 /** A native histogram's settings (`metrics.native_histograms`). */
@@ -27,7 +25,6 @@ export function nativeOptions(config: { readonly enabled: boolean; readonly sche
 
 export interface HistogramOptions extends MetricOptions {
   readonly buckets: readonly number[]
-  /** Keep native (exponential) buckets too. */
   readonly native?: NativeOptions
 }
 
@@ -40,18 +37,11 @@ export interface Exemplar {
   readonly timestamp: number
 }
 
-/**
- * OpenMetrics caps an exemplar's label set at 128 UTF-8 characters (names and values together).
- * `request_id` takes 10 of them, so ids are cut to 118 code points; beside a trace's
- * `trace_id` (8 + 32) and `span_id` (7 + 16), to 55.
- */
+/** OpenMetrics caps an exemplar's label set (names and values) at 128 UTF-8 characters. */
 const MAX_EXEMPLAR_CHARS = 128
 const TRACE_CHARS = 'trace_id'.length + 32 + 'span_id'.length + 16
 
-/**
- * `request_id="…"` for an exemplar, escaped and cut to the OpenMetrics limit; with the request's
- * span (`otel.traces` kept it), `trace_id` and `span_id` after it, so Grafana's exemplar link opens the trace.
- */
+/** `request_id="…"` (and the span's `trace_id`, `span_id`, so Grafana links the trace), escaped and cut to the OpenMetrics limit. */
 export function requestIdExemplar(id: string, trace?: TraceIds): string {
   const room = MAX_EXEMPLAR_CHARS - 'request_id'.length - (trace === undefined ? 0 : TRACE_CHARS)
   const chars = [...id]
@@ -77,15 +67,11 @@ export class HistogramSeries {
   readonly counts: Float64Array
   /** Latest exemplar per bucket (same slots as `counts`), allocated on the first one. */
   exemplars: (Exemplar | undefined)[] | undefined
-  /**
-   * This series' exposition lines, kept between scrapes until its next observation (the dirty
-   * flag: undefined means render again): without exemplars the Prometheus text and OpenMetrics
-   * lines are the same bytes. A view of `store`, which the next render rewrites in place.
-   */
+  /** Cached exposition lines until the next observation (undefined: render again); a view of `store`, rewritten in place. */
   exposition: Buffer | undefined
   /** The OpenMetrics lines with exemplars (only when the series has any), cached like `exposition`. */
   expositionWithExemplars: Buffer | undefined
-  /** Where the lines are rendered to, reused from one render to the next while they fit. */
+  /** Where the lines are rendered, reused while they fit. */
   store: Buffer | undefined
   storeWithExemplars: Buffer | undefined
   /** The fixed parts of this series' lines as UTF-8, made at its first render. */
@@ -129,7 +115,7 @@ export class HistogramSeries {
 }
 
 const NEWLINE = 0x0a
-/** Series encoded between two empty pieces of `protobufChunks` (each a few µs). */
+/** Series encoded between two empty pieces of `protobufChunks`, so the registry can yield. */
 const RENDERS_PER_PIECE = 32
 const EMPTY = Buffer.alloc(0)
 
@@ -170,13 +156,8 @@ export class Histogram extends Metric<HistogramSeries> {
   }
 
   /**
-   * The exposition as bytes (Prometheus 0.0.4 and OpenMetrics share this shape; OpenMetrics adds
-   * each bucket's exemplar: `… count # {request_id="x"} value timestamp`): the header, then one
-   * buffer per series. A series is rendered again only after it was observed, so a scrape of
-   * many quiet series is mostly a copy, and a big scrape is never one huge string.
-   * OpenMetrics shares the cached bytes of every series without exemplars.
-   * A series' buffer is rewritten in place when it is rendered again: copy what you keep past
-   * its next observation (the registry copies every piece into its batches as it comes).
+   * The exposition as bytes (Prometheus text and OpenMetrics, which adds exemplars): the header, then each series' cached
+   * buffer, rendered again only after an observation. A buffer is rewritten in place: copy what you keep past it.
    */
   *chunks(openMetrics = false): Generator<Buffer> {
     if (openMetrics) {
@@ -209,20 +190,14 @@ export class Histogram extends Metric<HistogramSeries> {
     }
   }
 
-  /**
-   * The family as a delimited protobuf MetricFamily: each series' Metric field is encoded again
-   * only after it was observed (a fresh buffer each time, so a scrape holding the last one is
-   * never overwritten).
-   */
+  /** The family as a delimited protobuf MetricFamily; a re-encoded series gets a fresh buffer, so a scrape holding one keeps it. */
   *protobufChunks(): Generator<Buffer> {
     const series: Buffer[] = []
     let rendered = 0
     for (const s of this.series.values()) {
       if (s.protobuf === undefined) {
         s.protobuf = histogramMetric(this.labelNames, s.labelValues, s.core, this.buckets, s.exemplars)
-        // The family's length prefix needs every series first: an empty piece now and then lets
-        // the registry give the event loop its turn meanwhile (a series' bytes are a fresh
-        // buffer, so one observed meanwhile does not change what this scrape holds).
+        // The length prefix needs every series first: empty pieces let the registry yield meanwhile.
         if (++rendered % RENDERS_PER_PIECE === 0) yield EMPTY
       }
       series.push(s.protobuf)
@@ -230,28 +205,19 @@ export class Histogram extends Metric<HistogramSeries> {
     yield* familyChunks(this.name, this.help, MetricTypeCode.histogram, series)
   }
 
-  /**
-   * What a store needs for a series' lines when its counts are whole numbers (as tokentap's
-   * are): the fixed parts, the bounds, and per count the digits of the total (a cumulative count
-   * never exceeds it). Only the first size of a store: the render makes room line by line.
-   */
+  /** A store's first size for whole-number counts: a cumulative count has no more digits than the total. */
   #room(s: HistogramSeries, exemplars: readonly (Exemplar | undefined)[] | undefined): number {
     if (s.lineBytes === undefined) s.lineBytes = this.#lineBytes(s)
     const fixed = s.lineBytes
     const countBytes = s.count >>> 0 === s.count ? String(s.count).length : MAX_NUMBER_BYTES
     let room = this.#leBytes.length * (fixed.bucket.length + countBytes + 1) + this.#leTotal + fixed.sum.length + fixed.count.length + MAX_NUMBER_BYTES + countBytes + 2
     if (exemplars !== undefined) {
-      // ` # {labels} value timestamp`, so the store is big enough from the first render.
       for (const e of exemplars) if (e !== undefined) room += 3 * e.labels.length + 2 * MAX_NUMBER_BYTES + 7
     }
     return room
   }
 
-  /**
-   * One series' lines, written into `writer` as bytes: its label bytes (made once) copied on
-   * every line, the bucket bounds from the family's bytes, the counts as digits. The same bytes as
-   * `${name}_bucket{${labels},le="${le}"} ${cumulative}` … line by line (test/metrics/exposition-exact.test.ts).
-   */
+  /** One series' lines as bytes, identical to the string form (test/metrics/exposition-exact.test.ts). */
   #render(s: HistogramSeries, exemplars: readonly (Exemplar | undefined)[] | undefined): void {
     const fixed = s.lineBytes as LineBytes
     const prefix = fixed.bucket
@@ -262,7 +228,6 @@ export class Histogram extends Metric<HistogramSeries> {
     let cumulative = 0
     for (let i = 0; i < le.length; i++) {
       cumulative += counts[i]
-      // A compare when the store is big enough (nearly always: see #room).
       w.reserve(line)
       w.bytes(prefix)
       w.short(le[i])

@@ -1,9 +1,6 @@
 /**
- * The base of tokentap's own metric families (histogram, counter, gauge): name, help, label
- * names, the series by label values, and the JSON every family gives the cluster primary.
- * Own families, not prom-client's, because ITL needs weighted observations (k observations of
- * g/k in one step) and a scrape of many series must be cheap (cached bytes per series).
- * prom-client is kept only for the default process metrics.
+ * The base of tokentap's own metric families: own, not prom-client's, because ITL needs weighted observations and
+ * a scrape of many series must be cheap (cached bytes per series); prom-client serves only the process metrics.
  */
 
 export type MetricType = 'counter' | 'gauge' | 'histogram'
@@ -76,16 +73,12 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
     return labels
   }
 
-  /**
-   * The text exposition as bytes (Prometheus 0.0.4, or OpenMetrics 1.0 lines), the family's
-   * header first: pieces of a few KiB, so a scrape never builds one huge string.
-   */
+  /** The text exposition as bytes, header first, in pieces of a few KiB. */
   abstract chunks(openMetrics?: boolean): Generator<Buffer>
 
   /** The family as one length-delimited protobuf MetricFamily (protobuf.ts), in pieces. */
   abstract protobufChunks(): Generator<Buffer>
 
-  /** The samples in the JSON form. */
   protected abstract samples(): SampleJson[]
 
   /** The family in the JSON form (cluster workers → primary). */

@@ -1,10 +1,8 @@
 import { escapeLabelValue, formatValue, header } from './format.ts'
 
 /**
- * OpenMetrics text (https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md)
- * of prom-client's metric JSON (the process metrics). prom-client can write OpenMetrics itself
- * only from a registry created for it, and it renames counters in place when it does; reading
- * its JSON keeps one set of collectors for both formats.
+ * OpenMetrics text (https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md) of prom-client's
+ * metric JSON: prom-client writes OpenMetrics only from a dedicated registry and renames counters in place.
  */
 
 /** The part of prom-client's `getMetricsAsJSON()` shape this needs. */

@@ -1,11 +1,7 @@
 /**
- * The few protobuf encodings the Prometheus exposition needs (https://protobuf.dev/programming-guides/encoding/):
- * varints, zigzag, doubles, strings and length-delimited nested messages, into one growing
- * buffer. Hand-written rather than protobufjs at run time: a scrape encodes each changed series
- * straight into bytes with no message objects in between (the measurement is in DEVELOPING.md);
- * the tests decode every output with protobufjs and the official `metrics.proto`.
- *
- * Numbers are JavaScript numbers: varints are exact up to 2^53, which counts never reach.
+ * The few protobuf encodings the Prometheus exposition needs (https://protobuf.dev/programming-guides/encoding/),
+ * hand-written so a scrape encodes straight into bytes with no message objects (DEVELOPING.md); the tests decode
+ * every output with protobufjs and the official `metrics.proto`. Varints are exact up to 2^53.
  */
 
 const WIRE_VARINT = 0

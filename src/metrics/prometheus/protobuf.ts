@@ -3,11 +3,9 @@ import type { PromClientMetric } from './openmetrics.ts'
 import { ProtoWriter, varintBytes } from './protobuf-writer.ts'
 
 /**
- * Prometheus's protobuf exposition (`io.prometheus.client.MetricFamily`, length-delimited, as
- * `metrics.proto` of prometheus/client_model v0.6.2 defines it): the only format that carries
- * native histograms to Prometheus before 3.x's text support. Each histogram series carries its
- * classic buckets and, when native histograms are on, its exponential buckets in the same
- * message, so classic queries keep working for a scraper that asks for both.
+ * Prometheus's protobuf exposition: length-delimited `io.prometheus.client.MetricFamily` as `metrics.proto` of
+ * prometheus/client_model v0.6.2 defines it, the only format carrying native histograms to Prometheus before 3.x.
+ * A histogram series carries its classic buckets beside its native ones, so classic queries keep working.
  */
 
 export const PROTOBUF_CONTENT_TYPE = 'application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited'
@@ -46,11 +44,7 @@ function parseAccept(accept: string): MediaRange[] {
 
 const isProtobuf = (r: MediaRange): boolean => r.type === 'application/vnd.google.protobuf' && r.params.get('proto') === 'io.prometheus.client.MetricFamily' && r.params.get('encoding') === 'delimited'
 
-/**
- * Whether an `Accept` header prefers the delimited protobuf exposition: it is listed, with a q
- * no lower than any text format's (Prometheus lists it first, q=0.7 or more, when native
- * histograms are on; a tie goes to the one listed first).
- */
+/** Whether an `Accept` header lists the delimited protobuf exposition with a q no lower than any text format's (a tie goes to the first listed). */
 export function wantsProtobuf(accept: string | undefined): boolean {
   if (accept === undefined || !accept.includes('application/vnd.google.protobuf')) return false
   const ranges = parseAccept(accept)
@@ -111,11 +105,7 @@ function exemplar(field: number, e: ProtoExemplar): void {
   w.end()
 }
 
-/**
- * The spans of a core's populated buckets as [first, last, first, last, …] bucket indexes: gaps of
- * up to two empty buckets stay inside a span as zeros (cheaper than a new span, as client_golang
- * does); empty when no bucket is populated.
- */
+/** A core's populated buckets as spans [first, last, …]; gaps of up to two empty buckets stay inside a span, as client_golang does. */
 function spansOf(core: HistogramCore): number[] {
   const range = core.range()
   if (range === undefined) return []
@@ -141,10 +131,8 @@ function count(intField: number, floatField: number, n: number): void {
 }
 
 /**
- * The Metric field (`metric = 4` of MetricFamily) of one histogram series: labels, classic
- * buckets (cumulative, the +Inf one included, each with its exemplar), and the native histogram
- * when the core keeps exponential buckets: schema, zero bucket, spans (spansOf) and deltas, and the
- * exemplars (Prometheus needs timestamps on a native histogram's exemplars; ours have them).
+ * The Metric field of one histogram series: labels, cumulative classic buckets with exemplars and, when the core keeps
+ * them, the native histogram (Prometheus needs timestamps on a native histogram's exemplars; ours have them).
  */
 export function histogramMetric(
   names: readonly string[],
@@ -195,8 +183,7 @@ export function histogramMetric(
         previousEnd = spans[i + 1]
         for (let b = spans[i]; b <= spans[i + 1] && whole; b++) if (!Number.isSafeInteger(core.bucket(b))) whole = false
       }
-      // The counts of every span in order, the zeros inside spans included: deltas from the
-      // previous bucket when every count is whole, else the counts as doubles.
+      // Deltas from the previous bucket when every count is whole, else the counts as doubles.
       w.begin(whole ? 13 : 14)
       let previous = 0
       for (let i = 0; i < spans.length; i += 2) {
@@ -234,10 +221,7 @@ export function valueMetric(valueField: number, names: readonly string[], values
 /** The Metric field for a counter / gauge / untyped family type. */
 export const VALUE_FIELD = { counter: 3, gauge: 2, untyped: 5 } as const
 
-/**
- * A whole delimited MetricFamily: its length prefix and header fields as the first buffer, then
- * the series' Metric fields as given (each a cached buffer a scrape copies).
- */
+/** A whole delimited MetricFamily: length prefix and header as the first buffer, then the series' Metric fields. */
 export function* familyChunks(name: string, help: string, type: number, series: readonly Buffer[]): Generator<Buffer> {
   w.string(1, name)
   w.string(2, help)
@@ -249,10 +233,7 @@ export function* familyChunks(name: string, help: string, type: number, series: 
   yield* series
 }
 
-/**
- * prom-client's process metrics (their JSON form) as delimited MetricFamilies: counters and
- * gauges as they are, histograms with their classic buckets, anything else as untyped samples.
- */
+/** prom-client's process metrics (their JSON form) as delimited MetricFamilies; unknown types as untyped. */
 export function promClientToProtobuf(metrics: readonly PromClientMetric[]): Buffer {
   const out: Buffer[] = []
   for (const m of metrics) {

@@ -13,10 +13,7 @@ import type { MetricsSource } from './source.ts'
 
 type ExpositionFormat = 'text' | 'openmetrics' | 'protobuf'
 
-/**
- * What `/metrics` serves in one process: tokentap's own metric families (cached bytes per
- * series) and prom-client's default process metrics (prom-client is used for nothing else).
- */
+/** What `/metrics` serves in one process: tokentap's own families (cached bytes per series) and prom-client's process metrics. */
 
 export type OwnMetric = Histogram | Counter | CollectedGauge
 
@@ -25,30 +22,16 @@ export type ProcessSource = Pick<Registry, 'metrics' | 'getMetricsAsJSON'>
 
 const NEWLINE = Buffer.from('\n')
 const EOF = Buffer.from('# EOF\n')
-/**
- * Longest run of scrape work (rendering, and the caller's writes of what was rendered) before
- * the event loop gets a turn: a chunk waits up to one slice behind a scrape, and cadence is what
- * tokentap measures (the A/B behind 1 ms: bench/results/ab-notes.md).
- */
+/** Longest run of scrape work before the event loop gets a turn, so a proxied chunk waits at most one slice (bench/results/ab-notes.md). */
 const SLICE_MS = 1
-/**
- * Scrapes less than this apart serve the same collection of prom-client's process metrics, which
- * cost as much as the rest of a large scrape (bench/results/ab-notes.md); Prometheus's own
- * interval still collects afresh every time.
- */
+/** Scrapes closer than this share one collection of prom-client's process metrics, as costly as a large scrape (bench/results/ab-notes.md). */
 const PROCESS_MAX_AGE_MS = 1000
 /** Bytes handed to the caller at a time (one socket write, one chunk of the body). */
 export const BATCH_BYTES = 128 * 1024
 /** Batch buffers kept free between scrapes (2 MiB); a bigger scrape in flight allocates more. */
 const BATCHES_KEPT = 16
 
-/**
- * Each scrape's figures, for the benchmark's probe (bench/el-probe.ts): published only when
- * something subscribed. `ms` from the start to the last batch handed over; `work_ms` rendering
- * and copying (the caller's writes excluded); `yields` and `yield_wait_ms` the turns given to
- * the event loop and how long they took to come back; `longest_work_ms` the most work between
- * two such turns.
- */
+/** Each scrape's figures for the benchmark's probe (bench/el-probe.ts), published only when something subscribed. */
 interface ScrapeStats {
   readonly ms: number
   readonly work_ms: number
@@ -77,10 +60,7 @@ export class MetricsRegistry implements MetricsSource {
   readonly #processSource: () => Promise<ProcessSource>
   readonly #processMaxAge: number
 
-  /**
-   * `protobuf`: serve the protobuf exposition (native histograms on). `processSource`: serve this
-   * registry's process metrics (made anew for each collection) in place of this process's own.
-   */
+  /** `protobuf`: serve the protobuf exposition; `processSource`: process metrics from this registry instead of this process's own. */
   constructor(opts: { processMetrics: boolean; protobuf?: boolean; processSource?: () => Promise<ProcessSource> }) {
     this.#protobuf = opts.protobuf === true
     this.#processSource = opts.processSource ?? (async () => this.#process)
@@ -108,10 +88,7 @@ export class MetricsRegistry implements MetricsSource {
     return (await this.#process.getMetricsAsJSON()) as unknown as MetricJson[]
   }
 
-  /**
-   * The whole exposition as one string: what an app that embeds the plugin serves on a route of
-   * its own (`reply.type(PROMETHEUS_CONTENT_TYPE).send(await app.tokentap.registry.text())`).
-   */
+  /** The whole exposition as one string, for an app that embeds the plugin and serves it on its own route. */
   async text(openMetrics = false): Promise<string> {
     const batches: Buffer[][] = []
     for await (const batch of this.exposition(openMetrics)) batches.push(batch)
@@ -122,23 +99,14 @@ export class MetricsRegistry implements MetricsSource {
   }
 
   /**
-   * Prometheus text format 0.0.4, or OpenMetrics 1.0 (exemplars included, no blank lines, ends
-   * with `# EOF`), in batches of about `BATCH_BYTES`, for /metrics to write as they come: mostly
-   * each series' cached bytes, rendered anew only for series observed since the last scrape.
-   * The work between two turns of the event loop stays under `SLICE_MS` (the caller's write of
-   * a piece counts, as it runs before the next piece is asked for), so a scrape of any size
-   * never holds up the streams being proxied. Every series is in it exactly once, each as it
-   * was at one instant; series created meanwhile are included when their family comes later.
+   * Prometheus text 0.0.4 or OpenMetrics 1.0, in batches of about `BATCH_BYTES`: each series as it was at one instant,
+   * with at most `SLICE_MS` of work (the caller's writes included) between turns of the event loop.
    */
   exposition(openMetrics = false): AsyncGenerator<Buffer[]> {
     return this.#stream(openMetrics ? 'openmetrics' : 'text')
   }
 
-  /**
-   * The protobuf exposition (delimited MetricFamily messages: native histograms with their
-   * classic buckets), streamed in the same slices and batches as the text formats. Undefined
-   * when native histograms are off: such a registry serves the text formats only.
-   */
+  /** The protobuf exposition (delimited MetricFamily messages), streamed like the text; undefined with native histograms off. */
   get protobuf(): (() => AsyncGenerator<Buffer[]>) | undefined {
     return this.#protobuf ? () => this.#stream('protobuf') : undefined
   }
@@ -146,7 +114,6 @@ export class MetricsRegistry implements MetricsSource {
   async *#stream(format: ExpositionFormat): AsyncGenerator<Buffer[]> {
     const openMetrics = format === 'openmetrics'
     const start = monotonicNow()
-    // The slice starts before the process metrics: collected anew, they take a millisecond or two.
     let slice = start
     let resumed = start
     let work = 0
@@ -155,12 +122,9 @@ export class MetricsRegistry implements MetricsSource {
     let yields = 0
     let waited = 0
     let bytes = 0
-    // prom-client's process metrics first, all at once (a few dozen samples), and sent last:
-    // counted before the scrape's own yields, they never see its pending setImmediate
-    // (nodejs_active_resources{type="Immediate"}) nor its writes.
+    // Process metrics are collected before the scrape yields, so they never count its own setImmediate or writes.
     const processText = await this.#processBytes(format, start)
     const out = this.#batches.batches()
-    // Time spent in here, not in the caller's writes of what was handed over.
     let handedAt = start
     const handOver = (batch: Buffer[]): Buffer[] => {
       const at = monotonicNow()

@@ -1,21 +1,12 @@
-/**
- * What the admin listener's `/metrics` reads: one process's own registry, or the cluster
- * primary's sum of its workers. Each says whether it can write OpenMetrics.
- */
+/** What the admin listener's `/metrics` reads: one process's registry, or the cluster primary's sum of its workers. */
 export interface MetricsSource {
   /** `exposition(true)` writes OpenMetrics 1.0 (exemplars included) when a scraper asks for it. */
   readonly openMetrics: boolean
   /** The exposition in batches of buffers, each batch one socket write, as the scrape goes. */
   exposition(openMetrics: boolean): AsyncIterable<Buffer[]>
-  /**
-   * The protobuf exposition (native histograms, classic buckets beside them) when the source
-   * can write it: served when the scraper's Accept prefers it (protobuf.ts, `wantsProtobuf`).
-   */
+  /** The protobuf exposition, when the source can write it (served when the scraper prefers it: `wantsProtobuf`). */
   readonly protobuf?: (() => AsyncIterable<Buffer[]>) | undefined
-  /**
-   * The caller is done with a batch (its socket write's callback ran, or failed): a source that
-   * reuses its buffers may fill them again. Optional; a batch never given back is collected.
-   */
+  /** The caller is done with a batch, so a source may reuse its buffers; optional. */
   recycle?(batch: readonly Buffer[]): void
 }
 
