@@ -3,10 +3,7 @@ import type { OtelConfig, OtelProtocol, TracesConfig } from '../../config/schema
 import { genAiProviderName } from '../../parsers/registry.ts'
 import type { TraceSampling } from '../../timing/trace-sampling.ts'
 
-/**
- * The OTel exports' switches and settings, without the SDK: the SDK and its exporters take a
- * while to load, so load.ts imports them only when metrics or traces are on.
- */
+/** The OTel exports' settings, without the SDK: load.ts imports the slow-loading SDK only when an export is on. */
 
 /** Where the `OTEL_*` variables are read. */
 export type Env = Readonly<Record<string, string | undefined>>
@@ -27,9 +24,8 @@ const fromEnv = (env: Env, name: string): string | undefined => {
 }
 
 /**
- * Whether to export: `otel.endpoint`, or a standard endpoint variable (a container that sets
- * `OTEL_EXPORTER_OTLP_ENDPOINT` expects its services to report). `OTEL_SDK_DISABLED=true` and
- * `OTEL_METRICS_EXPORTER=none` turn it off, as they do for any OTel SDK.
+ * Whether to export: `otel.endpoint` or a standard endpoint variable, unless `OTEL_SDK_DISABLED=true`
+ * or `OTEL_METRICS_EXPORTER=none`, as for any OTel SDK.
  */
 export function otelEnabled(config: OtelConfig, env: Env = process.env): boolean {
   if (fromEnv(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return false
@@ -46,11 +42,7 @@ export function otelProtocol(config: OtelConfig, env: Env = process.env, logger?
   return 'http/protobuf'
 }
 
-/**
- * Explicit or exponential histogram points: `otel.histograms`, else the spec's
- * `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION` (`base2_exponential_bucket_histogram`
- * or `explicit_bucket_histogram`), else explicit.
- */
+/** Explicit or exponential points: `otel.histograms`, else `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION`, else explicit. */
 export function otelHistograms(config: OtelConfig, env: Env = process.env): 'explicit' | 'exponential' {
   if (config.histograms !== undefined) return config.histograms
   return fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION')?.toLowerCase() === 'base2_exponential_bucket_histogram' ? 'exponential' : 'explicit'
@@ -63,9 +55,8 @@ function tracesUrl(endpoint: string): string {
 }
 
 /**
- * The traces config when spans are exported: `otel.traces` given (off by default, a span per
- * request is more than a metrics export), unless `OTEL_SDK_DISABLED=true` or
- * `OTEL_TRACES_EXPORTER=none` say no, as they do for any OTel SDK.
+ * The traces config when `otel.traces` is given (off by default: a span per request costs more than
+ * a metrics export), unless `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`.
  */
 export function tracesConfig(config: OtelConfig, env: Env = process.env): TracesConfig | undefined {
   if (config.traces === undefined) return undefined
@@ -73,10 +64,7 @@ export function tracesConfig(config: OtelConfig, env: Env = process.env): Traces
   return config.traces
 }
 
-/**
- * The traces URL: `otel.traces.endpoint`, else `otel.endpoint`'s; undefined leaves it to the
- * exporter (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4318).
- */
+/** The traces URL: `otel.traces.endpoint`, else `otel.endpoint`'s; undefined leaves it to the exporter's variables. */
 export function tracesEndpoint(config: OtelConfig): string | undefined {
   const endpoint = config.traces?.endpoint ?? config.endpoint
   return endpoint === undefined ? undefined : tracesUrl(endpoint)

@@ -8,10 +8,8 @@ import type { OtelConfig, OtelProtocol } from '../../config/schema.ts'
 import { metricsUrl } from './config.ts'
 
 /**
- * The OTLP/HTTP exporter of the GenAI metrics: the OpenTelemetry SDK's own, protobuf
- * (`@opentelemetry/exporter-metrics-otlp-proto`) or JSON (`…-otlp-http`). tokentap's config keys
- * win; what they leave unset comes from the standard variables, read by the exporter itself
- * (https://opentelemetry.io/docs/specs/otel/protocol/exporter/): endpoint, headers, timeout.
+ * The OTLP/HTTP exporter of the GenAI metrics (the SDK's, protobuf or JSON): tokentap's config
+ * keys win, the standard variables fill the rest (https://opentelemetry.io/docs/specs/otel/protocol/exporter/).
  */
 
 /** The SDK exporter for the config (the variables fill in what the config leaves unset). */
@@ -25,17 +23,13 @@ export function createOtlpExporter(config: OtelConfig, protocol: OtelProtocol): 
   return protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options)
 }
 
-/**
- * Wraps an exporter to log its failures: one warning per outage (not one per interval) and a
- * line when it works again. The SDK itself only reports to `diag`, which is silent by default.
- */
+/** Wraps an exporter to log one warning per outage and a line on recovery: the SDK reports only to the silent `diag`. */
 export class LoggedExporter implements PushMetricExporter {
   readonly #inner: PushMetricExporter
   readonly #logger: Logger
   readonly #protocol: OtelProtocol
   #failing = false
-  // The reader asks the exporter for temporality (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE,
-  // default cumulative) and aggregation: the inner exporter answers.
+  // The reader asks the exporter for temporality and aggregation: the inner exporter answers.
   readonly selectAggregationTemporality?: (type: InstrumentType) => AggregationTemporality
   readonly selectAggregation?: (type: InstrumentType) => AggregationOption
 

@@ -3,10 +3,7 @@ import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
 import type { OtelMetrics } from './otel-metrics.ts'
 import type { OtelTraces, OtelTracesOptions } from './traces.ts'
 
-/**
- * The one way into the OpenTelemetry exports: the SDK and its exporters take a while to load,
- * so they are imported only when metrics (`otelEnabled`) or traces (`tracesConfig`) are on.
- */
+/** The one way into the OpenTelemetry exports: the slow-loading SDK is imported only when an export is on. */
 export interface OtelExports {
   readonly metrics?: OtelMetrics
   readonly traces?: OtelTraces

@@ -14,12 +14,8 @@ import type { HistogramCell, PreAggregatedHistogram } from './producer.ts'
 
 /**
  * OpenTelemetry GenAI metrics (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/)
- * through the OpenTelemetry metrics SDK: one MeterProvider of tokentap's own (not the global one,
- * so an embedding app's OTel setup is left alone), its resource, a periodic reader and the OTLP
- * exporter of export.ts. The histograms are kept in tokentap's histogram core and handed to
- * the reader as a MetricProducer (producer.ts); `record()` only maps a finished request's
- * Observations (record/observations.ts decides what is recorded: which requests are GenAI
- * operations, the ok-only server metrics, the output count, the error type).
+ * through a MeterProvider of tokentap's own, so an embedding app's global OTel setup is left
+ * alone; what is recorded is decided by record/observations.ts, this only maps it.
  */
 
 /** Semconv bucket advice: latency in seconds, per-token/chunk latency, token counts. */
@@ -59,9 +55,8 @@ interface GenAiHistograms {
 }
 
 /**
- * One attribute set of a request (operation, provider, request and response model, error type):
- * its attribute objects, built once, and its cell in each histogram, bound on first use (a
- * histogram's cardinality limit counts a set when it is first recorded, as the SDK's does).
+ * One attribute set of a request: its attribute objects, built once, and its cell in each
+ * histogram, bound on first use (the cardinality limit counts a set when first recorded, as the SDK's does).
  */
 class Series {
   /** The set's identity (its values joined), error type included. */

@@ -7,28 +7,14 @@ import type { CollectionResult, DataPoint, ExponentialHistogram, Histogram, Metr
 import { HistogramCore } from '../core/histogram-core.ts'
 
 /**
- * The GenAI histograms kept in tokentap's histogram core (histogram-core.ts, the same as the
- * Prometheus families') and handed to the SDK's reader through its public MetricProducer API
- * (https://opentelemetry.io/docs/specs/otel/metrics/sdk/#metricproducer), exported with the
- * SDK's resource by the same OTLP exporter. Not the SDK's instruments: they hash the attributes
- * on every `record()` and take a timestamp, several µs per request (bench/otel-cost.ts), where
- * a request here looks its series up once (otel-metrics.ts) and each value is a bucket search.
- *
- * The SDK's semantics are kept: explicit buckets with inclusive upper bounds, sum, count, min and
- * max; negative and non-finite values dropped (the SDK's histogram drops negative values and NaN)
- * and INT values truncated; the reader's temporality (cumulative by default, delta when the
- * exporter asks); and the cardinality limit of the spec
- * (https://opentelemetry.io/docs/specs/otel/metrics/sdk/#cardinality-limits): per metric, once
- * `limit − 1` attribute sets exist, new ones go to one series whose only attribute is
- * `otel.metric.overflow: true`; with cumulative temporality the sets seen before keep their
- * series and later ones stay in the overflow one (the JS SDK applies its limit per collection
- * period, so its cumulative series can grow past it over time); with delta every period starts
- * empty.
- *
- * With `otel.histograms: exponential` the same cores keep exponential buckets instead (the ones
- * Prometheus native histograms use: OTel's scale is the schema), exported as OTLP
- * ExponentialHistogram points: scale 8 at most, at most 160 buckets (the SDK's defaults), the
- * resolution lowered past that as the SDK does.
+ * The GenAI histograms kept in tokentap's histogram core and handed to the SDK's reader as a
+ * MetricProducer (https://opentelemetry.io/docs/specs/otel/metrics/sdk/#metricproducer): the SDK's
+ * instruments hash the attributes on every `record()` (cost in docs/performance.md).
+ * The SDK's semantics are kept: inclusive upper bounds, dropped negative and non-finite values,
+ * the reader's temporality, and the cardinality limit of the spec
+ * (https://opentelemetry.io/docs/specs/otel/metrics/sdk/#cardinality-limits), applied for the
+ * series' lifetime under cumulative temporality; `otel.histograms: exponential` exports the cores'
+ * exponential buckets as ExponentialHistogram points with the SDK's defaults.
  */
 
 /** The SDK's default maximum scale and size of a base-2 exponential histogram (our core stops at 8). */
@@ -111,10 +97,7 @@ export class PreAggregatedHistogram {
     return new HistogramCell(attributes, core, this.#integer, this.#producer.periodStart)
   }
 
-  /**
-   * The cell of an attribute set (`key` identifies it), or the overflow cell past the limit. A
-   * caller may keep it while `producer.generation` is unchanged (a delta collection drops every cell).
-   */
+  /** The cell of an attribute set, or the overflow cell past the limit; valid while `producer.generation` is unchanged. */
   cell(key: string, attributes: Attributes): HistogramCell {
     let c = this.#cells.get(key)
     if (c === undefined) {
@@ -169,11 +152,7 @@ export class PreAggregatedHistogram {
   }
 }
 
-/**
- * A core's exponential buckets as an OTLP ExponentialHistogram point. OTel's bucket `index` holds
- * (base^index, base^(index+1)], Prometheus's (and the core's) (base^(index−1), base^index]: the
- * same buckets, numbered one lower.
- */
+/** A core's exponential buckets as an OTLP point: OTel's bucket `index` is the core's `index + 1`, the same bucket. */
 function exponentialPoint(h: HistogramCore): ExponentialHistogram {
   const some = h.count > 0
   const range = h.range()

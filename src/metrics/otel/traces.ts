@@ -22,15 +22,9 @@ import { genAiProvider, tracesEndpoint } from './config.ts'
 
 /**
  * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
- * (docs/otel.md, "Traces": the commit followed), through the OpenTelemetry trace SDK: a
- * BasicTracerProvider of tokentap's own (an embedding app's global one is left alone), its
- * BatchSpanProcessor and the official OTLP/protobuf exporter. The span is built when the request
- * has ended, from its Observations, with the start and end it had: nothing runs on the byte path,
- * and a request the recording policy did not keep (trace-sampling.ts) builds nothing at all.
- * Its ids were made when the request opened (trace-context.ts). It is handed to the processor as
- * a finished ReadableSpan rather than through the SDK's Tracer: the Tracer's span samples,
- * sanitises and limits each attribute and reads the clock, more CPU than the export itself
- * (bench/trace-cost.ts), where the figures here are already typed, bounded and timed.
+ * (docs/otel.md, "Traces"), through a BasicTracerProvider of tokentap's own, built when the request
+ * has ended so nothing runs on the byte path. It is handed to the processor as a finished
+ * ReadableSpan: the SDK's Tracer re-validates and re-times figures that are already typed and timed.
  */
 
 /** A stall event per gap longer than `metrics.stall_seconds`, up to this many (the rest are counted in `tokentap.stalls`). */
@@ -195,10 +189,8 @@ export class OtelTraces {
   }
 
   /**
-   * Realtime sessions: a span per response (`realtime_inference {model}`, as the GenAI realtime
-   * draft names it) under a span of its session. A response is exported when its session was
-   * sampled at the start (the caller's flag, else the ratio) or it failed (`keep: error`); the
-   * session's span when it was sampled, failed, or has an exported response (no orphans).
+   * Realtime sessions: a span per response (`realtime_inference {model}`, the GenAI realtime draft)
+   * under its session's span; a session's span is exported whenever one of its responses is (no orphans).
    */
   readonly realtime: RealtimeListener = {
     response: (who, _labels, r) => this.#response(who, r),
