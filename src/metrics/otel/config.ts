@@ -8,7 +8,6 @@ import type { TraceSampling } from '../../timing/trace-sampling.ts'
 /** Where the `OTEL_*` variables are read. */
 export type Env = Readonly<Record<string, string | undefined>>
 
-/** `${endpoint}/v1/metrics`, unless the endpoint already names the metrics path. */
 export function metricsUrl(endpoint: string): string {
   const base = endpoint.replace(/\/+$/, '')
   return base.endsWith('/v1/metrics') ? base : `${base}/v1/metrics`
@@ -48,7 +47,6 @@ export function otelHistograms(config: OtelConfig, env: Env = process.env): 'exp
   return fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION')?.toLowerCase() === 'base2_exponential_bucket_histogram' ? 'exponential' : 'explicit'
 }
 
-/** `${endpoint}/v1/traces`, unless the endpoint already names the traces path. */
 function tracesUrl(endpoint: string): string {
   const base = endpoint.replace(/\/+$/, '')
   return base.endsWith('/v1/traces') ? base : `${base}/v1/traces`

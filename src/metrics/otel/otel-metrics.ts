@@ -24,7 +24,6 @@ export const DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 
 export const PER_TOKEN_BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5]
 export const TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 
-/** What `OtelMetrics` is built from. */
 export interface OtelOptions {
   readonly config: OtelConfig
   readonly logger: Logger
@@ -73,9 +72,7 @@ class Series {
   readonly #usage: Attributes
   readonly #usageKey: string
   readonly #h: GenAiHistograms
-  /** The bound cells, by the slots of the methods below. */
   readonly #cells: (HistogramCell | undefined)[] = new Array(12).fill(undefined)
-  /** The cost counters' cells, by kind (and currency). */
   readonly #costCells = new Map<string, HistogramCell>()
   /** `PreAggregatedMetrics.generation` the cells were bound in. */
   generation: number

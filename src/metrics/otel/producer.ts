@@ -26,7 +26,6 @@ export class HistogramCell {
   readonly attributes: Attributes
   readonly core: HistogramCore
   readonly #integer: boolean
-  /** When this cell's aggregation period started. */
   readonly start: HrTime
 
   constructor(attributes: Attributes, core: HistogramCore, integer: boolean, start: HrTime) {
@@ -57,7 +56,6 @@ export class HistogramCell {
   }
 }
 
-/** One histogram's name, unit, description and buckets. */
 export interface HistogramOptions {
   readonly name: string
   readonly unit: string
@@ -146,7 +144,6 @@ export class PreAggregatedHistogram {
     return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.HISTOGRAM, dataPoints }
   }
 
-  /** Drops every cell (a delta period ended). */
   clear(): void {
     this.#cells.clear()
   }
@@ -170,9 +167,7 @@ function exponentialPoint(h: HistogramCore): ExponentialHistogram {
   }
 }
 
-/** What the producer is built from. */
 export interface PreAggregatedOptions {
-  /** The instrumentation scope of its metrics. */
   readonly scope: string
   /** Attribute sets per metric, the overflow one included (the SDK's default: 2000). */
   readonly limit: number

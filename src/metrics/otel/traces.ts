@@ -30,7 +30,6 @@ import { genAiProvider, tracesEndpoint } from './config.ts'
 /** A stall event per gap longer than `metrics.stall_seconds`, up to this many (the rest are counted in `tokentap.stalls`). */
 const MAX_STALL_EVENTS = 100
 
-/** A server's address and port (`server.address`, `server.port`). */
 export interface ServerOf {
   readonly address: string
   readonly port: number
