@@ -25,12 +25,7 @@ export interface ClusterAdminOptions {
   readonly now: () => number
 }
 
-/**
- * The cluster primary's admin source: the same routes as one process, answered from the
- * workers. The live page reads the primary's LiveStore (fed by the workers' batches) and, while
- * one is open, a mirror of their streams in flight; /debug/streams and /debug/requests/{id} ask
- * every worker, leaving out one that fails or is late.
- */
+/** The cluster primary's admin source: the same routes as one process, answered from the workers (a failing or late one is left out). */
 export function clusterAdminSource(o: ClusterAdminOptions): AdminSource {
   const { views, logger } = o
   let syncTimer: NodeJS.Timeout | undefined

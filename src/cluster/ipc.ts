@@ -10,11 +10,7 @@ import type { WorkerMetrics } from './metrics.ts'
 import type { ProgressBatch } from './progress.ts'
 import type { InFlightDelta, LiveBatch } from './views.ts'
 
-/**
- * The cluster's IPC channel, both ends: the messages, the primary's questions with their
- * timeouts, and how a worker answers. The channel uses the structured clone
- * (`serialization: 'advanced'`): typed arrays and ±Infinity cross as they are.
- */
+/** The cluster's IPC channel, both ends; `serialization: 'advanced'` carries typed arrays and ±Infinity as they are. */
 
 const MessageType = {
   ask: 'tokentap:ask',
@@ -53,10 +49,7 @@ type WorkerMessage =
 
 /** A worker that does not answer a metrics question within this fails the scrape (503). */
 export const METRICS_TIMEOUT_MS = 5000
-/**
- * A worker that does not answer a debug question within this is left out of the answer (one that
- * dies or hangs mid-request must not hold the admin request, nor leave it pending for ever).
- */
+/** A worker that does not answer a debug question within this is left out, so a hung one cannot hold the admin request. */
 const DEBUG_TIMEOUT_MS = 2000
 
 /** The primary hands its validated config to the workers, so they run exactly what it checked. */

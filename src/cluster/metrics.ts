@@ -15,17 +15,9 @@ import type { MetricsSource } from '../metrics/prometheus/source.ts'
 
 /**
  * The cluster primary's /metrics: what one process would serve had it proxied every worker's
- * requests. Each worker sends the *state* of its own families (definitions, and per series a
- * counter's value, a gauge's value, or a histogram's HistogramCore state: classic counts, sum,
- * count, exponential buckets, and the exemplars), not their text, and only what changed since the
- * last report the primary applied; the primary merges them into families it keeps between scrapes
- * (HistogramCore#merge: bucket by bucket, the exponential buckets at the lower schema of the two,
- * so merging equals observing in one process) and renders them with the families' own
- * exposition, OpenMetrics and exemplars included. prom-client's process metrics are summed with its AggregatorRegistry, the
- * primary's own included (the group's CPU and memory). A worker that dies leaves its counters and
- * histograms behind (`retire`), its process CPU and GC ones too, so no sum ever goes down (a drop
- * would read as a counter reset); what the primary records itself of a dead worker's requests in
- * flight (cluster/progress.ts) is merged like a worker's.
+ * requests. Workers send their families' *state* (only what changed), which the primary merges
+ * exactly (HistogramCore#merge) and renders with the families' own exposition; a dead worker's
+ * counters and histograms stay in the sums (`retire`), since a drop would read as a counter reset.
  */
 
 interface SeriesState {
@@ -75,10 +67,7 @@ export interface ClusterMetricsOptions {
 
 const labelValues = (labelNames: readonly string[], labels: Record<string, string | number>): string[] => labelNames.map((n) => String(labels[n]))
 
-/**
- * A family's state (the worker side): every series, or with `changed` only the counters' and
- * histograms' series it accepts (a gauge's are all sent: they are counted anew each time).
- */
+/** A family's state (worker side); with `changed`, only the counters' and histograms' changed series (gauges always whole). */
 function stateOf(m: OwnMetric, changed: (series: object, now: number) => boolean): FamilyState {
   const base = { name: m.name, help: m.help, labelNames: m.labelNames }
   if (m instanceof Histogram) {
@@ -100,9 +89,8 @@ function stateOf(m: OwnMetric, changed: (series: object, now: number) => boolean
 }
 
 /**
- * Worker side: its families' state for the primary, only what changed since the report the
- * primary says it applied last (`applied`, its `seq`); everything when the primary has another
- * one (a report lost to a timeout, the first one): a scrape costs what changed, not every series.
+ * Worker side: only what changed since the report the primary applied last (`applied`), else
+ * everything (a lost report, the first one): a scrape costs what changed, not every series.
  */
 export class StateReporter {
   #seq = 0
@@ -137,10 +125,7 @@ const retainable = (f: { readonly type: string }): boolean => f.type === 'counte
 /** A prom-client sample's identity within its family: its own name and labels. */
 const sampleKey = (v: MetricJson['values'][number]): string => `${v.metricName ?? ''}\u0000${JSON.stringify(v.labels)}`
 
-/**
- * `from`'s counters and histograms added into `into` (prom-client's JSON form, sample by
- * sample), synchronously: a dead worker's process counters stay in the sums as its llm_ ones do.
- */
+/** `from`'s counters and histograms added into `into`: a dead worker's process counters stay in the sums as its llm_ ones do. */
 function addProcessCounters(into: readonly MetricJson[], from: readonly MetricJson[]): MetricJson[] {
   const out = new Map(into.map((f) => [f.name, f]))
   for (const f of from) {
@@ -188,10 +173,7 @@ interface Slot {
   readonly parts: Part[]
 }
 
-/**
- * A merged family kept from one scrape to the next: a series is merged again (and so rendered
- * again) only when a contributor's part of it changed; the others serve their cached bytes.
- */
+/** A merged family kept between scrapes: only a series whose part changed is merged and rendered again. */
 class LiveFamily {
   readonly metric: OwnMetric
   readonly #slots = new Map<string, Slot>()
@@ -217,10 +199,7 @@ class LiveFamily {
     }
   }
 
-  /**
-   * A contributor's series, mapped by the group's fold (`fold`); with `full` (and always for a
-   * gauge) its parts not in `state` go. `pass` tells which requests the budget folded.
-   */
+  /** A contributor's series, mapped by the group's fold; with `full` (and always for a gauge) its parts not in `state` go. */
   apply(from: number, state: FamilyState, full: boolean, fold?: SeriesMapper, pass?: FoldPass): void {
     const dirty = new Set<string>()
     if (full || this.metric.type === 'gauge') {
@@ -352,12 +331,8 @@ class LiveFamily {
 }
 
 /**
- * The primary's MetricsSource: `collect()` asks every live worker for what changed in its state
- * since the report applied last (primary.ts passes `applied(id)`; StateReporter answers), and
- * the families merged from them, from what dead workers left and from the primary's own are
- * kept between scrapes: a scrape merges and renders again only the series that changed, and
- * streams the rest's cached bytes through a MetricsRegistry, in the same slices and batches as
- * one process.
+ * The primary's MetricsSource: asks every live worker for what changed since its last applied report,
+ * keeps the merged families between scrapes, and re-renders only the series that changed.
  */
 export class ClusterMetrics implements MetricsSource {
   readonly openMetrics = true
@@ -387,10 +362,7 @@ export class ClusterMetrics implements MetricsSource {
     return this.#applied.get(workerId)
   }
 
-  /**
-   * A worker died: what it had reported stays in the sums (its counters and histograms, its
-   * process CPU and GC ones too), its gauges go. Synchronous, so no scrape sees its counts missing.
-   */
+  /** A worker died: its counters and histograms stay in the sums, its gauges go; synchronous, so no scrape sees a drop. */
   retire(workerId: number): void {
     if (this.#dead.has(workerId)) return
     this.#dead.add(workerId)

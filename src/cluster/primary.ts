@@ -17,13 +17,9 @@ import { OrphanRecorder, ProgressMirror } from './progress.ts'
 import { ClusterViews } from './views.ts'
 
 /**
- * Several cores, one pod (`server.workers: N` > 1): the primary forks N workers that share the
- * proxy listener (node:cluster hands connections out round-robin) and serves the admin listener
- * itself, the same routes as one process (admin-source.ts): /metrics merges every worker's metric
- * state (metrics.ts), the live page reads a LiveStore the workers feed (views.ts). A worker that
- * dies is replaced; the counts it had reported are kept, so the sums never go down (a drop would
- * read as a counter reset to Prometheus), and its requests no kept report counts are recorded
- * by the primary (progress.ts).
+ * Several cores, one pod (`server.workers` > 1): the primary forks workers that share the proxy
+ * listener (https://nodejs.org/api/cluster.html) and serves the admin listener itself; a dead
+ * worker is replaced and its reported counts kept, so sums never go down (a drop reads as a counter reset).
  */
 
 /** Replacement back-off: a worker that dies within this of its start counts as a crash loop. */
@@ -31,10 +27,8 @@ const CRASH_WINDOW_MS = 5000
 const MAX_RESTART_DELAY_MS = 10_000
 
 /**
- * Forks `config.server.workers` workers, replaces any that die, serves the admin listener, and on
- * a drain signal (startup.ts) drains: /readyz turns 503, every worker gets SIGTERM and drains its
- * streams (`server.drain_seconds`), lingers for the next scrape if the primary has scraped it
- * (`server.drain_linger_seconds`), and exits; then the primary exits.
+ * Forks `config.server.workers` workers, replaces any that die, serves the admin listener, and on a
+ * drain signal has every worker drain and linger for the next scrape before the primary exits.
  */
 export async function runPrimary(config: Config, logger: Logger = createLogger(config)): Promise<void> {
   const wanted = config.server.workers

@@ -17,18 +17,10 @@ import type { RequestFacts } from '../record/observations.ts'
 import { requestLog } from '../record/request-log.ts'
 
 /**
- * A dead worker's requests still count. Each cluster worker tells the primary, in batches every
- * `PROGRESS_MS` (a timer reading its exchanges in flight: nothing on the byte path), which of its
- * requests are in flight, their new content chunks (time, tokens, kind) and response head, and
- * how each one it had reported ended. The primary mirrors that per worker until a metrics report
- * of the worker covers the ended ones (the report names the last batch sent before it was taken:
- * the channel is ordered). When a worker exits, the primary records every request of its mirror
- * that no kept report counts, once, through the same policy and sinks as a worker (metrics, log
- * line, live page): an open one as `error` with TOKENTAP_ERR_WORKER_EXITED and what had been
- * measured (status, TTFT, the chunks and tokens streamed so far); one that had ended with how it
- * ended. A request that opens and ends between two batches never crosses: its worker's report
- * counts it. What is lost: the last batch's worth (≤ PROGRESS_MS) of chunks, requests opened
- * within it, and the provider's usage of a request cut off (docs/failure-modes.md).
+ * A dead worker's requests still count: each worker sends the primary, in batches every
+ * `PROGRESS_MS` from a timer (nothing on the byte path), its requests in flight and how they
+ * ended; when a worker exits, the primary records once each request no kept report counts, an
+ * open one as TOKENTAP_ERR_WORKER_EXITED. What is lost is at most the last batch (docs/failure-modes.md).
  */
 
 /** How often a worker sends what changed (a live page updates once a second; a scrape every few). */
@@ -270,10 +262,7 @@ export class ProgressMirror {
     }
   }
 
-  /**
-   * The worker exited at `now` (the primary's monotonic ms): its requests no kept report counts,
-   * to be recorded once; the mirror forgets the worker.
-   */
+  /** The worker exited at `now` (the primary's clock): its requests no kept report counts, to record once. */
   exited(workerId: number, now: number): Orphan[] {
     const w = this.#workers.get(workerId)
     this.#workers.delete(workerId)
@@ -314,10 +303,7 @@ export class ProgressMirror {
   }
 }
 
-/**
- * The primary's own recording of what dead workers left in flight: the policy, the llm_
- * families (merged into /metrics with the workers') and the recorder (log line, live page).
- */
+/** The primary's own recording of what dead workers left in flight, merged into /metrics with the workers'. */
 export class OrphanRecorder {
   readonly metrics: LlmMetrics
   readonly #recorder: Recorder

@@ -13,13 +13,9 @@ import type { MarkKind } from '../timing/chunk-log.ts'
 import type { SeriesLabels } from '../record/observations.ts'
 
 /**
- * The live views (the live page, /debug/streams, /debug/requests/{id}) with `server.workers` > 1.
- * Each worker keeps its own LiveStore and sends the primary, in batches, what feeds one: every
- * finished request and every realtime response and session. The primary builds its own LiveStore
- * from them (`ClusterViews#onMessage`), so its live page shows what one process would. The
- * requests in flight are mirrored while a live page is open (`inFlightDelta`: per stream only the
- * chunks the primary has not seen); /debug/streams and /debug/requests/{id} ask the workers.
- * Times cross processes as each process's monotonic clock plus its `performance.timeOrigin`.
+ * The live views with `server.workers` > 1: the primary builds its own LiveStore from the workers'
+ * batches, so its live page shows what one process would; /debug/streams and /debug/requests/{id}
+ * ask the workers. Times cross processes as monotonic ms plus `performance.timeOrigin`.
  */
 
 /** A finished request's batch and realtime events, worker → primary. */
@@ -86,10 +82,7 @@ const wireIdentity = (who: SessionIdentity): WireIdentity => ({
   tReq: who.tReq,
 })
 
-/**
- * Worker side: batches what its LiveStore is fed and sends it to the primary (`send`), and
- * answers the primary's questions. Sending never blocks the byte path: a batch goes on a timer.
- */
+/** Worker side: batches what feeds its LiveStore for the primary on a timer, so sending never blocks the byte path. */
 export class WorkerViews {
   readonly #send: (batch: LiveBatch) => void
   #requests: FinishedRequest[] = []
@@ -192,10 +185,7 @@ class MirrorStream implements InFlight {
   ) {}
 }
 
-/**
- * Primary side: its own LiveStore fed by the workers' batches, and a mirror of their streams in
- * flight and open realtime sessions, for the live page.
- */
+/** Primary side: a LiveStore fed by the workers' batches, and a mirror of their streams in flight for the live page. */
 export class ClusterViews {
   readonly live: LiveStore
   /** The mirrored streams of every worker (the live message's `active`). */

@@ -9,10 +9,8 @@ import { PROGRESS_MS, WorkerProgress } from './progress.ts'
 import { WorkerViews } from './views.ts'
 
 /**
- * A cluster worker's side: it runs the proxy listener like one process (server.ts) and, instead
- * of an admin listener, answers the primary's questions (its metric state, its streams, a request
- * by id, its streams in flight), sends it what feeds the live page and its requests' progress,
- * and tells it where the proxy listens. Call after `app.listen`.
+ * A cluster worker: the proxy listener as in one process, and instead of an admin listener the
+ * answers to the primary's questions and the batches that feed its live page. Call after `app.listen`.
  */
 export function serveWorker(app: TokentapApp): void {
   const tt = app.tokentap
