@@ -13,15 +13,12 @@ const IN_FLIGHT_SYNC_MS = 1000
 export interface ClusterAdminOptions {
   readonly config: Config
   readonly logger: Logger
-  /** The workers' merged metrics (ClusterMetrics). */
   readonly metrics: MetricsSource
-  /** The primary's live views, fed by the workers. */
   readonly views: ClusterViews
   /** The workers that listen (one still starting has counted nothing and would not answer yet). */
   readonly workers: () => readonly Worker[]
   /** Draining, or not every worker listens yet. */
   readonly draining: () => boolean
-  /** The monotonic clock (ms). */
   readonly now: () => number
 }
 

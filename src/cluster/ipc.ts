@@ -20,7 +20,6 @@ const MessageType = {
   listening: 'tokentap:listening',
 } as const
 
-/** What the primary asks a worker, and what the worker answers. */
 export interface Questions {
   /** The number of the worker's last report the primary applied: the answer is what changed since (StateReporter). */
   metrics: { arg: number | undefined; answer: WorkerMetrics }
@@ -30,7 +29,6 @@ export interface Questions {
 }
 export type Question = keyof Questions
 
-/** A worker's answer to each question. */
 type Answers = { readonly [Q in Question]: (arg: Questions[Q]['arg']) => Questions[Q]['answer'] | Promise<Questions[Q]['answer']> }
 
 interface Ask {
@@ -40,7 +38,6 @@ interface Ask {
   readonly arg: unknown
 }
 
-/** Everything a worker sends its primary. */
 type WorkerMessage =
   | { readonly type: typeof MessageType.answer; readonly id: number; readonly value?: unknown; readonly error?: string }
   | { readonly type: typeof MessageType.live; readonly batch: LiveBatch }
@@ -146,7 +143,6 @@ export function onWorkerEvents(worker: Worker, events: WorkerEvents): void {
 
 /** A worker's end of the channel: what it sends unasked, and how it answers. */
 export interface PrimaryChannel extends WorkerEvents {
-  /** Serves the primary's questions from now on. */
   answerWith(answers: Answers): void
 }
 

@@ -22,7 +22,6 @@ import type { MetricsSource } from '../metrics/prometheus/source.ts'
 
 interface SeriesState {
   readonly labels: readonly string[]
-  /** A counter's or a gauge's value. */
   readonly value?: number
   readonly core?: CoreState
   /** A histogram's exemplar per classic slot. */
@@ -35,13 +34,11 @@ interface FamilyState {
   readonly help: string
   readonly type: 'counter' | 'gauge' | 'histogram'
   readonly labelNames: readonly string[]
-  /** A histogram's classic bounds and native settings. */
   readonly buckets?: readonly number[]
   readonly native?: NativeOptions
   readonly series: readonly SeriesState[]
 }
 
-/** What a worker answers a metrics request with. */
 export interface WorkerMetrics {
   readonly families: readonly FamilyState[]
   /** prom-client's process metrics, summed by AggregatorRegistry. */
@@ -53,7 +50,6 @@ export interface WorkerMetrics {
   readonly base?: number
 }
 
-/** What the primary adds to its workers' sums besides them. */
 export interface ClusterMetricsOptions {
   /** Families the primary records itself (a dead worker's requests in flight, cluster/progress.ts). */
   readonly own?: readonly OwnMetric[]
@@ -83,7 +79,6 @@ function stateOf(m: OwnMetric, changed: (series: object, now: number) => boolean
     for (const s of m.entries()) if (changed(s, s.value)) series.push({ labels: s.labelValues, value: s.value })
     return { ...base, type: 'counter', series }
   }
-  // A gauge's samples: one value per label set, counted now.
   const series = m.get().values.map((v) => ({ labels: labelValues(m.labelNames, v.labels), value: v.value }))
   return { ...base, type: m.type, series }
 }
@@ -155,7 +150,6 @@ const foldedTotal = (pass: FoldPass | undefined): number => {
   return n
 }
 
-/** One contributor's part of a merged series. */
 interface Part {
   readonly from: number
   /** The series' labels as its contributor sent them (the group's fold may merge several into one). */
@@ -167,7 +161,6 @@ interface Part {
   value?: number
 }
 
-/** A merged series: its labels and every contributor's part. */
 interface Slot {
   readonly labels: readonly string[]
   readonly parts: Part[]
@@ -300,7 +293,6 @@ class LiveFamily {
     }
   }
 
-  /** One series as the sum of its parts. */
   #merge(key: string): void {
     const slot = this.#slots.get(key) as Slot
     const m = this.metric
@@ -340,13 +332,10 @@ export class ClusterMetrics implements MetricsSource {
   readonly #options: ClusterMetricsOptions
   readonly #families = new Map<string, LiveFamily>()
   readonly #registry: MetricsRegistry
-  /** Per live worker: the number of its last report applied here. */
   readonly #applied = new Map<number, number | undefined>()
-  /** Per live worker: its process metrics as last reported. */
   readonly #process = new Map<number, readonly MetricJson[]>()
   /** Workers retired: a report of theirs that arrives later is not used (what they counted until then is in the sums). */
   readonly #dead = new Set<number>()
-  /** What dead workers' processes counted (CPU seconds, GC), summed. */
   #retiredProcess: MetricJson[] = []
   readonly #own = new StateReporter()
   #ownApplied: number | undefined
@@ -398,7 +387,7 @@ export class ClusterMetrics implements MetricsSource {
     const answered = await this.#collect()
     answered.reports.forEach((r, i) => {
       const id = answered.workerIds[i]
-      // A worker that died while the scrape waited left what it had reported before: its newer report would count what its death recorded twice.
+      // A worker that died meanwhile is counted by what it left: its newer report would count that twice.
       if (this.#dead.has(id) || !this.#apply(id, r)) return
       this.#process.set(id, r.process)
       this.#options.onReport?.(id, r)

@@ -40,7 +40,6 @@ interface StreamMeta {
   readonly path: string
   readonly tReq: number
   readonly concurrency: number
-  /** 0 before the response head. */
   readonly status: number
   readonly tHeaders: number | undefined
 }
@@ -57,7 +56,6 @@ interface StreamEnd {
   readonly usage: number | undefined
 }
 
-/** One worker → primary message: what changed since the previous one. */
 export interface ProgressBatch {
   readonly seq: number
   /** The sender's performance.timeOrigin: its monotonic ms plus this are wall-clock ms. */
@@ -75,7 +73,6 @@ export interface ProgressBatch {
 
 interface Tracked {
   readonly key: number
-  /** Marks the primary has. */
   sent: number
   id: string
   provider: string
@@ -181,12 +178,10 @@ export class WorkerProgress {
   }
 }
 
-/** A request as the primary mirrors it, times on the primary's clock. */
 interface Mirrored {
   meta: StreamMeta
   readonly chunks: ChunkLog
   end?: StreamEnd
-  /** The batch its end came in. */
   endSeq?: number
 }
 
@@ -194,7 +189,6 @@ interface WorkerMirror {
   /** Worker's monotonic ms + shift = the primary's. */
   shift: number
   readonly streams: Map<number, Mirrored>
-  /** Ended requests no report covers yet, in the order they ended. */
   readonly ended: Map<number, Mirrored>
 }
 
@@ -204,7 +198,6 @@ export interface Orphan {
   readonly facts: Omit<ExchangeFacts, 'slo' | 'stallSeconds'>
 }
 
-/** Primary side: each worker's requests as its batches tell them. */
 export class ProgressMirror {
   readonly #workers = new Map<number, WorkerMirror>()
   readonly #origin: number
@@ -313,18 +306,13 @@ export class OrphanRecorder {
   constructor(config: Config, logger: Logger, live: LiveStore) {
     const tenant = config.metrics.tenant !== undefined
     const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: false, tenant })
-    this.metrics = new LlmMetrics(
-      config.metrics.buckets,
-      // Nothing is in flight in the primary.
-      () => {},
-      {
-        stallSeconds: config.metrics.stall_seconds,
-        exemplars: config.metrics.exemplars,
-        labelNames: policy.labels.names,
-        bandedLabelNames: policy.labels.bandedNames,
-        native: nativeOptions(config.metrics.native_histograms),
-      },
-    )
+    this.metrics = new LlmMetrics(config.metrics.buckets, () => {}, {
+      stallSeconds: config.metrics.stall_seconds,
+      exemplars: config.metrics.exemplars,
+      labelNames: policy.labels.names,
+      bandedLabelNames: policy.labels.bandedNames,
+      native: nativeOptions(config.metrics.native_histograms),
+    })
     const metrics = this.metrics
     this.#recorder = new Recorder(
       policy,

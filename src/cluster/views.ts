@@ -173,7 +173,6 @@ export function mergeStreams(snapshots: readonly StreamsSnapshot[], limit = 1000
   return { in_flight: inFlight, shown: streams.length, omitted: inFlight - streams.length, streams }
 }
 
-/** One mirrored stream: what the live message reads of an Exchange. */
 class MirrorStream implements InFlight {
   readonly chunks = new ChunkLog()
   constructor(
@@ -218,7 +217,6 @@ export class ClusterViews {
     return n
   }
 
-  /** A worker's batch of finished requests and realtime events. */
   onMessage(batch: LiveBatch, workerId: number): void {
     const shift = batch.origin - this.#origin
     for (const r of batch.requests) this.live.add({ ...r, endedAt: r.endedAt + shift })
