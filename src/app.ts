@@ -15,11 +15,7 @@ import { frameworkError, notFound } from './proxy/not-found.ts'
 import tokentap from './plugin.ts'
 import type { TokentapState } from './plugin.ts'
 
-/**
- * buildApp(config): tokentap as a service. A Fastify instance with the tokentap plugin
- * (src/plugin.ts) and nothing else, plus (in `app.tokentap`) the admin instance and the OTLP
- * exporter. Never listens: src/server.ts does.
- */
+/** buildApp(config): the tokentap plugin (src/plugin.ts) on a Fastify instance, with the admin instance in `app.tokentap`; never listens. */
 
 export interface Tokentap extends TokentapState {
   /** The admin listener's instance (/metrics, health, debug views). */
@@ -30,7 +26,6 @@ export interface Tokentap extends TokentapState {
   readonly live: LiveStore
 }
 
-/** The service's Fastify instance. */
 export type TokentapApp = FastifyInstance & { readonly tokentap: Tokentap }
 
 export interface BuildOptions {
@@ -49,8 +44,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     loggerInstance: logger,
     // tokentap writes its own line per request (request-log.ts); Fastify's would double it.
     logController: new LogController({ disableRequestLogging: true }),
-    // No per-request child logger (a pino child per request is CPU a short stream pays in
-    // full): the proxy path never logs through request.log, and its lines carry request_id.
+    // A pino child per request costs a short stream CPU; proxy lines carry request_id instead.
     childLoggerFactory: (logger) => logger,
     // Never reject a long path the upstream would take.
     routerOptions: { maxParamLength: 65_536, ignoreDuplicateSlashes: false },

@@ -10,14 +10,9 @@ import { createLogger } from './logger.ts'
 import { announceListening, drainOnSignals, listenAs } from './startup.ts'
 
 /**
- * The process (`npm start`; src/bin.ts, the package's bin, imports this file): the command line
- * (src/cli.ts: `--config FILE`, else TOKENTAP_CONFIG, else config/default.yaml; or a one-route
- * `--upstream URL`) gives the config; build the app, listen on the proxy and admin ports, and drain on a signal (startup.ts):
- * /readyz turns 503, the listener stops accepting, in-flight streams get up to
- * `server.drain_seconds` to finish; then, if /metrics has been scraped, it answers for
- * `server.drain_linger_seconds` more (the drain's last figures reach the next scrape) and the process exits.
- * With `server.workers` > 1 this process is the cluster primary (src/cluster/primary.ts): it serves the
- * admin listener and forks the workers, each of which runs the proxy listener as below.
+ * The process (`npm start`, via src/bin.ts): config from the command line (src/cli.ts), then the
+ * app listens and drains on a signal (startup.ts, docs on `server.drain_seconds`); with
+ * `server.workers` > 1 this process is the cluster primary (src/cluster/primary.ts).
  */
 
 async function main(): Promise<void> {
@@ -59,8 +54,7 @@ async function serve(config: Config, worker: boolean): Promise<void> {
       // Streams cut here are errors (the client did not go away), recorded as each connection closes.
       for (const ex of app.tokentap.active) ex.fail('TOKENTAP_ERR_SHUTTING_DOWN')
       app.server.closeAllConnections()
-      // Should anything still hold the close (a hung upstream close), do not hang forever; the
-      // close includes the admin listener's linger (server.drain_linger_seconds).
+      // A hung upstream close must not hold the exit past the deadline (which includes the admin linger).
       setTimeout(
         () => {
           logger.error('shutdown did not complete after the drain deadline: exiting')
@@ -70,11 +64,10 @@ async function serve(config: Config, worker: boolean): Promise<void> {
       ).unref()
     }, config.server.drain_seconds * 1000)
     deadline.unref()
-    // close() ends the connections idle at that moment; one whose stream ends later stays open
-    // for keep-alive (Fastify's keepAliveTimeout: 72 s) and would hold close() to the deadline.
+    // close() ends only connections idle now; one whose stream ends later would keep-alive and hold close() to the deadline.
     const idle = setInterval(() => app.server.closeIdleConnections(), 50)
     idle.unref()
-    // Stops accepting at once; in-flight requests run on; /readyz (admin) stays up and says 503.
+    // In-flight requests run on; /readyz (admin) stays up and says 503.
     await app.close()
     clearInterval(idle)
     clearTimeout(deadline)

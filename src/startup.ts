@@ -6,11 +6,8 @@ import { closeLogger } from './logger.ts'
 import { routeLabel } from './proxy/open-exchange.ts'
 
 /**
- * The process's start and stop, for one process (server.ts) and the cluster primary alike: what
- * the service says when it starts (the JSON line and one human line with the URLs a newcomer
- * opens: the proxy, /metrics, the live page), and when it cannot (a listener that cannot bind:
- * one line naming it, its address and the setting and flag that change it, no stack trace); and
- * which signals drain it and how it then exits.
+ * Start and stop, shared by one process (server.ts) and the cluster primary: the start-up lines,
+ * a bind failure as one actionable line rather than a stack, and which signals drain.
  */
 
 /** The two listeners, with the config key, flag and variable that set each one's port. */
@@ -56,27 +53,19 @@ function bound(a: AddressInfo): string {
   return `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`
 }
 
-/**
- * The service listens: the 'tokentap listening' log line with the bound addresses (port 0 in the
- * config is the port the system chose) and the URLs, then the line for people on stderr (the
- * JSON log on stdout stays parseable). `extra` adds fields (the cluster's worker count).
- */
+/** The service listens: the JSON 'tokentap listening' line, then the human line on stderr so stdout's JSON stays parseable. */
 export function announceListening(logger: Logger, config: Config, proxy: AddressInfo, admin: AddressInfo, extra: Record<string, unknown> = {}): void {
   const urls = serviceUrls(config, proxy, admin)
   logger.info({ proxy: bound(proxy), admin: bound(admin), ...extra, routes: config.routes.map(routeLabel), metrics: urls.metrics, live: urls.live }, 'tokentap listening')
   announce(urls)
 }
 
-/**
- * SIGHUP (the terminal went away) and SIGUSR2 (nodemon's restart) would otherwise end the
- * process at once, every stream cut with no log line: they drain like SIGTERM and SIGINT.
- */
+/** SIGHUP and SIGUSR2 (nodemon) would otherwise end the process with every stream cut and no log line. */
 const DRAIN_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGUSR2'] as const
 
 /**
- * On the first drain signal: `drain(signal)` (stop taking traffic, let what is in flight end),
- * then the 'stopped' line, the last log lines (a bounded wait: a log reader that is gone or stuck
- * never holds the exit) and exit 0. A later signal changes nothing.
+ * On the first drain signal: `drain(signal)`, the 'stopped' line, a bounded wait for the log
+ * (a stuck log reader never holds the exit), exit 0; a later signal changes nothing.
  */
 export function drainOnSignals(logger: Logger, drain: (signal: string) => Promise<void>): void {
   let stopping = false
