@@ -9,10 +9,8 @@ import type { AdminSource } from './source.ts'
 import { listenerTlsOptions } from '../listener-tls.ts'
 
 /**
- * The admin listener, on its own port and its own Fastify instance: `GET /metrics`, `/healthz`,
- * `/readyz`, `/debug/streams`, the live page (`/`, `/live/events`) and `/debug/requests/{id}`. With `admin.token` set, every route but the health checks wants
- * `Authorization: Bearer <token>`. Each route group is one file in src/admin/; a new group is
- * one more entry in ADMIN_ROUTES.
+ * The admin listener, on its own port and Fastify instance; with `admin.token` every route but the
+ * health checks wants a bearer token (auth.ts). A new route group is one more entry in ADMIN_ROUTES.
  */
 
 /** Registers one group of admin routes. */

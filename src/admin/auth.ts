@@ -3,13 +3,9 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 
 /**
- * `admin.token`, the one checker of it: every admin route but the health checks wants
- * `Authorization: Bearer <token>`, through one hook for the whole listener, so a route added
- * later is protected without asking. The live views also take a cookie: a page cannot add an
- * Authorization header to its own navigation or to an EventSource, so `GET /?token=…` checks the
- * token once, sets an HttpOnly cookie and redirects to `/` (the token leaves the address bar and
- * the history). The cookie holds an HMAC of the token, not the token, so it cannot be replayed as
- * a bearer token; only the routes that check themselves (register-live.ts) take it.
+ * `admin.token`'s one checker: a hook over the whole listener, so a route added later is protected.
+ * A browser cannot put a bearer token on its navigation or an EventSource, so `GET /?token=…` sets
+ * an HttpOnly cookie holding an HMAC of the token (not replayable as a bearer token) and redirects.
  */
 
 /** Paths reached without a token: the probes (the kubelet has none) and the icon a browser asks for beside the page. */
@@ -54,10 +50,7 @@ export function tokenGiven(given: unknown, token: string): boolean {
   return typeof given === 'string' && same(given, token)
 }
 
-/**
- * Answers 401 to requests without the token, except for the health checks and the routes
- * (by their route URL) that check it themselves.
- */
+/** Answers 401 without the token, except for the health checks and the routes that check it themselves. */
 export function requireToken(admin: FastifyInstance, token: string, selfAuthenticated: ReadonlySet<string> = new Set()): void {
   admin.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0]

@@ -1,10 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { Exchange } from '../proxy/exchange.ts'
 
-/**
- * `GET /debug/streams`: the requests in flight right now, oldest first, bounded. Only figures
- * and names: no headers, no credentials, no prompt or answer text, no query string.
- */
+/** `GET /debug/streams`: the requests in flight, oldest first, bounded; figures and names only, never headers, credentials, text or query. */
 
 /** At most this many streams are listed; the rest are counted in `omitted`. */
 const MAX_STREAMS = 1000

@@ -10,9 +10,8 @@ export function markScraped(source: MetricsSource): void {
 }
 
 /**
- * After a drain, keeps the admin listener (`/metrics`) up for `server.drain_linger_seconds`, so
- * the next scrape reads what the process recorded while it drained (the streams that ended then).
- * Only when something has scraped this source: a process nobody scrapes has nobody to wait for.
+ * After a drain, keeps `/metrics` up for `server.drain_linger_seconds` so the next scrape reads the
+ * drain's figures; only when something has scraped, or nobody would come.
  */
 export async function lingerForScrape(source: MetricsSource, seconds: number, logger: Logger): Promise<void> {
   if (seconds <= 0 || !scraped.has(source)) return

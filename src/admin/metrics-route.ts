@@ -6,17 +6,11 @@ import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from '../metrics/pr
 import type { MetricsSource } from '../metrics/prometheus/source.ts'
 import { markScraped } from './linger.ts'
 
-/**
- * `GET /metrics`: Prometheus text format, OpenMetrics with exemplars when the scraper's Accept
- * asks for it, or the protobuf exposition with native histograms when it prefers that; each
- * only when the source can write it.
- */
+/** `GET /metrics`: text, OpenMetrics or protobuf exposition, as the scraper's Accept asks and the source can write. */
 
 /**
- * Resolves when the response can take more: its 'drain', or the batch's own write callback
- * (the socket took all of it), whichever comes first; or the response is gone (a scraper that
- * left stops the scrape). Never on 'drain' alone: Node 22 can emit it inside uncork() and leave
- * writableNeedDrain set, so a scrape waiting for one more 'drain' stalled at 128 KiB for ever.
+ * Resolves when the response can take more ('drain' or the batch's write callback) or is gone.
+ * Never on 'drain' alone: Node 22 can emit it inside uncork() and leave writableNeedDrain set.
  */
 function writable(res: ServerResponse, written: Promise<void>): Promise<void> {
   return new Promise((resolve) => {
@@ -49,9 +43,7 @@ export function metricsRoute(admin: FastifyInstance, source: MetricsSource): voi
         if (res.destroyed) break
         // The head goes out with the first batch: a source that fails before it still gets a 500.
         if (!res.headersSent) res.writeHead(200, { 'content-type': contentType, vary: 'accept' })
-        // One writev for the batch: each buffer is a chunk of the chunked body, none is copied.
-        // The last write's callback runs once the socket wrote it all (or failed): the source
-        // may then reuse the buffers.
+        // One writev, no copy; the last write's callback tells the source it may reuse the buffers.
         res.cork()
         let more = true
         const last = batch.length - 1

@@ -9,10 +9,8 @@ import type { LiveStore } from './live/live-store.ts'
 import { requestView } from './live/recent-requests.ts'
 
 /**
- * What the admin listener serves, whichever process it runs in: one proxying process
- * (`localAdminSource`) or the cluster primary, which answers from its workers
- * (cluster/admin-source.ts). The routes read only this, never which of the two it is: the
- * pattern MetricsSource already uses for `/metrics`.
+ * What the admin listener serves, from one proxying process (`localAdminSource`) or the cluster
+ * primary (cluster/admin-source.ts); the routes never branch on which, as with MetricsSource.
  */
 export interface AdminSource {
   readonly config: Config

@@ -4,10 +4,8 @@ import type { ErrorType } from '../../proxy/upstream-errors.ts'
 import type { Outcome } from '../../timing/measurement.ts'
 
 /**
- * What the live page and `/debug/requests/{id}` learn of a request when it ends: its figures,
- * never its text, headers or credentials. Seconds, as the timing code gives them. A plain map of
- * the request's Observations (`fromObservations`, a Recorder listener): TPOT and TPS gated as the
- * histograms gate them, the rest the request's own figures.
+ * What the live views learn of a finished request: figures, never text, headers or credentials;
+ * a plain map of its Observations, TPOT and TPS gated as the histograms gate them.
  */
 
 export interface FinishedRequest {

@@ -1,13 +1,7 @@
 /**
- * The live page's message as it goes on the wire (`GET /live/events`, one a second): what the
- * server builds (live-message.ts, with `realtime` and `process` added by register-live.ts) and
- * what the page's script reads (client/app.ts). Types only, importing nothing, so the browser
- * build type-checks the script against them without the server's code.
- *
- * Every time and duration is a whole number of µs and every share a whole number of parts per
- * 10,000 (cheaper to serialise, see live-message.ts); the page converts once (client/app.ts,
- * decode). Times are on the server's monotonic clock. `PerWindow` figures are
- * [1 min, 5 min, 15 min].
+ * The live page's message on the wire, shared by the server (live-message.ts) and the page
+ * (client/app.ts); types only, so the browser build checks the script without the server's code.
+ * Times and durations are whole µs and shares whole parts per 10,000 (see live-message.ts).
  */
 
 type PerWindow = number[]

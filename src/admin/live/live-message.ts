@@ -7,11 +7,8 @@ import type { LiveMetric, LiveStats, Series } from './live-stats.ts'
 import type { LiveMessage, RouteView, SeriesView, StreamView, WindowQuantiles } from './live-message-types.ts'
 
 /**
- * One server-sent message of the live page: the busiest series with their window quantiles, the
- * routes' bands, system totals and the streams in flight with the content chunks they received
- * since the previous message. Bounded whatever the traffic: at most MAX_SERIES_SHOWN series,
- * MAX_STREAMS_SHOWN streams and MAX_TICKS ticks a stream; quantiles are recomputed only for
- * series whose sketch changed; a stream's figures are updated from its new chunks only.
+ * One server-sent message of the live page, bounded whatever the traffic (MAX_SERIES_SHOWN,
+ * MAX_STREAMS_SHOWN, MAX_TICKS); only changed sketches are re-read and streams send new chunks only.
  */
 
 /** What the strip reads of a request in flight (an Exchange has all of it). */
@@ -33,11 +30,7 @@ const MAX_DISTRIBUTIONS = 12
 const MAX_TICKS = 2000
 /** The strip's time span: a stream seen for the first time sends its chunks of this long. */
 const STRIP_MS = 30_000
-/**
- * The 5- and 15-minute quantiles and the bands move slowly: each series and route refreshes them
- * once every this many seconds (staggered by creation order, so every message does a like share)
- * and the last minute's every second.
- */
+/** The 5- and 15-minute figures move slowly: each series refreshes them this often, staggered so every message does a like share. */
 export const LONG_REFRESH_SECONDS = 5
 /** Quantiles of every window: p50, p95, p99. */
 const QS = [0.5, 0.95, 0.99] as const
@@ -54,18 +47,13 @@ interface StreamCursor {
 }
 
 /**
- * Per SSE audience, the streams it has been sent. A stream that ended between two messages is
- * sent once more, marked `ended`, with its last chunks, so a stall that began and ended inside
- * one message interval still reaches the page; then its cursor is dropped.
+ * Per SSE audience, the streams it has been sent; an ended stream is sent once more, marked
+ * `ended`, so a stall inside one message interval still reaches the page.
  */
 export type Cursors = Map<InFlight, StreamCursor>
 
-/*
- * On the wire every time and duration is a whole number of microseconds, and every share a
- * whole number of parts per 10,000: JSON.stringify writes an integer in a fraction of the time
- * a decimal takes (with 1,000 series that halved the serialisation), and the page divides once
- * when a message arrives (client/app.ts, decode).
- */
+// On the wire times are whole µs and shares whole parts per 10,000: JSON.stringify writes integers
+// much faster than decimals (docs/performance.md), and the page divides once (client/app.ts, decode).
 const r2 = (x: number): number => Math.round(x * 100) / 100
 /** Tokens/s to 0.1; null for no value. */
 const tenths = (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10)
@@ -101,12 +89,7 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
   return values
 }
 
-/**
- * The ITL distribution of the last 5 minutes as bars: lower edges (µs) and shares of tokens
- * (per 10,000);
- * `zero`: the share of 0 ms (tokens that came in the same read as the previous chunk), which a
- * log axis cannot show.
- */
+/** The ITL distribution of the last 5 minutes as bars (lower edges in µs, shares); `zero` is the share a log axis cannot show. */
 function distribution(sketch: SlidingSketch, now: number): { zero: number; x: number[]; y: number[] } {
   const x: number[] = []
   const y: number[] = []
@@ -203,11 +186,7 @@ const WINDOW_SECONDS = [60, 300, 900] as const
 /** Ranks first: more requests, then created earlier. */
 const before = (a: Series, b: Series): boolean => a.busy > b.busy || (a.busy === b.busy && a.seq < b.seq)
 
-/**
- * The `k` busiest series, busiest first: what sorting them all and taking the first `k` gives,
- * in one pass that keeps the best `k` sorted (a series that ranks below the k-th costs one
- * comparison).
- */
+/** The `k` busiest series, busiest first, in one pass keeping the best `k` sorted. */
 function busiest(all: Iterable<Series>, k: number): Series[] {
   const top: Series[] = []
   for (const s of all) {
@@ -223,18 +202,12 @@ function busiest(all: Iterable<Series>, k: number): Series[] {
   return top
 }
 
-/**
- * Builds one message at `now` (ms, monotonic). `cursors` is per audience (one shared stream, or a new client).
- * `inFlight`: the requests in flight, where `active` holds only some of them (the cluster primary's mirror).
- */
+/** Builds one message at `now` (monotonic ms); `cursors` is per audience, `inFlight` may exceed `active` (the cluster's mirror). */
 export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number, inFlight = active.size): LiveMessage {
   const scratch: number[] = [0, 0, 0]
   const second = Math.floor(now / 1000)
-  // Which series are the busiest is re-ranked every few seconds, and at once when a series came
-  // or went. The ranking reads each series' 15-minute request count as last counted: every
-  // message recounts a fifth of the series (staggered by creation order, like the long windows),
-  // so no message pays for all of them (with 1,000 series that was most of a ranking second).
-  // The fifths are kept with the ranking, so a message touches only the series it recounts.
+  // The busiest series are re-ranked every few seconds (at once when one comes or goes), each message
+  // recounting a staggered fifth of them, so no message pays for all (docs/performance.md).
   let ranking = stats.ranking
   if (ranking !== undefined && ranking.second !== second) {
     // (second + seq) % LONG_REFRESH_SECONDS === 0

@@ -2,11 +2,7 @@ import { SlidingCounter } from './sliding-sketch.ts'
 import type { FinishedRequest } from './finished-request.ts'
 import type { SpendView } from './live-message-types.ts'
 
-/**
- * The live page's spend (with `pricing:` set): sliding sums of the requests' cost over the page's
- * windows (1, 5 and 15 minutes), by route and model and by tenant. Pure: a request's time is its
- * `endedAt`, a reader's time is an argument.
- */
+/** The live page's spend (with `pricing:`): sliding sums of cost by route and model and by tenant. Pure, like live-stats.ts. */
 
 /** Distinct models (by route) or tenants kept; later ones are summed under `other`. */
 const MAX_KEYS = 1000

@@ -6,10 +6,8 @@ import type { Outcome } from '../../timing/measurement.ts'
 import { LiveSpend } from './live-spend.ts'
 
 /**
- * The live page's figures from finished requests: per route and model a sliding-window sketch
- * of TTFT, ITL (token-weighted), TPOT, E2E and per-user TPS, and sliding counts of requests by
- * outcome, output tokens and stalls; per route, ITL and TPOT by output-length band and by
- * concurrency band. Pure: a request's time is its `endedAt`, a reader's time is an argument.
+ * The live page's figures from finished requests: sliding-window sketches and counts per route
+ * and model, and bands per route. Pure: times are arguments, so tests drive them.
  */
 
 export const LiveMetric = { ttft: 'ttft', itl: 'itl', tpot: 'tpot', e2e: 'e2e', tps: 'tps', headers: 'headers' } as const

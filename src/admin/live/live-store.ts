@@ -6,10 +6,7 @@ import { RecentRequests } from './recent-requests.ts'
 import { RealtimeLive } from './realtime-live.ts'
 import type { OpenSession } from './realtime-live.ts'
 
-/**
- * Where finished requests go for the admin listener's live views: the live page's sliding
- * figures and the `/debug/requests/{id}` ring. One per process that proxies.
- */
+/** Where finished requests go for the live views: the sliding figures and the `/debug/requests/{id}` ring. */
 export class LiveStore {
   readonly stats: LiveStats
   readonly recent: RecentRequests

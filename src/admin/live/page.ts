@@ -1,7 +1,4 @@
-/**
- * The live page's HTML document, served as it is. It loads uPlot from node_modules and the
- * page's script, built from client/app.ts (register-live.ts serves both).
- */
+/** The live page's HTML; its script is built from client/app.ts and served with uPlot by register-live.ts. */
 
 export const PAGE_HTML = `<!doctype html>
 <html lang="en">

@@ -5,10 +5,8 @@ import type { IntervalHistogram } from 'node:perf_hooks'
 import type { ProcessView } from './live-message-types.ts'
 
 /**
- * The process's own health for the live page, read once a message: CPU used since the previous
- * read (a share of one core), event-loop delay over the same interval (p99 and max), resident
- * and heap memory; and which instance this is (host, pid, tokentap's and Node's versions).
- * The event-loop histogram runs only while a live page is open (start/stop).
+ * The process's own health for the live page, read once a message, and which instance this is;
+ * the event-loop histogram runs only while a live page is open, as it has a cost.
  */
 
 const require = createRequire(import.meta.url)

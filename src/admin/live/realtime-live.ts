@@ -6,11 +6,8 @@ import { SlidingCounter, SlidingSketch } from './sliding-sketch.ts'
 import type { RealtimeMessage } from './live-message-types.ts'
 
 /**
- * The live views of realtime sessions: per route and model, sliding windows (1, 5, 15 min) of
- * sessions and responses by outcome and sketches of TTFT, time to first audio, ITL and the audio
- * underrun; the sessions open now; and the last finished sessions with their responses, for
- * `/debug/requests/{id}`. Figures only: no text, headers or credentials. Bounded: at most
- * MAX_SERIES series, `recent` sessions kept, RESPONSES_KEPT responses a session.
+ * The live views of realtime sessions: sliding windows and sketches per route and model, the open
+ * sessions, and the last finished ones for `/debug/requests/{id}`; figures only, bounded.
  */
 
 const MAX_SERIES = 200

@@ -4,11 +4,9 @@ import { REPORTED_PHASES } from '../../parsers/reported-times.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
 
 /**
- * The last N finished requests, for `GET /debug/requests/{id}`: a ring of their figures in
- * columns (numbers in Float64Array pages, strings in arrays), about 0.25 KB a request with its
- * id. A lookup scans from the newest, so a reused id finds its latest request. Columns, not an
- * object a request, because a kept object is promoted and dies in the old generation; a scan,
- * not a Map, because only the debug endpoint looks up (bench/results/ab-notes.md).
+ * The last N finished requests for `GET /debug/requests/{id}`, scanned from the newest. Columns,
+ * not an object a request, so nothing is promoted to the old generation; a scan, not a Map, since
+ * only the debug endpoint looks up (bench/results/ab-notes.md).
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
@@ -184,11 +182,7 @@ function reportedOf(field: Readonly<Record<keyof ReportedTimes, number>>): Repor
 
 const ms = (seconds: number | undefined): number | null => (seconds === undefined ? null : Math.round(seconds * 1e6) / 1e3)
 
-/**
- * The JSON of `/debug/requests/{id}`: the same names and rounding as the request's log line
- * (milliseconds to the µs), plus `stalls`, `ttfot_ms`, `concurrency` and when it ended.
- * `now`: the monotonic clock now, to date `endedAt`.
- */
+/** The JSON of `/debug/requests/{id}`: the names and rounding of the request's log line, plus the live figures; `now` dates `endedAt`. */
 export function requestView(r: RecentRequest, now: number, wallNow: number): Record<string, unknown> {
   return {
     request_id: r.id,

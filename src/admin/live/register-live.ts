@@ -11,10 +11,8 @@ import { PAGE_HTML } from './page.ts'
 import { ProcessFigures } from './process-figures.ts'
 
 /**
- * The admin listener's live views: `GET /` (the live page), `GET /live/events` (its
- * server-sent events, one message a second), `/live/app.js` (client/app.ts) and uPlot from node_modules, and
- * `GET /debug/requests/{id}` (a finished request, or a realtime session with its responses). `admin.token` applies to the page, its events and the requests
- * (see auth.ts for how a browser shows it); the scripts are public code.
+ * The live views: `GET /`, `GET /live/events` (SSE, one message a second), the page's scripts
+ * (public code) and `GET /debug/requests/{id}`; `admin.token` applies to all but the scripts.
  */
 
 /** One message a second. */
@@ -25,10 +23,7 @@ const MAX_CLIENTS = 32
 const MAX_BUFFERED = 4 * 1024 * 1024
 
 const require = createRequire(import.meta.url)
-/**
- * The page's script, emitted beside this module by the build (scripts/build-client.mjs); from
- * the sources (tap's TypeScript loader), the one in dist/.
- */
+/** The page's script as scripts/build-client.mjs emits it; run from the sources, the one in dist/. */
 const SCRIPT_FILES = ['./client/app.js', '../../../dist/src/admin/live/client/app.js'].map((p) => fileURLToPath(new URL(p, import.meta.url)))
 let script: string | undefined
 const pageScript = (): string => (script ??= readFileSync(SCRIPT_FILES.find((p) => existsSync(p)) ?? SCRIPT_FILES[0], 'utf8'))
@@ -105,10 +100,7 @@ function denied(reply: FastifyReply, what: string): FastifyReply {
     .send({ error: `a bearer token (or the live page's cookie) is required for ${what}` })
 }
 
-/**
- * The live routes check `admin.token` themselves (a browser shows it once and then carries a
- * cookie, see auth.ts; the scripts are public), so the listener's bearer-token hook lets them by.
- */
+/** The live routes check `admin.token` themselves (a browser carries a cookie, auth.ts), so the bearer hook lets them by. */
 export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set(['/', '/live/app.js', '/live/uplot.js', '/live/uplot.css', '/live/events', '/debug/requests/:id'])
 
 /** Adds the live routes to the admin instance. */

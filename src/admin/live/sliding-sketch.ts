@@ -3,20 +3,10 @@ import { bucketIndex } from '../../metrics/core/mapping.ts'
 import { quantiles } from '../../metrics/core/quantiles.ts'
 
 /**
- * Percentiles over sliding time windows (the last 1, 5 and 15 minutes): the histogram core
- * (metrics/core/histogram-core.ts, the kind of buckets Prometheus reads as native histograms) at
- * schema 6, so every quantile is within 0.55 % of the exact nearest-rank value, per window; kept
- * current by adding every observation to it and subtracting whole sub-windows as they leave it.
- * Pure: time (ms) is an argument, never read.
- *
- * Values below 1 µs (bursts: chunks that arrived in one read) count in the zero bucket. Buckets
- * are dense over the populated range only, so a series whose values span 1 ms … 2 s holds ~700.
- *
- * Windows: each level is a ring of sub-windows ("slots") of `slotMs`; a window of n slots holds
- * the current slot and the n before it, so it covers between n and n + 1 slot widths of time
- * (the last minute is 60–70 s with 10 s slots). An observation is added to its slot in every
- * level and to every window total; when a slot leaves a window it is subtracted from that total.
- * Reading a window is one walk over its total's buckets; nothing is merged at read time.
+ * Percentiles over sliding windows (1, 5, 15 min): the histogram core at schema 6 (within 0.55 %
+ * of the nearest-rank value), kept current by adding each observation and subtracting whole
+ * sub-windows ("slots") as they leave, so reading merges nothing. A window of n slots covers n to
+ * n + 1 slot widths. Pure: time (ms) is an argument.
  */
 
 /** The live page's resolution: base 2^(1/64), every quantile within (base − 1)/(base + 1) ≈ 0.54 %. */
@@ -93,10 +83,8 @@ class Level {
 const mod = (a: number, n: number): number => ((a % n) + n) % n
 
 /**
- * A histogram core per sliding window. `observe(value, weight, now)`; `quantiles(window, qs, now)`
- * where `window` numbers the windows of all levels in order (0: 1 min, 1: 5 min, 2: 15 min
- * with LIVE_LEVELS). `now` must not go backwards by more than a slot (an older time counts in
- * the current slot).
+ * A histogram core per sliding window; `window` numbers the windows of all levels in order.
+ * `now` must not go back by more than a slot (an older time counts in the current slot).
  */
 export class SlidingSketch {
   readonly #levels: Level[]
@@ -155,10 +143,7 @@ export class SlidingSketch {
     return out
   }
 
-  /**
-   * `quantiles` and `count` of a window at once, as of the last `advance` (the caller has
-   * moved the windows to its `now`): the quantiles into `out`, the count returned.
-   */
+  /** `quantiles` into `out` and the window's count returned, as of the last `advance`. */
   read(window: number, qs: readonly number[], out: number[]): number {
     const total = this.#total(window)
     quantiles(total, qs, out)
@@ -182,10 +167,7 @@ export class SlidingSketch {
   }
 }
 
-/**
- * Sums over the same sliding windows (counts of requests, tokens, stalls): a ring of slots and
- * a running sum per window. Pure, like the sketch.
- */
+/** Sums over the same sliding windows (requests, tokens, stalls). Pure, like the sketch. */
 export class SlidingCounter {
   readonly #slotMs: number
   readonly #sizes: readonly number[]

@@ -2,9 +2,8 @@ import type UPlot from 'uplot'
 import type { LiveMessage, RealtimeMessage, SeriesView, SpendView } from '../live-message-types.ts'
 
 /**
- * The live page's script (`/live/app.js`): draws what /live/events sends, one LiveMessage a
- * second. Built by scripts/build-client.mjs with the DOM library and served as a classic script
- * after uPlot's (`window.uPlot`); it imports types only.
+ * The live page's script (`/live/app.js`), built by scripts/build-client.mjs and loaded as a
+ * classic script after uPlot's, so it imports types only.
  */
 
 declare global {
