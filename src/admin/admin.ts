@@ -13,10 +13,8 @@ import { listenerTlsOptions } from '../listener-tls.ts'
  * health checks wants a bearer token (auth.ts). A new route group is one more entry in ADMIN_ROUTES.
  */
 
-/** Registers one group of admin routes. */
 export type AdminRoutes = (admin: FastifyInstance, source: AdminSource) => void
 
-/** The admin routes, in registration order. */
 export const ADMIN_ROUTES: readonly AdminRoutes[] = [(admin, source) => metricsRoute(admin, source.metrics), debugStreamsRoute, registerLive, healthRoutes]
 
 /** The admin listener over `source` (source.ts: one process's, or the cluster primary's). */

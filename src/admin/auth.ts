@@ -21,7 +21,6 @@ const same = (a: string, b: string): boolean => {
 
 const bearer = (header: string | undefined, token: string): boolean => header?.startsWith('Bearer ') === true && same(header.slice(7), token)
 
-/** The cookie's value for a token. */
 const cookieValue = (token: string): string => createHmac('sha256', token).update('tokentap live page').digest('base64url')
 
 /** The Set-Cookie header for a browser that showed the token. */
@@ -45,7 +44,6 @@ export function allowed(headers: IncomingHttpHeaders, token: string | undefined)
   return cookie !== undefined && same(cookie, cookieValue(token))
 }
 
-/** Whether `?token=` matches. */
 export function tokenGiven(given: unknown, token: string): boolean {
   return typeof given === 'string' && same(given, token)
 }

@@ -33,8 +33,7 @@ export function metricsRoute(admin: FastifyInstance, source: MetricsSource): voi
     const protobuf = source.protobuf !== undefined && wantsProtobuf(accept) ? source.protobuf : undefined
     const openMetrics = protobuf === undefined && source.openMetrics && wantsOpenMetrics(accept)
     const contentType = protobuf !== undefined ? PROTOBUF_CONTENT_TYPE : openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE
-    // Streamed as it is rendered (chunked), in slices, at the pace the scraper reads. Not gzipped
-    // although Prometheus asks: compressing costs more CPU than the writes it saves (bench/scrape.ts).
+    // Streamed at the scraper's pace; not gzipped: compression costs more CPU than the writes it saves (bench/scrape.ts).
     reply.hijack()
     const res = reply.raw
     const recycle = source.recycle?.bind(source)

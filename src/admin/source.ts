@@ -15,7 +15,6 @@ import { requestView } from './live/recent-requests.ts'
 export interface AdminSource {
   readonly config: Config
   readonly logger: Logger
-  /** What `/metrics` serves. */
   readonly metrics: MetricsSource
   /** `/readyz` answers 503 while true (draining, or a cluster still starting). */
   readonly draining: boolean

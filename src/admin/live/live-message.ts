@@ -53,7 +53,7 @@ interface StreamCursor {
 export type Cursors = Map<InFlight, StreamCursor>
 
 // On the wire times are whole µs and shares whole parts per 10,000: JSON.stringify writes integers
-// much faster than decimals (docs/performance.md), and the page divides once (client/app.ts, decode).
+// much faster than decimals, and the page divides once (client/app.ts, decode).
 const r2 = (x: number): number => Math.round(x * 100) / 100
 /** Tokens/s to 0.1; null for no value. */
 const tenths = (x: number): number | null => (Number.isNaN(x) ? null : Math.round(x * 10) / 10)
@@ -167,7 +167,6 @@ function streamView(ex: InFlight, now: number, cursors: Cursors, stallMs: number
     chunks: n,
     tokens: c.tokens,
     ttft: n === 0 ? null : msToMicros(log.at(0) - ex.tReq),
-    // An ended stream is waiting for nothing.
     gap: ended ? 0 : msToMicros(now - (n === 0 ? ex.tReq : log.at(n - 1))),
     maxGap: msToMicros(c.maxGap),
     stalls: c.stalls,
@@ -207,10 +206,10 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
   const scratch: number[] = [0, 0, 0]
   const second = Math.floor(now / 1000)
   // The busiest series are re-ranked every few seconds (at once when one comes or goes), each message
-  // recounting a staggered fifth of them, so no message pays for all (docs/performance.md).
+  // recounting a staggered fifth of them, so no message pays for all of them.
   let ranking = stats.ranking
   if (ranking !== undefined && ranking.second !== second) {
-    // (second + seq) % LONG_REFRESH_SECONDS === 0
+    // The fifth with (second + seq) % LONG_REFRESH_SECONDS === 0, whose long windows refresh now.
     for (const s of ranking.fifths[(LONG_REFRESH_SECONDS - (second % LONG_REFRESH_SECONDS)) % LONG_REFRESH_SECONDS]) s.busy = requestsIn(s, 2, now)
   }
   if (ranking === undefined || ranking.size !== stats.series.size || (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)) {
@@ -266,20 +265,17 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
   }
   const streams: StreamView[] = []
   const stallMs = stallSeconds * 1000
-  // First the streams that ended since this audience's previous message, with their last chunks.
   for (const ex of cursors.keys()) {
     if (active.has(ex)) continue
     if (streams.length < MAX_STREAMS_SHOWN) streams.push(streamView(ex, now, cursors, stallMs, true))
     cursors.delete(ex)
   }
-  // Then the streams in flight, oldest first (the Set's order), as /debug/streams.
   for (const ex of active) {
     if (streams.length >= MAX_STREAMS_SHOWN) break
     streams.push(streamView(ex, now, cursors, stallMs, false))
   }
   const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
-  // What an SRE looks for first: the failures by status, the newest failed requests (each links
-  // to its /debug/requests/{id}), and per route with an `slo:` its judged requests (goodput).
+  // What an SRE looks for first: failures by status, the newest failed requests, goodput per route with an `slo:`.
   const errorsByStatus: { status: number; n: number[] }[] = []
   for (const [status, c] of stats.errorStatus) {
     const n = counts(c)

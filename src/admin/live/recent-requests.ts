@@ -32,13 +32,11 @@ const NUMBERS = [
   'endedAt',
   'outsideUpstream',
   'clientWriteWait',
-  // The upstream's reported phases, one column each.
   'queue',
   'load',
   'prompt',
   'generation',
   'total',
-  // With pricing: the request's cost, and 1 when an estimated count went into it.
   'cost',
   'costEstimated',
 ] as const satisfies readonly (keyof RecentRequest | keyof ReportedTimes)[]

@@ -15,7 +15,6 @@ import { ProcessFigures } from './process-figures.ts'
  * (public code) and `GET /debug/requests/{id}`; `admin.token` applies to all but the scripts.
  */
 
-/** One message a second. */
 const EVENT_INTERVAL_MS = 1000
 /** SSE clients at once (each costs a socket and its unsent bytes). */
 const MAX_CLIENTS = 32
@@ -103,7 +102,6 @@ function denied(reply: FastifyReply, what: string): FastifyReply {
 /** The live routes check `admin.token` themselves (a browser carries a cookie, auth.ts), so the bearer hook lets them by. */
 export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set(['/', '/live/app.js', '/live/uplot.js', '/live/uplot.css', '/live/events', '/debug/requests/:id'])
 
-/** Adds the live routes to the admin instance. */
 export function registerLive(admin: FastifyInstance, source: AdminSource): void {
   const token = source.config.admin.token
   const live = source.live

@@ -69,7 +69,6 @@ class Level {
     } else {
       for (let e = this.epoch + 1; e <= epoch; e++) {
         // Slot e − n − 1 leaves the window of n slots; slot e (which held e − ring) starts empty.
-        // (The ring holds epochs e − ring … e − 1, so slot e − n − 1 is still there.)
         for (let w = 0; w < this.sizes.length; w++) this.totals[w].subtract(this.slots[mod(e - this.sizes[w] - 1, ring)])
         this.slots[mod(e, ring)].clear()
       }

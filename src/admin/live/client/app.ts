@@ -190,8 +190,7 @@ function drawStrip(): void {
       ctx.fillStyle = r.k[j] > 1 ? '#b38cff' : '#6cb6ff'
       ctx.fillRect(px, mid - h / 2, 1.5, h)
     }
-    // A stall in progress, as the server knew it when it built the message (its clock against
-    // the last content chunk): never the browser's clock, which runs on between messages.
+    // A stall in progress as the server knew it: the browser's clock runs on between messages.
     const lastT = prev === null ? r.t0 : prev
     if (!r.ended && r.gap > stallMs) {
       ctx.fillStyle = 'rgba(255,92,92,.5)'
@@ -263,8 +262,7 @@ function chart(m: ModelBlock, s: SeriesView): void {
   if (!s.dist || !uPlot) return
   ;(m.el.querySelector('.zero') as HTMLElement).textContent = s.dist.zero > 0 ? `; ${Math.round(s.dist.zero * 100)} % of tokens came 0 ms after the previous chunk (same read)` : ''
   if (s.dist.x.length === 0) return
-  // Each bar is one group of bins (≈ 17 % wide); stepped paths hold a value until the next
-  // point, so a bar followed by a gap is closed with a 0 at its right edge.
+  // Stepped paths hold a value until the next point, so a bar before a gap is closed with a 0 at its right edge.
   const xs: number[] = []
   const ys: number[] = []
   const W = 1.1735
@@ -376,8 +374,7 @@ const ago = (ms: number): string => (ms >= 60000 ? `${Math.round(ms / 60000)} mi
 const mb = (bytes: number): string => `${(bytes / 1048576).toFixed(0)} MB`
 const STATUS_NOTE: Record<number, string> = { 0: 'other codes', 200: 'error inside the stream', 499: 'client closed', 502: 'upstream unreachable or bad answer', 504: 'upstream timed out' }
 
-// The service's health, for the right-hand column: error rate and errors by status over the
-// chosen window, goodput per route with an SLO, the process's own figures, the newest failures.
+// The service's health, for the right-hand column.
 function renderHealth(msg: LiveMessage): void {
   const sys = msg.system
   const all = sys.ok[win] + sys.error[win] + sys.cancelled[win]
@@ -427,8 +424,7 @@ function renderHealth(msg: LiveMessage): void {
           .join('')
 }
 
-// Spend over the chosen window (with pricing: set): the costliest models and tenants of the last
-// 15 minutes; * marks a figure that an estimated token count went into (docs/cost.md).
+// Spend (with pricing: set); * marks a figure an estimated token count went into (docs/cost.md).
 function renderSpend(sp: SpendView | undefined): void {
   $('#spend-panel').hidden = !sp
   if (!sp) return
@@ -469,8 +465,7 @@ function renderRealtime(rt: RealtimeMessage | undefined): void {
     .join('')
 }
 
-// The message carries times and durations in whole µs and shares per 10,000 (cheaper for the
-// proxy to serialise, live-message.ts); the page works in ms and fractions, converted in place.
+// The message carries whole µs and parts per 10,000 (live-message.ts); the page works in ms and fractions.
 const US = 1000
 const msOf = (v: number | null): number | null => (v === null ? null : v / US)
 /** Quantile lists [p50, p95, p99, count] × windows: every value but the counts to ms. */
