@@ -39,7 +39,6 @@ export interface FinishedRequest {
   readonly outputTokens: number
   readonly outputSource: string
   readonly inputTokens?: number
-  /** Content chunks. */
   readonly chunks: number
   /** Runs of equal gaps between content chunks j ≥ 2 (seconds, tokens, times). */
   readonly gaps: GapRuns
