@@ -11,7 +11,9 @@ const root = fileURLToPath(new URL('..', import.meta.url))
 const tools = readdirSync(join(root, 'bench', 'lab'))
   .filter((f) => f.endsWith('.ts'))
   .map((f) => f.slice(0, -3))
-  .filter((name) => readFileSync(join(root, 'bench', 'lab', `${name}.ts`), 'utf8').includes(`npm run bench:lab -- ${name}`))
+  .filter((name) =>
+    readFileSync(join(root, 'bench', 'lab', `${name}.ts`), 'utf8').includes(`npm run bench:lab -- ${name}`),
+  )
 const [tool, ...args] = process.argv.slice(2)
 if (tool === undefined || !tools.includes(tool)) {
   console.error(`usage: npm run bench:lab -- TOOL [args]; TOOL is one of ${tools.join(', ')}`)

@@ -17,16 +17,26 @@ const CLIENT_OUT = join('dist', 'src', 'admin', 'live', 'client', 'app.js')
  */
 export async function buildClient(root) {
   const ts = (await import('typescript')).default
-  const format = (diagnostics) => ts.formatDiagnostics(diagnostics, { getCanonicalFileName: (f) => f, getCurrentDirectory: () => root, getNewLine: () => '\n' })
+  const format = (diagnostics) =>
+    ts.formatDiagnostics(diagnostics, {
+      getCanonicalFileName: (f) => f,
+      getCurrentDirectory: () => root,
+      getNewLine: () => '\n',
+    })
   const fail = (diagnostics) => {
     throw new Error(format(diagnostics))
   }
   const configFile = join(root, CLIENT_DIR, 'tsconfig.json')
-  const parsed = ts.getParsedCommandLineOfConfigFile(configFile, { noEmit: false }, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: (d) => fail([d]) })
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    configFile,
+    { noEmit: false },
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: (d) => fail([d]) },
+  )
   if (parsed.errors.length > 0) fail(parsed.errors)
   const program = ts.createProgram({ rootNames: parsed.fileNames, options: parsed.options })
   const source = program.getSourceFile(join(root, CLIENT_DIR, 'app.ts'))
-  if (source === undefined) throw new Error(`build-client: ${join(CLIENT_DIR, 'app.ts')} is not in ${configFile}'s files`)
+  if (source === undefined)
+    throw new Error(`build-client: ${join(CLIENT_DIR, 'app.ts')} is not in ${configFile}'s files`)
   let js
   const emitted = program.emit(source, (name, text) => {
     if (name.endsWith('.js')) js = text
@@ -34,7 +44,10 @@ export async function buildClient(root) {
   const errors = format([...ts.getPreEmitDiagnostics(program), ...emitted.diagnostics])
   if (js === undefined) throw new Error(`build-client: tsc emitted no JavaScript for app.ts\n${errors}`)
   const module = /^\s*(import|export)\b/m.exec(js)
-  if (module !== null) throw new Error(`build-client: the page loads app.js as a classic script, but the emitted code has module syntax (an import of a value?): ${module[0].trim()}`)
+  if (module !== null)
+    throw new Error(
+      `build-client: the page loads app.js as a classic script, but the emitted code has module syntax (an import of a value?): ${module[0].trim()}`,
+    )
   const out = join(root, CLIENT_OUT)
   mkdirSync(dirname(out), { recursive: true })
   writeFileSync(out, `'use strict'\n;(() => {\n${js}})()\n`)

@@ -20,7 +20,15 @@ function newest(dir) {
 }
 
 const inputs = ['src', 'bench'].map((d) => newest(join(root, d)))
-for (const f of ['tsconfig.json', 'tsconfig.build.json', 'src/admin/live/client/tsconfig.json', 'package-lock.json', 'scripts/build.mjs', 'scripts/build-client.mjs'])
+for (const f of [
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'src/admin/live/client/tsconfig.json',
+  'package-lock.json',
+  'scripts/build.mjs',
+  'scripts/build-client.mjs',
+])
   inputs.push(statSync(join(root, f)).mtimeMs)
 const built = existsSync(stamp) ? statSync(stamp).mtimeMs : 0
-if (Math.max(...inputs) > built) execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { stdio: 'inherit' })
+if (Math.max(...inputs) > built)
+  execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { stdio: 'inherit' })

@@ -10,7 +10,11 @@ import { buildClient } from './build-client.mjs'
 import { rewriteDeclarations } from './declarations.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
-execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' })
+execFileSync(
+  process.execPath,
+  [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')],
+  { stdio: 'inherit' },
+)
 rewriteDeclarations(join(root, 'dist', 'src'))
 const clientErrors = await buildClient(root)
 if (clientErrors !== '') {

@@ -54,11 +54,24 @@ function importsOf(path) {
   const visit = (node) => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
       found.push({ spec: node.moduleSpecifier.text, typeOnly: node.importClause?.isTypeOnly === true, dynamic: false })
-    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined && ts.isStringLiteral(node.moduleSpecifier)) {
+    } else if (
+      ts.isExportDeclaration(node) &&
+      node.moduleSpecifier !== undefined &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
       found.push({ spec: node.moduleSpecifier.text, typeOnly: node.isTypeOnly, dynamic: false })
-    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments.length > 0 && ts.isStringLiteralLike(node.arguments[0])) {
+    } else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments.length > 0 &&
+      ts.isStringLiteralLike(node.arguments[0])
+    ) {
       found.push({ spec: node.arguments[0].text, typeOnly: false, dynamic: true })
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
       // `typeof import('./x.ts')` in a type: erased.
       found.push({ spec: node.argument.literal.text, typeOnly: true, dynamic: false })
     }
@@ -87,7 +100,8 @@ function readImports(srcDir) {
       if (target.startsWith('../')) continue
       const to = [target, target.replace(/\.js$/, '.ts')].find((t) => known.has(t))
       if (to === undefined) {
-        if (/\.[cm]?[jt]s$/.test(target)) throw new UsageError(`${name(file)}: the import '${spec}' names no file under ${srcDir}`)
+        if (/\.[cm]?[jt]s$/.test(target))
+          throw new UsageError(`${name(file)}: the import '${spec}' names no file under ${srcDir}`)
         continue // a JSON or other asset: no imports of its own
       }
       imports.push({ from: name(file), to: name(to), typeOnly, dynamic })
@@ -204,14 +218,17 @@ function readAllowlist(path) {
   } catch (err) {
     throw new UsageError(`${path} is not JSON: ${err.message}`)
   }
-  for (const kind of Object.keys(json)) if (!KINDS.includes(kind)) throw new UsageError(`${path}: unknown key '${kind}' (only 'files' and 'folders')`)
+  for (const kind of Object.keys(json))
+    if (!KINDS.includes(kind)) throw new UsageError(`${path}: unknown key '${kind}' (only 'files' and 'folders')`)
   for (const kind of KINDS) {
     const entries = json[kind] ?? []
     if (!Array.isArray(entries)) throw new UsageError(`${path}: '${kind}' must be a list`)
     entries.forEach((e, i) => {
       const at = `${path}: ${kind}[${i}]`
-      if (typeof e?.import !== 'string' || e.import.split(ARROW).length !== 2) throw new UsageError(`${at}: 'import' must be "a${ARROW}b"`)
-      if (typeof e.removedBy !== 'string' || e.removedBy.trim() === '') throw new UsageError(`${at}: 'removedBy' must name the issue item that removes ${e.import}`)
+      if (typeof e?.import !== 'string' || e.import.split(ARROW).length !== 2)
+        throw new UsageError(`${at}: 'import' must be "a${ARROW}b"`)
+      if (typeof e.removedBy !== 'string' || e.removedBy.trim() === '')
+        throw new UsageError(`${at}: 'removedBy' must name the issue item that removes ${e.import}`)
       if (list[kind].has(e.import)) throw new UsageError(`${at}: ${e.import} is listed twice`)
       list[kind].set(e.import, e.removedBy)
     })
@@ -233,7 +250,12 @@ export function importCycles(argv, cwd = process.cwd()) {
 }
 
 function check(argv, cwd) {
-  const { values } = parseArgs({ args: argv, options: { src: { type: 'string' }, allow: { type: 'string' }, print: { type: 'boolean' } }, strict: true, allowPositionals: false })
+  const { values } = parseArgs({
+    args: argv,
+    options: { src: { type: 'string' }, allow: { type: 'string' }, print: { type: 'boolean' } },
+    strict: true,
+    allowPositionals: false,
+  })
   const srcDir = resolve(cwd, values.src ?? join(ROOT, 'src'))
   if (!existsSync(srcDir)) throw new UsageError(`no folder ${srcDir}`)
   const allowPath = resolve(cwd, values.allow ?? DEFAULT_ALLOW)
@@ -251,28 +273,44 @@ function check(argv, cwd) {
 
   if (values.print === true) {
     const entries = (kind) => [
-      ...[...allow[kind]].filter(([key]) => found[kind].all.onCycle.has(key)).map(([key, removedBy]) => ({ import: key, removedBy })),
+      ...[...allow[kind]]
+        .filter(([key]) => found[kind].all.onCycle.has(key))
+        .map(([key, removedBy]) => ({ import: key, removedBy })),
       ...[...found[kind].rest.onCycle].map((key) => ({ import: key, removedBy: '' })),
     ]
-    return { code: 0, stdout: `${JSON.stringify({ files: entries('files'), folders: entries('folders') }, null, 2)}\n`, stderr: '' }
+    return {
+      code: 0,
+      stdout: `${JSON.stringify({ files: entries('files'), folders: entries('folders') }, null, 2)}\n`,
+      stderr: '',
+    }
   }
 
   const lines = []
   const cycles = KINDS.flatMap((kind) => found[kind].rest.components.map((c) => ({ kind, ...c })))
   if (cycles.length > 0) {
-    lines.push(`import-cycles: ${cycles.length} import cycle${cycles.length === 1 ? '' : 's'} in ${basename(srcDir)}/ that no import ${shown} lists breaks:`)
+    lines.push(
+      `import-cycles: ${cycles.length} import cycle${cycles.length === 1 ? '' : 's'} in ${basename(srcDir)}/ that no import ${shown} lists breaks:`,
+    )
     for (const { kind, members, steps } of cycles) {
       lines.push(`  ${KIND[kind]}: ${members.join(', ')}`)
       for (const step of steps) lines.push(`    ${step}`)
     }
-    lines.push('Break it: move what both sides need into a module (or folder) below both, or pass it in instead of importing it.')
+    lines.push(
+      'Break it: move what both sides need into a module (or folder) below both, or pass it in instead of importing it.',
+    )
   }
   const gone = KINDS.flatMap((kind) => found[kind].gone.map(([key, removedBy]) => ({ kind, key, removedBy })))
   if (gone.length > 0) {
-    lines.push(`import-cycles: ${shown} lists ${gone.length} import${gone.length === 1 ? '' : 's'} no longer on a cycle: remove ${gone.length === 1 ? 'it' : 'them'} from the list:`)
+    lines.push(
+      `import-cycles: ${shown} lists ${gone.length} import${gone.length === 1 ? '' : 's'} no longer on a cycle: remove ${gone.length === 1 ? 'it' : 'them'} from the list:`,
+    )
     for (const { kind, key, removedBy } of gone) lines.push(`  ${KIND[kind]}: ${key} (${removedBy})`)
   }
   if (lines.length > 0) return { code: 1, stdout: '', stderr: `${lines.join('\n')}\n` }
   const listed = allow.files.size + allow.folders.size
-  return { code: 0, stdout: `import-cycles: ${basename(srcDir)}/ (${graphs.fileCount} files) has no import cycle beyond those the ${listed} imports in ${shown} close\n`, stderr: '' }
+  return {
+    code: 0,
+    stdout: `import-cycles: ${basename(srcDir)}/ (${graphs.fileCount} files) has no import cycle beyond those the ${listed} imports in ${shown} close\n`,
+    stderr: '',
+  }
 }

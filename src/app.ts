@@ -58,16 +58,28 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     ...(https === undefined ? {} : { https }),
   }) as unknown as FastifyInstance
 
-  configureListener(app.server, { requestHeadMs: config.server.request_head_timeout_ms, keepAliveMs: config.server.keep_alive_timeout_ms })
+  configureListener(app.server, {
+    requestHeadMs: config.server.request_head_timeout_ms,
+    keepAliveMs: config.server.keep_alive_timeout_ms,
+  })
   // Unmatched paths get the proxy's own JSON error, never Fastify's (which echoes the URL, query included).
   app.setNotFoundHandler(notFound)
   await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
   const state = app.tokentap
-  const live = new LiveStore({ recentRequests: config.debug.recent_requests, stallSeconds: config.metrics.stall_seconds, realtimeOpen: state.realtime.open, startedAt: state.now() })
+  const live = new LiveStore({
+    recentRequests: config.debug.recent_requests,
+    stallSeconds: config.metrics.stall_seconds,
+    realtimeOpen: state.realtime.open,
+    startedAt: state.now(),
+  })
   state.recorder.add(live.listener)
   state.realtime.listen(live.realtime.listener)
   // The admin instance reads the service's state (draining, in flight, live figures) as it changes.
-  const service: Tokentap = Object.assign(state, { otel: state.otelMetrics, live, admin: buildAdmin(localAdminSource(state, live)) })
+  const service: Tokentap = Object.assign(state, {
+    otel: state.otelMetrics,
+    live,
+    admin: buildAdmin(localAdminSource(state, live)),
+  })
   app.addHook('onClose', async () => {
     // After a drain (server.ts), the last streams' figures wait for one more scrape.
     if (state.draining) await lingerForScrape(state.registry, config.server.drain_linger_seconds, logger)

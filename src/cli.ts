@@ -63,17 +63,21 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = proce
     ['--admin-port', values['admin-port']],
   ]
   for (const [flag, v] of ports) {
-    if (v !== undefined && (!/^\d+$/.test(v) || Number(v) > 65535)) return { kind: 'usage-error', message: `${flag} '${v}' is not a port number from 0 to 65535` }
+    if (v !== undefined && (!/^\d+$/.test(v) || Number(v) > 65535))
+      return { kind: 'usage-error', message: `${flag} '${v}' is not a port number from 0 to 65535` }
   }
   if (values.upstream === undefined) {
-    for (const flag of ['provider', 'prefix'] as const) if (values[flag] !== undefined) return { kind: 'usage-error', message: `--${flag} needs --upstream` }
-  } else if (values.config !== undefined) return { kind: 'usage-error', message: '--upstream and --config cannot be used together' }
+    for (const flag of ['provider', 'prefix'] as const)
+      if (values[flag] !== undefined) return { kind: 'usage-error', message: `--${flag} needs --upstream` }
+  } else if (values.config !== undefined)
+    return { kind: 'usage-error', message: '--upstream and --config cannot be used together' }
   // Flags reach the config the way the environment does: the last override before validation.
   const withFlags: NodeJS.ProcessEnv = { ...env }
   if (values.port !== undefined) withFlags.TOKENTAP_PORT = values.port
   if (values['admin-port'] !== undefined) withFlags.TOKENTAP_ADMIN_PORT = values['admin-port']
   try {
-    if (values.upstream !== undefined) return { kind: 'run', config: oneRoute(values.upstream, values.provider, values.prefix, withFlags) }
+    if (values.upstream !== undefined)
+      return { kind: 'run', config: oneRoute(values.upstream, values.provider, values.prefix, withFlags) }
     return { kind: 'run', config: loadConfig(values.config ?? (env.TOKENTAP_CONFIG || undefined), withFlags) }
   } catch (err) {
     if (err instanceof TokentapError) return { kind: 'config-error', message: err.message }
@@ -85,7 +89,12 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv = proce
 function parseBudgets(argv: readonly string[], env: NodeJS.ProcessEnv): CliCommand {
   let file: string | undefined
   try {
-    const { values } = parseArgs({ args: [...argv], options: { config: OPTIONS.config, help: OPTIONS.help }, allowPositionals: false, strict: true })
+    const { values } = parseArgs({
+      args: [...argv],
+      options: { config: OPTIONS.config, help: OPTIONS.help },
+      allowPositionals: false,
+      strict: true,
+    })
     if (values.help === true) return { kind: 'help' }
     file = values.config ?? (env.TOKENTAP_CONFIG || undefined)
   } catch (err) {
@@ -93,7 +102,11 @@ function parseBudgets(argv: readonly string[], env: NodeJS.ProcessEnv): CliComma
   }
   try {
     const config = loadConfig(file, env)
-    if (config.budgets.length === 0) return { kind: 'config-error', message: `'budgets' is empty in ${file ?? DEFAULT_CONFIG_FILE}: no rules to write` }
+    if (config.budgets.length === 0)
+      return {
+        kind: 'config-error',
+        message: `'budgets' is empty in ${file ?? DEFAULT_CONFIG_FILE}: no rules to write`,
+      }
     return { kind: 'print', text: budgetRules(config, file ?? DEFAULT_CONFIG_FILE) }
   } catch (err) {
     if (err instanceof TokentapError) return { kind: 'config-error', message: err.message }
@@ -102,20 +115,34 @@ function parseBudgets(argv: readonly string[], env: NodeJS.ProcessEnv): CliComma
 }
 
 /** `--upstream URL [--provider P] [--prefix /x]`: a proxy with one route and every other setting at its default. */
-function oneRoute(upstream: string, provider: string | undefined, prefix: string | undefined, env: NodeJS.ProcessEnv): Config {
+function oneRoute(
+  upstream: string,
+  provider: string | undefined,
+  prefix: string | undefined,
+  env: NodeJS.ProcessEnv,
+): Config {
   const route = { prefix: prefix ?? '/', upstream, provider: provider ?? 'auto' }
   try {
     return validateConfig(applyEnv({ routes: [route] }, env))
   } catch (err) {
     // The schema names `routes[0].upstream`; the user typed `--upstream`.
     if (err instanceof TokentapError && err.code === 'TOKENTAP_ERR_CONFIG_INVALID')
-      throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', err.message.replace(/^invalid configuration: /, '').replace(/'routes\[0\]\.(upstream|provider|prefix)'/g, '--$1'))
+      throw new TokentapError(
+        'TOKENTAP_ERR_CONFIG_INVALID',
+        err.message
+          .replace(/^invalid configuration: /, '')
+          .replace(/'routes\[0\]\.(upstream|provider|prefix)'/g, '--$1'),
+      )
     throw err
   }
 }
 
 /** What a command line that does not run the proxy ends in: the text, its stream and the exit code. */
-export function outcomeOf(cmd: Exclude<CliCommand, { kind: 'run' }>): { readonly stream: 'stdout' | 'stderr'; readonly text: string; readonly code: number } {
+export function outcomeOf(cmd: Exclude<CliCommand, { kind: 'run' }>): {
+  readonly stream: 'stdout' | 'stderr'
+  readonly text: string
+  readonly code: number
+} {
   if (cmd.kind === 'help') return { stream: 'stdout', text: USAGE, code: 0 }
   if (cmd.kind === 'print') return { stream: 'stdout', text: cmd.text, code: 0 }
   if (cmd.kind === 'usage-error') return { stream: 'stderr', text: `tokentap: ${cmd.message}\n\n${USAGE}`, code: 2 }

@@ -15,7 +15,10 @@ const ERRORS = {
   TOKENTAP_ERR_CLIENT_BODY_TIMEOUT: { message: 'the client sent nothing of the request body for %s ms', status: 408 },
   TOKENTAP_ERR_BAD_REQUEST: { message: 'bad request: %s', status: 400 },
   TOKENTAP_ERR_BAD_TARGET: { message: 'the request target is not a path the proxy can forward: %s', status: 400 },
-  TOKENTAP_ERR_TOO_MANY_HEADERS: { message: 'the request has %s header fields; the proxy forwards at most %s', status: 431 },
+  TOKENTAP_ERR_TOO_MANY_HEADERS: {
+    message: 'the request has %s header fields; the proxy forwards at most %s',
+    status: 431,
+  },
   TOKENTAP_ERR_NOT_FOUND: { message: 'no route for this method and path', status: 404 },
   TOKENTAP_ERR_UPSTREAM_BAD_RESPONSE: { message: 'the upstream response head cannot be relayed: %s', status: 502 },
   TOKENTAP_ERR_SHUTTING_DOWN: { message: 'tokentap is shutting down', status: 503 },
@@ -23,8 +26,14 @@ const ERRORS = {
   /** The client closed the connection: what aborts the upstream request (never answered: no one is there). */
   TOKENTAP_ERR_CLIENT_GONE: { message: 'the client closed the connection', status: undefined },
   /** The embedding app's own hooks answered (a rate limit, an API-key check) before the proxy saw the request (never answered by tokentap). */
-  TOKENTAP_ERR_APP_ANSWERED: { message: "the embedding app's hooks answered the request before the proxy: %s", status: undefined },
-  TOKENTAP_ERR_PLUGIN_MISSING: { message: '%s: register the tokentap plugin on this instance first', status: undefined },
+  TOKENTAP_ERR_APP_ANSWERED: {
+    message: "the embedding app's hooks answered the request before the proxy: %s",
+    status: undefined,
+  },
+  TOKENTAP_ERR_PLUGIN_MISSING: {
+    message: '%s: register the tokentap plugin on this instance first',
+    status: undefined,
+  },
   TOKENTAP_ERR_WORKER: { message: 'worker %s: %s', status: undefined },
   /** The cluster worker serving the request exited while it was in flight; the primary records it (cluster/progress.ts). */
   TOKENTAP_ERR_WORKER_EXITED: { message: 'the worker serving the request exited (%s)', status: undefined },

@@ -73,8 +73,11 @@ function countBody(ex: Exchange, body: unknown, req: IncomingMessage): void {
   if (declared !== undefined) watch.bytes = declared
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: any Fastify instance the plugin was registered on (its logger type varies).
-export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, any>, options: HttpProxyTapOptions): TokentapReplyOptions {
+export function tokentapReplyOptions(
+  // biome-ignore lint/suspicious/noExplicitAny: any Fastify instance the plugin was registered on (its logger type varies).
+  app: FastifyInstance<any, any, any, any, any>,
+  options: HttpProxyTapOptions,
+): TokentapReplyOptions {
   const state = app.tokentap
   if (state === undefined) throw new TokentapError('TOKENTAP_ERR_PLUGIN_MISSING', 'tokentapReplyOptions')
   const { opener } = state
@@ -107,7 +110,14 @@ export function tokentapReplyOptions(app: FastifyInstance<any, any, any, any, an
         void reply.send(res.stream)
         return
       }
-      ex.responseStarted(res.statusCode, header(res.headers, 'content-type'), header(res.headers, 'content-encoding'), now(), header(res.headers, 'x-request-id'), (name) => header(res.headers, name))
+      ex.responseStarted(
+        res.statusCode,
+        header(res.headers, 'content-type'),
+        header(res.headers, 'content-encoding'),
+        now(),
+        header(res.headers, 'x-request-id'),
+        (name) => header(res.headers, name),
+      )
       // After the client left, the upstream stream is destroyed on purpose (below): not a failure.
       res.stream.once('error', (err: Error) => {
         if (reply.raw.destroyed) return

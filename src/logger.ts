@@ -185,7 +185,8 @@ const destinations = new WeakMap<Logger, LogDestination>()
 const wellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed()
 
 /** `err`, and the top-level keys createLogger's redaction paths start with: pino serializes those values itself. */
-const pinoOwn = (key: string): boolean => (key.length === 3 && (key === 'err' || key === 'req' || key === 'res')) || key === 'headers'
+const pinoOwn = (key: string): boolean =>
+  (key.length === 3 && (key === 'err' || key === 'req' || key === 'res')) || key === 'headers'
 
 /**
  * Writes what createLogger's `logger.info(fields, msg)` would, byte for byte, with one JSON.stringify instead of pino's
@@ -207,7 +208,9 @@ export function writeInfoLine(logger: Logger, fields: Readonly<Record<string, un
   }
   const json = JSON.stringify(fields)
   // pino: the level's cached prefix, `,"time":` + Date.now() (epochTime), the bindings, `,"key":value` per defined field, `,"msg":…}`.
-  destination.write(`{"level":${logger.levels.values.info},"time":${Date.now()}${bindings}${json.length > 2 ? `,${json.slice(1, -1)}` : ''},"msg":${JSON.stringify(msg)}}\n`)
+  destination.write(
+    `{"level":${logger.levels.values.info},"time":${Date.now()}${bindings}${json.length > 2 ? `,${json.slice(1, -1)}` : ''},"msg":${JSON.stringify(msg)}}\n`,
+  )
   return true
 }
 

@@ -49,7 +49,9 @@ import { isSuccess } from './http-status.ts'
  */
 
 /** The config parts the plugin takes, validated by the same schema as the config file. */
-export type TokentapConfigOptions = Partial<Pick<Config, 'metrics' | 'limits' | 'upstream' | 'tokenizer' | 'otel' | 'server'>> & {
+export type TokentapConfigOptions = Partial<
+  Pick<Config, 'metrics' | 'limits' | 'upstream' | 'tokenizer' | 'otel' | 'server'>
+> & {
   /** The proxy routes (required unless `config` is given). */
   readonly routes?: readonly Partial<RouteConfig>[]
 }
@@ -116,7 +118,10 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   warmTokenizers(now)
   const logger = options.logger ?? (app.log as unknown as Logger)
   const native = nativeOptions(config.metrics.native_histograms)
-  const registry = new MetricsRegistry({ processMetrics: config.metrics.process_metrics, protobuf: native !== undefined })
+  const registry = new MetricsRegistry({
+    processMetrics: config.metrics.process_metrics,
+    protobuf: native !== undefined,
+  })
   const active = new Set<Exchange>()
   const otelOn = otelEnabled(config.otel)
   const tenant = config.metrics.tenant
@@ -126,7 +131,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     maxModelsPerRoute: config.limits.max_models_per_route,
     maxLabelSets: config.limits.max_label_sets,
     // A cluster worker leaves the warning to the primary, which logs it once for the group (label-fold.ts).
-    onFirstFold: cluster.isWorker ? undefined : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
+    onFirstFold: cluster.isWorker
+      ? undefined
+      : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
     lengthBandLabel: config.metrics.length_band_label,
     inputLengthBandLabel: config.metrics.input_length_band_label,
     genAi: otelOn || traces !== undefined,
@@ -151,7 +158,15 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   for (const m of metrics.all()) registry.register(m)
   // `server.address` of a route's spans: its upstream (a simulator's once it listens).
   const servers = new Map<string, ServerOf>()
-  const otel = await loadOtel({ config: config.otel, logger, metrics: otelOn, traces, stallSeconds: config.metrics.stall_seconds, now, serverOf: (route) => servers.get(route) })
+  const otel = await loadOtel({
+    config: config.otel,
+    logger,
+    metrics: otelOn,
+    traces,
+    stallSeconds: config.metrics.stall_seconds,
+    now,
+    serverOf: (route) => servers.get(route),
+  })
   const { metrics: otelMetrics, traces: otelTraces } = otel
   // Closing sends a last export and the last spans (onClose runs once requests in flight have been recorded).
   if (otelMetrics !== undefined) app.addHook('onClose', async () => otelMetrics.shutdown())
@@ -166,7 +181,9 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     sinks.push((o) => cost.record(o))
   }
   sinks.push(requestLog(logger))
-  const recorder = new Recorder(policy, sinks, (err, who) => logger.error({ err, route: who.route.label }, 'recording a request failed'))
+  const recorder = new Recorder(policy, sinks, (err, who) =>
+    logger.error({ err, route: who.route.label }, 'recording a request failed'),
+  )
   const deps: ExchangeDeps = {
     encodings: new EncodingSelector([...config.tokenizer.models, ...DEFAULT_ENCODING_RULES], config.tokenizer.default),
     now,
@@ -177,11 +194,31 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     onRecordError: recorder.onRecordError,
   }
   const finishing = new FinishQueue()
-  const opener = new ExchangeOpener(deps, new RequestIds(), finishing, now, tenant === undefined ? undefined : new TenantResolver(tenant), traces === undefined ? undefined : new TraceIdSource())
+  const opener = new ExchangeOpener(
+    deps,
+    new RequestIds(),
+    finishing,
+    now,
+    tenant === undefined ? undefined : new TenantResolver(tenant),
+    traces === undefined ? undefined : new TraceIdSource(),
+  )
   const realtime = new RealtimeSessions({ config, logger, encodings: deps.encodings, policy, now })
   registerRealtimeMetrics(realtime, registry, config.metrics.buckets, policy.labels.names, native)
   if (otelTraces !== undefined) realtime.listen(otelTraces.realtime)
-  const state: TokentapState = { config, metrics, registry, active, recorder, logger, otelMetrics, otelTraces, opener, now, realtime, draining: false }
+  const state: TokentapState = {
+    config,
+    metrics,
+    registry,
+    active,
+    recorder,
+    logger,
+    otelMetrics,
+    otelTraces,
+    opener,
+    now,
+    realtime,
+    draining: false,
+  }
   app.decorate('tokentap', state)
   // WebSocket upgrades go through the router and the caller's hooks like any request (upgrade-listener.ts).
   installUpgradeListener(app, logger)
@@ -203,7 +240,8 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
     proxy.addContentTypeParser('*', unread)
     proxy.decorateRequest('tokentapStart', Number.NaN)
     proxy.decorateRequest('tokentapHandled', false)
-    for (const [index, route] of config.routes.entries()) registerRoute(proxy, route, options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index))
+    for (const [index, route] of config.routes.entries())
+      registerRoute(proxy, route, options.dispatcher ?? (upstreams as UpstreamDispatchers).forRoute(route, index))
   })
 
   function registerRoute(proxy: FastifyInstance, route: RouteConfig, dispatcher: Dispatcher): void {
@@ -267,11 +305,28 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         const pending = pendingUpgrade(req)
         if (pending !== undefined) {
           const { target, id, tenant, trace } = opener.identify(proxied, req, url)
-          realtime.pass(req, pending, { route: proxied.runtime, id, tenant, tReq: request.tokentapStart, target, dispatcher, upstream: upstream as Upstream, trace })
+          realtime.pass(req, pending, {
+            route: proxied.runtime,
+            id,
+            tenant,
+            tReq: request.tokentapStart,
+            target,
+            dispatcher,
+            upstream: upstream as Upstream,
+            trace,
+          })
           return
         }
         const { ex, target } = opener.open(proxied, req, url, request.tokentapStart)
-        forward(ex, req, res, { dispatcher, upstream: upstream as Upstream, config, pathAndQuery: target.pathAndQuery, injectUsage: route.inject_usage, opener, appHeaders })
+        forward(ex, req, res, {
+          dispatcher,
+          upstream: upstream as Upstream,
+          config,
+          pathAndQuery: target.pathAndQuery,
+          injectUsage: route.inject_usage,
+          opener,
+          appHeaders,
+        })
       } catch (err) {
         // A bug must cost one request, never the process.
         logger.error({ err }, 'proxy handler failed')
@@ -287,7 +342,10 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
 /** `server.address` and `server.port` of an upstream (its URL's, the scheme's default port when it names none). */
 function serverOf(u: Upstream): ServerOf {
   const url = new URL(u.origin)
-  return { address: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port) }
+  return {
+    address: url.hostname.replace(/^\[|\]$/g, ''),
+    port: url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port),
+  }
 }
 
 /** The tokentap Fastify plugin (wrapped with fastify-plugin, so `app.tokentap` is visible to the caller). */

@@ -39,10 +39,20 @@ async function serve(config: Config, worker: boolean): Promise<void> {
   // A worker's lines carry its pid (pino's own field name): which worker logged is otherwise lost.
   const app = await buildApp(config, worker ? { logger: createLogger(config, 1, { pid: process.pid }) } : {})
   const { admin, logger } = app.tokentap
-  await listenAs('proxy', () => app.listen({ host: config.server.host, port: config.server.port }), config.server.host, config.server.port)
+  await listenAs(
+    'proxy',
+    () => app.listen({ host: config.server.host, port: config.server.port }),
+    config.server.host,
+    config.server.port,
+  )
   if (worker) serveWorker(app)
   else {
-    await listenAs('admin', () => admin.listen({ host: config.admin.host, port: config.admin.port }), config.admin.host, config.admin.port)
+    await listenAs(
+      'admin',
+      () => admin.listen({ host: config.admin.host, port: config.admin.port }),
+      config.admin.host,
+      config.admin.port,
+    )
     announceListening(logger, config, app.server.address() as AddressInfo, admin.server.address() as AddressInfo)
   }
 
@@ -76,6 +86,8 @@ async function serve(config: Config, worker: boolean): Promise<void> {
 
 void main().catch((err: unknown) => {
   // tokentap's own errors (a port in use, ...) say what to change in one line; anything else is a bug: its stack.
-  process.stderr.write(`tokentap: ${err instanceof TokentapError ? err.message : ((err as Error).stack ?? String(err))}\n`)
+  process.stderr.write(
+    `tokentap: ${err instanceof TokentapError ? err.message : ((err as Error).stack ?? String(err))}\n`,
+  )
   process.exit(1)
 })

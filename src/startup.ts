@@ -13,7 +13,13 @@ import { routeLabel } from './proxy/open-exchange.ts'
 /** The two listeners, with the config key, flag and variable that set each one's port. */
 const LISTENERS = {
   proxy: { name: 'proxy listener', host: 'server.host', port: 'server.port', flag: '--port', env: 'TOKENTAP_PORT' },
-  admin: { name: 'admin listener (metrics, live page)', host: 'admin.host', port: 'admin.port', flag: '--admin-port', env: 'TOKENTAP_ADMIN_PORT' },
+  admin: {
+    name: 'admin listener (metrics, live page)',
+    host: 'admin.host',
+    port: 'admin.port',
+    flag: '--admin-port',
+    env: 'TOKENTAP_ADMIN_PORT',
+  },
 } as const
 
 export type ListenerName = keyof typeof LISTENERS
@@ -54,9 +60,25 @@ function bound(a: AddressInfo): string {
 }
 
 /** The service listens: the JSON 'tokentap listening' line, then the human line on stderr so stdout's JSON stays parseable. */
-export function announceListening(logger: Logger, config: Config, proxy: AddressInfo, admin: AddressInfo, extra: Record<string, unknown> = {}): void {
+export function announceListening(
+  logger: Logger,
+  config: Config,
+  proxy: AddressInfo,
+  admin: AddressInfo,
+  extra: Record<string, unknown> = {},
+): void {
   const urls = serviceUrls(config, proxy, admin)
-  logger.info({ proxy: bound(proxy), admin: bound(admin), ...extra, routes: config.routes.map(routeLabel), metrics: urls.metrics, live: urls.live }, 'tokentap listening')
+  logger.info(
+    {
+      proxy: bound(proxy),
+      admin: bound(admin),
+      ...extra,
+      routes: config.routes.map(routeLabel),
+      metrics: urls.metrics,
+      live: urls.live,
+    },
+    'tokentap listening',
+  )
   announce(urls)
 }
 
@@ -93,12 +115,20 @@ export function listenError(err: unknown, which: ListenerName, host: string, por
   if (reason === undefined) return err
   const l = LISTENERS[which]
   const where = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
-  const change = code === 'EADDRNOTAVAIL' ? `set '${l.host}' in the config` : `set '${l.port}' in the config, ${l.flag} N or ${l.env}`
+  const change =
+    code === 'EADDRNOTAVAIL'
+      ? `set '${l.host}' in the config`
+      : `set '${l.port}' in the config, ${l.flag} N or ${l.env}`
   return new TokentapError('TOKENTAP_ERR_LISTEN', l.name, where, reason, change)
 }
 
 /** Listens, turning a bind failure into listenError's one line. */
-export async function listenAs(which: ListenerName, listen: () => Promise<unknown>, host: string, port: number): Promise<void> {
+export async function listenAs(
+  which: ListenerName,
+  listen: () => Promise<unknown>,
+  host: string,
+  port: number,
+): Promise<void> {
   try {
     await listen()
   } catch (err) {

@@ -15,7 +15,12 @@ import { listenerTlsOptions } from '../listener-tls.ts'
 
 export type AdminRoutes = (admin: FastifyInstance, source: AdminSource) => void
 
-export const ADMIN_ROUTES: readonly AdminRoutes[] = [(admin, source) => metricsRoute(admin, source.metrics), debugStreamsRoute, registerLive, healthRoutes]
+export const ADMIN_ROUTES: readonly AdminRoutes[] = [
+  (admin, source) => metricsRoute(admin, source.metrics),
+  debugStreamsRoute,
+  registerLive,
+  healthRoutes,
+]
 
 /** The admin listener over `source` (source.ts: one process's, or the cluster primary's). */
 export function buildAdmin(source: AdminSource, routes: readonly AdminRoutes[] = ADMIN_ROUTES): FastifyInstance {

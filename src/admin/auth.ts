@@ -19,9 +19,11 @@ const same = (a: string, b: string): boolean => {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-const bearer = (header: string | undefined, token: string): boolean => header?.startsWith('Bearer ') === true && same(header.slice(7), token)
+const bearer = (header: string | undefined, token: string): boolean =>
+  header?.startsWith('Bearer ') === true && same(header.slice(7), token)
 
-const cookieValue = (token: string): string => createHmac('sha256', token).update('tokentap live page').digest('base64url')
+const cookieValue = (token: string): string =>
+  createHmac('sha256', token).update('tokentap live page').digest('base64url')
 
 /** The Set-Cookie header for a browser that showed the token. */
 export function setCookie(token: string): string {
@@ -49,7 +51,11 @@ export function tokenGiven(given: unknown, token: string): boolean {
 }
 
 /** Answers 401 without the token, except for the health checks and the routes that check it themselves. */
-export function requireToken(admin: FastifyInstance, token: string, selfAuthenticated: ReadonlySet<string> = new Set()): void {
+export function requireToken(
+  admin: FastifyInstance,
+  token: string,
+  selfAuthenticated: ReadonlySet<string> = new Set(),
+): void {
   admin.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0]
     if (OPEN_PATHS.has(path) || bearer(request.headers.authorization, token)) return

@@ -70,9 +70,13 @@ export function snapshotStreams(active: ReadonlySet<Exchange>, now: number, limi
 }
 
 /** `GET /debug/streams`: what the source has in flight; 501 where it has no streams to show. */
-export function debugStreamsRoute(admin: FastifyInstance, source: { readonly streams?: () => StreamsSnapshot | Promise<StreamsSnapshot> }): void {
+export function debugStreamsRoute(
+  admin: FastifyInstance,
+  source: { readonly streams?: () => StreamsSnapshot | Promise<StreamsSnapshot> },
+): void {
   admin.get('/debug/streams', async (_request, reply) => {
-    if (source.streams === undefined) return reply.code(501).send({ error: '/debug/streams: this admin listener was given no requests in flight' })
+    if (source.streams === undefined)
+      return reply.code(501).send({ error: '/debug/streams: this admin listener was given no requests in flight' })
     return reply.header('cache-control', 'no-store').send(await source.streams())
   })
 }

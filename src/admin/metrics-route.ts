@@ -32,7 +32,8 @@ export function metricsRoute(admin: FastifyInstance, source: MetricsSource): voi
     const accept = request.headers.accept
     const protobuf = source.protobuf !== undefined && wantsProtobuf(accept) ? source.protobuf : undefined
     const openMetrics = protobuf === undefined && source.openMetrics && wantsOpenMetrics(accept)
-    const contentType = protobuf !== undefined ? PROTOBUF_CONTENT_TYPE : openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE
+    const contentType =
+      protobuf !== undefined ? PROTOBUF_CONTENT_TYPE : openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE
     // Streamed at the scraper's pace; not gzipped: compression costs more CPU than the writes it saves (bench/scrape.ts).
     reply.hijack()
     const res = reply.raw

@@ -29,7 +29,9 @@ export interface Questions {
 }
 export type Question = keyof Questions
 
-type Answers = { readonly [Q in Question]: (arg: Questions[Q]['arg']) => Questions[Q]['answer'] | Promise<Questions[Q]['answer']> }
+type Answers = {
+  readonly [Q in Question]: (arg: Questions[Q]['arg']) => Questions[Q]['answer'] | Promise<Questions[Q]['answer']>
+}
 
 interface Ask {
   readonly type: typeof MessageType.ask
@@ -74,7 +76,12 @@ export function forkWorker(config: Config): Worker {
 let nextQuestion = 0
 
 /** Asks one worker; rejects when it answers with an error, exits first, or takes longer than `timeoutMs`. */
-export function ask<Q extends Question>(worker: Worker, what: Q, arg: Questions[Q]['arg'], timeoutMs: number): Promise<Questions[Q]['answer']> {
+export function ask<Q extends Question>(
+  worker: Worker,
+  what: Q,
+  arg: Questions[Q]['arg'],
+  timeoutMs: number,
+): Promise<Questions[Q]['answer']> {
   const id = nextQuestion++
   return new Promise((resolve, reject) => {
     const onMessage = (msg: WorkerMessage): void => {
@@ -105,7 +112,12 @@ export function ask<Q extends Question>(worker: Worker, what: Q, arg: Questions[
 }
 
 /** Every given worker's answer to a debug question; one that fails or is late is left out. */
-export async function askAll<Q extends Question>(workers: readonly Worker[], what: Q, arg: Questions[Q]['arg'], logger: Logger): Promise<{ worker: Worker; answer: Questions[Q]['answer'] }[]> {
+export async function askAll<Q extends Question>(
+  workers: readonly Worker[],
+  what: Q,
+  arg: Questions[Q]['arg'],
+  logger: Logger,
+): Promise<{ worker: Worker; answer: Questions[Q]['answer'] }[]> {
   const answers = await Promise.allSettled(workers.map((w) => ask(w, what, arg, DEBUG_TIMEOUT_MS)))
   const out: { worker: Worker; answer: Questions[Q]['answer'] }[] = []
   answers.forEach((a, i) => {

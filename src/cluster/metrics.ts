@@ -61,7 +61,8 @@ export interface ClusterMetricsOptions {
   readonly fold?: GroupLabelFold
 }
 
-const labelValues = (labelNames: readonly string[], labels: Record<string, string | number>): string[] => labelNames.map((n) => String(labels[n]))
+const labelValues = (labelNames: readonly string[], labels: Record<string, string | number>): string[] =>
+  labelNames.map((n) => String(labels[n]))
 
 /** A family's state (worker side); with `changed`, only the counters' and histograms' changed series (gauges always whole). */
 function stateOf(m: OwnMetric, changed: (series: object, now: number) => boolean): FamilyState {
@@ -70,9 +71,19 @@ function stateOf(m: OwnMetric, changed: (series: object, now: number) => boolean
     const series: SeriesState[] = []
     for (const s of m.entries()) {
       if (!changed(s, s.core.count)) continue
-      series.push({ labels: s.labelValues, core: coreState(s.core), ...(s.exemplars === undefined ? {} : { exemplars: [...s.exemplars] }) })
+      series.push({
+        labels: s.labelValues,
+        core: coreState(s.core),
+        ...(s.exemplars === undefined ? {} : { exemplars: [...s.exemplars] }),
+      })
     }
-    return { ...base, type: 'histogram', buckets: m.buckets, ...(m.native === undefined ? {} : { native: m.native }), series }
+    return {
+      ...base,
+      type: 'histogram',
+      buckets: m.buckets,
+      ...(m.native === undefined ? {} : { native: m.native }),
+      series,
+    }
   }
   if (m instanceof Counter) {
     const series: SeriesState[] = []
@@ -92,7 +103,10 @@ export class StateReporter {
   /** Per series: its count (histogram) or value (counter) in the last report. */
   #sent = new WeakMap<object, number>()
 
-  report(families: readonly OwnMetric[], applied: number | undefined): Pick<WorkerMetrics, 'families' | 'seq' | 'base'> {
+  report(
+    families: readonly OwnMetric[],
+    applied: number | undefined,
+  ): Pick<WorkerMetrics, 'families' | 'seq' | 'base'> {
     const full = applied !== this.#seq
     if (full) this.#sent = new WeakMap()
     const sent = this.#sent
@@ -222,7 +236,12 @@ class LiveFamily {
       const part: Part =
         s.core === undefined
           ? { from, raw, value: s.value ?? 0, ...(folded > 0 ? { folded } : {}) }
-          : { from, raw, core: reuse ? fillCore(had, s.core) : coreFromState(s.core, this.#bounds), exemplars: s.exemplars }
+          : {
+              from,
+              raw,
+              core: reuse ? fillCore(had, s.core) : coreFromState(s.core, this.#bounds),
+              exemplars: s.exemplars,
+            }
       if (i < 0) slot.parts.push(part)
       else slot.parts[i] = part
       dirty.add(key)
@@ -288,7 +307,8 @@ class LiveFamily {
         }
       } else {
         dead.value = (dead.value ?? 0) + (part.value ?? 0)
-        if (part.folded !== undefined) slot.parts[slot.parts.indexOf(dead)] = { ...dead, folded: (dead.folded ?? 0) + part.folded }
+        if (part.folded !== undefined)
+          slot.parts[slot.parts.indexOf(dead)] = { ...dead, folded: (dead.folded ?? 0) + part.folded }
       }
     }
   }
@@ -328,7 +348,10 @@ class LiveFamily {
  */
 export class ClusterMetrics implements MetricsSource {
   readonly openMetrics = true
-  readonly #collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>
+  readonly #collect: () => Promise<{
+    readonly reports: readonly WorkerMetrics[]
+    readonly workerIds: readonly number[]
+  }>
   readonly #options: ClusterMetricsOptions
   readonly #families = new Map<string, LiveFamily>()
   readonly #registry: MetricsRegistry
@@ -340,10 +363,17 @@ export class ClusterMetrics implements MetricsSource {
   readonly #own = new StateReporter()
   #ownApplied: number | undefined
 
-  constructor(collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>, options: ClusterMetricsOptions = {}) {
+  constructor(
+    collect: () => Promise<{ readonly reports: readonly WorkerMetrics[]; readonly workerIds: readonly number[] }>,
+    options: ClusterMetricsOptions = {},
+  ) {
     this.#collect = collect
     this.#options = options
-    this.#registry = new MetricsRegistry({ processMetrics: false, protobuf: true, processSource: () => this.#processMetrics() })
+    this.#registry = new MetricsRegistry({
+      processMetrics: false,
+      protobuf: true,
+      processSource: () => this.#processMetrics(),
+    })
   }
 
   /** The number of the last report of this worker applied here (what it answers a metrics question against). */

@@ -38,7 +38,8 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   let announced = false
 
   // Only workers that listen: one still starting has counted nothing and would not answer yet.
-  const workers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && listening.has(w.id))
+  const workers = (): Worker[] =>
+    Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && listening.has(w.id))
 
   const views = new ClusterViews({ stallSeconds: config.metrics.stall_seconds, startedAt: monotonicNow() })
   // What each worker has in flight, and the primary's own recording of a dead worker's requests.
@@ -48,7 +49,9 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   const metrics = new ClusterMetrics(
     async () => {
       const live = workers()
-      const answers = await Promise.allSettled(live.map((w) => ask(w, 'metrics', metrics.applied(w.id), METRICS_TIMEOUT_MS)))
+      const answers = await Promise.allSettled(
+        live.map((w) => ask(w, 'metrics', metrics.applied(w.id), METRICS_TIMEOUT_MS)),
+      )
       const reports: WorkerMetrics[] = []
       const workerIds: number[] = []
       answers.forEach((a, i) => {
@@ -119,20 +122,31 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       const lost = progress.exited(worker.id, monotonicNow())
       if (lost.length > 0) {
         orphans.record(lost, signal ?? `exit code ${code}`)
-        logger.error({ worker: worker.id, pid: worker.process.pid, requests: lost.length }, 'worker exited with requests in flight: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)')
+        logger.error(
+          { worker: worker.id, pid: worker.process.pid, requests: lost.length },
+          'worker exited with requests in flight: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)',
+        )
       }
       views.workerGone(worker.id)
       if (stopping) return
       crashes = Date.now() - started < CRASH_WINDOW_MS ? crashes + 1 : 0
       const delay = crashes === 0 ? 0 : Math.min(MAX_RESTART_DELAY_MS, 100 * 2 ** crashes)
-      logger.error({ worker: worker.id, pid: worker.process.pid, code, signal, restart_in_ms: delay }, 'worker died: starting a new one')
+      logger.error(
+        { worker: worker.id, pid: worker.process.pid, code, signal, restart_in_ms: delay },
+        'worker died: starting a new one',
+      )
       setTimeout(() => {
         if (!stopping) fork()
       }, delay).unref()
     })
   }
 
-  await listenAs('admin', () => admin.listen({ host: config.admin.host, port: config.admin.port }), config.admin.host, config.admin.port)
+  await listenAs(
+    'admin',
+    () => admin.listen({ host: config.admin.host, port: config.admin.port }),
+    config.admin.host,
+    config.admin.port,
+  )
   for (let i = 0; i < wanted; i++) fork()
 
   drainOnSignals(logger, async (signal) => {

@@ -221,7 +221,11 @@ export class ProgressMirror {
     const shift = batch.origin - this.#origin
     w.shift = shift
     for (const meta of batch.meta) {
-      const shifted = { ...meta, tReq: meta.tReq + shift, tHeaders: meta.tHeaders === undefined ? undefined : meta.tHeaders + shift }
+      const shifted = {
+        ...meta,
+        tReq: meta.tReq + shift,
+        tHeaders: meta.tHeaders === undefined ? undefined : meta.tHeaders + shift,
+      }
       const s = w.streams.get(meta.key)
       if (s === undefined) w.streams.set(meta.key, { meta: shifted, chunks: new ChunkLog() })
       else s.meta = shifted
@@ -231,7 +235,9 @@ export class ProgressMirror {
       const s = w.streams.get(batch.keys[r])
       const exact = batch.exact[r] === 1
       const end = mark + batch.runs[r]
-      if (s !== undefined) for (let i = mark; i < end; i++) s.chunks.add(batch.at[i] + shift, batch.tokens[i], batch.kinds[i] as MarkKind, exact)
+      if (s !== undefined)
+        for (let i = mark; i < end; i++)
+          s.chunks.add(batch.at[i] + shift, batch.tokens[i], batch.kinds[i] as MarkKind, exact)
       mark = end
     }
     for (const end of batch.ended) {
@@ -305,7 +311,12 @@ export class OrphanRecorder {
 
   constructor(config: Config, logger: Logger, live: LiveStore) {
     const tenant = config.metrics.tenant !== undefined
-    const policy = new RecordPolicy({ maxModelsPerRoute: config.limits.max_models_per_route, lengthBandLabel: config.metrics.length_band_label, genAi: false, tenant })
+    const policy = new RecordPolicy({
+      maxModelsPerRoute: config.limits.max_models_per_route,
+      lengthBandLabel: config.metrics.length_band_label,
+      genAi: false,
+      tenant,
+    })
     this.metrics = new LlmMetrics(config.metrics.buckets, () => {}, {
       stallSeconds: config.metrics.stall_seconds,
       exemplars: config.metrics.exemplars,
@@ -336,7 +347,12 @@ export class OrphanRecorder {
   /** Records each orphan once; `detail` (the exit's signal or code) goes on its log line. */
   record(orphans: readonly Orphan[], detail: string): void {
     for (const { meta, facts } of orphans) {
-      const route = this.#routes.get(meta.route) ?? { label: meta.route, prefix: meta.route, provider: 'auto', inFlight: 0 }
+      const route = this.#routes.get(meta.route) ?? {
+        label: meta.route,
+        prefix: meta.route,
+        provider: 'auto',
+        inFlight: 0,
+      }
       const m = measure({ ...facts, slo: route.slo, stallSeconds: this.#stallSeconds })
       const who: RequestFacts = {
         id: meta.id,

@@ -37,8 +37,18 @@ interface WireIdentity {
 }
 
 type RealtimeEvent =
-  | { readonly kind: 'response'; readonly who: WireIdentity; readonly labels: SeriesLabels; readonly response: FinishedResponse }
-  | { readonly kind: 'session'; readonly who: WireIdentity; readonly labels: SeriesLabels; readonly summary: SessionSummary }
+  | {
+      readonly kind: 'response'
+      readonly who: WireIdentity
+      readonly labels: SeriesLabels
+      readonly response: FinishedResponse
+    }
+  | {
+      readonly kind: 'session'
+      readonly who: WireIdentity
+      readonly labels: SeriesLabels
+      readonly summary: SessionSummary
+    }
 
 /** One stream in flight as the worker last sent it: its new chunks only. */
 interface StreamDelta {
@@ -100,7 +110,15 @@ export class WorkerViews {
   readonly finished = (r: FinishedRequest): void => {
     // The runs only (their arrays are sized for every chunk): the clone copies whole buffers.
     const g = r.gaps
-    const gaps = g.count === g.seconds.length ? g : { count: g.count, seconds: g.seconds.slice(0, g.count), tokens: g.tokens.slice(0, g.count), times: g.times.slice(0, g.count) }
+    const gaps =
+      g.count === g.seconds.length
+        ? g
+        : {
+            count: g.count,
+            seconds: g.seconds.slice(0, g.count),
+            tokens: g.tokens.slice(0, g.count),
+            times: g.times.slice(0, g.count),
+          }
     this.#requests.push(gaps === g ? r : { ...r, gaps })
     this.#schedule()
   }
@@ -153,12 +171,32 @@ export class WorkerViews {
         kinds[i] = log.kind(from + i)
       }
       sent.next = log.count
-      streams.push({ key: sent.key, id: ex.id, route: ex.route.label, provider: ex.provider, model: ex.requestModel, tReq: ex.tReq, from, at, tokens, kinds, exact: log.allExact })
+      streams.push({
+        key: sent.key,
+        id: ex.id,
+        route: ex.route.label,
+        provider: ex.provider,
+        model: ex.requestModel,
+        tReq: ex.tReq,
+        from,
+        at,
+        tokens,
+        kinds,
+        exact: log.allExact,
+      })
     }
     const sessions: OpenSession[] = []
     let sessionsOpen = 0
     for (const s of open) {
-      if (sessionsOpen++ < MAX_STREAMS) sessions.push({ id: s.id, route: { label: s.route.label }, provider: s.provider, model: s.model, tReq: s.tReq, responsesInFlight: s.responsesInFlight })
+      if (sessionsOpen++ < MAX_STREAMS)
+        sessions.push({
+          id: s.id,
+          route: { label: s.route.label },
+          provider: s.provider,
+          model: s.model,
+          tReq: s.tReq,
+          responsesInFlight: s.responsesInFlight,
+        })
     }
     return { origin: performance.timeOrigin, total: active.size, streams, sessions, sessionsOpen }
   }
@@ -227,7 +265,11 @@ export class ClusterViews {
       const who = { ...e.who, seq: seq(e.who.seq), tReq: e.who.tReq + shift } as unknown as SessionIdentity
       if (e.kind === 'response') {
         const r = e.response
-        listener.response?.(who, e.labels, { ...r, start: r.start === undefined ? undefined : r.start + shift, end: r.end + shift })
+        listener.response?.(who, e.labels, {
+          ...r,
+          start: r.start === undefined ? undefined : r.start + shift,
+          end: r.end + shift,
+        })
       } else listener.session?.(who, e.labels, e.summary)
     }
   }

@@ -11,12 +11,20 @@ import type { Config } from './schema.ts'
 
 /** The config a bare `npm start` uses: `config/default.yaml` of the package (run from src/ or dist/src/). */
 export const DEFAULT_CONFIG_FILE =
-  ['../../config/default.yaml', '../../../config/default.yaml'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((p) => existsSync(p)) ?? 'config/default.yaml'
+  ['../../config/default.yaml', '../../../config/default.yaml']
+    .map((p) => fileURLToPath(new URL(p, import.meta.url)))
+    .find((p) => existsSync(p)) ?? 'config/default.yaml'
 
 /** A route prefix as a path starts with it: no trailing slashes ('' for '/'; a loaded config keeps '/'), as the proxy matches and strips it. */
 export const prefixBase = (prefix: string): string => prefix.replace(/\/+$/, '')
 
-const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, allowUnionTypes: true, formats: { regex: isRegex } })
+const ajv = new Ajv({
+  allErrors: true,
+  useDefaults: true,
+  strict: true,
+  allowUnionTypes: true,
+  formats: { regex: isRegex },
+})
 const validate = ajv.compile(configSchema)
 
 function isRegex(pattern: string): boolean {
@@ -36,15 +44,18 @@ function keyOf(err: ErrorObject): string {
     .map((p) => (/^\d+$/.test(p) ? `[${p}]` : `.${p}`))
     .join('')
     .replace(/^\./, '')
-  if (err.keyword === 'additionalProperties') key = key ? `${key}.${err.params.additionalProperty}` : String(err.params.additionalProperty)
-  if (err.keyword === 'required') key = key ? `${key}.${err.params.missingProperty}` : String(err.params.missingProperty)
+  if (err.keyword === 'additionalProperties')
+    key = key ? `${key}.${err.params.additionalProperty}` : String(err.params.additionalProperty)
+  if (err.keyword === 'required')
+    key = key ? `${key}.${err.params.missingProperty}` : String(err.params.missingProperty)
   return key || '(root)'
 }
 
 /** What a pattern of the schema asks for, in words (a pattern alone says only "the wrong form"). */
 const PATTERN_WORDS: Record<string, string> = {
   '^https?://[^\\s/?#]+(/[^\\s?#]*)?$': 'must be a URL starting with http:// or https:// (e.g. http://127.0.0.1:18100)',
-  '^https?://[^\\s/?#]+/?$': 'must be a URL starting with http:// or https://, with no path (e.g. http://proxy.example:3128)',
+  '^https?://[^\\s/?#]+/?$':
+    'must be a URL starting with http:// or https://, with no path (e.g. http://proxy.example:3128)',
   '^/[^?#\\s]*$': 'must start with / (e.g. /openai), with no ?, # or space',
   "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$": "must be a header name (letters, digits and !#$%&'*+.^_`|~-)",
 }
@@ -89,16 +100,25 @@ export function validateConfig(raw: unknown): Config {
   config.routes.forEach((route, i) => {
     const prefix = prefixBase(route.prefix) || '/'
     ;(route as { prefix: string }).prefix = prefix
-    if (prefixes.has(prefix)) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'routes[${i}].prefix' ${prefix} is used by another route`)
+    if (prefixes.has(prefix))
+      throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'routes[${i}].prefix' ${prefix} is used by another route`)
     prefixes.add(prefix)
     if ((route.upstream === undefined) === (route.simulator === undefined)) {
-      throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'routes[${i}]' needs exactly one of 'upstream' or 'simulator'`)
+      throw new TokentapError(
+        'TOKENTAP_ERR_CONFIG_INVALID',
+        `'routes[${i}]' needs exactly one of 'upstream' or 'simulator'`,
+      )
     }
   })
   const tenant = config.metrics.tenant
   if (tenant !== undefined) {
-    if (tenant.from === 'api_key' && tenant.secret === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'metrics.tenant.secret' is needed with 'from: api_key'`)
-    if (tenant.from !== 'api_key' && tenant.header === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'metrics.tenant.header' is needed (or 'from: api_key' with a 'secret')`)
+    if (tenant.from === 'api_key' && tenant.secret === undefined)
+      throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'metrics.tenant.secret' is needed with 'from: api_key'`)
+    if (tenant.from !== 'api_key' && tenant.header === undefined)
+      throw new TokentapError(
+        'TOKENTAP_ERR_CONFIG_INVALID',
+        `'metrics.tenant.header' is needed (or 'from: api_key' with a 'secret')`,
+      )
   }
   checkBudgets(config)
   const frozen = deepFreeze(config)
@@ -125,7 +145,8 @@ export function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): 
   for (const [name, [section, key]] of Object.entries(ENV_NUMBERS)) {
     const v = env[name]
     if (v === undefined || v === '') continue
-    if (!/^\d+$/.test(v) || Number(v) > 65535) throw new TokentapError('TOKENTAP_ERR_ENV_INVALID', name, v, 'a port number from 0 to 65535 is needed')
+    if (!/^\d+$/.test(v) || Number(v) > 65535)
+      throw new TokentapError('TOKENTAP_ERR_ENV_INVALID', name, v, 'a port number from 0 to 65535 is needed')
     out[section] = { ...(out[section] as object), [key]: Number(v) }
   }
   for (const [name, section] of Object.entries(ENV_HOSTS)) {
@@ -137,7 +158,13 @@ export function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): 
   const level = env.TOKENTAP_LOG_LEVEL
   if (level !== undefined && level !== '') {
     // Checked here so the message names the variable, not the file key it overrides.
-    if (!LOG_LEVELS.includes(level)) throw new TokentapError('TOKENTAP_ERR_ENV_INVALID', 'TOKENTAP_LOG_LEVEL', level, `must be one of ${LOG_LEVELS.join(', ')}`)
+    if (!LOG_LEVELS.includes(level))
+      throw new TokentapError(
+        'TOKENTAP_ERR_ENV_INVALID',
+        'TOKENTAP_LOG_LEVEL',
+        level,
+        `must be one of ${LOG_LEVELS.join(', ')}`,
+      )
     out.log = { ...(out.log as object), level }
   }
   return out

@@ -10,17 +10,30 @@ export const PROVIDERS = ['auto', ...PROVIDER_NAMES] as const
 export const DEFAULT_BUCKETS = {
   /** 0.5 ms … 10 s: dense at 5–100 ms where healthy decoding lives, ≤ 25 % apart at 1–2.5 s so stall P99s read true. */
   itl: [
-    0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.0225, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.125, 0.15,
-    0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7.5, 10,
+    0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.0225,
+    0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6,
+    0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7.5, 10,
   ],
   /** 5 ms … 120 s. */
-  ttft: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120],
+  ttft: [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5,
+    10, 15, 20, 30, 45, 60, 90, 120,
+  ],
   /** 10 ms … 30 min. */
-  e2e: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800],
+  e2e: [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200,
+    1800,
+  ],
   /** Output tokens per second per request (1 a second apart from 5 to 10, where slow streams sit). */
-  tps: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12.5, 15, 20, 25, 30, 40, 50, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 2000, 5000],
+  tps: [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12.5, 15, 20, 25, 30, 40, 50, 60, 75, 100, 125, 150, 200, 250, 300, 400, 500, 750,
+    1000, 2000, 5000,
+  ],
   /** A request's longest gap between content chunks: 10 ms … 2 min, the stall range. */
-  max_gap: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120],
+  max_gap: [
+    0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30, 45,
+    60, 90, 120,
+  ],
 } as const
 
 const buckets = (defaults: readonly number[]) =>
@@ -336,7 +349,12 @@ export const configSchema = {
       default: {},
       properties: { level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' } },
     },
-    debug: { type: 'object', additionalProperties: false, default: {}, properties: { recent_requests: { type: 'integer', minimum: 0, maximum: 1_000_000, default: 10_000 } } },
+    debug: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: { recent_requests: { type: 'integer', minimum: 0, maximum: 1_000_000, default: 10_000 } },
+    },
     routes: {
       type: 'array',
       minItems: 1,
@@ -375,7 +393,11 @@ export const configSchema = {
 } as const
 
 /** Every level of `T` read-only: the validated config is frozen. */
-type DeepReadonly<T> = T extends readonly (infer U)[] ? readonly DeepReadonly<U>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T
+type DeepReadonly<T> = T extends readonly (infer U)[]
+  ? readonly DeepReadonly<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T
 
 /** The validated config: keys with a default are always present (ajv fills them in). */
 export type Config = DeepReadonly<FromSchema<typeof configSchema>>

@@ -26,11 +26,16 @@ function routeLabel(config: Config, route: string): string | undefined {
 export function checkBudgets(config: Config): void {
   config.budgets.forEach((b, i) => {
     const key = `budgets[${i}]`
-    if ((b.tenant === undefined) === (b.route === undefined)) throw invalid(`'${key}' needs exactly one of 'tenant' or 'route'`)
-    if (b.daily === undefined && b.monthly === undefined) throw invalid(`'${key}' needs 'daily' or 'monthly' (an amount in the pricing currency)`)
-    if (config.pricing === undefined) throw invalid(`'${key}' needs 'pricing:' (budgets are amounts of the cost it works out)`)
-    if (b.tenant !== undefined && config.metrics.tenant === undefined) throw invalid(`'${key}.tenant' needs 'metrics.tenant' (the tenant label)`)
-    if (b.route !== undefined && routeLabel(config, b.route) === undefined) throw invalid(`'${key}.route' ${b.route} is no route's prefix or name`)
+    if ((b.tenant === undefined) === (b.route === undefined))
+      throw invalid(`'${key}' needs exactly one of 'tenant' or 'route'`)
+    if (b.daily === undefined && b.monthly === undefined)
+      throw invalid(`'${key}' needs 'daily' or 'monthly' (an amount in the pricing currency)`)
+    if (config.pricing === undefined)
+      throw invalid(`'${key}' needs 'pricing:' (budgets are amounts of the cost it works out)`)
+    if (b.tenant !== undefined && config.metrics.tenant === undefined)
+      throw invalid(`'${key}.tenant' needs 'metrics.tenant' (the tenant label)`)
+    if (b.route !== undefined && routeLabel(config, b.route) === undefined)
+      throw invalid(`'${key}.route' ${b.route} is no route's prefix or name`)
   })
 }
 
@@ -57,9 +62,11 @@ function spendRules(d: Dimension): Rule[] {
   ]
 }
 
-const spent = (d: Dimension, p: Period): string => (p === 'daily' ? `${d}:llm_cost:increase1d` : `${d}:llm_cost:increase30d`)
+const spent = (d: Dimension, p: Period): string =>
+  p === 'daily' ? `${d}:llm_cost:increase1d` : `${d}:llm_cost:increase30d`
 /** The spend over the whole window at the current burn. */
-const projected = (d: Dimension, p: Period): string => (p === 'daily' ? `${d}:llm_cost:rate1h * ${SECONDS.daily}` : `${d}:llm_cost:increase1d * 30`)
+const projected = (d: Dimension, p: Period): string =>
+  p === 'daily' ? `${d}:llm_cost:rate1h * ${SECONDS.daily}` : `${d}:llm_cost:increase1d * 30`
 const title = (s: string): string => s[0].toUpperCase() + s.slice(1)
 
 function alertRules(d: Dimension, p: Period): Rule[] {
@@ -75,7 +82,8 @@ function alertRules(d: Dimension, p: Period): Rule[] {
       labels: { severity: 'critical' },
       annotations: {
         summary: `${d} {{ $labels.${d} }} spent {{ $value | printf "%.2f" }} {{ $labels.currency }} in ${window}, over its ${p} budget`,
-        description: 'tokentap measures and alerts; it does not block requests. Enforce at a gateway or in the application (docs/cost.md).',
+        description:
+          'tokentap measures and alerts; it does not block requests. Enforce at a gateway or in the application (docs/cost.md).',
       },
     },
     {
@@ -85,7 +93,8 @@ function alertRules(d: Dimension, p: Period): Rule[] {
       labels: { severity: 'warning' },
       annotations: {
         summary: `${d} {{ $labels.${d} }} is on track to spend {{ $value | printf "%.2f" }} {{ $labels.currency }} over ${window} at its current burn, over its ${p} budget`,
-        description: 'The burn is the last hour (daily budgets) or the last day (monthly budgets), extrapolated to the window.',
+        description:
+          'The burn is the last hour (daily budgets) or the last day (monthly budgets), extrapolated to the window.',
       },
     },
   ]
@@ -103,7 +112,10 @@ export function budgetRules(config: Config, source: string): string {
       for (const b of mine) {
         const amount = b[p]
         if (amount === undefined) continue
-        const value = d === 'route' ? (routeLabel(config, (b as BudgetConfig & { route: string }).route) as string) : (b.tenant as string)
+        const value =
+          d === 'route'
+            ? (routeLabel(config, (b as BudgetConfig & { route: string }).route) as string)
+            : (b.tenant as string)
         rules.push({ record: `${d}:llm_budget:${p}`, expr: `vector(${amount})`, labels: { [d]: value, currency } })
       }
     }

@@ -8,7 +8,13 @@ import type { KindPrices, ModelPrice, PriceTable } from './price-table.ts'
  */
 
 /** The `kind` label of llm_cost_total and llm_unpriced_tokens_total. */
-export const CostKind = { input: 'input', output: 'output', cacheRead: 'cache_read', cacheWrite: 'cache_write', reasoning: 'reasoning' } as const
+export const CostKind = {
+  input: 'input',
+  output: 'output',
+  cacheRead: 'cache_read',
+  cacheWrite: 'cache_write',
+  reasoning: 'reasoning',
+} as const
 export type CostKind = (typeof CostKind)[keyof typeof CostKind]
 
 /** One kind of a request's tokens: how many, what the priced ones cost, how many had no price. */
@@ -55,7 +61,13 @@ function definedOnly(p: KindPrices): KindPrices {
  * The cost of one finished request, or undefined with no token counts; as providers bill, an unpriced cache read is
  * input and reasoning is output, while an unpriced cache write stays unpriced rather than guessed.
  */
-export function requestCost(table: PriceTable, provider: string, requestModel: string | undefined, responseModel: string | undefined, m: Measurement): RequestCost | undefined {
+export function requestCost(
+  table: PriceTable,
+  provider: string,
+  requestModel: string | undefined,
+  responseModel: string | undefined,
+  m: Measurement,
+): RequestCost | undefined {
   const output = m.outputSource === TokenSource.usage || m.outputTokens > 0 ? m.outputTokens : undefined
   if (m.inputTokens === undefined && output === undefined) return undefined
   const price = table.priceOf(provider, requestModel, responseModel)
@@ -66,15 +78,25 @@ export function requestCost(table: PriceTable, provider: string, requestModel: s
   const reasoning = Math.min(m.reasoningTokens ?? 0, output ?? 0)
   const kinds: KindCost[] = []
   const add = (kind: CostKind, source: TokenSource, tokens: number, perToken: number | undefined): void => {
-    if (tokens > 0) kinds.push({ kind, source, tokens, cost: perToken === undefined ? 0 : tokens * perToken, unpriced: perToken === undefined ? tokens : 0 })
+    if (tokens > 0)
+      kinds.push({
+        kind,
+        source,
+        tokens,
+        cost: perToken === undefined ? 0 : tokens * perToken,
+        unpriced: perToken === undefined ? tokens : 0,
+      })
   }
-  if (m.inputTokens !== undefined) add(CostKind.input, TokenSource.usage, Math.max(0, m.inputTokens - read - write), p.input)
+  if (m.inputTokens !== undefined)
+    add(CostKind.input, TokenSource.usage, Math.max(0, m.inputTokens - read - write), p.input)
   if (output !== undefined) add(CostKind.output, m.outputSource, output - reasoning, p.output)
   add(CostKind.cacheRead, TokenSource.usage, read, p.cacheRead ?? p.input)
   if (write > 0) {
     // The 5-minute and 1-hour writes are one kind, priced apart.
     const fiveMinute = write - write1h
-    const cost = (fiveMinute > 0 && p.cacheWrite !== undefined ? fiveMinute * p.cacheWrite : 0) + (write1h > 0 && p.cacheWrite1h !== undefined ? write1h * p.cacheWrite1h : 0)
+    const cost =
+      (fiveMinute > 0 && p.cacheWrite !== undefined ? fiveMinute * p.cacheWrite : 0) +
+      (write1h > 0 && p.cacheWrite1h !== undefined ? write1h * p.cacheWrite1h : 0)
     const unpriced = (p.cacheWrite === undefined ? fiveMinute : 0) + (p.cacheWrite1h === undefined ? write1h : 0)
     kinds.push({ kind: CostKind.cacheWrite, source: TokenSource.usage, tokens: write, cost, unpriced })
   }
@@ -94,5 +116,12 @@ export function requestCost(table: PriceTable, provider: string, requestModel: s
 export function costFields(c: RequestCost): Record<string, unknown> {
   const byKind: Record<string, number> = {}
   for (const k of c.kinds) if (k.tokens > k.unpriced) byKind[k.kind] = k.cost
-  return { currency: c.currency, total: c.total, by_kind: byKind, priced_as: c.pricedAs, unpriced_tokens: c.unpriced, estimated: c.estimated }
+  return {
+    currency: c.currency,
+    total: c.total,
+    by_kind: byKind,
+    priced_as: c.pricedAs,
+    unpriced_tokens: c.unpriced,
+    estimated: c.estimated,
+  }
 }

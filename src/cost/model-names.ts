@@ -3,7 +3,8 @@
 /** Bedrock cross-region inference profiles: `us.anthropic.claude-…` (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html). */
 const BEDROCK_REGION = /^(?:us|eu|apac|ap|jp|au|ca|global|us-gov)\./
 /** Bedrock model ids: `<vendor>.<model>-v<n>[:<n>]`. */
-const BEDROCK_VENDOR = /^(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen|writer|google|moonshotai|minimax)\./
+const BEDROCK_VENDOR =
+  /^(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen|writer|google|moonshotai|minimax)\./
 const BEDROCK_VERSION = /-v\d+(?::\d+)?$/
 /** A dated snapshot or alias suffix: `-2024-08-06`, `-20250514`, `-0613`, `-2411`, `-latest`. */
 const SNAPSHOT = /-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest)$/

@@ -33,7 +33,10 @@ export interface ModelPrice extends KindPrices {
 }
 
 /** The shipped snapshot, beside config/default.yaml in the package (run from src/ or dist/src/). */
-export const SNAPSHOT_FILE = ['../../config/prices.json', '../../../config/prices.json'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((p) => existsSync(p)) ?? 'config/prices.json'
+export const SNAPSHOT_FILE =
+  ['../../config/prices.json', '../../../config/prices.json']
+    .map((p) => fileURLToPath(new URL(p, import.meta.url)))
+    .find((p) => existsSync(p)) ?? 'config/prices.json'
 
 const invalid = (detail: string): TokentapError => new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', detail)
 
@@ -53,7 +56,8 @@ const LITELLM_TIER = /^(.+)_above_(\d+)k_tokens$/
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
 function litellmPrice(where: string, name: string, entry: unknown): ModelPrice | undefined {
-  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw invalid(`${where}: '${name}' must be an object of prices`)
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+    throw invalid(`${where}: '${name}' must be an object of prices`)
   const base: Mutable<KindPrices> = {}
   const tiers = new Map<number, Mutable<PriceTier>>()
   for (const [key, value] of Object.entries(entry)) {
@@ -71,7 +75,8 @@ function litellmPrice(where: string, name: string, entry: unknown): ModelPrice |
       }
       tier = t
     }
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw invalid(`${where}: '${name}.${key}' must be a price per token (a number, 0 or more)`)
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+      throw invalid(`${where}: '${name}.${key}' must be a price per token (a number, 0 or more)`)
     tier[kind] = value
   }
   // Image, audio-only and search entries price no tokens: not models tokentap can price.
@@ -81,7 +86,8 @@ function litellmPrice(where: string, name: string, entry: unknown): ModelPrice |
 
 /** A LiteLLM-format document (parsed JSON) → prices by lower-cased name. `sample_spec` and `_`-keys are not models. */
 export function parseLitellm(where: string, doc: unknown): Map<string, ModelPrice> {
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw invalid(`${where}: must be a JSON object of models`)
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw invalid(`${where}: must be a JSON object of models`)
   const out = new Map<string, ModelPrice>()
   for (const [name, entry] of Object.entries(doc)) {
     if (name === 'sample_spec' || name.startsWith('_')) continue
@@ -133,8 +139,11 @@ function fromMillion(p: {
 function configTable(models: PricingConfig['models']): Map<string, ModelPrice> {
   const out = new Map<string, ModelPrice>()
   for (const [name, p] of Object.entries(models)) {
-    if (p.input === undefined && p.output === undefined) throw invalid(`'pricing.models.${name}' needs an 'input' or 'output' price`)
-    const tiers = (p.tiers ?? []).map((t) => ({ ...fromMillion(t), aboveInputTokens: t.above_input_tokens })).sort((a, b) => b.aboveInputTokens - a.aboveInputTokens)
+    if (p.input === undefined && p.output === undefined)
+      throw invalid(`'pricing.models.${name}' needs an 'input' or 'output' price`)
+    const tiers = (p.tiers ?? [])
+      .map((t) => ({ ...fromMillion(t), aboveInputTokens: t.above_input_tokens }))
+      .sort((a, b) => b.aboveInputTokens - a.aboveInputTokens)
     out.set(name.toLowerCase(), { ...fromMillion(p), name, tiers })
   }
   return out
@@ -150,7 +159,11 @@ export class PriceTable {
   readonly #aliases: ReadonlyMap<string, string>
   readonly #cache = new Map<string, ModelPrice | null>()
 
-  constructor(currency: string, sources: readonly Map<string, ModelPrice>[], aliases: ReadonlyMap<string, string> = new Map()) {
+  constructor(
+    currency: string,
+    sources: readonly Map<string, ModelPrice>[],
+    aliases: ReadonlyMap<string, string> = new Map(),
+  ) {
     this.currency = currency
     this.#sources = sources
     this.#aliases = aliases
@@ -166,7 +179,11 @@ export class PriceTable {
   }
 
   /** The price of the request's model, else the response's (an Azure deployment names the model behind it), through each source in order, `provider/name` before `name`. */
-  priceOf(provider: string, requestModel: string | undefined, responseModel: string | undefined): ModelPrice | undefined {
+  priceOf(
+    provider: string,
+    requestModel: string | undefined,
+    responseModel: string | undefined,
+  ): ModelPrice | undefined {
     const key = `${provider}\u0000${requestModel ?? ''}\u0000${responseModel ?? ''}`
     const cached = this.#cache.get(key)
     if (cached !== undefined) return cached ?? undefined
@@ -176,12 +193,19 @@ export class PriceTable {
     return price
   }
 
-  #resolve(provider: string, requestModel: string | undefined, responseModel: string | undefined): ModelPrice | undefined {
+  #resolve(
+    provider: string,
+    requestModel: string | undefined,
+    responseModel: string | undefined,
+  ): ModelPrice | undefined {
     const names: string[] = []
     for (const model of [requestModel, responseModel]) {
       if (model === undefined || model === '') continue
       const alias = this.#aliases.get(model.toLowerCase())
-      for (const n of alias === undefined ? nameCandidates(model) : [...nameCandidates(alias), ...nameCandidates(model)]) if (!names.includes(n)) names.push(n)
+      for (const n of alias === undefined
+        ? nameCandidates(model)
+        : [...nameCandidates(alias), ...nameCandidates(model)])
+        if (!names.includes(n)) names.push(n)
     }
     const prefix = `${provider.toLowerCase()}/`
     for (const source of this.#sources) {

@@ -27,7 +27,9 @@ function readInput(usage: Json, parts: InputParts, summary: StreamSummary): void
   const cacheCreation = readCount(usage.cache_creation_input_tokens, summary, 'cache_creation_input_tokens')
   if (cacheCreation !== undefined) parts.cacheCreation = cacheCreation
   const tiers = usage.cache_creation
-  const oneHour = isObject(tiers) ? readCount(tiers.ephemeral_1h_input_tokens, summary, 'ephemeral_1h_input_tokens') : undefined
+  const oneHour = isObject(tiers)
+    ? readCount(tiers.ephemeral_1h_input_tokens, summary, 'ephemeral_1h_input_tokens')
+    : undefined
   if (oneHour !== undefined) parts.cacheCreation1h = oneHour
 }
 

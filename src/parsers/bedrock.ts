@@ -27,7 +27,12 @@ export function bedrockModelFromPath(path: string): string | undefined {
 }
 
 /** Sets a usage field from a reported count when it is one (else notes the parse error). */
-function setCount(summary: StreamSummary, field: 'input' | 'output' | 'cacheRead' | 'cacheWrite', value: unknown, name: string): void {
+function setCount(
+  summary: StreamSummary,
+  field: 'input' | 'output' | 'cacheRead' | 'cacheWrite',
+  value: unknown,
+  name: string,
+): void {
   const n = readCount(value, summary, name)
   if (n !== undefined) usageOf(summary)[field] = n
 }
@@ -125,8 +130,10 @@ export class BedrockParser extends DecodedParser {
   #converseDelta(delta: unknown): void {
     if (!isObject(delta)) return
     if (nonEmpty(delta.text)) this.emitText(ContentKind.text, delta.text)
-    else if (isObject(delta.toolUse) && nonEmpty(delta.toolUse.input)) this.emitText(ContentKind.tool, delta.toolUse.input)
-    else if (isObject(delta.reasoningContent) && nonEmpty(delta.reasoningContent.text)) this.emitText(ContentKind.reasoning, delta.reasoningContent.text)
+    else if (isObject(delta.toolUse) && nonEmpty(delta.toolUse.input))
+      this.emitText(ContentKind.tool, delta.toolUse.input)
+    else if (isObject(delta.reasoningContent) && nonEmpty(delta.reasoningContent.text))
+      this.emitText(ContentKind.reasoning, delta.reasoningContent.text)
   }
 
   #converseUsage(usage: unknown): void {
@@ -159,7 +166,8 @@ export class BedrockParser extends DecodedParser {
         const message = inner.message
         if (isObject(message)) {
           if (summary.model === undefined && nonEmpty(message.model)) summary.model = message.model
-          if (isObject(message.usage) && summary.usage?.input === undefined) setCount(summary, 'input', message.usage.input_tokens, 'input_tokens')
+          if (isObject(message.usage) && summary.usage?.input === undefined)
+            setCount(summary, 'input', message.usage.input_tokens, 'input_tokens')
         }
         return
       }
@@ -168,7 +176,8 @@ export class BedrockParser extends DecodedParser {
         if (!isObject(d)) return
         if (d.type === 'text_delta' && nonEmpty(d.text)) this.emitText(ContentKind.text, d.text)
         else if (d.type === 'thinking_delta' && nonEmpty(d.thinking)) this.emitText(ContentKind.reasoning, d.thinking)
-        else if (d.type === 'input_json_delta' && nonEmpty(d.partial_json)) this.emitText(ContentKind.tool, d.partial_json)
+        else if (d.type === 'input_json_delta' && nonEmpty(d.partial_json))
+          this.emitText(ContentKind.tool, d.partial_json)
         return
       }
       case 'message_delta': {

@@ -14,8 +14,12 @@ function readUsage(usage: unknown, summary: StreamSummary): void {
   if (!isObject(usage)) return
   const tokens = isObject(usage.tokens) ? usage.tokens : {}
   const billed = isObject(usage.billed_units) ? usage.billed_units : {}
-  const output = readCount(tokens.output_tokens, summary, 'output_tokens') ?? readCount(billed.output_tokens, summary, 'billed output_tokens')
-  const input = readCount(tokens.input_tokens, summary, 'input_tokens') ?? readCount(billed.input_tokens, summary, 'billed input_tokens')
+  const output =
+    readCount(tokens.output_tokens, summary, 'output_tokens') ??
+    readCount(billed.output_tokens, summary, 'billed output_tokens')
+  const input =
+    readCount(tokens.input_tokens, summary, 'input_tokens') ??
+    readCount(billed.input_tokens, summary, 'billed input_tokens')
   if (output !== undefined) usageOf(summary).output = output
   if (input !== undefined) usageOf(summary).input = input
 }

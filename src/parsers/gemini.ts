@@ -99,13 +99,22 @@ class GeminiReader {
     let cumulative: number | undefined
     if (counts !== undefined) {
       const thoughts = this.#thoughtsStreamed ? counts.thoughts : undefined
-      if (counts.candidates !== undefined || thoughts !== undefined) cumulative = (counts.candidates ?? 0) + (thoughts ?? 0)
+      if (counts.candidates !== undefined || thoughts !== undefined)
+        cumulative = (counts.candidates ?? 0) + (thoughts ?? 0)
     }
     const previous = this.#cumulative
     if (cumulative !== undefined && cumulative > previous) this.#cumulative = cumulative
     if (!any) return undefined
-    const kind = text > 0 ? ContentKind.text : tool > 0 ? ContentKind.tool : reasoning > 0 ? ContentKind.reasoning : ContentKind.text
-    if (this.#exact && cumulative !== undefined && cumulative > previous) return { kind, tokens: cumulative - previous, exact: true }
+    const kind =
+      text > 0
+        ? ContentKind.text
+        : tool > 0
+          ? ContentKind.tool
+          : reasoning > 0
+            ? ContentKind.reasoning
+            : ContentKind.text
+    if (this.#exact && cumulative !== undefined && cumulative > previous)
+      return { kind, tokens: cumulative - previous, exact: true }
     this.#exact = false
     return { kind, tokens: Math.max(1, text + tool + reasoning), exact: false }
   }

@@ -41,7 +41,8 @@ const MAX_DEPTH = 16
 const MAX_LITERAL_CHARS = 4096
 
 const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 13 || c === 9
-const isNumberChar = (c: number): boolean => (c >= 48 && c <= 57) || c === 45 || c === 43 || c === 46 || c === 101 || c === 69
+const isNumberChar = (c: number): boolean =>
+  (c >= 48 && c <= 57) || c === 45 || c === 43 || c === 46 || c === 101 || c === 69
 
 /** Index of the quote closing the string that opens at `open` (the first quote not escaped). */
 function closingQuote(text: string, open: number): number {
@@ -68,7 +69,11 @@ function isRawString(text: string, from: number, to: number): boolean {
  * Cuts `text` (already accepted by `JSON.parse`) at its member scalars, `contentPath` being the content
  * hole and `fixed` members never holes; undefined on a repeated key or a missing content string.
  */
-export function shapeOf(text: string, contentPath: readonly (string | number)[] | undefined, fixed: (key: string) => boolean): JsonShape | undefined {
+export function shapeOf(
+  text: string,
+  contentPath: readonly (string | number)[] | undefined,
+  fixed: (key: string) => boolean,
+): JsonShape | undefined {
   const lits: string[] = []
   const vals: string[] = []
   const kinds: Hole[] = []
@@ -113,7 +118,9 @@ export function shapeOf(text: string, contentPath: readonly (string | number)[] 
       let j = end + 1
       while (isSpace(text.charCodeAt(j))) j++
       if (top?.keys !== undefined && text.charCodeAt(j) === COLON) {
-        const key = isRawString(text, i + 1, end) ? text.slice(i + 1, end) : (JSON.parse(text.slice(i, end + 1)) as string)
+        const key = isRawString(text, i + 1, end)
+          ? text.slice(i + 1, end)
+          : (JSON.parse(text.slice(i, end + 1)) as string)
         if (top.keys.has(key)) return undefined
         top.keys.add(key)
         top.key = key

@@ -12,13 +12,15 @@ export const nonEmpty = (v: unknown): v is string => typeof v === 'string' && v.
 export const MAX_COUNT = 1e9
 
 /** A token count a provider reported: a non-negative integer ≤ MAX_COUNT. */
-export const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= MAX_COUNT
+export const isCount = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= MAX_COUNT
 
 /** A count field, or undefined; a present non-count is noted as a parse error and the stream's own count stands. */
 export function readCount(value: unknown, summary: { parseError?: string }, name: string): number | undefined {
   if (isCount(value)) return value
   if (value === undefined || value === null) return undefined
-  if (summary.parseError === undefined) summary.parseError = `reported ${name} is not a token count (${shortText(value)}): not used`
+  if (summary.parseError === undefined)
+    summary.parseError = `reported ${name} is not a token count (${shortText(value)}): not used`
   return undefined
 }
 

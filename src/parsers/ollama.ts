@@ -15,7 +15,12 @@ import type { Json } from './json.ts'
 function readFinal(value: Json, summary: StreamSummary): void {
   if (summary.model === undefined && nonEmpty(value.model)) summary.model = value.model
   if (value.error !== undefined && value.error !== null) {
-    summary.error = typeof value.error === 'string' ? value.error : isObject(value.error) && nonEmpty(value.error.message) ? value.error.message : 'error'
+    summary.error =
+      typeof value.error === 'string'
+        ? value.error
+        : isObject(value.error) && nonEmpty(value.error.message)
+          ? value.error.message
+          : 'error'
   }
   if (value.done !== true) return
   reportTime(summary, ReportedPhase.load, value.load_duration, Unit.ns)
@@ -27,7 +32,10 @@ function readFinal(value: Json, summary: StreamSummary): void {
   const input = readCount(value.prompt_eval_count, summary, 'prompt_eval_count')
   if (input !== undefined) usageOf(summary).input = input
   // Prompt tokens served from the KV cache (newer Ollama's final object; part of prompt_eval_count).
-  const cached = value.prompt_eval_cached_count === undefined ? undefined : readCount(value.prompt_eval_cached_count, summary, 'prompt_eval_cached_count')
+  const cached =
+    value.prompt_eval_cached_count === undefined
+      ? undefined
+      : readCount(value.prompt_eval_cached_count, summary, 'prompt_eval_cached_count')
   if (cached !== undefined) usageOf(summary).cacheRead = cached
   // Under 1 ns is no duration, and a rate from it would be absurd.
   const duration = value.eval_duration
@@ -89,7 +97,10 @@ export class OllamaParser extends DecodedParser {
         for (const call of message.tool_calls) {
           if (!isObject(call) || !isObject(call.function)) continue
           const fn = call.function
-          tool += Math.max(1, count(`${typeof fn.name === 'string' ? fn.name : ''}${JSON.stringify(fn.arguments ?? {})}`))
+          tool += Math.max(
+            1,
+            count(`${typeof fn.name === 'string' ? fn.name : ''}${JSON.stringify(fn.arguments ?? {})}`),
+          )
         }
       }
     }

@@ -14,7 +14,8 @@ export function summarizeOpenAIBody(value: unknown): StreamSummary {
     readChatUsage(u, usage, summary)
     summary.usage = usage
   }
-  if (typeof v.timings === 'object' && v.timings !== null && !Array.isArray(v.timings)) readLlamaCppTimes(v.timings as Record<string, unknown>, summary)
+  if (typeof v.timings === 'object' && v.timings !== null && !Array.isArray(v.timings))
+    readLlamaCppTimes(v.timings as Record<string, unknown>, summary)
   if (isObject(v.metrics)) readVllmMetrics(v.metrics, summary)
   return summary
 }

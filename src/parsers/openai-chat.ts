@@ -18,7 +18,8 @@ const CONTENT_PATH = ['choices', 0, 'delta', 'content'] as const
 /** The same for legacy Completions (`text_completion`). */
 const TEXT_PATH = ['choices', 0, 'text'] as const
 /** Members onJson reads: never a template hole, so they must match exactly. */
-const FIXED = /^(?:model|text|content|refusal|reasoning.*|error|usage|timings|x_groq|choices|delta|tool_calls|function_call|function|arguments)$/
+const FIXED =
+  /^(?:model|text|content|refusal|reasoning.*|error|usage|timings|x_groq|choices|delta|tool_calls|function_call|function|arguments)$/
 const fixed = (key: string): boolean => FIXED.test(key)
 /** Unused templates after which a stream learns only from every 256th miss (chunks that never repeat). */
 const MAX_WASTED = 3
@@ -35,7 +36,14 @@ const QUIET = null
 
 /** The content path of a plain chunk (one choice, one string, nothing else onJson reads); QUIET for one without content. */
 function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | typeof QUIET | undefined {
-  if (!isObject(value) || isObject(value.error) || isObject(value.usage) || isObject(value.timings) || (isObject(value.x_groq) && isObject(value.x_groq.usage))) return undefined
+  if (
+    !isObject(value) ||
+    isObject(value.error) ||
+    isObject(value.usage) ||
+    isObject(value.timings) ||
+    (isObject(value.x_groq) && isObject(value.x_groq.usage))
+  )
+    return undefined
   const choices = value.choices
   if (!Array.isArray(choices) || choices.length !== 1) return undefined
   const choice: unknown = choices[0]
@@ -43,7 +51,12 @@ function plainPath(value: unknown): typeof CONTENT_PATH | typeof TEXT_PATH | typ
   const delta = choice.delta
   if (delta === undefined) return typeof choice.text === 'string' ? TEXT_PATH : undefined
   if (nonEmpty(choice.text) || !isObject(delta)) return undefined
-  const other = nonEmpty(delta.refusal) || nonEmpty(delta.reasoning_content) || nonEmpty(delta.reasoning) || Array.isArray(delta.tool_calls) || isObject(delta.function_call)
+  const other =
+    nonEmpty(delta.refusal) ||
+    nonEmpty(delta.reasoning_content) ||
+    nonEmpty(delta.reasoning) ||
+    Array.isArray(delta.tool_calls) ||
+    isObject(delta.function_call)
   if (other) return undefined
   if (typeof delta.content === 'string') return CONTENT_PATH
   return Array.isArray(delta.content) ? undefined : QUIET
@@ -119,7 +132,8 @@ export class OpenAIChatParser extends SseJsonParser {
       this.#usageOnEveryChunk = false
       const model = (this.#learned as Learned).model
       if (this.summary.model === undefined && model !== undefined) this.summary.model = model
-      if (text.length > 0) this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
+      if (text.length > 0)
+        this.emit({ kind: ContentKind.text, tokens: Math.max(1, this.ctx.countTokens(text)), exact: false })
       return true
     }
     if (trying) this.#pending = data
@@ -221,7 +235,8 @@ export class OpenAIChatParser extends SseJsonParser {
   #contentParts(piece: Piece | undefined, parts: unknown[]): Piece | undefined {
     for (const part of parts) {
       if (!isObject(part)) continue
-      if (nonEmpty(part.text)) piece = this.#add(piece, part.type === 'thinking' ? ContentKind.reasoning : ContentKind.text, part.text)
+      if (nonEmpty(part.text))
+        piece = this.#add(piece, part.type === 'thinking' ? ContentKind.reasoning : ContentKind.text, part.text)
       if (Array.isArray(part.thinking)) {
         for (const inner of part.thinking) {
           if (isObject(inner) && nonEmpty(inner.text)) piece = this.#add(piece, ContentKind.reasoning, inner.text)
@@ -258,7 +273,10 @@ export class OpenAIChatParser extends SseJsonParser {
     const output = readCount(timings.predicted_n, summary, 'predicted_n')
     if (output !== undefined) u.output = output
     // prompt_n counts the prompt tokens evaluated; those reused from the KV cache are cache_n (-1: none).
-    const cached = typeof timings.cache_n === 'number' && timings.cache_n > 0 ? (readCount(timings.cache_n, summary, 'cache_n') ?? 0) : 0
+    const cached =
+      typeof timings.cache_n === 'number' && timings.cache_n > 0
+        ? (readCount(timings.cache_n, summary, 'cache_n') ?? 0)
+        : 0
     const prompt = readCount(timings.prompt_n, summary, 'prompt_n')
     if (prompt !== undefined) u.input = readCount(prompt + cached, summary, 'prompt_n + cache_n')
     if (cached > 0) u.cacheRead = cached

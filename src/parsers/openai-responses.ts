@@ -56,7 +56,8 @@ export class OpenAIResponsesParser extends SseJsonParser {
     const type = typeof value.type === 'string' ? value.type : event
     const kind = CONTENT.get(type)
     if (kind !== undefined) {
-      if (nonEmpty(value.delta)) this.emit({ kind, tokens: Math.max(1, this.ctx.countTokens(value.delta)), exact: false })
+      if (nonEmpty(value.delta))
+        this.emit({ kind, tokens: Math.max(1, this.ctx.countTokens(value.delta)), exact: false })
       return
     }
     if (isObject(value.response)) {

@@ -26,11 +26,15 @@ export function readOpenAIDetails(usage: Json, u: Usage, summary: StreamSummary)
   if (reasoning !== undefined) u.reasoning = reasoning
   const prompt = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : usage.input_tokens_details
   const cached =
-    isObject(prompt) && prompt.cached_tokens !== undefined ? readCount(prompt.cached_tokens, summary, 'cached_tokens') : readCount(usage.prompt_cache_hit_tokens, summary, 'prompt_cache_hit_tokens')
+    isObject(prompt) && prompt.cached_tokens !== undefined
+      ? readCount(prompt.cached_tokens, summary, 'cached_tokens')
+      : readCount(usage.prompt_cache_hit_tokens, summary, 'prompt_cache_hit_tokens')
   if (cached !== undefined) u.cacheRead = cached
   // vLLM: prompt tokens written to its prefix cache by this request (PromptTokenUsageInfo.created_cache_tokens).
   const created =
-    isObject(prompt) && prompt.created_cache_tokens !== undefined && prompt.created_cache_tokens !== null ? readCount(prompt.created_cache_tokens, summary, 'created_cache_tokens') : undefined
+    isObject(prompt) && prompt.created_cache_tokens !== undefined && prompt.created_cache_tokens !== null
+      ? readCount(prompt.created_cache_tokens, summary, 'created_cache_tokens')
+      : undefined
   if (created !== undefined) u.cacheWrite = created
 }
 
@@ -46,7 +50,8 @@ export function readVllmMetrics(metrics: Json, summary: StreamSummary): void {
   if (!isObject(spec)) return
   const drafted = readCount(spec.num_draft_tokens, summary, 'num_draft_tokens')
   const accepted = readCount(spec.num_accepted_draft_tokens, summary, 'num_accepted_draft_tokens')
-  if (drafted !== undefined && accepted !== undefined && accepted <= drafted) summary.speculative = { drafted, accepted }
+  if (drafted !== undefined && accepted !== undefined && accepted <= drafted)
+    summary.speculative = { drafted, accepted }
 }
 
 /** Groq's timings in a usage object (`x_groq.usage` in a stream, `usage` in a whole answer), seconds. */

@@ -108,7 +108,8 @@ const VERTEX_ANTHROPIC = /\/publishers\/anthropic\/models\/([^/:]+):(?:stream)?[
 const anthropic: ProviderSpec<'anthropic'> = {
   name: 'anthropic',
   // `/v1/threads/{id}/messages` is OpenAI's Assistants API, not Anthropic's.
-  ownsPath: (path) => (/\/messages(\/count_tokens)?$/.test(path) && !path.includes('/threads/')) || VERTEX_ANTHROPIC.test(path),
+  ownsPath: (path) =>
+    (/\/messages(\/count_tokens)?$/.test(path) && !path.includes('/threads/')) || VERTEX_ANTHROPIC.test(path),
   parser: (ctx, mediaType) => {
     if (ctx.path.endsWith('/count_tokens')) return undefined // a count, not a completion
     if (mediaType === 'text/event-stream') return new AnthropicMessagesParser(ctx)
@@ -160,7 +161,13 @@ export function providerForPath(setting: string, path: string): ProviderSpec | u
 }
 
 /** Chooses provider and parser from the response; an unrecognised path with an SSE body is read as OpenAI-compatible. */
-export function selectParser(setting: string, path: string, contentType: string, ctx: ParserContext, header?: (lowerName: string) => string | undefined): Selection {
+export function selectParser(
+  setting: string,
+  path: string,
+  contentType: string,
+  ctx: ParserContext,
+  header?: (lowerName: string) => string | undefined,
+): Selection {
   const mediaType = mediaTypeOf(contentType)
   const spec = providerForPath(setting, path)
   if (spec === undefined && setting !== 'auto') return { provider: setting, parser: undefined }

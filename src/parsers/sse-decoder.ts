@@ -155,14 +155,26 @@ export class SseDecoder {
       // Keep only the first byte (to tell a comment).
       this.#lineTooLong = true
       this.#droppedBytes = this.#partial.length + (to - from)
-      this.#partial = Buffer.from(this.#partial.length > 0 ? this.#partial.subarray(0, 1) : buf.subarray(from, from + 1))
+      this.#partial = Buffer.from(
+        this.#partial.length > 0 ? this.#partial.subarray(0, 1) : buf.subarray(from, from + 1),
+      )
       return
     }
-    this.#partial = this.#partial.length === 0 ? buf.subarray(from, to) : Buffer.concat([this.#partial, buf.subarray(from, to)])
+    this.#partial =
+      this.#partial.length === 0 ? buf.subarray(from, to) : Buffer.concat([this.#partial, buf.subarray(from, to)])
   }
 
   /** One line, `text[start..end]` in latin1; its bytes are `buf` from `base`. */
-  #line(text: string, start: number, end: number, buf: Buffer, base: number, ascii: boolean, onEvent: SseEventSink, onOversize?: SseOversizeSink): void {
+  #line(
+    text: string,
+    start: number,
+    end: number,
+    buf: Buffer,
+    base: number,
+    ascii: boolean,
+    onEvent: SseEventSink,
+    onOversize?: SseOversizeSink,
+  ): void {
     if (start === end) {
       this.#dispatch(onEvent, onOversize)
       return
@@ -175,7 +187,13 @@ export class SseDecoder {
       this.#data = undefined
       return
     }
-    if (first === 100 /* d */ && end - start >= 4 && text.charCodeAt(start + 1) === 97 && text.charCodeAt(start + 2) === 116 && text.charCodeAt(start + 3) === 97) {
+    if (
+      first === 100 /* d */ &&
+      end - start >= 4 &&
+      text.charCodeAt(start + 1) === 97 &&
+      text.charCodeAt(start + 2) === 116 &&
+      text.charCodeAt(start + 3) === 97
+    ) {
       const value = this.#value(text, start + 4, end, buf, base, ascii)
       if (value === undefined) {
         this.unknownLines++

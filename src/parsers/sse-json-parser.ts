@@ -23,7 +23,8 @@ export abstract class SseJsonParser extends DecodedParser {
     this.#decoder.end()
     const junk = this.#decoder.unknownLines
     // A subclass may read some non-SSE lines itself (Gemini's raw error object): then they were no junk.
-    if (this.#events === 0 && junk > 0 && this.summary.error === undefined) this.fail(`not an event stream: ${junk} lines that are no SSE field and no event`)
+    if (this.#events === 0 && junk > 0 && this.summary.error === undefined)
+      this.fail(`not an event stream: ${junk} lines that are no SSE field and no event`)
   }
 
   /** `data` that is not JSON but is expected (e.g. `[DONE]`) returns true from here. */

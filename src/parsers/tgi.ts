@@ -13,7 +13,9 @@ import type { ReportedTimes } from './reported-times.ts'
 
 /** A header's whole or decimal number of milliseconds, in seconds, when it is a sane duration. */
 function headerMs(value: string | undefined): number | undefined {
-  return value !== undefined && /^\d{1,12}(?:\.\d{1,9})?$/.test(value) ? reportedSeconds(Number(value), Unit.ms) : undefined
+  return value !== undefined && /^\d{1,12}(?:\.\d{1,9})?$/.test(value)
+    ? reportedSeconds(Number(value), Unit.ms)
+    : undefined
 }
 
 /**

@@ -6,7 +6,19 @@
  */
 
 /** The upstream's body and this hop own them. */
-const NOT_FROM_APP = new Set(['content-length', 'content-type', 'content-encoding', 'content-range', 'transfer-encoding', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'])
+const NOT_FROM_APP = new Set([
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'content-range',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'upgrade',
+])
 
 const LISTS = new Set(['vary', 'set-cookie'])
 
@@ -42,7 +54,8 @@ export function withAppHeaders(upstream: readonly string[], app: readonly string
   }
   if (added.length === 0) return upstream as string[]
   const out: string[] = []
-  for (let i = 0; i < upstream.length; i += 2) if (!replaced.has(upstream[i].toLowerCase())) out.push(upstream[i], upstream[i + 1])
+  for (let i = 0; i < upstream.length; i += 2)
+    if (!replaced.has(upstream[i].toLowerCase())) out.push(upstream[i], upstream[i + 1])
   for (const v of added) out.push(v)
   return out
 }

@@ -107,7 +107,12 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     this.#ex.requestSent(this.#o.now())
   }
 
-  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+  onResponseStart(
+    c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string,
+  ): void {
     const at = this.#o.now()
     const res = this.#res
     if (res.destroyed) return
@@ -125,15 +130,26 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
     const contentEncoding = rawHeader(raw, 'content-encoding')
     // Read now, before raw changes below.
     const upstreamHeaders = raw
-    this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'), (name) => rawHeader(upstreamHeaders, name))
-    if (this.#o.injected && isSuccess(statusCode) && /^text\/event-stream/i.test(contentType ?? '') && contentEncoding === undefined) {
+    this.#ex.responseStarted(statusCode, contentType, contentEncoding, at, rawHeader(raw, 'x-request-id'), (name) =>
+      rawHeader(upstreamHeaders, name),
+    )
+    if (
+      this.#o.injected &&
+      isSuccess(statusCode) &&
+      /^text\/event-stream/i.test(contentType ?? '') &&
+      contentEncoding === undefined
+    ) {
       this.#filter = new UsageChunkFilter()
       raw = withoutHeader(raw, 'content-length') // the client gets fewer bytes than the upstream sent
     }
     if (this.#o.appHeaders !== undefined) raw = withAppHeaders(raw, this.#o.appHeaders)
     if (this.#o.echoRequestId) raw.push('x-tokentap-request-id', this.#ex.id)
     // A trailer needs a chunked body: none with a length, none on bodiless answers.
-    if (this.#o.trailers && !isBodiless(this.#ex.method, statusCode) && rawHeader(raw, 'content-length') === undefined) {
+    if (
+      this.#o.trailers &&
+      !isBodiless(this.#ex.method, statusCode) &&
+      rawHeader(raw, 'content-length') === undefined
+    ) {
       raw.push('trailer', 'Server-Timing')
       this.#trailer = true
     }

@@ -98,7 +98,16 @@ export class Exchange {
   readonly tenant: string | undefined
   trace: TraceStart | undefined
 
-  constructor(deps: ExchangeDeps, route: RouteRuntime, id: string, method: string, path: string, tReq: number, idGenerated = false, tenant?: string) {
+  constructor(
+    deps: ExchangeDeps,
+    route: RouteRuntime,
+    id: string,
+    method: string,
+    path: string,
+    tReq: number,
+    idGenerated = false,
+    tenant?: string,
+  ) {
     this.#deps = deps
     this.tenant = tenant
     this.#route = route
@@ -187,11 +196,24 @@ export class Exchange {
   }
 
   /** `header`: a response header by lower-case name (a provider may send timings there). */
-  responseStarted(statusCode: number, contentType: string | undefined, contentEncoding: string | undefined, at: number, requestId?: string, header?: (lowerName: string) => string | undefined): void {
+  responseStarted(
+    statusCode: number,
+    contentType: string | undefined,
+    contentEncoding: string | undefined,
+    at: number,
+    requestId?: string,
+    header?: (lowerName: string) => string | undefined,
+  ): void {
     this.#statusCode = statusCode
     this.#tHeaders = at
     // The provider's own id (OpenAI's req_…) is the one its support can look up.
-    if (this.#idGenerated && requestId !== undefined && requestId.length > 0 && requestId.length <= MAX_REQUEST_ID_LENGTH) this.#id = requestId
+    if (
+      this.#idGenerated &&
+      requestId !== undefined &&
+      requestId.length > 0 &&
+      requestId.length <= MAX_REQUEST_ID_LENGTH
+    )
+      this.#id = requestId
     if (contentType === undefined || isBodiless(this.#method, statusCode)) return
     const opened = tapResponse(
       this.#route.provider,
@@ -204,7 +226,8 @@ export class Exchange {
     this.#headerTimes = opened.reported
     this.#tap = opened.tap
     this.#streamed = opened.tap?.streamed === true
-    if (opened.tap === undefined && this.#ownsPath && isSuccess(statusCode)) this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
+    if (opened.tap === undefined && this.#ownsPath && isSuccess(statusCode))
+      this.#unreadable = `no parser for content-type '${contentType.slice(0, 100)}'`
   }
 
   /** Of several failures, `failurePrevails` (upstream-errors.ts) decides which is kept, not call order. */
@@ -334,7 +357,10 @@ export class Exchange {
         chunk: this.#contentReads === 0 ? undefined : Math.max(0, this.#contentReadOverhead / this.#contentReads) * s,
       },
       // Tokens the read budget estimated linearly (a long text in one read) go on the log line.
-      extra: this.#counter !== undefined && this.#counter.estimated > 0 ? { ...summary.extra, tokens_estimated_linearly: this.#counter.estimated } : summary.extra,
+      extra:
+        this.#counter !== undefined && this.#counter.estimated > 0
+          ? { ...summary.extra, tokens_estimated_linearly: this.#counter.estimated }
+          : summary.extra,
       failureDetail: this.#failureDetail,
       trace: this.trace,
     }

@@ -34,9 +34,12 @@ export interface ForwardOptions {
 }
 
 function expiryError(kind: Deadline, config: Config): TokentapError {
-  if (kind === Deadline.headers) return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)
-  if (kind === Deadline.body) return new TokentapError('TOKENTAP_ERR_CLIENT_BODY_TIMEOUT', config.server.client_body_timeout_ms)
-  if (kind === Deadline.total) return new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', config.upstream.total_timeout_ms)
+  if (kind === Deadline.headers)
+    return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', config.upstream.headers_timeout_ms)
+  if (kind === Deadline.body)
+    return new TokentapError('TOKENTAP_ERR_CLIENT_BODY_TIMEOUT', config.server.client_body_timeout_ms)
+  if (kind === Deadline.total)
+    return new TokentapError('TOKENTAP_ERR_UPSTREAM_TIMEOUT', config.upstream.total_timeout_ms)
   return new TokentapError('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', config.upstream.idle_timeout_ms)
 }
 
@@ -56,7 +59,8 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     deadlines.clearAll()
     writer?.abort(err)
     // The rest of a body over the limit (or stalled) is never read: close the connection after the answer.
-    if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE' || err.code === 'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT') res.shouldKeepAlive = false
+    if (err.code === 'TOKENTAP_ERR_BODY_TOO_LARGE' || err.code === 'TOKENTAP_ERR_CLIENT_BODY_TIMEOUT')
+      res.shouldKeepAlive = false
     const started = res.headersSent
     const bytes = sendError(res, err, opts.appHeaders)
     if (!started) ex.answered(err.httpStatus, bytes)
@@ -84,7 +88,8 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     deadlines.clearAll()
     writer?.responseClosed()
     const clientGone = !res.writableFinished
-    if (clientGone && writer !== undefined && !writer.upstreamDone) writer.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
+    if (clientGone && writer !== undefined && !writer.upstreamDone)
+      writer.abort(new TokentapError('TOKENTAP_ERR_CLIENT_GONE'))
     opener.finish(ex, clientGone, writer?.lastByteAt)
   })
 
@@ -103,7 +108,10 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
       fail: end,
       deadlines,
       echoRequestId: ex.route.echoRequestId === true,
-      trailers: ex.route.serverTiming === true && req.httpVersion === '1.1' && acceptsTrailers(req.headers.te as string | undefined),
+      trailers:
+        ex.route.serverTiming === true &&
+        req.httpVersion === '1.1' &&
+        acceptsTrailers(req.headers.te as string | undefined),
       req,
       appHeaders: opts.appHeaders,
     })
@@ -126,5 +134,12 @@ export function forward(ex: Exchange, req: IncomingMessage, res: ServerResponse,
     }
   }
 
-  sendRequestBody(ex, req, { limit: config.server.body_limit_bytes, injectUsage: opts.injectUsage === true, gone: () => res.destroyed, send, fail: end, touched })
+  sendRequestBody(ex, req, {
+    limit: config.server.body_limit_bytes,
+    injectUsage: opts.injectUsage === true,
+    gone: () => res.destroyed,
+    send,
+    fail: end,
+    touched,
+  })
 }

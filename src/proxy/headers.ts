@@ -3,7 +3,15 @@
  * are dropped (RFC 9110 §7.6.1, https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1).
  */
 
-const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'trailer'])
+const HOP_BY_HOP = new Set([
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'te',
+  'transfer-encoding',
+  'upgrade',
+  'trailer',
+])
 
 /** Request headers the proxy sets itself: Host comes from the upstream's origin; undici does not take Expect. */
 const REQUEST_OWN = new Set(['host', 'expect'])

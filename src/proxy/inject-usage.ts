@@ -35,7 +35,8 @@ export function prepareBody(raw: Buffer): PreparedBody {
   } catch {
     return { body: raw, injected: false, model: undefined }
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { body: raw, injected: false, model: undefined }
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { body: raw, injected: false, model: undefined }
   const v = value as Record<string, unknown>
   const model = typeof v.model === 'string' ? v.model : undefined
   if (v.stream !== true || Object.hasOwn(v, 'stream_options')) return { body: raw, injected: false, model }

@@ -24,7 +24,8 @@ export interface ProxyRouteOptions {
   readonly server_timing?: boolean
 }
 
-export const routeLabel = (route: { readonly prefix: string; readonly name?: string }): string => route.name ?? route.prefix
+export const routeLabel = (route: { readonly prefix: string; readonly name?: string }): string =>
+  route.name ?? route.prefix
 
 export interface ProxyRoute {
   readonly runtime: RouteRuntime
@@ -67,7 +68,14 @@ export class ExchangeOpener {
   readonly #traces: TraceIdSource | undefined
   readonly now: () => number
 
-  constructor(deps: ExchangeDeps, ids: RequestIds, finishing: FinishQueue, now: () => number, tenants?: TenantResolver, traces?: TraceIdSource) {
+  constructor(
+    deps: ExchangeDeps,
+    ids: RequestIds,
+    finishing: FinishQueue,
+    now: () => number,
+    tenants?: TenantResolver,
+    traces?: TraceIdSource,
+  ) {
     this.#deps = deps
     this.#traces = traces
     this.#ids = ids
@@ -101,7 +109,13 @@ export class ExchangeOpener {
     route: ProxyRoute,
     req: IncomingMessage,
     url: string,
-  ): { readonly target: UpstreamTarget; readonly id: string; readonly generated: boolean; readonly tenant: string | undefined; readonly trace: TraceStart | undefined } {
+  ): {
+    readonly target: UpstreamTarget
+    readonly id: string
+    readonly generated: boolean
+    readonly tenant: string | undefined
+    readonly trace: TraceStart | undefined
+  } {
     // Fastify matched the decoded path: the rest goes upstream as the client wrote it.
     const target = upstreamPathAndQuery(url, rawPrefixEnd(url, route.base))
     const { id, generated } = this.#ids.of(req.headers)

@@ -26,7 +26,12 @@ export function hasBody(req: IncomingMessage): boolean {
 }
 
 /** Throws `tooLarge()`'s error once the body outgrows `limit`, which aborts the upstream request. */
-export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => Error, touched?: () => void): { watch: BodyWatch; body: AsyncIterable<Buffer> } {
+export function watchBody(
+  req: IncomingMessage,
+  limit: number,
+  tooLarge: () => Error,
+  touched?: () => void,
+): { watch: BodyWatch; body: AsyncIterable<Buffer> } {
   const watch: BodyWatch = { model: undefined, bytes: 0 }
   async function* body(): AsyncGenerator<Buffer> {
     let head = ''
@@ -55,7 +60,12 @@ export function watchBody(req: IncomingMessage, limit: number, tooLarge: () => E
 }
 
 /** Calls `done` once; listeners and a callback, not a Promise of `once`s, as this runs for nearly every request. */
-export function readBody(req: IncomingMessage, limit: number, touched: (() => void) | undefined, done: (err: TokentapError | undefined, body: Buffer) => void): void {
+export function readBody(
+  req: IncomingMessage,
+  limit: number,
+  touched: (() => void) | undefined,
+  done: (err: TokentapError | undefined, body: Buffer) => void,
+): void {
   const parts: Buffer[] = []
   let bytes = 0
   let settled = false
@@ -83,7 +93,11 @@ export function readBody(req: IncomingMessage, limit: number, touched: (() => vo
   const onEnd = (): void => settle(undefined, Buffer.concat(parts, bytes))
   const onError = (err: Error): void => settle(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', err.message), EMPTY)
   const onClose = (): void => {
-    if (!req.complete) settle(new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'), EMPTY)
+    if (!req.complete)
+      settle(
+        new TokentapError('TOKENTAP_ERR_BAD_REQUEST', 'the client closed the connection before the body ended'),
+        EMPTY,
+      )
   }
   req.on('data', onData)
   req.on('end', onEnd)

@@ -24,7 +24,8 @@ export class RequestIds {
 
   of(headers: IncomingHttpHeaders): RequestId {
     const given = headers['x-request-id']
-    if (typeof given === 'string' && given.length > 0 && given.length <= MAX_REQUEST_ID_LENGTH) return { id: given, generated: false }
+    if (typeof given === 'string' && given.length > 0 && given.length <= MAX_REQUEST_ID_LENGTH)
+      return { id: given, generated: false }
     if (this.#at === this.#pool.length) {
       randomFillSync(this.#pool)
       this.#at = 0

@@ -18,7 +18,12 @@ function reasonBytes(statusMessage: string): string | undefined {
  * Returns Node's error instead of throwing; a refused reason stays in `res.statusMessage` and
  * would make the error answer's writeHead throw again, so it is cleared.
  */
-export function writeResponseHead(res: ServerResponse, statusCode: number, statusMessage: string, raw: string[]): Error | undefined {
+export function writeResponseHead(
+  res: ServerResponse,
+  statusCode: number,
+  statusMessage: string,
+  raw: string[],
+): Error | undefined {
   const reason = statusMessage === '' ? undefined : reasonBytes(statusMessage)
   if (reason === undefined && statusMessage !== '') return new Error('the reason phrase is not valid UTF-8')
   try {
@@ -31,14 +36,29 @@ export function writeResponseHead(res: ServerResponse, statusCode: number, statu
 }
 
 /** Header names of an informational response that belong to the hop, never relayed (RFC 9110 §7.6.1). */
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'content-length', 'te', 'trailer'])
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'te',
+  'trailer',
+])
 
 /**
  * 103 Early Hints goes to an HTTP/1.1 client before the head (a 1xx must not reach HTTP/1.0, RFC
  * 9110 §15.2); other 1xx, and hints Node refuses, are dropped. Never throws.
  */
-export function relayInformational(req: IncomingMessage, res: ServerResponse, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
-  if (statusCode !== 103 || res.headersSent || res.destroyed || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return
+export function relayInformational(
+  req: IncomingMessage,
+  res: ServerResponse,
+  statusCode: number,
+  headers: Record<string, string | string[] | undefined>,
+): void {
+  if (statusCode !== 103 || res.headersSent || res.destroyed || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1)
+    return
   const hints: Record<string, string | string[]> = {}
   for (const [name, value] of Object.entries(headers)) {
     if (value !== undefined && !HOP.has(name.toLowerCase())) hints[name] = value

@@ -30,7 +30,11 @@ function inflaterFor(encoding: string | undefined): Transform | undefined | null
   const flush = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }
   if (e === 'gzip' || e === 'x-gzip') return zlib.createGunzip(flush)
   if (e === 'deflate') return zlib.createInflate(flush)
-  if (e === 'br') return zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH })
+  if (e === 'br')
+    return zlib.createBrotliDecompress({
+      flush: zlib.constants.BROTLI_OPERATION_FLUSH,
+      finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH,
+    })
   return null // an encoding we cannot read (zstd, stacked encodings): pass through, don't measure
 }
 
@@ -42,7 +46,13 @@ export interface TappedResponse {
 }
 
 /** The registry chooses provider and parser by the route's `provider`, the path and the content-type. */
-export function tapResponse(setting: string, ctx: ParserContext, contentEncoding: string | undefined, sink: ContentSink, header?: (lowerName: string) => string | undefined): TappedResponse {
+export function tapResponse(
+  setting: string,
+  ctx: ParserContext,
+  contentEncoding: string | undefined,
+  sink: ContentSink,
+  header?: (lowerName: string) => string | undefined,
+): TappedResponse {
   const selection = selectParser(setting, ctx.path, ctx.contentType, ctx, header)
   const tap = selection.parser === undefined ? undefined : new Tap(selection.parser, contentEncoding, sink)
   return { provider: selection.provider, tap, reported: selection.reported }

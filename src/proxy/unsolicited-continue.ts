@@ -19,7 +19,18 @@ export function continueLength(data: Buffer): number {
   const n = Math.min(data.length, DECIDING_BYTES)
   for (let i = 0; i < n; i++) {
     const c = data[i]
-    const ok = i < 7 ? c === 'HTTP/1.'.charCodeAt(i) : i === 7 ? c >= 0x30 && c <= 0x39 : i === 8 ? c === 0x20 : i === 9 ? c === 0x31 : i < 12 ? c === 0x30 : c === 0x20 || c === 0x0d
+    const ok =
+      i < 7
+        ? c === 'HTTP/1.'.charCodeAt(i)
+        : i === 7
+          ? c >= 0x30 && c <= 0x39
+          : i === 8
+            ? c === 0x20
+            : i === 9
+              ? c === 0x31
+              : i < 12
+                ? c === 0x30
+                : c === 0x20 || c === 0x0d
     if (!ok) return -1
   }
   if (data.length < DECIDING_BYTES) return 0

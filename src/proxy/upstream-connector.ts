@@ -46,7 +46,9 @@ function handOver(callback: ConnectCallback, socket: Socket): void {
 const direct = new WeakSet<Connector>()
 
 const timeoutError = (host: string, port: string, protocol: string, timeout: number): Error =>
-  new errors.ConnectTimeoutError(`Connect Timeout Error (attempted address: ${host}:${port === '' ? (protocol === 'https:' ? 443 : 80) : port}, timeout: ${timeout}ms)`)
+  new errors.ConnectTimeoutError(
+    `Connect Timeout Error (attempted address: ${host}:${port === '' ? (protocol === 'https:' ? 443 : 80) : port}, timeout: ${timeout}ms)`,
+  )
 
 export function upstreamConnector(options: buildConnector.BuildOptions & { readonly timeout: number }): Connector {
   const { timeout, ...rest } = options

@@ -34,14 +34,20 @@ function createAgent(upstream: Config['upstream']): Agent {
 }
 
 /** Read once at start-up; a file that cannot be read stops start-up naming its key. */
-export function readUpstreamTls(tls: UpstreamTls, key: string): { ca?: Buffer; cert?: Buffer; key?: Buffer; servername?: string } {
+export function readUpstreamTls(
+  tls: UpstreamTls,
+  key: string,
+): { ca?: Buffer; cert?: Buffer; key?: Buffer; servername?: string } {
   const read = (name: 'ca' | 'cert' | 'key'): Buffer | undefined => {
     const file = tls[name]
     if (file === undefined) return undefined
     try {
       return readFileSync(file)
     } catch (err) {
-      throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', `'${key}.${name}' cannot be read: ${(err as Error).message}`)
+      throw new TokentapError(
+        'TOKENTAP_ERR_CONFIG_INVALID',
+        `'${key}.${name}' cannot be read: ${(err as Error).message}`,
+      )
     }
   }
   // `ca` replaces Node's trusted roots in tls.connect: a route with its own CA trusts no other.
@@ -54,7 +60,11 @@ export function readUpstreamTls(tls: UpstreamTls, key: string): { ca?: Buffer; c
  * set at start.
  */
 export function proxyEnv(env: NodeJS.ProcessEnv): { httpProxy: string; httpsProxy: string; noProxy: string } {
-  return { httpProxy: env.http_proxy ?? env.HTTP_PROXY ?? '', httpsProxy: env.https_proxy ?? env.HTTPS_PROXY ?? '', noProxy: env.no_proxy ?? env.NO_PROXY ?? '' }
+  return {
+    httpProxy: env.http_proxy ?? env.HTTP_PROXY ?? '',
+    httpsProxy: env.https_proxy ?? env.HTTPS_PROXY ?? '',
+    noProxy: env.no_proxy ?? env.NO_PROXY ?? '',
+  }
 }
 
 /**
@@ -101,7 +111,10 @@ export class UpstreamDispatchers {
       return this.#direct
     }
     if (route.tls === undefined && route.proxy === undefined) return this.shared
-    const dispatcher = this.#create(route.tls === undefined ? undefined : readUpstreamTls(route.tls, `routes[${index}].tls`), route.proxy)
+    const dispatcher = this.#create(
+      route.tls === undefined ? undefined : readUpstreamTls(route.tls, `routes[${index}].tls`),
+      route.proxy,
+    )
     this.#own.push(dispatcher)
     return dispatcher
   }

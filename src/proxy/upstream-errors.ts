@@ -10,7 +10,15 @@ import { isSuccess } from '../http-status.ts'
  */
 
 /** undici's codes for an upstream that could not be reached at all. */
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNRESET_BEFORE_HEADERS'])
+const CONNECT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ECONNRESET_BEFORE_HEADERS',
+])
 
 /** The library's code of an error (undici puts a socket's under `cause`), or ''. */
 const libraryCodeOf = (err: Error): string => {
@@ -31,12 +39,17 @@ export function upstreamFailure(err: Error, headed: boolean, limits: UpstreamLim
   let mapped: TokentapError
   if (headed) {
     mapped =
-      code === 'UND_ERR_BODY_TIMEOUT' ? new TokentapError('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', limits?.idle_timeout_ms ?? '') : new TokentapError('TOKENTAP_ERR_UPSTREAM_RESET', code || err.message)
+      code === 'UND_ERR_BODY_TIMEOUT'
+        ? new TokentapError('TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT', limits?.idle_timeout_ms ?? '')
+        : new TokentapError('TOKENTAP_ERR_UPSTREAM_RESET', code || err.message)
     mapped.detail = code || err.message
     return mapped
   }
-  if (code === 'UND_ERR_HEADERS_TIMEOUT') return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', limits?.headers_timeout_ms ?? '')
-  mapped = CONNECT_CODES.has(code) ? new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code) : new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
+  if (code === 'UND_ERR_HEADERS_TIMEOUT')
+    return new TokentapError('TOKENTAP_ERR_UPSTREAM_HEADERS_TIMEOUT', limits?.headers_timeout_ms ?? '')
+  mapped = CONNECT_CODES.has(code)
+    ? new TokentapError('TOKENTAP_ERR_UPSTREAM_CONNECT', code)
+    : new TokentapError('TOKENTAP_ERR_UPSTREAM_FAILED', code || err.message)
   if (code !== '') mapped.detail = code
   return mapped
 }
@@ -129,7 +142,8 @@ const CONNECT_TIMEOUT_DETAILS = new Set(['UND_ERR_CONNECT_TIMEOUT'])
 
 /** The class of a failure code (`detail`: undici's code under it, when known). */
 export function errorTypeOfFailure(code: string, detail?: string): ErrorType {
-  if (code === 'TOKENTAP_ERR_UPSTREAM_CONNECT' && detail !== undefined && CONNECT_TIMEOUT_DETAILS.has(detail)) return ErrorType.upstreamTimeout
+  if (code === 'TOKENTAP_ERR_UPSTREAM_CONNECT' && detail !== undefined && CONNECT_TIMEOUT_DETAILS.has(detail))
+    return ErrorType.upstreamTimeout
   return (BY_FAILURE as Record<string, ErrorType>)[code] ?? ErrorType.proxyError
 }
 

@@ -8,7 +8,8 @@ const G711_BYTES_PER_SECOND = 8_000
 /** Anything else is no rate, so the default stands. */
 const MIN_RATE = 1_000
 const MAX_RATE = 768_000
-const isRate = (rate: unknown): rate is number => typeof rate === 'number' && Number.isFinite(rate) && rate >= MIN_RATE && rate <= MAX_RATE
+const isRate = (rate: unknown): rate is number =>
+  typeof rate === 'number' && Number.isFinite(rate) && rate >= MIN_RATE && rate <= MAX_RATE
 
 /** The beta's string (`pcm16`, `g711_ulaw`, `g711_alaw`) or the GA's object (`{ type: 'audio/pcm', rate: 24000 }`). */
 export function openAIBytesPerSecond(format: unknown): number | undefined {

@@ -29,7 +29,8 @@ function frameProblem(b0: number, length: number, messageOpen: boolean): string 
     if ((b0 & 0x80) === 0 || length > 125) return 'a fragmented or oversized control frame'
     return undefined
   }
-  if (opcode === Opcode.continuation) return messageOpen ? undefined : 'a continuation frame with no message to continue'
+  if (opcode === Opcode.continuation)
+    return messageOpen ? undefined : 'a continuation frame with no message to continue'
   if (opcode !== Opcode.text && opcode !== Opcode.binary) return `reserved opcode ${opcode}`
   return messageOpen ? 'a new message inside a fragmented one' : undefined
 }
@@ -172,7 +173,9 @@ export class FrameDecoder {
   #reserve(size: number): Buffer {
     const buffer = this.#buffer
     if (buffer !== undefined && buffer.length >= size) return buffer
-    const grown = Buffer.allocUnsafe(buffer === undefined ? this.#size : Math.max(size, Math.min(this.#max, 2 * buffer.length)))
+    const grown = Buffer.allocUnsafe(
+      buffer === undefined ? this.#size : Math.max(size, Math.min(this.#max, 2 * buffer.length)),
+    )
     if (buffer !== undefined) buffer.copy(grown, 0, 0, this.#have)
     this.#buffer = grown
     return grown
@@ -209,7 +212,11 @@ export class FrameDecoder {
     const opcode = this.#opcode
     if (opcode >= 0x8) {
       const payload = this.#control.subarray(0, this.#controlHave)
-      if (opcode === Opcode.close) this.#sink.close(payload.length >= 2 ? payload.readUInt16BE(0) : undefined, payload.length > 2 ? payload.toString('utf8', 2) : '')
+      if (opcode === Opcode.close)
+        this.#sink.close(
+          payload.length >= 2 ? payload.readUInt16BE(0) : undefined,
+          payload.length > 2 ? payload.toString('utf8', 2) : '',
+        )
       return
     }
     if (!this.#fin) return

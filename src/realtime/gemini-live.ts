@@ -39,7 +39,10 @@ export class GeminiLive implements RealtimeProtocol {
     if (isObject(setup) && nonEmpty(setup.model)) this.#ctx.model(modelName(setup.model))
     const content = message.clientContent
     const input = message.realtimeInput
-    const asks = (isObject(content) && content.turnComplete === true) || (isObject(input) && (isObject(input.activityEnd) || input.audioStreamEnd === true)) || isObject(message.toolResponse)
+    const asks =
+      (isObject(content) && content.turnComplete === true) ||
+      (isObject(input) && (isObject(input.activityEnd) || input.audioStreamEnd === true)) ||
+      isObject(message.toolResponse)
     if (!asks) return
     this.#settle()
     // A client turn while the model's turn is open: it follows a tool call, or the client spoke over the model.
@@ -65,7 +68,8 @@ export class GeminiLive implements RealtimeProtocol {
     if (isObject(content)) this.#content(content, at)
     if (isObject(message.toolCall)) this.#current().toolCall = true
     if (usage !== undefined && this.#turn !== undefined) this.#turn.usage = usage
-    if (isObject(content) && (content.turnComplete === true || content.interrupted === true)) this.#endTurn(content.interrupted === true ? Outcome.cancelled : Outcome.ok, at)
+    if (isObject(content) && (content.turnComplete === true || content.interrupted === true))
+      this.#endTurn(content.interrupted === true ? Outcome.cancelled : Outcome.ok, at)
   }
 
   end(outcome: Outcome, at: number): void {
@@ -75,7 +79,8 @@ export class GeminiLive implements RealtimeProtocol {
     if (open !== undefined) this.#finish(open, at, outcome)
     const asked = this.#asked
     this.#asked = undefined
-    if (asked !== undefined) this.#finish({ timeline: new ResponseTimeline(asked), usage: undefined, toolCall: false }, at, outcome)
+    if (asked !== undefined)
+      this.#finish({ timeline: new ResponseTimeline(asked), usage: undefined, toolCall: false }, at, outcome)
   }
 
   #current(): Turn {
@@ -91,7 +96,8 @@ export class GeminiLive implements RealtimeProtocol {
     const parts = turn !== undefined && Array.isArray(turn.parts) ? turn.parts : []
     for (const part of parts) {
       if (!isObject(part)) continue
-      if (nonEmpty(part.text) && part.thought !== true) this.#current().timeline.text(at, this.#ctx.countTokens(part.text))
+      if (nonEmpty(part.text) && part.thought !== true)
+        this.#current().timeline.text(at, this.#ctx.countTokens(part.text))
       const data = part.inlineData
       if (isObject(data) && nonEmpty(data.data) && typeof data.mimeType === 'string') {
         const rate = mimeBytesPerSecond(data.mimeType)
@@ -99,7 +105,8 @@ export class GeminiLive implements RealtimeProtocol {
       }
     }
     const transcript = content.outputTranscription
-    if (isObject(transcript) && nonEmpty(transcript.text)) this.#current().timeline.text(at, this.#ctx.countTokens(transcript.text))
+    if (isObject(transcript) && nonEmpty(transcript.text))
+      this.#current().timeline.text(at, this.#ctx.countTokens(transcript.text))
   }
 
   #endTurn(outcome: Outcome, at: number): void {
@@ -119,7 +126,15 @@ export class GeminiLive implements RealtimeProtocol {
   }
 
   #finish(turn: Turn, at: number, outcome: Outcome): void {
-    this.#ctx.finished({ id: undefined, start: turn.timeline.start, end: at, outcome, detail: undefined, timing: turn.timeline.timing(), usage: turn.usage })
+    this.#ctx.finished({
+      id: undefined,
+      start: turn.timeline.start,
+      end: at,
+      outcome,
+      detail: undefined,
+      timing: turn.timeline.timing(),
+      usage: turn.usage,
+    })
   }
 }
 
@@ -147,5 +162,10 @@ function usageOf(usage: unknown): RealtimeUsage | undefined {
   const input = side(usage.promptTokenCount, usage.promptTokensDetails)
   const output = side(usage.responseTokenCount, usage.responseTokensDetails)
   const thoughts = isCount(usage.thoughtsTokenCount) ? usage.thoughtsTokenCount : 0
-  return { inputText: input.text, inputAudio: input.audio, outputText: output.text + thoughts, outputAudio: output.audio }
+  return {
+    inputText: input.text,
+    inputAudio: input.audio,
+    outputText: output.text + thoughts,
+    outputAudio: output.audio,
+  }
 }

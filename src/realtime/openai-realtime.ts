@@ -15,7 +15,12 @@ import type { ProtocolContext, RealtimeProtocol } from './protocol.ts'
  * latest commit. A create the server refused with an `error` event is an errored response.
  */
 
-const TEXT_DELTAS = new Set(['response.output_text.delta', 'response.text.delta', 'response.output_audio_transcript.delta', 'response.audio_transcript.delta'])
+const TEXT_DELTAS = new Set([
+  'response.output_text.delta',
+  'response.text.delta',
+  'response.output_audio_transcript.delta',
+  'response.audio_transcript.delta',
+])
 const AUDIO_DELTAS = new Set(['response.output_audio.delta', 'response.audio.delta'])
 
 /** A client asking for responses it never gets cannot grow these. */
@@ -50,7 +55,8 @@ export class OpenAIRealtime implements RealtimeProtocol {
   client(message: Json, at: number): void {
     const type = message.type
     if (type === 'response.create') {
-      if (this.#asked.length < MAX_PENDING) this.#asked.push({ at, eventId: typeof message.event_id === 'string' ? message.event_id : undefined })
+      if (this.#asked.length < MAX_PENDING)
+        this.#asked.push({ at, eventId: typeof message.event_id === 'string' ? message.event_id : undefined })
     } else if (type === 'response.cancel') {
       const id = message.response_id
       if (typeof id === 'string') {
@@ -64,9 +70,11 @@ export class OpenAIRealtime implements RealtimeProtocol {
     const type = message.type
     if (typeof type !== 'string') return
     if (TEXT_DELTAS.has(type)) {
-      if (nonEmpty(message.delta)) this.#response(message.response_id).timeline.text(at, this.#ctx.countTokens(message.delta))
+      if (nonEmpty(message.delta))
+        this.#response(message.response_id).timeline.text(at, this.#ctx.countTokens(message.delta))
     } else if (AUDIO_DELTAS.has(type)) {
-      if (nonEmpty(message.delta)) this.#response(message.response_id).timeline.audio(at, base64Bytes(message.delta) / this.#bytesPerSecond)
+      if (nonEmpty(message.delta))
+        this.#response(message.response_id).timeline.audio(at, base64Bytes(message.delta) / this.#bytesPerSecond)
     } else if (type === 'response.created') {
       const response = message.response
       if (isObject(response) && typeof response.id === 'string') this.#created(response.id)
@@ -83,16 +91,21 @@ export class OpenAIRealtime implements RealtimeProtocol {
 
   end(outcome: Outcome, at: number): void {
     // A response the client asked to cancel is cancelled, whoever closed the session.
-    for (const [id, open] of this.#open) this.#finish(id, open.timeline, at, open.cancelRequested ? Outcome.cancelled : outcome, undefined, undefined)
+    for (const [id, open] of this.#open)
+      this.#finish(id, open.timeline, at, open.cancelRequested ? Outcome.cancelled : outcome, undefined, undefined)
     this.#open.clear()
-    for (const asked of this.#asked.splice(0)) this.#finish(undefined, new ResponseTimeline(asked.at), at, outcome, undefined, undefined)
+    for (const asked of this.#asked.splice(0))
+      this.#finish(undefined, new ResponseTimeline(asked.at), at, outcome, undefined, undefined)
   }
 
   #session(session: unknown): void {
     if (!isObject(session)) return
     if (nonEmpty(session.model)) this.#ctx.model(session.model)
     // GA: session.audio.output.format; beta: session.output_audio_format.
-    const audio = isObject(session.audio) && isObject(session.audio.output) ? session.audio.output.format : session.output_audio_format
+    const audio =
+      isObject(session.audio) && isObject(session.audio.output)
+        ? session.audio.output.format
+        : session.output_audio_format
     const rate = openAIBytesPerSecond(audio)
     if (rate !== undefined) this.#bytesPerSecond = rate
   }
@@ -125,8 +138,18 @@ export class OpenAIRealtime implements RealtimeProtocol {
     const status = response.status
     const outcome = status === 'failed' ? Outcome.error : status === 'cancelled' ? Outcome.cancelled : Outcome.ok
     const details = isObject(response.status_details) ? response.status_details : undefined
-    const detail = details === undefined ? undefined : (detailOf(details.reason) ?? (isObject(details.error) ? detailOf(details.error.code) : undefined))
-    this.#finish(id === '' ? undefined : id, open?.timeline ?? new ResponseTimeline(undefined), at, outcome, detail, usageOf(response.usage))
+    const detail =
+      details === undefined
+        ? undefined
+        : (detailOf(details.reason) ?? (isObject(details.error) ? detailOf(details.error.code) : undefined))
+    this.#finish(
+      id === '' ? undefined : id,
+      open?.timeline ?? new ResponseTimeline(undefined),
+      at,
+      outcome,
+      detail,
+      usageOf(response.usage),
+    )
   }
 
   #error(error: unknown, at: number): void {
@@ -139,8 +162,23 @@ export class OpenAIRealtime implements RealtimeProtocol {
     this.#finish(undefined, new ResponseTimeline(asked.at), at, Outcome.error, detailOf(error.code), undefined)
   }
 
-  #finish(id: string | undefined, timeline: ResponseTimeline, at: number, outcome: Outcome, detail: string | undefined, usage: RealtimeUsage | undefined): void {
-    this.#ctx.finished({ id: id === '' ? undefined : id, start: timeline.start, end: at, outcome, detail, timing: timeline.timing(), usage })
+  #finish(
+    id: string | undefined,
+    timeline: ResponseTimeline,
+    at: number,
+    outcome: Outcome,
+    detail: string | undefined,
+    usage: RealtimeUsage | undefined,
+  ): void {
+    this.#ctx.finished({
+      id: id === '' ? undefined : id,
+      start: timeline.start,
+      end: at,
+      outcome,
+      detail,
+      timing: timeline.timing(),
+      usage,
+    })
   }
 }
 

@@ -53,7 +53,12 @@ function switchingHead(raw: readonly string[], extra: readonly string[]): string
   return `${head}\r\n`
 }
 
-export function passThrough(session: RealtimeSession, req: IncomingMessage, pending: PendingUpgrade, opts: PassThroughOptions): void {
+export function passThrough(
+  session: RealtimeSession,
+  req: IncomingMessage,
+  pending: PendingUpgrade,
+  opts: PassThroughOptions,
+): void {
   const { config, now } = opts
   const client = pending.socket
   const res = pending.res
@@ -77,7 +82,12 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
   const beforeOpen = (): void => {
     deadlines.clearAll()
     handler?.abort(new Error('client closed the connection'))
-    session.finish(now(), handler?.answered === true ? { first: 'upstream', abrupt: false } : { first: 'client', abrupt: !client.readableEnded })
+    session.finish(
+      now(),
+      handler?.answered === true
+        ? { first: 'upstream', abrupt: false }
+        : { first: 'client', abrupt: !client.readableEnded },
+    )
   }
   client.once('close', beforeOpen)
   deadlines.start(Deadline.total)
@@ -135,7 +145,11 @@ export function passThrough(session: RealtimeSession, req: IncomingMessage, pend
 }
 
 /** Closes every running session with 1001 (going away), for shutting down or a drain deadline. */
-export function closeRelays(relays: ReadonlyMap<RealtimeSession, WebSocketRelay>, reason: ProxyCloseReason, which: (session: RealtimeSession) => boolean = () => true): void {
+export function closeRelays(
+  relays: ReadonlyMap<RealtimeSession, WebSocketRelay>,
+  reason: ProxyCloseReason,
+  which: (session: RealtimeSession) => boolean = () => true,
+): void {
   for (const [session, relay] of relays) if (which(session)) relay.close(reason)
 }
 
@@ -173,7 +187,12 @@ class UpgradeHandler implements Dispatcher.DispatchHandler {
     this.#controller = controller
   }
 
-  onRequestUpgrade(controller: Dispatcher.DispatchController, _statusCode: number, _headers: Record<string, string | string[]>, socket: Duplex): void {
+  onRequestUpgrade(
+    controller: Dispatcher.DispatchController,
+    _statusCode: number,
+    _headers: Record<string, string | string[]>,
+    socket: Duplex,
+  ): void {
     this.#answered = true
     this.#done = true
     this.#o.headed()
@@ -183,7 +202,12 @@ class UpgradeHandler implements Dispatcher.DispatchHandler {
     this.#o.open(raw, socket)
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, _headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    _headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string,
+  ): void {
     // An informational answer before the final one (a 101 goes to onRequestUpgrade instead).
     if (statusCode < 200) return
     this.#answered = true

@@ -24,7 +24,10 @@ export function negotiatedDeflate(extensions: string | undefined): DeflateTerms 
     const params = ext.split(';').map((p) => p.trim().toLowerCase())
     if (params[0] !== 'permessage-deflate') continue
     const names = new Set(params.slice(1).map((p) => p.split('=')[0].trim()))
-    return { serverNoContextTakeover: names.has('server_no_context_takeover'), clientNoContextTakeover: names.has('client_no_context_takeover') }
+    return {
+      serverNoContextTakeover: names.has('server_no_context_takeover'),
+      clientNoContextTakeover: names.has('client_no_context_takeover'),
+    }
   }
   return undefined
 }
@@ -77,7 +80,11 @@ export class MessageInflater {
       })
     } catch (err) {
       // With context takeover nothing later can be read either.
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' && this.#overBudget(payload.length, this.#maxOutput)) return undefined
+      if (
+        (err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' &&
+        this.#overBudget(payload.length, this.#maxOutput)
+      )
+        return undefined
       if (this.#takeover) this.#broken = `inflating failed: ${(err as Error).message}`
       return undefined
     }

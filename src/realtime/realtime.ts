@@ -57,7 +57,8 @@ export class RealtimeSessions {
       sessions: this.open,
       recordResponse: this.#recordResponse,
       recordSession: this.#recordSession,
-      onRecordError: (err, who) => options.logger.error({ err, route: who.route.label }, 'recording a realtime session failed'),
+      onRecordError: (err, who) =>
+        options.logger.error({ err, route: who.route.label }, 'recording a realtime session failed'),
     }
   }
 
@@ -77,7 +78,16 @@ export class RealtimeSessions {
   pass(
     req: IncomingMessage,
     pending: PendingUpgrade,
-    how: { route: RouteRuntime; id: string; tenant?: string; tReq: number; target: UpstreamTarget; dispatcher: Dispatcher; upstream: Upstream; trace?: TraceStart },
+    how: {
+      route: RouteRuntime
+      id: string
+      tenant?: string
+      tReq: number
+      target: UpstreamTarget
+      dispatcher: Dispatcher
+      upstream: Upstream
+      trace?: TraceStart
+    },
   ): void {
     const q = how.target.pathAndQuery.indexOf('?')
     const query = new URLSearchParams(q < 0 ? '' : how.target.pathAndQuery.slice(q + 1))
@@ -126,7 +136,14 @@ export class RealtimeSessions {
     for (const l of this.#listeners) l.session?.(who, labels, summary)
     const logger = this.#options.logger
     if (summary.parseError !== undefined)
-      logger.warn({ request_id: who.id, route: labels.route, provider: labels.provider, reason: summary.parseError }, 'realtime session not fully measured (frames passed through unchanged)')
-    writeRecordLine(logger, summary.outcome === Outcome.error, 'realtime session', sessionLogLine, { who, labels, summary })
+      logger.warn(
+        { request_id: who.id, route: labels.route, provider: labels.provider, reason: summary.parseError },
+        'realtime session not fully measured (frames passed through unchanged)',
+      )
+    writeRecordLine(logger, summary.outcome === Outcome.error, 'realtime session', sessionLogLine, {
+      who,
+      labels,
+      summary,
+    })
   }
 }

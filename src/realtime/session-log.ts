@@ -6,7 +6,15 @@ import type { SessionIdentity, SessionSummary } from './session.ts'
 const MAX_PATH = 256
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n)}…` : s)
 
-export function sessionLogLine({ who, labels, summary: s }: { who: SessionIdentity; labels: Labels; summary: SessionSummary }): Record<string, unknown> {
+export function sessionLogLine({
+  who,
+  labels,
+  summary: s,
+}: {
+  who: SessionIdentity
+  labels: Labels
+  summary: SessionSummary
+}): Record<string, unknown> {
   return {
     request_id: who.id,
     route: labels.route,

@@ -93,7 +93,16 @@ interface Waiting {
 }
 
 /** Which protocol a message speaks: OpenAI's events have a string `type`, Gemini's a known top-level key. */
-const GEMINI_KEYS = ['setup', 'setupComplete', 'serverContent', 'clientContent', 'realtimeInput', 'toolResponse', 'toolCall', 'usageMetadata'] as const
+const GEMINI_KEYS = [
+  'setup',
+  'setupComplete',
+  'serverContent',
+  'clientContent',
+  'realtimeInput',
+  'toolResponse',
+  'toolCall',
+  'usageMetadata',
+] as const
 
 function protocolOf(message: Json): 'openai' | 'gemini' | undefined {
   if (typeof message.type === 'string') return 'openai'
@@ -141,7 +150,15 @@ export class RealtimeSession implements RelayObserver {
   readonly tenant: string | undefined
   trace: TraceStart | undefined
 
-  constructor(deps: RealtimeDeps, route: RouteRuntime, id: string, path: string, query: URLSearchParams, tReq: number, tenant?: string) {
+  constructor(
+    deps: RealtimeDeps,
+    route: RouteRuntime,
+    id: string,
+    path: string,
+    query: URLSearchParams,
+    tReq: number,
+    tenant?: string,
+  ) {
     this.#deps = deps
     this.tenant = tenant
     this.#route = route
@@ -196,10 +213,16 @@ export class RealtimeSession implements RelayObserver {
   opened(deflate: DeflateTerms | undefined): void {
     this.#statusCode = 101
     const max = this.#deps.maxMessageBytes
-    this.#decoders = { client: new FrameDecoder(this.#sink('client'), max), upstream: new FrameDecoder(this.#sink('upstream'), max) }
+    this.#decoders = {
+      client: new FrameDecoder(this.#sink('client'), max),
+      upstream: new FrameDecoder(this.#sink('upstream'), max),
+    }
     if (deflate !== undefined) {
       const inflated = Math.min(max, INFLATE_TURN)
-      this.#inflaters = { client: new MessageInflater(!deflate.clientNoContextTakeover, inflated), upstream: new MessageInflater(!deflate.serverNoContextTakeover, inflated) }
+      this.#inflaters = {
+        client: new MessageInflater(!deflate.clientNoContextTakeover, inflated),
+        upstream: new MessageInflater(!deflate.serverNoContextTakeover, inflated),
+      }
     }
   }
 
@@ -237,7 +260,9 @@ export class RealtimeSession implements RelayObserver {
   }
 
   closed(end: RelayEnd, at: number): void {
-    if (end.proxyReason === 'idle' || end.proxyReason === 'total') this.#failure ??= end.proxyReason === 'idle' ? 'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT' : 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'
+    if (end.proxyReason === 'idle' || end.proxyReason === 'total')
+      this.#failure ??=
+        end.proxyReason === 'idle' ? 'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT' : 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'
     if (this.#waitingHead < this.#waiting.length) this.#ending = { at, end }
     else this.finish(at, end)
   }
@@ -262,7 +287,12 @@ export class RealtimeSession implements RelayObserver {
       proxyReason: end?.proxyReason,
       firstClose: this.#close,
     })
-    const parseError = this.#broken ?? this.#decoders?.client.failure ?? this.#decoders?.upstream.failure ?? this.#inflaters?.client.broken ?? this.#inflaters?.upstream.broken
+    const parseError =
+      this.#broken ??
+      this.#decoders?.client.failure ??
+      this.#decoders?.upstream.failure ??
+      this.#inflaters?.client.broken ??
+      this.#inflaters?.upstream.broken
     const summary: SessionSummary = {
       outcome,
       statusCode: this.#statusCode,
@@ -287,7 +317,17 @@ export class RealtimeSession implements RelayObserver {
   }
 
   #identity(): SessionIdentity {
-    return { seq: this.#seq, id: this.#id, route: this.#route, provider: this.#provider, tenant: this.tenant, model: this.model, path: this.#path, tReq: this.#tReq, trace: this.trace }
+    return {
+      seq: this.#seq,
+      id: this.#id,
+      route: this.#route,
+      provider: this.#provider,
+      tenant: this.tenant,
+      model: this.model,
+      path: this.#path,
+      tReq: this.#tReq,
+      trace: this.trace,
+    }
   }
 
   #responseEnded(response: FinishedResponse): void {
@@ -300,7 +340,10 @@ export class RealtimeSession implements RelayObserver {
     }
   }
 
-  #sink(from: Side): { message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): void; close(code: number | undefined, reason: string): void } {
+  #sink(from: Side): {
+    message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): void
+    close(code: number | undefined, reason: string): void
+  } {
     return {
       message: (opcode, payload, compressed) => this.#message(from, opcode, payload, compressed),
       close: (code, reason) => {
@@ -311,7 +354,10 @@ export class RealtimeSession implements RelayObserver {
 
   #message(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean): void {
     this.#messages[from]++
-    if (this.#waitingHead < this.#waiting.length || (compressed && this.#inflateRoom <= 0 && this.#inflaters?.[from].broken === undefined)) {
+    if (
+      this.#waitingHead < this.#waiting.length ||
+      (compressed && this.#inflateRoom <= 0 && this.#inflaters?.[from].broken === undefined)
+    ) {
       this.#wait({ from, opcode, payload, compressed, at: this.#at })
       return
     }

@@ -42,7 +42,9 @@ function isWebSocketUpgrade(req: IncomingMessage): boolean {
 function asPlainRequest(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const raw = req.rawHeaders
   let connection: string[] = []
-  for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() === 'connection') connection = connection.concat(raw[i + 1].split(',').map((t) => t.trim().toLowerCase()))
+  for (let i = 0; i < raw.length; i += 2)
+    if (raw[i].toLowerCase() === 'connection')
+      connection = connection.concat(raw[i + 1].split(',').map((t) => t.trim().toLowerCase()))
   const dropped = new Set(['upgrade', ...connection.filter((t) => t !== 'keep-alive' && t !== 'close')])
   let text = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`
   for (let i = 0; i < raw.length; i += 2) {
@@ -111,7 +113,9 @@ export function installUpgradeListener(app: FastifyInstance, logger: Logger): vo
   app.addHook('onReady', async () => {
     if (server.listenerCount('upgrade') > 1) {
       server.off('upgrade', onUpgrade)
-      logger.warn('another upgrade listener is installed on this server (@fastify/websocket?): tokentap leaves WebSocket upgrades to it, and its routes pass no realtime sessions')
+      logger.warn(
+        'another upgrade listener is installed on this server (@fastify/websocket?): tokentap leaves WebSocket upgrades to it, and its routes pass no realtime sessions',
+      )
     }
   })
   app.addHook('onClose', async () => {

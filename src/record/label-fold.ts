@@ -21,7 +21,8 @@ export interface LabelCaps {
 /** The family that counts the requests recorded under the overflow set because of the label-set budget (its labels are that set's). */
 export const FOLDED_FAMILY = 'llm_label_sets_folded_total'
 /** The one warn line, logged the first time a label set is folded (by the process, or by the cluster primary for the group). */
-export const FOLD_MESSAGE = 'label sets beyond limits.max_label_sets are recorded with model and tenant "other" from now on (llm_label_sets_folded_total counts them)'
+export const FOLD_MESSAGE =
+  'label sets beyond limits.max_label_sets are recorded with model and tenant "other" from now on (llm_label_sets_folded_total counts them)'
 
 /** The family whose folded series the primary adds to FOLDED_FAMILY. */
 const REQUESTS_FAMILY = 'llm_requests_total'
@@ -84,7 +85,9 @@ export class GroupLabelFold {
     const t = tenant === undefined ? undefined : this.#tenants.value('', tenant)
     if (m === OTHER && (t === undefined || t === OTHER)) d = { model: m, tenant: t, budget: false }
     else {
-      d = this.#budget.admit(labelKey(provider, m, route, t)) ? { model: m, tenant: t, budget: false } : { model: OTHER, tenant: t === undefined ? undefined : OTHER, budget: true }
+      d = this.#budget.admit(labelKey(provider, m, route, t))
+        ? { model: m, tenant: t, budget: false }
+        : { model: OTHER, tenant: t === undefined ? undefined : OTHER, budget: true }
     }
     if (this.#decided.size >= DECISION_CACHE) this.#decided.clear()
     this.#decided.set(raw, d)
@@ -111,7 +114,10 @@ export class GroupLabelFold {
             const key = `${labels[pi]}\u0000${labels[ri]}`
             let f = foldedRequests.get(key)
             if (f === undefined) {
-              f = { labels: { provider: labels[pi], model: OTHER, route: labels[ri], ...(ti < 0 ? {} : { tenant: OTHER }) }, count: 0 }
+              f = {
+                labels: { provider: labels[pi], model: OTHER, route: labels[ri], ...(ti < 0 ? {} : { tenant: OTHER }) },
+                count: 0,
+              }
               foldedRequests.set(key, f)
             }
             f.count += value ?? 0
@@ -129,7 +135,12 @@ export class GroupLabelFold {
 /** The primary's fold for `config` (cluster/primary.ts), warning once through `logger` when it first folds a label set. */
 export function groupLabelFold(config: Config, logger: Pick<Logger, 'warn'>): GroupLabelFold {
   const max = config.limits.max_label_sets
-  return new GroupLabelFold({ maxModelsPerRoute: config.limits.max_models_per_route, maxTenants: config.metrics.tenant?.max_values ?? 1, maxLabelSets: max }, () =>
-    logger.warn({ max_label_sets: max }, FOLD_MESSAGE),
+  return new GroupLabelFold(
+    {
+      maxModelsPerRoute: config.limits.max_models_per_route,
+      maxTenants: config.metrics.tenant?.max_values ?? 1,
+      maxLabelSets: max,
+    },
+    () => logger.warn({ max_label_sets: max }, FOLD_MESSAGE),
   )
 }

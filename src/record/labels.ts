@@ -104,7 +104,9 @@ export class LabelSetBudget {
 
 /** A label set's key: its values joined by NUL, as the families key their series. */
 export const labelKey = (provider: string, model: string, route: string, tenant: string | undefined): string =>
-  tenant === undefined ? `${provider}\u0000${model}\u0000${route}` : `${provider}\u0000${model}\u0000${route}\u0000${tenant}`
+  tenant === undefined
+    ? `${provider}\u0000${model}\u0000${route}`
+    : `${provider}\u0000${model}\u0000${route}\u0000${tenant}`
 
 /** Label values and their key, made with an extra label's value appended (or the same ones with the label off). */
 export interface BandedValues {
@@ -127,15 +129,26 @@ export class LabelSet {
   /** What each sink bound to this set (LabelSlot). */
   readonly slots: unknown[] = []
 
-  constructor(provider: string, model: string, route: string, tenant: string | undefined, folded: boolean, bands: { readonly length: boolean; readonly input: boolean }) {
+  constructor(
+    provider: string,
+    model: string,
+    route: string,
+    tenant: string | undefined,
+    folded: boolean,
+    bands: { readonly length: boolean; readonly input: boolean },
+  ) {
     const key = labelKey(provider, model, route, tenant)
     const values = tenant === undefined ? [provider, model, route] : [provider, model, route, tenant]
     this.labels = tenant === undefined ? { provider, model, route } : { provider, model, route, tenant }
     this.values = values
     this.key = key
     this.folded = folded
-    this.banded = LENGTH_BANDS.map((b) => (bands.length ? { values: [...values, b.name], key: `${key}\u0000${b.name}` } : { values, key }))
-    this.inputBanded = INPUT_LENGTH_BANDS.map((b) => (bands.input ? { values: [...values, b.name], key: `${key}\u0000${b.name}` } : { values, key }))
+    this.banded = LENGTH_BANDS.map((b) =>
+      bands.length ? { values: [...values, b.name], key: `${key}\u0000${b.name}` } : { values, key },
+    )
+    this.inputBanded = INPUT_LENGTH_BANDS.map((b) =>
+      bands.input ? { values: [...values, b.name], key: `${key}\u0000${b.name}` } : { values, key },
+    )
   }
 }
 
@@ -217,7 +230,10 @@ export class Labels {
     if (set === undefined) {
       // A set once admitted stays so and one once folded stays folded (the budget, once full, stays full).
       const overflow = m === OTHER && (t === undefined || t === OTHER)
-      set = overflow || this.#budget.admit(key) ? new LabelSet(provider, m, route, t, false, this.#bands) : new LabelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, this.#bands)
+      set =
+        overflow || this.#budget.admit(key)
+          ? new LabelSet(provider, m, route, t, false, this.#bands)
+          : new LabelSet(provider, OTHER, route, t === undefined ? undefined : OTHER, true, this.#bands)
       if (set.folded && !this.#folded) {
         this.#folded = true
         this.#options.onFirstFold?.()

@@ -213,7 +213,12 @@ function errorType(m: Measurement): string | undefined {
 }
 
 const S = 1 / 1000
-const NO_RUNS: GapRuns = { count: 0, seconds: new Float64Array(0), tokens: new Float64Array(0), times: new Float64Array(0) }
+const NO_RUNS: GapRuns = {
+  count: 0,
+  seconds: new Float64Array(0),
+  tokens: new Float64Array(0),
+  times: new Float64Array(0),
+}
 const NO_TOKEN_RUNS: TokenRuns = { count: 0, tokens: new Float64Array(0), times: new Float64Array(0) }
 
 /** The gaps of chunks j ≥ 2, equal neighbours folded into runs. */
@@ -274,12 +279,22 @@ export class RecordPolicy {
    * The label values a request in flight is counted under at scrape time; admitting here as the request's end would,
    * so models in flight cannot pass the cap and linger at 0 in the gauge.
    */
-  inFlightValues(provider: string, route: string, model: string | undefined, tenant: string | undefined): readonly string[] {
+  inFlightValues(
+    provider: string,
+    route: string,
+    model: string | undefined,
+    tenant: string | undefined,
+  ): readonly string[] {
     return this.labels.of(provider, route, model, tenant).values
   }
 
   /** The label set a finished request or realtime session is counted under (admits its model while the route has room). */
-  labelSetOf(who: { readonly provider: string; readonly route: { readonly label: string }; readonly model: string | undefined; readonly tenant: string | undefined }): LabelSet {
+  labelSetOf(who: {
+    readonly provider: string
+    readonly route: { readonly label: string }
+    readonly model: string | undefined
+    readonly tenant: string | undefined
+  }): LabelSet {
     return this.labels.of(who.provider, who.route.label, who.model, who.tenant)
   }
 
@@ -318,7 +333,10 @@ export class RecordPolicy {
       cacheReadTokens: m.cacheReadTokens,
       cacheWriteTokens: m.cacheWriteTokens,
       estimateRatio: m.estimateRatio,
-      cost: this.#options.prices === undefined ? undefined : requestCost(this.#options.prices, who.provider, who.model, who.responseModel, m),
+      cost:
+        this.#options.prices === undefined
+          ? undefined
+          : requestCost(this.#options.prices, who.provider, who.model, who.responseModel, m),
       concurrency: who.concurrency,
       proxy: who.overhead,
       upstreamReported: m.reported,
@@ -331,8 +349,14 @@ export class RecordPolicy {
       usageInjected: who.usageInjected,
       parseError: m.parseError,
       operation: genAi ? genAiOperation(who.method, who.path) : undefined,
-      responseModel: genAi && who.responseModel !== undefined ? this.labels.model(`${route}\u0000response`, who.responseModel) : undefined,
-      trace: who.trace !== undefined && this.#options.traces !== undefined && keepTrace(who.trace, m, this.#options.traces) ? who.trace : undefined,
+      responseModel:
+        genAi && who.responseModel !== undefined
+          ? this.labels.model(`${route}\u0000response`, who.responseModel)
+          : undefined,
+      trace:
+        who.trace !== undefined && this.#options.traces !== undefined && keepTrace(who.trace, m, this.#options.traces)
+          ? who.trace
+          : undefined,
       endedAt: who.tReq + t.e2e * 1000,
       measured: {
         failure: m.failure,
@@ -360,6 +384,16 @@ export class RecordPolicy {
       if (u.outputAudio > 0) tokens.push({ direction: 'output', modality: 'audio', count: u.outputAudio })
     }
     const t = r.timing
-    return { labels: set.labels, labelSet: set, outcome: r.outcome, errorType: realtimeErrorTypeOf(r.outcome, r.detail), ttft: t.ttft, ttfa: t.ttfa, itl: t.itl, underrun: t.underrun, tokens }
+    return {
+      labels: set.labels,
+      labelSet: set,
+      outcome: r.outcome,
+      errorType: realtimeErrorTypeOf(r.outcome, r.detail),
+      ttft: t.ttft,
+      ttfa: t.ttfa,
+      itl: t.itl,
+      underrun: t.underrun,
+      tokens,
+    }
   }
 }

@@ -14,9 +14,15 @@ import { costFields } from '../cost/cost.ts'
 const MAX_PATH = 256
 const MAX_MODEL = 256
 
-const ms = (seconds: number | undefined): number | undefined => (seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3)
+const ms = (seconds: number | undefined): number | undefined =>
+  seconds === undefined ? undefined : Math.round(seconds * 1e6) / 1e3
 /** Where a request's time went, for the log line (absent figures left out) and `/debug/requests/{id}` (null). */
-export function timeSpentFields<T>(reported: ReportedTimes | undefined, outsideUpstream: number | undefined, clientWriteWait: number | undefined, ms: (seconds: number | undefined) => T) {
+export function timeSpentFields<T>(
+  reported: ReportedTimes | undefined,
+  outsideUpstream: number | undefined,
+  clientWriteWait: number | undefined,
+  ms: (seconds: number | undefined) => T,
+) {
   return {
     upstream_queue_ms: ms(reported?.queue),
     upstream_load_ms: ms(reported?.load),
@@ -75,7 +81,13 @@ function requestLogLine(o: Observations): Record<string, unknown> {
 }
 
 /** Writes a request's or session's line only when its level is on; a failed one is a warning, what operators filter for. */
-export function writeRecordLine<T>(logger: Logger, failed: boolean, msg: string, line: (of: T) => Record<string, unknown>, of: T): void {
+export function writeRecordLine<T>(
+  logger: Logger,
+  failed: boolean,
+  msg: string,
+  line: (of: T) => Record<string, unknown>,
+  of: T,
+): void {
   if (failed) {
     if (logger.isLevelEnabled('warn')) logger.warn(line(of), msg)
   } else if (logger.isLevelEnabled('info')) {
@@ -88,7 +100,10 @@ export function writeRecordLine<T>(logger: Logger, failed: boolean, msg: string,
 export function requestLog(logger: Logger): (o: Observations) => void {
   return (o) => {
     if (o.parseError !== undefined) {
-      logger.warn({ request_id: o.who.id, route: o.labels.route, provider: o.labels.provider, reason: o.parseError }, 'stream not measured: parser gave up (bytes passed through unchanged)')
+      logger.warn(
+        { request_id: o.who.id, route: o.labels.route, provider: o.labels.provider, reason: o.parseError },
+        'stream not measured: parser gave up (bytes passed through unchanged)',
+      )
     }
     writeRecordLine(logger, o.outcome === Outcome.error, 'request', requestLogLine, o)
   }

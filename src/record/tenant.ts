@@ -36,7 +36,19 @@ function headerValue(v: string | string[] | undefined): string | undefined {
  * Authorization scheme words (RFC 9110 §11.4 and the IANA registry): a header of only one carries no credentials
  * (`Bearer ` with an empty token reaches Node as `Bearer`); any other lone word is a bare key, as some clients send.
  */
-const SCHEME_WORDS = new Set(['bearer', 'basic', 'token', 'apikey', 'api-key', 'key', 'digest', 'dpop', 'negotiate', 'ntlm', 'aws4-hmac-sha256'])
+const SCHEME_WORDS = new Set([
+  'bearer',
+  'basic',
+  'token',
+  'apikey',
+  'api-key',
+  'key',
+  'digest',
+  'dpop',
+  'negotiate',
+  'ntlm',
+  'aws4-hmac-sha256',
+])
 
 /** The key of an `Authorization` value, or undefined when it carries none. */
 function authorizationKey(auth: string): string | undefined {
@@ -103,6 +115,8 @@ export class TenantResolver {
   #raw(headers: IncomingHttpHeaders, pathAndQuery: string): string | undefined {
     if (this.#secret === undefined) return this.#header === undefined ? undefined : headerValue(headers[this.#header])
     const key = apiKeyOf(headers, pathAndQuery)
-    return key === undefined ? undefined : createHmac('sha256', this.#secret).update(key).digest('hex').slice(0, HASH_HEX)
+    return key === undefined
+      ? undefined
+      : createHmac('sha256', this.#secret).update(key).digest('hex').slice(0, HASH_HEX)
   }
 }

@@ -65,13 +65,26 @@ export function serveAnthropic(res: ServerResponse, plan: SimPlan, req: SimReque
           usage: { input_tokens: input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 },
         },
       }) +
-      event('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) +
+      event('content_block_start', {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'text', text: '' },
+      }) +
       event('ping', { type: 'ping' }),
-    content: (_i, text) => event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
-    error: () => event('error', { type: 'error', error: { type: 'overloaded_error', message: 'simulated error inside the stream' } }),
+    content: (_i, text) =>
+      event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
+    error: () =>
+      event('error', {
+        type: 'error',
+        error: { type: 'overloaded_error', message: 'simulated error inside the stream' },
+      }),
     tail: () =>
       event('content_block_stop', { type: 'content_block_stop', index: 0 }) +
-      event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: output } }) +
+      event('message_delta', {
+        type: 'message_delta',
+        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        usage: { output_tokens: output },
+      }) +
       event('message_stop', { type: 'message_stop' }),
   }
   playStream(res, plan, format)

@@ -14,7 +14,9 @@ const MODEL_METHOD = /\/models\/([^/:?]+):([A-Za-z]+)/
 /** `generationConfig.maxOutputTokens`, like OpenAI's `max_tokens` in the simulator: the answer's length. */
 export function geminiMaxTokens(body: Record<string, unknown>): number | undefined {
   const config = body.generationConfig as Record<string, unknown> | undefined
-  return typeof config === 'object' && config !== null && typeof config.maxOutputTokens === 'number' ? config.maxOutputTokens : undefined
+  return typeof config === 'object' && config !== null && typeof config.maxOutputTokens === 'number'
+    ? config.maxOutputTokens
+    : undefined
 }
 
 const STATUS: Record<number, string> = {
@@ -27,7 +29,9 @@ const STATUS: Record<number, string> = {
   504: 'DEADLINE_EXCEEDED',
 }
 
-const errorBody = (code: number, message: string): unknown => ({ error: { code, message, status: STATUS[code] ?? 'UNKNOWN' } })
+const errorBody = (code: number, message: string): unknown => ({
+  error: { code, message, status: STATUS[code] ?? 'UNKNOWN' },
+})
 
 export function serveGemini(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
   const q = req.url.indexOf('?')
@@ -53,7 +57,9 @@ export function serveGemini(res: ServerResponse, plan: SimPlan, req: SimRequest)
     promptTokensDetails: [{ modality: 'TEXT', tokenCount: prompt }],
   })
   const chunk = (text: string, candidates: number, last: boolean) => ({
-    candidates: [{ content: { parts: [{ text }], role: 'model' }, ...(last ? { finishReason: 'STOP' } : {}), index: 0 }],
+    candidates: [
+      { content: { parts: [{ text }], role: 'model' }, ...(last ? { finishReason: 'STOP' } : {}), index: 0 },
+    ],
     usageMetadata: usage(candidates),
     modelVersion: model,
     responseId,

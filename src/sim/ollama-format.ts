@@ -27,7 +27,8 @@ export function serveOllama(res: ServerResponse, plan: SimPlan, req: SimRequest)
   const promptTokens = promptTokensOf(body.messages ?? body.prompt)
   const start = monotonicNow()
   let firstAt: number | undefined
-  const content = (text: string): Record<string, unknown> => (chat ? { message: { role: 'assistant', content: text } } : { response: text })
+  const content = (text: string): Record<string, unknown> =>
+    chat ? { message: { role: 'assistant', content: text } } : { response: text }
   const final = (text: string): Record<string, unknown> => {
     const now = monotonicNow()
     return {

@@ -60,7 +60,10 @@ class GeminiSession {
     const content = message.clientContent
     const input = message.realtimeInput
     if (isObject(content)) this.#promptChars += JSON.stringify(content.turns ?? '').length
-    const turnEnd = (isObject(content) && content.turnComplete === true) || (isObject(input) && (isObject(input.activityEnd) || input.audioStreamEnd === true)) || isObject(message.toolResponse)
+    const turnEnd =
+      (isObject(content) && content.turnComplete === true) ||
+      (isObject(input) && (isObject(input.activityEnd) || input.audioStreamEnd === true)) ||
+      isObject(message.toolResponse)
     if (turnEnd) this.#turn(planRequestOf((message as Json).tokentap_sim))
   }
 
@@ -86,7 +89,15 @@ class GeminiSession {
         words += text.split(' ').length - 1
         if (!audio) return [json({ serverContent: { modelTurn: { parts: [{ text }] } } })]
         audioMs += audioBytes / PCM16_BYTES_PER_MS
-        const out = [json({ serverContent: { modelTurn: { parts: [{ inlineData: { mimeType: 'audio/pcm;rate=24000', data: silenceBase64(audioBytes) } }] } } })]
+        const out = [
+          json({
+            serverContent: {
+              modelTurn: {
+                parts: [{ inlineData: { mimeType: 'audio/pcm;rate=24000', data: silenceBase64(audioBytes) } }],
+              },
+            },
+          }),
+        ]
         if (this.#transcribe) out.push(json({ serverContent: { outputTranscription: { text } } }))
         return out
       },
@@ -123,7 +134,12 @@ class GeminiSession {
 }
 
 /** Answers an upgrade to Gemini Live's BidiGenerateContent path with a simulated session. */
-export function serveGeminiLive(cfg: SimulatorConfig, req: IncomingMessage, socket: Duplex, nextSeq: () => number): void {
+export function serveGeminiLive(
+  cfg: SimulatorConfig,
+  req: IncomingMessage,
+  socket: Duplex,
+  nextSeq: () => number,
+): void {
   const session = new GeminiSession(cfg, req, nextSeq)
   const sim = acceptWebSocket(req, socket, { message: (text) => session.message(text), closed: () => session.closed() })
   if (sim !== undefined) session.attach(sim)

@@ -73,7 +73,14 @@ class OpenAISession {
     this.#nextSeq = nextSeq
     const model = new URL(req.url ?? '/', 'http://sim').searchParams.get('model') ?? cfg.model
     this.#session = this.#beta
-      ? { id: 'sess_sim', object: 'realtime.session', model, modalities: ['text', 'audio'], output_audio_format: 'pcm16', turn_detection: null }
+      ? {
+          id: 'sess_sim',
+          object: 'realtime.session',
+          model,
+          modalities: ['text', 'audio'],
+          output_audio_format: 'pcm16',
+          turn_detection: null,
+        }
       : {
           type: 'realtime',
           id: 'sess_sim',
@@ -102,7 +109,16 @@ class OpenAISession {
     try {
       event = JSON.parse(text)
     } catch {
-      this.#send({ type: 'error', error: { type: 'invalid_request_error', code: 'invalid_json', message: 'The event is not valid JSON.', param: null, event_id: null } })
+      this.#send({
+        type: 'error',
+        error: {
+          type: 'invalid_request_error',
+          code: 'invalid_json',
+          message: 'The event is not valid JSON.',
+          param: null,
+          event_id: null,
+        },
+      })
       return
     }
     if (!isObject(event)) return
@@ -117,7 +133,11 @@ class OpenAISession {
       if (this.#turnDetection()) this.#respond(undefined)
     } else if (type === 'conversation.item.create') {
       this.#textInChars += JSON.stringify(event.item ?? '').length
-      this.#send({ type: 'conversation.item.created', previous_item_id: null, item: { id: this.#id('item'), ...(isObject(event.item) ? event.item : {}) } })
+      this.#send({
+        type: 'conversation.item.created',
+        previous_item_id: null,
+        item: { id: this.#id('item'), ...(isObject(event.item) ? event.item : {}) },
+      })
     } else if (type === 'response.create') {
       const response = isObject(event.response) ? event.response : {}
       if (this.#playing.size > 0 && response.conversation !== 'none') {
@@ -146,7 +166,11 @@ class OpenAISession {
 
   #turnDetection(): boolean {
     const s = this.#session
-    const detection = this.#beta ? s.turn_detection : isObject(s.audio) && isObject(s.audio.input) ? s.audio.input.turn_detection : undefined
+    const detection = this.#beta
+      ? s.turn_detection
+      : isObject(s.audio) && isObject(s.audio.input)
+        ? s.audio.input.turn_detection
+        : undefined
     return isObject(detection)
   }
 
@@ -154,7 +178,11 @@ class OpenAISession {
     const socket = this.#socket
     if (socket === undefined) return
     const options = isObject(create?.response) ? create.response : {}
-    const modalities = (this.#beta ? (options.modalities ?? this.#session.modalities) : (options.output_modalities ?? this.#session.output_modalities)) as unknown
+    const modalities = (
+      this.#beta
+        ? (options.modalities ?? this.#session.modalities)
+        : (options.output_modalities ?? this.#session.output_modalities)
+    ) as unknown
     const audio = Array.isArray(modalities) && modalities.includes('audio')
     const plan = realtimePlanFor(this.#cfg, planRequestOf(create?.tokentap_sim) ?? this.#plan, this.#nextSeq(), audio)
     const id = this.#id('resp')
@@ -164,14 +192,28 @@ class OpenAISession {
     let words = 0
     let audioMs = 0
     let text = ''
-    this.#send({ type: 'response.created', response: { object: 'realtime.response', id, status: 'in_progress', output: [], usage: null } })
+    this.#send({
+      type: 'response.created',
+      response: { object: 'realtime.response', id, status: 'in_progress', output: [], usage: null },
+    })
     this.#send({
       type: 'response.output_item.added',
       response_id: id,
       output_index: 0,
-      item: { id: item, object: 'realtime.item', type: 'message', role: 'assistant', status: 'in_progress', content: [] },
+      item: {
+        id: item,
+        object: 'realtime.item',
+        type: 'message',
+        role: 'assistant',
+        status: 'in_progress',
+        content: [],
+      },
     })
-    this.#send({ type: 'response.content_part.added', ...where, part: audio ? { type: 'audio', transcript: '' } : { type: 'text', text: '' } })
+    this.#send({
+      type: 'response.content_part.added',
+      ...where,
+      part: audio ? { type: 'audio', transcript: '' } : { type: 'text', text: '' },
+    })
     const event = (e: Json): string => JSON.stringify({ event_id: this.#id('event'), ...e })
     const done = (status: string, extra: Json = {}): string =>
       event({
@@ -181,7 +223,16 @@ class OpenAISession {
           id,
           status,
           status_details: null,
-          output: [{ id: item, object: 'realtime.item', type: 'message', role: 'assistant', status: status === 'completed' ? 'completed' : 'incomplete', content: [] }],
+          output: [
+            {
+              id: item,
+              object: 'realtime.item',
+              type: 'message',
+              role: 'assistant',
+              status: status === 'completed' ? 'completed' : 'incomplete',
+              content: [],
+            },
+          ],
           usage: this.#usage(words, audioMs),
           ...extra,
         },
@@ -193,20 +244,44 @@ class OpenAISession {
         text += t
         if (!audio) return [event({ type: names.text, ...where, delta: t })]
         audioMs += audioBytes / PCM16_BYTES_PER_MS
-        return [event({ type: names.audio, ...where, delta: silenceBase64(audioBytes) }), event({ type: names.transcript, ...where, delta: t })]
+        return [
+          event({ type: names.audio, ...where, delta: silenceBase64(audioBytes) }),
+          event({ type: names.transcript, ...where, delta: t }),
+        ]
       },
       done: () => [
-        ...(audio ? [event({ type: names.audioDone, ...where }), event({ type: names.transcriptDone, ...where, transcript: text })] : [event({ type: names.textDone, ...where, text })]),
+        ...(audio
+          ? [
+              event({ type: names.audioDone, ...where }),
+              event({ type: names.transcriptDone, ...where, transcript: text }),
+            ]
+          : [event({ type: names.textDone, ...where, text })]),
         event({
           type: 'response.output_item.done',
           response_id: id,
           output_index: 0,
-          item: { id: item, object: 'realtime.item', type: 'message', role: 'assistant', status: 'completed', content: [] },
+          item: {
+            id: item,
+            object: 'realtime.item',
+            type: 'message',
+            role: 'assistant',
+            status: 'completed',
+            content: [],
+          },
         }),
         done('completed'),
       ],
       error: () => [
-        event({ type: 'error', error: { type: 'server_error', code: 'sim_error', message: 'simulated error inside the response', param: null, event_id: null } }),
+        event({
+          type: 'error',
+          error: {
+            type: 'server_error',
+            code: 'sim_error',
+            message: 'simulated error inside the response',
+            param: null,
+            event_id: null,
+          },
+        }),
         done('failed', { status_details: { type: 'failed', error: { type: 'server_error', code: 'sim_error' } } }),
       ],
     }
@@ -214,7 +289,8 @@ class OpenAISession {
     const playing = playRealtime(socket, plan, format, audio, (how) => {
       over = true
       this.#playing.delete(id)
-      if (how === 'stopped' && !socket.gone) socket.send(done('cancelled', { status_details: { type: 'cancelled', reason: 'client_cancelled' } }))
+      if (how === 'stopped' && !socket.gone)
+        socket.send(done('cancelled', { status_details: { type: 'cancelled', reason: 'client_cancelled' } }))
     })
     if (!over) this.#playing.set(id, playing)
   }
@@ -234,7 +310,12 @@ class OpenAISession {
 }
 
 /** Answers an upgrade to `/v1/realtime` with a simulated OpenAI Realtime session. */
-export function serveOpenAIRealtime(cfg: SimulatorConfig, req: IncomingMessage, socket: Duplex, nextSeq: () => number): void {
+export function serveOpenAIRealtime(
+  cfg: SimulatorConfig,
+  req: IncomingMessage,
+  socket: Duplex,
+  nextSeq: () => number,
+): void {
   const session = new OpenAISession(cfg, req, nextSeq)
   const sim = acceptWebSocket(req, socket, { message: (text) => session.message(text), closed: () => session.closed() })
   if (sim !== undefined) session.attach(sim)

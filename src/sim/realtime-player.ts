@@ -29,10 +29,17 @@ export interface RealtimePlan {
   readonly closeAfter?: number
 }
 
-const clampInt = (v: unknown, lo: number, hi: number, fallback: number): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : fallback)
-const clampMs = (v: unknown, fallback: number): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(600_000, Math.max(0, v)) : fallback)
+const clampInt = (v: unknown, lo: number, hi: number, fallback: number): number =>
+  typeof v === 'number' && Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : fallback
+const clampMs = (v: unknown, fallback: number): number =>
+  typeof v === 'number' && Number.isFinite(v) ? Math.min(600_000, Math.max(0, v)) : fallback
 
-export function realtimePlanFor(cfg: SimulatorConfig, request: RealtimePlanRequest | undefined, seq: number, audio: boolean): RealtimePlan {
+export function realtimePlanFor(
+  cfg: SimulatorConfig,
+  request: RealtimePlanRequest | undefined,
+  seq: number,
+  audio: boolean,
+): RealtimePlan {
   const audioMsPerToken = clampMs(request?.audio_ms_per_token, cfg.audio_ms_per_token)
   const extra = {
     audioMsPerToken,
@@ -40,8 +47,12 @@ export function realtimePlanFor(cfg: SimulatorConfig, request: RealtimePlanReque
     closeAfter: request?.close_after === undefined ? undefined : clampInt(request.close_after, 0, 1e6, 0),
   }
   if (request?.chunks !== undefined && Array.isArray(request.chunks)) {
-    const steps: Step[] = [{ afterMs: clampMs(request.ttft_ms, cfg.ttft_ms), tokens: clampInt(request.first_tokens, 1, 10_000, 1) }]
-    for (const pair of request.chunks.slice(0, 100_000)) if (Array.isArray(pair)) steps.push({ afterMs: clampMs(pair[0], cfg.itl_ms), tokens: clampInt(pair[1], 1, 10_000, 1) })
+    const steps: Step[] = [
+      { afterMs: clampMs(request.ttft_ms, cfg.ttft_ms), tokens: clampInt(request.first_tokens, 1, 10_000, 1) },
+    ]
+    for (const pair of request.chunks.slice(0, 100_000))
+      if (Array.isArray(pair))
+        steps.push({ afterMs: clampMs(pair[0], cfg.itl_ms), tokens: clampInt(pair[1], 1, 10_000, 1) })
     return { steps, ...extra }
   }
   const rng = createRng((request?.seed ?? cfg.seed) + seq * 7919)
@@ -88,7 +99,13 @@ export interface Playing {
 }
 
 /** Plays `plan` at absolute offsets (timer lateness never accumulates), respecting backpressure; `ended` is called once. */
-export function playRealtime(socket: SimSocket, plan: RealtimePlan, format: RealtimeFormat, audio: boolean, ended: (how: 'done' | 'error' | 'closed' | 'stopped') => void): Playing {
+export function playRealtime(
+  socket: SimSocket,
+  plan: RealtimePlan,
+  format: RealtimeFormat,
+  audio: boolean,
+  ended: (how: 'done' | 'error' | 'closed' | 'stopped') => void,
+): Playing {
   const start = monotonicNow()
   let due = 0
   let i = 0
@@ -134,7 +151,13 @@ export function playRealtime(socket: SimSocket, plan: RealtimePlan, format: Real
         return
       }
       due += step.afterMs
-      const fits = send(format.step(i, chunkText(i, step.tokens), audio ? Math.round(step.tokens * plan.audioMsPerToken * PCM16_BYTES_PER_MS) : 0))
+      const fits = send(
+        format.step(
+          i,
+          chunkText(i, step.tokens),
+          audio ? Math.round(step.tokens * plan.audioMsPerToken * PCM16_BYTES_PER_MS) : 0,
+        ),
+      )
       i++
       if (!fits) {
         void socket.drained().then(() => setImmediate(tick))

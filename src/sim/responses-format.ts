@@ -14,7 +14,14 @@ export function responsesMaxTokens(body: Record<string, unknown>): number | unde
 export function serveResponses(res: ServerResponse, plan: SimPlan, req: SimRequest): void {
   const body = req.body
   if (plan.status !== undefined && !isSuccess(plan.status)) {
-    sendError(res, plan.status, { error: { message: `simulated ${plan.status}`, type: plan.status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: `sim_${plan.status}` } })
+    sendError(res, plan.status, {
+      error: {
+        message: `simulated ${plan.status}`,
+        type: plan.status >= 500 ? 'server_error' : 'invalid_request_error',
+        param: null,
+        code: `sim_${plan.status}`,
+      },
+    })
     return
   }
   const model = typeof body.model === 'string' && body.model ? body.model : req.defaultModel
@@ -23,7 +30,13 @@ export function serveResponses(res: ServerResponse, plan: SimPlan, req: SimReque
   const createdAt = Math.floor(Date.now() / 1000)
   const input = promptTokensOf([body.instructions, body.input])
   const output = plannedTokens(plan)
-  const usage = { input_tokens: input, input_tokens_details: { cached_tokens: 0 }, output_tokens: output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: input + output }
+  const usage = {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: input + output,
+  }
   const message = (status: string, text: string) => ({
     id: itemId,
     type: 'message',
@@ -62,7 +75,8 @@ export function serveResponses(res: ServerResponse, plan: SimPlan, req: SimReque
   }
   let seq = 0
   let text = ''
-  const event = (type: string, data: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...data })}\n\n`
+  const event = (type: string, data: Record<string, unknown>): string =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...data })}\n\n`
   const part = (t: string) => ({ type: 'output_text', text: t, annotations: [], logprobs: [] })
   const format: StreamFormat = {
     contentType: 'text/event-stream; charset=utf-8',
@@ -73,11 +87,19 @@ export function serveResponses(res: ServerResponse, plan: SimPlan, req: SimReque
       event('response.content_part.added', { item_id: itemId, output_index: 0, content_index: 0, part: part('') }),
     content: (_i, delta) => {
       text += delta
-      return event('response.output_text.delta', { item_id: itemId, output_index: 0, content_index: 0, delta, logprobs: [] })
+      return event('response.output_text.delta', {
+        item_id: itemId,
+        output_index: 0,
+        content_index: 0,
+        delta,
+        logprobs: [],
+      })
     },
     error: () =>
       event('error', { code: 'server_error', message: 'simulated error inside the stream', param: null }) +
-      event('response.failed', { response: response('failed', { error: { code: 'server_error', message: 'simulated error inside the stream' } }) }),
+      event('response.failed', {
+        response: response('failed', { error: { code: 'server_error', message: 'simulated error inside the stream' } }),
+      }),
     tail: () =>
       event('response.output_text.done', { item_id: itemId, output_index: 0, content_index: 0, text, logprobs: [] }) +
       event('response.content_part.done', { item_id: itemId, output_index: 0, content_index: 0, part: part(text) }) +

@@ -34,20 +34,31 @@ export interface SimPlanRequest {
   slow?: number
 }
 
-const clampInt = (v: unknown, lo: number, hi: number, fallback: number): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : fallback)
-const clampMs = (v: unknown, fallback: number): number => (typeof v === 'number' && Number.isFinite(v) ? Math.min(600_000, Math.max(0, v)) : fallback)
+const clampInt = (v: unknown, lo: number, hi: number, fallback: number): number =>
+  typeof v === 'number' && Number.isFinite(v) ? Math.min(hi, Math.max(lo, Math.round(v))) : fallback
+const clampMs = (v: unknown, fallback: number): number =>
+  typeof v === 'number' && Number.isFinite(v) ? Math.min(600_000, Math.max(0, v)) : fallback
 
 /** Builds a plan from the route's simulator settings, the request's `max_tokens` and any explicit request. */
-export function planFor(cfg: SimulatorConfig, maxTokens: number | undefined, request: SimPlanRequest | undefined, seq: number): SimPlan {
+export function planFor(
+  cfg: SimulatorConfig,
+  maxTokens: number | undefined,
+  request: SimPlanRequest | undefined,
+  seq: number,
+): SimPlan {
   const extra = {
     status: request?.status === undefined ? undefined : clampInt(request.status, 100, 599, 500),
     errorAfter: request?.error_after === undefined ? undefined : clampInt(request.error_after, 0, 1e6, 0),
     resetAfter: request?.reset_after === undefined ? undefined : clampInt(request.reset_after, 0, 1e6, 0),
   }
-  const slow = typeof request?.slow === 'number' && Number.isFinite(request.slow) ? Math.min(1000, Math.max(1, request.slow)) : 1
-  const slowed = (chunks: SimChunk[]): SimChunk[] => (slow === 1 ? chunks : chunks.map((c) => ({ afterMs: c.afterMs * slow, tokens: c.tokens })))
+  const slow =
+    typeof request?.slow === 'number' && Number.isFinite(request.slow) ? Math.min(1000, Math.max(1, request.slow)) : 1
+  const slowed = (chunks: SimChunk[]): SimChunk[] =>
+    slow === 1 ? chunks : chunks.map((c) => ({ afterMs: c.afterMs * slow, tokens: c.tokens }))
   if (request?.chunks !== undefined && Array.isArray(request.chunks)) {
-    const chunks: SimChunk[] = [{ afterMs: clampMs(request.ttft_ms, cfg.ttft_ms), tokens: clampInt(request.first_tokens, 1, 10_000, 1) }]
+    const chunks: SimChunk[] = [
+      { afterMs: clampMs(request.ttft_ms, cfg.ttft_ms), tokens: clampInt(request.first_tokens, 1, 10_000, 1) },
+    ]
     for (const pair of request.chunks.slice(0, 100_000)) {
       if (!Array.isArray(pair)) continue
       chunks.push({ afterMs: clampMs(pair[0], cfg.itl_ms), tokens: clampInt(pair[1], 1, 10_000, 1) })

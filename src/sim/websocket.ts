@@ -83,6 +83,8 @@ export function acceptWebSocket(req: IncomingMessage, socket: Duplex, events: Si
     .digest('base64')
   const offered = req.headers['sec-websocket-protocol']
   const protocol = typeof offered === 'string' ? offered.split(',')[0].trim() : undefined
-  socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n${protocol ? `Sec-WebSocket-Protocol: ${protocol}\r\n` : ''}\r\n`)
+  socket.write(
+    `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n${protocol ? `Sec-WebSocket-Protocol: ${protocol}\r\n` : ''}\r\n`,
+  )
   return new SimSocket(socket, events)
 }

@@ -108,7 +108,11 @@ export interface Measurement {
 export function measure(facts: ExchangeFacts): Measurement {
   const { summary } = facts
   let chunks = facts.chunks
-  const outcome: Outcome = facts.clientGone ? Outcome.cancelled : facts.failure !== undefined || !isSuccess(facts.statusCode) || summary.error !== undefined ? Outcome.error : Outcome.ok
+  const outcome: Outcome = facts.clientGone
+    ? Outcome.cancelled
+    : facts.failure !== undefined || !isSuccess(facts.statusCode) || summary.error !== undefined
+      ? Outcome.error
+      : Outcome.ok
 
   const usage = validUsage(summary.usage)
   let source: TokenSource = TokenSource.estimate
@@ -118,7 +122,8 @@ export function measure(facts: ExchangeFacts): Measurement {
     if (!chunks.allExact && outcome !== Outcome.cancelled) {
       // Reasoning the provider counted but did not stream is not in the chunks.
       let streamedReasoning = false
-      for (let i = 0; i < chunks.count && !streamedReasoning; i++) streamedReasoning = chunks.kind(i) === MarkKind.reasoning
+      for (let i = 0; i < chunks.count && !streamedReasoning; i++)
+        streamedReasoning = chunks.kind(i) === MarkKind.reasoning
       const visible = usage.output - (usage.reasoning !== undefined && !streamedReasoning ? usage.reasoning : 0)
       const estimated = totalTokens(chunks)
       if (outcome === Outcome.ok && chunks.count > 0 && visible > 0) estimateRatio = estimated / visible
@@ -131,10 +136,18 @@ export function measure(facts: ExchangeFacts): Measurement {
     source = TokenSource.stream
   }
   const timing = summarize(facts.tReq, facts.tEnd, chunks)
-  const statusCode = facts.statusCode !== 0 ? facts.statusCode : outcome === Outcome.cancelled ? CLIENT_CLOSED_STATUS : NO_RESPONSE_STATUS
+  const statusCode =
+    facts.statusCode !== 0
+      ? facts.statusCode
+      : outcome === Outcome.cancelled
+        ? CLIENT_CLOSED_STATUS
+        : NO_RESPONSE_STATUS
   const [itlP50, itlP99] = itlQuantiles(chunks, QUANTILES)
   // The embedding app's own answer (its rate limit, its key check) is its rule, not the service's latency: not judged.
-  const slo = facts.slo === undefined || facts.failure === 'TOKENTAP_ERR_APP_ANSWERED' ? undefined : judgeSlo(facts.slo, { outcome, statusCode, timing, itlP99 })
+  const slo =
+    facts.slo === undefined || facts.failure === 'TOKENTAP_ERR_APP_ANSWERED'
+      ? undefined
+      : judgeSlo(facts.slo, { outcome, statusCode, timing, itlP99 })
   return {
     outcome,
     statusCode,
@@ -155,7 +168,10 @@ export function measure(facts: ExchangeFacts): Measurement {
     itlP99,
     slo,
     estimateRatio: estimateRatio !== undefined && Number.isFinite(estimateRatio) ? estimateRatio : undefined,
-    parseError: summary.parseError ?? (usage !== summary.usage ? 'reported usage is not a token count: not used' : undefined) ?? facts.unreadable,
+    parseError:
+      summary.parseError ??
+      (usage !== summary.usage ? 'reported usage is not a token count: not used' : undefined) ??
+      facts.unreadable,
     reported: summary.reported,
     speculative: summary.speculative,
     outsideUpstream: outsideUpstream(timing.ttft, reportedBeforeFirstToken(summary.reported)),

@@ -146,7 +146,8 @@ export class ResponseTimeline {
     const t = this.#firstText
     const a = this.#firstAudio
     const first = t === undefined ? a : a === undefined ? t : Math.min(t, a)
-    const since = (at: number | undefined): number | undefined => (at === undefined || this.start === undefined ? undefined : Math.max(0, at - this.start) * S)
+    const since = (at: number | undefined): number | undefined =>
+      at === undefined || this.start === undefined ? undefined : Math.max(0, at - this.start) * S
     return {
       ttft: since(first),
       ttfa: since(a),
@@ -186,7 +187,8 @@ const failedClose = (code: number | undefined): boolean => code !== undefined &&
  */
 export function sessionOutcome(f: SessionEndFacts): Outcome {
   if (f.refused) return Outcome.error
-  if (f.first === 'proxy' && f.firstClose === undefined) return f.proxyReason === 'shutdown' ? Outcome.ok : Outcome.error
+  if (f.first === 'proxy' && f.firstClose === undefined)
+    return f.proxyReason === 'shutdown' ? Outcome.ok : Outcome.error
   if (f.firstClose !== undefined) return failedClose(f.firstClose.code) ? Outcome.error : Outcome.ok
   if (f.first === 'client') return Outcome.cancelled
   return Outcome.error

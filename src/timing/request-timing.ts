@@ -34,7 +34,18 @@ export function summarize(tReq: number, tEnd: number, log: ChunkLog): Timing {
   const e2e = Math.max(0, tEnd - tReq) * S
   const n = log.count
   if (n === 0) {
-    return { e2e, ttft: undefined, ttfot: undefined, chunks: 0, tokens: 0, firstTokens: 0, decode: 0, tpot: undefined, tps: undefined, maxGap: undefined }
+    return {
+      e2e,
+      ttft: undefined,
+      ttfot: undefined,
+      chunks: 0,
+      tokens: 0,
+      firstTokens: 0,
+      decode: 0,
+      tpot: undefined,
+      tps: undefined,
+      maxGap: undefined,
+    }
   }
   let tokens = 0
   let maxGap = 0

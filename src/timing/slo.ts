@@ -36,7 +36,8 @@ function callerError(status: number): boolean {
  */
 export function judgeSlo(slo: RouteSlo, r: SloInput): SloVerdict | undefined {
   const t = r.timing
-  const ttftOver = slo.ttft_seconds !== undefined && (t.ttft === undefined ? t.e2e > slo.ttft_seconds : t.ttft > slo.ttft_seconds)
+  const ttftOver =
+    slo.ttft_seconds !== undefined && (t.ttft === undefined ? t.e2e > slo.ttft_seconds : t.ttft > slo.ttft_seconds)
   const itlOver = slo.itl_p99_seconds !== undefined && r.itlP99 !== undefined && r.itlP99 > slo.itl_p99_seconds
   if (r.outcome === 'error') return callerError(r.statusCode) ? undefined : SloVerdict.missed
   if (r.outcome === 'cancelled') return ttftOver || itlOver ? SloVerdict.missed : undefined

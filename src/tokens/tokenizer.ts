@@ -13,7 +13,9 @@ export interface EncodingRule {
 }
 
 /** Models that use cl100k_base (GPT-4 before 4o, GPT-3.5, the older embeddings); everything else gets o200k_base. */
-export const DEFAULT_ENCODING_RULES: readonly EncodingRule[] = [{ pattern: '^(gpt-4(?!o|\\.\\d)|gpt-3\\.5|text-embedding-(ada|3))', encoding: Encoding.cl100k_base }]
+export const DEFAULT_ENCODING_RULES: readonly EncodingRule[] = [
+  { pattern: '^(gpt-4(?!o|\\.\\d)|gpt-3\\.5|text-embedding-(ada|3))', encoding: Encoding.cl100k_base },
+]
 
 /** Deltas are short and repeat (" the", "\n"): a count is worth remembering below this length. */
 const MEMO_MAX_CHARS = 48
@@ -91,7 +93,8 @@ let warmed = false
 export function warmTokenizers(now: () => number): void {
   if (warmed) return
   warmed = true
-  for (const count of Object.values(raw)) for (let i = 0; i < 3; i++) for (const text of WARM_TEXTS) count(i === 0 ? text : `${text}${i}`)
+  for (const count of Object.values(raw))
+    for (let i = 0; i < 3; i++) for (const text of WARM_TEXTS) count(i === 0 ? text : `${text}${i}`)
   // The request path too (ReadBudget on the requests' clock): its first calls would eat a first read's budget.
   const long = WARM_TEXTS.join(' ').repeat(4)
   for (const encoding of Object.values(Encoding)) {
@@ -119,7 +122,8 @@ const SLICE_CHARGE_MAX_MS = READ_BUDGET_MS / 2
 const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 13 || c === 9
 const isAsciiLetter = (c: number): boolean => (c >= 65 && c <= 90) || (c >= 97 && c <= 122)
 /** ASCII punctuation that starts a pre-token after a word (not an apostrophe: `'s` belongs to the word). */
-const isCut = (c: number): boolean => (c >= 33 && c <= 47 && c !== 39) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)
+const isCut = (c: number): boolean =>
+  (c >= 33 && c <= 47 && c !== 39) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)
 
 /** Where the slice from `from` ends: where BPE's pre-tokenizer cuts anyway, so the slices' counts add up to the whole's. */
 function sliceEnd(text: string, from: number): number {

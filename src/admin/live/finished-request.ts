@@ -104,6 +104,8 @@ export function fromObservations(o: Observations): FinishedRequest {
     clientWriteWait: o.clientWriteWait,
     slowClient: o.slowClient,
     tenant: o.labels.tenant,
-    ...(o.cost?.kinds.some((k) => k.tokens > k.unpriced) === true ? { cost: o.cost.total, currency: o.cost.currency, costEstimated: o.cost.estimated } : {}),
+    ...(o.cost?.kinds.some((k) => k.tokens > k.unpriced) === true
+      ? { cost: o.cost.total, currency: o.cost.currency, costEstimated: o.cost.estimated }
+      : {}),
   }
 }

@@ -65,12 +65,19 @@ const msToMicros = (milliseconds: number): number => Math.round(milliseconds * 1
 const perTenThousand = (share: number): number => Math.round(share * 10_000)
 
 /** Per window [p50, p95, p99, count], flattened (12 numbers), for one sketch. */
-function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: number, scratch: number[], refreshLong: boolean): (number | null)[] {
+function windowQuantiles(
+  s: Series,
+  metric: (typeof LIVE_METRICS)[number],
+  now: number,
+  scratch: number[],
+  refreshLong: boolean,
+): (number | null)[] {
   const sketch = s.sketches[metric]
   sketch.advance(now)
   const cached = s.cache.get(metric)
   const version = sketch.version
-  if (cached !== undefined && cached.version === version && (cached.longVersion === version || !refreshLong)) return cached.values
+  if (cached !== undefined && cached.version === version && (cached.longVersion === version || !refreshLong))
+    return cached.values
   const long = refreshLong || cached === undefined
   const values: (number | null)[] = new Array(12)
   const perSecond = metric === 'tps'
@@ -85,7 +92,11 @@ function windowQuantiles(s: Series, metric: (typeof LIVE_METRICS)[number], now: 
     for (let i = 0; i < 3; i++) values[at + i] = perSecond ? tenths(scratch[i]) : micros(scratch[i])
     values[at + 3] = Math.round(count)
   }
-  s.cache.set(metric, { version, longVersion: long ? version : (cached as { longVersion: number }).longVersion, values })
+  s.cache.set(metric, {
+    version,
+    longVersion: long ? version : (cached as { longVersion: number }).longVersion,
+    values,
+  })
   return values
 }
 
@@ -202,7 +213,14 @@ function busiest(all: Iterable<Series>, k: number): Series[] {
 }
 
 /** Builds one message at `now` (monotonic ms); `cursors` is per audience, `inFlight` may exceed `active` (the cluster's mirror). */
-export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, now: number, cursors: Cursors, stallSeconds: number, inFlight = active.size): LiveMessage {
+export function buildMessage(
+  stats: LiveStats,
+  active: ReadonlySet<InFlight>,
+  now: number,
+  cursors: Cursors,
+  stallSeconds: number,
+  inFlight = active.size,
+): LiveMessage {
   const scratch: number[] = [0, 0, 0]
   const second = Math.floor(now / 1000)
   // The busiest series are re-ranked every few seconds (at once when one comes or goes), each message
@@ -210,16 +228,26 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
   let ranking = stats.ranking
   if (ranking !== undefined && ranking.second !== second) {
     // The fifth with (second + seq) % LONG_REFRESH_SECONDS === 0, whose long windows refresh now.
-    for (const s of ranking.fifths[(LONG_REFRESH_SECONDS - (second % LONG_REFRESH_SECONDS)) % LONG_REFRESH_SECONDS]) s.busy = requestsIn(s, 2, now)
+    for (const s of ranking.fifths[(LONG_REFRESH_SECONDS - (second % LONG_REFRESH_SECONDS)) % LONG_REFRESH_SECONDS])
+      s.busy = requestsIn(s, 2, now)
   }
-  if (ranking === undefined || ranking.size !== stats.series.size || (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)) {
+  if (
+    ranking === undefined ||
+    ranking.size !== stats.series.size ||
+    (second % LONG_REFRESH_SECONDS === 0 && ranking.second !== second)
+  ) {
     stats.forget(now)
     const fifths: Series[][] = Array.from({ length: LONG_REFRESH_SECONDS }, () => [])
     for (const s of stats.series.values()) {
       if (s.busy < 0) s.busy = requestsIn(s, 2, now)
       fifths[s.seq % LONG_REFRESH_SECONDS].push(s)
     }
-    ranking = stats.ranking = { second, size: stats.series.size, shown: busiest(stats.series.values(), MAX_SERIES_SHOWN), fifths }
+    ranking = stats.ranking = {
+      second,
+      size: stats.series.size,
+      shown: busiest(stats.series.values(), MAX_SERIES_SHOWN),
+      fifths,
+    }
   } else if (ranking.second !== second) {
     ranking = stats.ranking = { ...ranking, second }
   }
@@ -228,7 +256,11 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     const q = {} as Record<LiveMetric, WindowQuantiles>
     const refreshLong = (second + s.seq) % LONG_REFRESH_SECONDS === 0
     for (const m of LIVE_METRICS) q[m] = windowQuantiles(s, m, now, scratch, refreshLong)
-    const counts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
+    const counts = (c: { sum(w: number, now: number): number }): number[] => [
+      c.sum(0, now),
+      c.sum(1, now),
+      c.sum(2, now),
+    ]
     return {
       route: s.route,
       model: s.model,
@@ -243,7 +275,11 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       ...(i < MAX_DISTRIBUTIONS ? { dist: distribution(s.sketches.itl, now) } : {}),
     }
   })
-  const windowCounts = (c: { sum(w: number, now: number): number }): number[] => [c.sum(0, now), c.sum(1, now), c.sum(2, now)]
+  const windowCounts = (c: { sum(w: number, now: number): number }): number[] => [
+    c.sum(0, now),
+    c.sum(1, now),
+    c.sum(2, now),
+  ]
   const routes: RouteView[] = []
   for (const route of new Set(shown.map((s) => s.route))) {
     const b = stats.routes.get(route)
@@ -256,8 +292,16 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     }
     const sent = {
       route,
-      length: LENGTH_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.length[i].itl, now, scratch), tpot: bandQuantiles(b.length[i].tpot, now, scratch) })),
-      concurrency: CONCURRENCY_BANDS.map((band, i) => ({ band: band.name, itl: bandQuantiles(b.concurrency[i].itl, now, scratch), tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch) })),
+      length: LENGTH_BANDS.map((band, i) => ({
+        band: band.name,
+        itl: bandQuantiles(b.length[i].itl, now, scratch),
+        tpot: bandQuantiles(b.length[i].tpot, now, scratch),
+      })),
+      concurrency: CONCURRENCY_BANDS.map((band, i) => ({
+        band: band.name,
+        itl: bandQuantiles(b.concurrency[i].itl, now, scratch),
+        tpot: bandQuantiles(b.concurrency[i].tpot, now, scratch),
+      })),
       input: INPUT_LENGTH_BANDS.map((band, i) => ({ band: band.name, ttft: bandQuantiles(b.input[i], now, scratch) })),
     }
     b.sent = sent
@@ -295,7 +339,14 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
     const missed = counts(b.slo.missed)
     if (met[2] + missed[2] > 0) slo.push({ route, met, missed })
   }
-  const failures = stats.failures.map((f) => ({ id: f.id, route: f.route, model: f.model, status: f.status, errorType: f.errorType, ago: msToMicros(now - f.endedAt) }))
+  const failures = stats.failures.map((f) => ({
+    id: f.id,
+    route: f.route,
+    model: f.model,
+    status: f.status,
+    errorType: f.errorType,
+    ago: msToMicros(now - f.endedAt),
+  }))
   return {
     now: msToMicros(now),
     stallSeconds,
@@ -305,7 +356,11 @@ export function buildMessage(stats: LiveStats, active: ReadonlySet<InFlight>, no
       ok: counts(stats.requests.ok),
       error: counts(stats.requests.error),
       cancelled: counts(stats.requests.cancelled),
-      total: { ok: stats.requests.ok.total, error: stats.requests.error.total, cancelled: stats.requests.cancelled.total },
+      total: {
+        ok: stats.requests.ok.total,
+        error: stats.requests.error.total,
+        cancelled: stats.requests.cancelled.total,
+      },
       errorsByStatus,
       errorsByType,
     },

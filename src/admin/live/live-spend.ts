@@ -53,7 +53,10 @@ export class LiveSpend {
     this.currency ??= r.currency
     this.total.add(r.cost, now)
     const estimated = r.costEstimated === true ? r.cost : 0
-    for (const row of [rowOf(this.#byModel, r.route, r.model, now), ...(r.tenant === undefined ? [] : [rowOf(this.#byTenant, '', r.tenant, now)])]) {
+    for (const row of [
+      rowOf(this.#byModel, r.route, r.model, now),
+      ...(r.tenant === undefined ? [] : [rowOf(this.#byTenant, '', r.tenant, now)]),
+    ]) {
       row.spent.add(r.cost, now)
       if (estimated > 0) row.estimated.add(estimated, now)
     }
@@ -73,7 +76,12 @@ export class LiveSpend {
     return {
       currency: this.currency,
       total: sums(this.total, now),
-      byModel: list(this.#byModel).map(({ row, spent, estimated }) => ({ route: row.route, model: row.name, spent, estimated })),
+      byModel: list(this.#byModel).map(({ row, spent, estimated }) => ({
+        route: row.route,
+        model: row.name,
+        spent,
+        estimated,
+      })),
       byTenant: list(this.#byTenant).map(({ row, spent, estimated }) => ({ tenant: row.name, spent, estimated })),
     }
   }

@@ -10,7 +10,14 @@ import { LiveSpend } from './live-spend.ts'
  * and model, and bands per route. Pure: times are arguments, so tests drive them.
  */
 
-export const LiveMetric = { ttft: 'ttft', itl: 'itl', tpot: 'tpot', e2e: 'e2e', tps: 'tps', headers: 'headers' } as const
+export const LiveMetric = {
+  ttft: 'ttft',
+  itl: 'itl',
+  tpot: 'tpot',
+  e2e: 'e2e',
+  tps: 'tps',
+  headers: 'headers',
+} as const
 export type LiveMetric = (typeof LiveMetric)[keyof typeof LiveMetric]
 export const LIVE_METRICS: readonly LiveMetric[] = Object.values(LiveMetric)
 
@@ -48,7 +55,11 @@ export class Series {
     // Time to response headers: the provider's own wait, before any byte of the answer.
     headers: new SlidingSketch(),
   }
-  readonly requests: Record<Outcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
+  readonly requests: Record<Outcome, SlidingCounter> = {
+    ok: new SlidingCounter(),
+    error: new SlidingCounter(),
+    cancelled: new SlidingCounter(),
+  }
   /** Requests of every outcome: the ranking reads one counter, not three. */
   readonly requestCount = new SlidingCounter()
   readonly tokens = new SlidingCounter()
@@ -84,8 +95,14 @@ export class RouteBands {
     this.seq = seq
   }
 
-  readonly length = LENGTH_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
-  readonly concurrency = CONCURRENCY_BANDS.map(() => ({ itl: new SlidingSketch(BAND_LEVELS), tpot: new SlidingSketch(BAND_LEVELS) }))
+  readonly length = LENGTH_BANDS.map(() => ({
+    itl: new SlidingSketch(BAND_LEVELS),
+    tpot: new SlidingSketch(BAND_LEVELS),
+  }))
+  readonly concurrency = CONCURRENCY_BANDS.map(() => ({
+    itl: new SlidingSketch(BAND_LEVELS),
+    tpot: new SlidingSketch(BAND_LEVELS),
+  }))
   /** TTFT by the prompt's input-length band (the reported input count; the last band: unknown). */
   readonly input = INPUT_LENGTH_BANDS.map(() => new SlidingSketch(BAND_LEVELS))
   /** The route's requests judged against its `slo:` (none when it has no SLO). */
@@ -117,7 +134,11 @@ const FORGET_MS = 16 * 60_000
 export class LiveStats {
   readonly series = new Map<string, Series>()
   readonly routes = new Map<string, RouteBands>()
-  readonly requests: Record<Outcome, SlidingCounter> = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
+  readonly requests: Record<Outcome, SlidingCounter> = {
+    ok: new SlidingCounter(),
+    error: new SlidingCounter(),
+    cancelled: new SlidingCounter(),
+  }
   readonly tokens = new SlidingCounter()
   /** Requests with outcome error, by the status they got (200: an error inside the stream; 502/504: the proxy's own). */
   readonly errorStatus = new Map<number, SlidingCounter>()
@@ -130,7 +151,14 @@ export class LiveStats {
   readonly #maxSeries: number
   #seq = 0
   /** The live message's ranking of the busiest series, kept between messages (live-message.ts). */
-  ranking: { readonly second: number; readonly size: number; readonly shown: readonly Series[]; readonly fifths: readonly (readonly Series[])[] } | undefined
+  ranking:
+    | {
+        readonly second: number
+        readonly size: number
+        readonly shown: readonly Series[]
+        readonly fifths: readonly (readonly Series[])[]
+      }
+    | undefined
   /** When these figures began to be collected (ms, the clock of `now`): a window is covered only since. */
   readonly startedAt: number
 
@@ -231,7 +259,14 @@ export class LiveStats {
       this.errorStatus.set(status, c)
     }
     c.add(1, r.endedAt)
-    this.failures.push({ id: r.id, route: r.route, model: r.model, status: r.statusCode, errorType: r.errorType, endedAt: r.endedAt })
+    this.failures.push({
+      id: r.id,
+      route: r.route,
+      model: r.model,
+      status: r.statusCode,
+      errorType: r.errorType,
+      endedAt: r.endedAt,
+    })
     if (this.failures.length > MAX_FAILURES) this.failures.shift()
   }
 

@@ -32,7 +32,12 @@ export interface OpenSession {
 class RealtimeSeries {
   readonly sessions = new SlidingCounter()
   readonly responses = { ok: new SlidingCounter(), error: new SlidingCounter(), cancelled: new SlidingCounter() }
-  readonly sketches = { ttft: new SlidingSketch(), ttfa: new SlidingSketch(), itl: new SlidingSketch(), underrun: new SlidingSketch() }
+  readonly sketches = {
+    ttft: new SlidingSketch(),
+    ttfa: new SlidingSketch(),
+    itl: new SlidingSketch(),
+    underrun: new SlidingSketch(),
+  }
   /** Responses with audio, and those with more than UNDERRUN_NOTICEABLE of silence. */
   readonly audio = new SlidingCounter()
   readonly noticeable = new SlidingCounter()
@@ -63,7 +68,8 @@ interface ResponseView {
   readonly usage: { input_text: number; input_audio: number; output_text: number; output_audio: number } | null
 }
 
-const ms = (seconds: number | undefined): number | null => (seconds === undefined ? null : Math.round(seconds * 1e6) / 1e3)
+const ms = (seconds: number | undefined): number | null =>
+  seconds === undefined ? null : Math.round(seconds * 1e6) / 1e3
 const micros = (seconds: number): number | null => (Number.isNaN(seconds) ? null : Math.round(seconds * 1e6))
 
 function responseView(who: SessionIdentity, r: FinishedResponse): ResponseView {
@@ -88,7 +94,15 @@ function responseView(who: SessionIdentity, r: FinishedResponse): ResponseView {
     text_deltas: t.textDeltas,
     audio_deltas: t.audioDeltas,
     streamed_tokens: t.streamedTokens,
-    usage: r.usage === undefined ? null : { input_text: r.usage.inputText, input_audio: r.usage.inputAudio, output_text: r.usage.outputText, output_audio: r.usage.outputAudio },
+    usage:
+      r.usage === undefined
+        ? null
+        : {
+            input_text: r.usage.inputText,
+            input_audio: r.usage.inputAudio,
+            output_text: r.usage.outputText,
+            output_audio: r.usage.outputAudio,
+          },
   }
 }
 
@@ -157,7 +171,13 @@ export class RealtimeLive {
     },
   }
 
-  #sessionView(who: SessionIdentity, l: Labels, s: SessionSummary, endedAt: number, kept: { responses: ResponseView[]; count: number } | undefined): Record<string, unknown> {
+  #sessionView(
+    who: SessionIdentity,
+    l: Labels,
+    s: SessionSummary,
+    endedAt: number,
+    kept: { responses: ResponseView[]; count: number } | undefined,
+  ): Record<string, unknown> {
     return {
       request_id: who.id,
       kind: 'realtime_session',
@@ -200,10 +220,19 @@ export class RealtimeLive {
     for (const s of this.#open) {
       openCount++
       if (sessions.length < MAX_OPEN_SHOWN)
-        sessions.push({ id: s.id, route: s.route.label, provider: s.provider, model: s.model ?? null, age: Math.round((now - s.tReq) * 1000), responses: s.responsesInFlight })
+        sessions.push({
+          id: s.id,
+          route: s.route.label,
+          provider: s.provider,
+          model: s.model ?? null,
+          age: Math.round((now - s.tReq) * 1000),
+          responses: s.responsesInFlight,
+        })
     }
     const windows = [0, 1, 2]
-    const ranked = [...this.series.values()].filter((s) => now - s.lastAt < 15 * 60_000).sort((a, b) => b.lastAt - a.lastAt)
+    const ranked = [...this.series.values()]
+      .filter((s) => now - s.lastAt < 15 * 60_000)
+      .sort((a, b) => b.lastAt - a.lastAt)
     const series = ranked.slice(0, MAX_SHOWN).map((s) => {
       const counts = (c: SlidingCounter): number[] => windows.map((w) => c.sum(w, now))
       const q = (sketch: SlidingSketch): (number | null)[] =>
@@ -221,7 +250,12 @@ export class RealtimeLive {
         cancelled: counts(s.responses.cancelled),
         audio: counts(s.audio),
         noticeable: counts(s.noticeable),
-        q: { ttft: q(s.sketches.ttft), ttfa: q(s.sketches.ttfa), itl: q(s.sketches.itl), underrun: q(s.sketches.underrun) },
+        q: {
+          ttft: q(s.sketches.ttft),
+          ttfa: q(s.sketches.ttfa),
+          itl: q(s.sketches.itl),
+          underrun: q(s.sketches.underrun),
+        },
       }
     })
     return { open: openCount, sessions, series }

@@ -10,7 +10,10 @@ import type { ReportedTimes } from '../../parsers/reported-times.ts'
  */
 
 /** A finished request as the store keeps it: its figures without the per-gap arrays. */
-export type RecentRequest = Omit<FinishedRequest, 'gaps' | 'lengthBand' | 'inputLengthBand' | 'slo' | 'slowClient' | 'tenant'>
+export type RecentRequest = Omit<
+  FinishedRequest,
+  'gaps' | 'lengthBand' | 'inputLengthBand' | 'slo' | 'slowClient' | 'tenant'
+>
 
 /** The numeric fields, one column each, in the order add() writes them (NaN stands for undefined). */
 const NUMBERS = [
@@ -131,7 +134,10 @@ export class RecentRequests {
     const row = this.#pages[slot >>> PAGE_BITS]
     const o = (slot & (PAGE_ROWS - 1)) * WIDTH
     // Read by NUMBERS' order, the order add() writes (the ring's round-trip test holds them together).
-    const field = Object.fromEntries(NUMBERS.map((key, i) => [key, row[o + i]])) as Record<(typeof NUMBERS)[number], number>
+    const field = Object.fromEntries(NUMBERS.map((key, i) => [key, row[o + i]])) as Record<
+      (typeof NUMBERS)[number],
+      number
+    >
     return {
       id: this.#ids[slot],
       route: this.#routes[slot],
@@ -178,7 +184,8 @@ function reportedOf(field: Readonly<Record<keyof ReportedTimes, number>>): Repor
   return reported
 }
 
-const ms = (seconds: number | undefined): number | null => (seconds === undefined ? null : Math.round(seconds * 1e6) / 1e3)
+const ms = (seconds: number | undefined): number | null =>
+  seconds === undefined ? null : Math.round(seconds * 1e6) / 1e3
 
 /** The JSON of `/debug/requests/{id}`: the names and rounding of the request's log line, plus the live figures; `now` dates `endedAt`. */
 export function requestView(r: RecentRequest, now: number, wallNow: number): Record<string, unknown> {

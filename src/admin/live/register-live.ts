@@ -23,12 +23,18 @@ const MAX_BUFFERED = 4 * 1024 * 1024
 
 const require = createRequire(import.meta.url)
 /** The page's script as scripts/build-client.mjs emits it; run from the sources, the one in dist/. */
-const SCRIPT_FILES = ['./client/app.js', '../../../dist/src/admin/live/client/app.js'].map((p) => fileURLToPath(new URL(p, import.meta.url)))
+const SCRIPT_FILES = ['./client/app.js', '../../../dist/src/admin/live/client/app.js'].map((p) =>
+  fileURLToPath(new URL(p, import.meta.url)),
+)
 let script: string | undefined
-const pageScript = (): string => (script ??= readFileSync(SCRIPT_FILES.find((p) => existsSync(p)) ?? SCRIPT_FILES[0], 'utf8'))
+const pageScript = (): string =>
+  (script ??= readFileSync(SCRIPT_FILES.find((p) => existsSync(p)) ?? SCRIPT_FILES[0], 'utf8'))
 let uplot: { js: string; css: string } | undefined
 const uplotFiles = (): { js: string; css: string } =>
-  (uplot ??= { js: readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'), 'utf8'), css: readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8') })
+  (uplot ??= {
+    js: readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'), 'utf8'),
+    css: readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8'),
+  })
 
 const unavailable = { error: 'this admin listener was given no live figures (no LiveStore)' }
 
@@ -100,7 +106,14 @@ function denied(reply: FastifyReply, what: string): FastifyReply {
 }
 
 /** The live routes check `admin.token` themselves (a browser carries a cookie, auth.ts), so the bearer hook lets them by. */
-export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set(['/', '/live/app.js', '/live/uplot.js', '/live/uplot.css', '/live/events', '/debug/requests/:id'])
+export const SELF_AUTHENTICATED_ROUTES: ReadonlySet<string> = new Set([
+  '/',
+  '/live/app.js',
+  '/live/uplot.js',
+  '/live/uplot.css',
+  '/live/events',
+  '/debug/requests/:id',
+])
 
 export function registerLive(admin: FastifyInstance, source: AdminSource): void {
   const token = source.config.admin.token
@@ -113,22 +126,33 @@ export function registerLive(admin: FastifyInstance, source: AdminSource): void 
     const query = request.query as Record<string, unknown>
     if (token !== undefined && query.token !== undefined) {
       if (!tokenGiven(query.token, token)) return reply.code(401).type('text/plain; charset=utf-8').send('wrong token')
-      return reply.code(303).header('set-cookie', setCookie(token)).header('location', '/').header('cache-control', 'no-store').send()
+      return reply
+        .code(303)
+        .header('set-cookie', setCookie(token))
+        .header('location', '/')
+        .header('cache-control', 'no-store')
+        .send()
     }
     if (!allowed(request.headers, token)) {
       return reply
         .code(401)
         .header('www-authenticate', 'Bearer')
         .type('text/plain; charset=utf-8')
-        .send('admin.token is set: open /?token=<the token> once (it is kept in an HttpOnly cookie), or send Authorization: Bearer <token>')
+        .send(
+          'admin.token is set: open /?token=<the token> once (it is kept in an HttpOnly cookie), or send Authorization: Bearer <token>',
+        )
     }
     return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(PAGE_HTML)
   })
   // Browsers ask for it beside the page: an empty answer, not a 404 in their console.
   admin.get('/favicon.ico', async (_request, reply) => reply.code(204).header('cache-control', 'max-age=86400').send())
   admin.get('/live/app.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').send(pageScript()))
-  admin.get('/live/uplot.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().js))
-  admin.get('/live/uplot.css', async (_request, reply) => reply.type('text/css; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().css))
+  admin.get('/live/uplot.js', async (_request, reply) =>
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().js),
+  )
+  admin.get('/live/uplot.css', async (_request, reply) =>
+    reply.type('text/css; charset=utf-8').header('cache-control', 'max-age=3600').send(uplotFiles().css),
+  )
 
   admin.get('/live/events', async (request, reply) => {
     if (!allowed(request.headers, token)) return denied(reply, '/live/events')
@@ -136,7 +160,11 @@ export function registerLive(admin: FastifyInstance, source: AdminSource): void 
     if (hub.size >= MAX_CLIENTS) return reply.code(503).send({ error: `at most ${MAX_CLIENTS} live pages at once` })
     reply.hijack()
     const res = reply.raw
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' })
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-accel-buffering': 'no',
+    })
     hub.add(res)
   })
 
@@ -146,6 +174,9 @@ export function registerLive(admin: FastifyInstance, source: AdminSource): void 
     if (live === undefined) return reply.code(501).send(unavailable)
     const view = await live.lookup(id)
     if (view !== null) return reply.header('cache-control', 'no-store').send(view)
-    return reply.code(404).send({ error: `no finished request with id '${id.slice(0, 200)}' among ${live.searched}`, request_id: id.slice(0, 200) })
+    return reply.code(404).send({
+      error: `no finished request with id '${id.slice(0, 200)}' among ${live.searched}`,
+      request_id: id.slice(0, 200),
+    })
   })
 }

@@ -24,7 +24,8 @@ export function liveBucket(value: number): number {
   return value > MIN_VALUE ? bucketIndex(value, LIVE_SCHEMA) : ZERO
 }
 
-const newCore = (): HistogramCore => new HistogramCore({ schema: LIVE_SCHEMA, zeroThreshold: MIN_VALUE, maxBuckets: LIVE_MAX_BUCKETS })
+const newCore = (): HistogramCore =>
+  new HistogramCore({ schema: LIVE_SCHEMA, zeroThreshold: MIN_VALUE, maxBuckets: LIVE_MAX_BUCKETS })
 
 /** One ring of sub-windows and the windows built from it. */
 export interface SketchLevel {
@@ -69,7 +70,8 @@ class Level {
     } else {
       for (let e = this.epoch + 1; e <= epoch; e++) {
         // Slot e − n − 1 leaves the window of n slots; slot e (which held e − ring) starts empty.
-        for (let w = 0; w < this.sizes.length; w++) this.totals[w].subtract(this.slots[mod(e - this.sizes[w] - 1, ring)])
+        for (let w = 0; w < this.sizes.length; w++)
+          this.totals[w].subtract(this.slots[mod(e - this.sizes[w] - 1, ring)])
         this.slots[mod(e, ring)].clear()
       }
     }
@@ -136,7 +138,12 @@ export class SlidingSketch {
   }
 
   /** Nearest-rank quantiles for ascending `qs` (NaN when the window is empty). */
-  quantiles(window: number, qs: readonly number[], now: number, out: number[] = new Array<number>(qs.length)): number[] {
+  quantiles(
+    window: number,
+    qs: readonly number[],
+    now: number,
+    out: number[] = new Array<number>(qs.length),
+  ): number[] {
     this.advance(now)
     quantiles(this.#total(window), qs, out)
     return out

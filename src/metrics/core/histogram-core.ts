@@ -43,7 +43,8 @@ export class HistogramCore {
 
   constructor(options: HistogramCoreOptions) {
     const schema = options.schema
-    if (schema !== undefined && !(Number.isInteger(schema) && schema >= MIN_SCHEMA && schema <= MAX_SCHEMA)) throw new RangeError(`schema ${schema}: an integer from ${MIN_SCHEMA} to ${MAX_SCHEMA}`)
+    if (schema !== undefined && !(Number.isInteger(schema) && schema >= MIN_SCHEMA && schema <= MAX_SCHEMA))
+      throw new RangeError(`schema ${schema}: an integer from ${MIN_SCHEMA} to ${MAX_SCHEMA}`)
     this.schema = schema
     this.zeroThreshold = options.zeroThreshold ?? DEFAULT_ZERO_THRESHOLD
     this.maxBuckets = options.maxBuckets ?? DEFAULT_MAX_BUCKETS
@@ -172,7 +173,8 @@ export class HistogramCore {
   }
 
   #combine(other: HistogramCore, sign: 1 | -1): void {
-    if (this.schema !== undefined && other.schema !== undefined && other.schema < this.schema) this.#lower(this.schema - other.schema)
+    if (this.schema !== undefined && other.schema !== undefined && other.schema < this.schema)
+      this.#lower(this.schema - other.schema)
     if (other.count === 0) return
     this.count += sign * other.count
     this.sum += sign * other.sum
@@ -182,7 +184,8 @@ export class HistogramCore {
     }
     this.zeroCount += sign * other.zeroCount
     const classic = this.classic
-    if (classic !== undefined && other.classic !== undefined) for (let i = 0; i < classic.length && i < other.classic.length; i++) classic[i] += sign * other.classic[i]
+    if (classic !== undefined && other.classic !== undefined)
+      for (let i = 0; i < classic.length && i < other.classic.length; i++) classic[i] += sign * other.classic[i]
     if (this.schema === undefined || other.schema === undefined) return
     const from = other.buckets.counts
     if (from === undefined) return

@@ -35,7 +35,10 @@ export const stateSchema = (state: CoreState): number | undefined => (Number.isN
 
 /** A HistogramCore holding exactly a state's figures (classic bounds from the reading family). */
 export function coreFromState(state: CoreState, bounds: Float64Array | undefined): HistogramCore {
-  return fillCore(new HistogramCore({ schema: stateSchema(state), zeroThreshold: state[1], maxBuckets: state[2], bounds }), state)
+  return fillCore(
+    new HistogramCore({ schema: stateSchema(state), zeroThreshold: state[1], maxBuckets: state[2], bounds }),
+    state,
+  )
 }
 
 /** An empty core at the state's schema made to hold exactly the state's figures (reused: no garbage per scrape). */
@@ -43,12 +46,15 @@ export function fillCore(core: HistogramCore, state: CoreState): HistogramCore {
   const schema = stateSchema(state)
   const n = Math.max(0, state[CLASSIC_AT])
   // Each bucket at its own index (the core's schema is the state's).
-  if (schema !== undefined) for (let i = CLASSIC_AT + 1 + n; i + 1 < state.length; i += 2) core.observeIndexed(0, state[i + 1], state[i], schema)
+  if (schema !== undefined)
+    for (let i = CLASSIC_AT + 1 + n; i + 1 < state.length; i += 2)
+      core.observeIndexed(0, state[i + 1], state[i], schema)
   core.count = state[3]
   core.sum = state[4]
   core.zeroCount = state[5]
   core.min = state[6]
   core.max = state[7]
-  if (core.classic !== undefined && state[CLASSIC_AT] >= 0) core.classic.set(state.subarray(CLASSIC_AT + 1, CLASSIC_AT + 1 + Math.min(n, core.classic.length)))
+  if (core.classic !== undefined && state[CLASSIC_AT] >= 0)
+    core.classic.set(state.subarray(CLASSIC_AT + 1, CLASSIC_AT + 1 + Math.min(n, core.classic.length)))
   return core
 }

@@ -8,7 +8,9 @@ import type { Observations } from '../../record/observations.ts'
 /** The cost families (with `pricing:` set): a plain map of `Observations.cost`, which src/cost/cost.ts decides (docs/cost.md). */
 
 /** One request's cost in the currency: 0.00001 … 100, about ×3 apart. */
-const REQUEST_COST_BUCKETS = [0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100] as const
+const REQUEST_COST_BUCKETS = [
+  0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100,
+] as const
 
 export class CostMetrics {
   readonly cost: Counter
@@ -16,7 +18,11 @@ export class CostMetrics {
   readonly unpriced: Counter
   readonly #currency: string
   /** A label set's series, by kind (and source): a request looks each up once. */
-  readonly #slot = new LabelSlot<{ readonly cost: Map<string, CounterSeries>; readonly unpriced: Map<string, CounterSeries>; perRequest: HistogramSeries | undefined }>()
+  readonly #slot = new LabelSlot<{
+    readonly cost: Map<string, CounterSeries>
+    readonly unpriced: Map<string, CounterSeries>
+    perRequest: HistogramSeries | undefined
+  }>()
 
   constructor(currency: string, labelNames: readonly string[], native?: NativeOptions) {
     this.#currency = currency
@@ -48,7 +54,8 @@ export class CostMetrics {
     if (cost === undefined) return
     const set = o.labelSet
     const v = set.values as string[]
-    const b = this.#slot.get(set) ?? this.#slot.put(set, { cost: new Map(), unpriced: new Map(), perRequest: undefined })
+    const b =
+      this.#slot.get(set) ?? this.#slot.put(set, { cost: new Map(), unpriced: new Map(), perRequest: undefined })
     let priced = false
     for (const k of cost.kinds) {
       if (k.unpriced > 0) {

@@ -26,7 +26,11 @@ export interface FamilySpec {
 
 export type FamilyTable = Readonly<Record<string, FamilySpec>>
 
-type FamilyOf<S extends FamilySpec> = S['type'] extends 'histogram' ? Histogram : S['type'] extends 'gauge' ? CollectedGauge : Counter
+type FamilyOf<S extends FamilySpec> = S['type'] extends 'histogram'
+  ? Histogram
+  : S['type'] extends 'gauge'
+    ? CollectedGauge
+    : Counter
 export type Families<T extends FamilyTable> = { readonly [K in keyof T]: FamilyOf<T[K]> }
 
 export interface BuildOptions {
@@ -44,10 +48,17 @@ export function buildFamilies<T extends FamilyTable>(table: T, o: BuildOptions):
   for (const [id, spec] of Object.entries(table)) {
     const labelNames = [...o.names[spec.labels ?? 'base'], ...(spec.extra ?? [])]
     const help = typeof spec.help === 'string' ? spec.help : spec.help(o)
-    if (spec.type === 'gauge') out[id] = new CollectedGauge({ name: spec.name, help, labelNames, collect: o.collect ?? (() => {}) })
+    if (spec.type === 'gauge')
+      out[id] = new CollectedGauge({ name: spec.name, help, labelNames, collect: o.collect ?? (() => {}) })
     else if (spec.type === 'counter') out[id] = new Counter({ name: spec.name, help, labelNames })
     else {
-      out[id] = new Histogram({ name: spec.name, help, labelNames, buckets: bucketsOf(spec.buckets ?? [], o.buckets), native: o.native })
+      out[id] = new Histogram({
+        name: spec.name,
+        help,
+        labelNames,
+        buckets: bucketsOf(spec.buckets ?? [], o.buckets),
+        native: o.native,
+      })
     }
   }
   return out as Families<T>
@@ -56,5 +67,8 @@ export function buildFamilies<T extends FamilyTable>(table: T, o: BuildOptions):
 /** A family's buckets: fixed, or the configured ones of that name (the default where the config may leave them out). */
 function bucketsOf(b: keyof Buckets | readonly number[], configured: Buckets): readonly number[] {
   if (typeof b !== 'string') return b
-  return (configured[b] as readonly number[] | undefined) ?? (DEFAULT_BUCKETS as Readonly<Record<string, readonly number[]>>)[b]
+  return (
+    (configured[b] as readonly number[] | undefined) ??
+    (DEFAULT_BUCKETS as Readonly<Record<string, readonly number[]>>)[b]
+  )
 }

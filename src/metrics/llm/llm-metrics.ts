@@ -40,13 +40,17 @@ const TOKEN_COUNT_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144
 /** A route's requests in flight: 1 … 4096, ×2. */
 const CONCURRENCY_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096] as const
 /** The proxy's own cost: 10 µs … 100 ms. */
-const OVERHEAD_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1] as const
+const OVERHEAD_BUCKETS = [
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+] as const
 /** Time a stream's bytes waited for the client's socket: 1 ms … 60 s (0.1 s: the live page's slow client). */
 const CLIENT_WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] as const
 /** Burstiness: how many tokens one content chunk carries. */
 const TOKENS_PER_CHUNK_BUCKETS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64] as const
 /** Estimate ÷ usage: dense around 1, where a good tokenizer lands. */
-const ESTIMATE_RATIO_BUCKETS = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.5, 2] as const
+const ESTIMATE_RATIO_BUCKETS = [
+  0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1, 1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.5, 2,
+] as const
 
 /** The llm_ families, in scrape order. */
 const FAMILIES = {
@@ -85,7 +89,12 @@ const FAMILIES = {
     buckets: 'e2e',
     help: 'End-to-end latency: last response byte written minus request headers received, every request.',
   },
-  tps: { name: 'llm_output_tokens_per_second', type: 'histogram', buckets: 'tps', help: 'Per-user output tokens per second: N / E2E, once per ok streamed request with N >= 1.' },
+  tps: {
+    name: 'llm_output_tokens_per_second',
+    type: 'histogram',
+    buckets: 'tps',
+    help: 'Per-user output tokens per second: N / E2E, once per ok streamed request with N >= 1.',
+  },
   outputTokens: {
     name: 'llm_output_tokens_total',
     type: 'counter',
@@ -109,14 +118,22 @@ const FAMILIES = {
     type: 'counter',
     help: "Speculative-decoding draft tokens the upstream accepted, bonus tokens excluded, as it reported them per request (vLLM's metrics.speculative_decoding.num_accepted_draft_tokens).",
   },
-  reasoningTokens: { name: 'llm_reasoning_tokens_total', type: 'counter', help: 'Reasoning (thinking) output tokens the provider reported, never estimated; part of llm_output_tokens_total.' },
+  reasoningTokens: {
+    name: 'llm_reasoning_tokens_total',
+    type: 'counter',
+    help: 'Reasoning (thinking) output tokens the provider reported, never estimated; part of llm_output_tokens_total.',
+  },
   requests: {
     name: 'llm_requests_total',
     type: 'counter',
     extra: ['outcome', 'status_code', 'error_type'],
     help: 'Proxied requests by outcome (ok, error, cancelled), HTTP status code and error_type (who is to blame: none, upstream_rate_limited, upstream_overloaded, upstream_error, upstream_timeout, upstream_unreachable, upstream_reset, stream_error, client_rejected, client_cancelled, client_timeout, policy, proxy_error, worker_exited).',
   },
-  parseErrors: { name: 'llm_parse_errors_total', type: 'counter', help: 'Responses whose stream the parser gave up on (bytes still passed through unchanged).' },
+  parseErrors: {
+    name: 'llm_parse_errors_total',
+    type: 'counter',
+    help: 'Responses whose stream the parser gave up on (bytes still passed through unchanged).',
+  },
   usageInjections: {
     name: 'llm_usage_injections_total',
     type: 'counter',
@@ -129,7 +146,11 @@ const FAMILIES = {
     buckets: 'max_gap',
     help: 'Longest gap between consecutive content chunks of a request, once per request with 2 or more content chunks: the stall a reader notices.',
   },
-  stalls: { name: 'llm_stream_stalls_total', type: 'counter', help: (o) => `Gaps between consecutive content chunks longer than metrics.stall_seconds (${o.stallSeconds} s).` },
+  stalls: {
+    name: 'llm_stream_stalls_total',
+    type: 'counter',
+    help: (o) => `Gaps between consecutive content chunks longer than metrics.stall_seconds (${o.stallSeconds} s).`,
+  },
   tokensPerChunk: {
     name: 'llm_tokens_per_chunk',
     type: 'histogram',
@@ -173,7 +194,12 @@ const FAMILIES = {
     buckets: TOKEN_COUNT_BUCKETS,
     help: 'Output tokens of one request (as llm_output_tokens_total counts them, by source), once per request with output.',
   },
-  concurrency: { name: 'llm_concurrent_requests', type: 'histogram', buckets: CONCURRENCY_BUCKETS, help: "The route's requests in flight when a request started, itself included, once per request." },
+  concurrency: {
+    name: 'llm_concurrent_requests',
+    type: 'histogram',
+    buckets: CONCURRENCY_BUCKETS,
+    help: "The route's requests in flight when a request started, itself included, once per request.",
+  },
   overhead: {
     name: 'llm_proxy_overhead_seconds',
     type: 'histogram',
@@ -267,7 +293,9 @@ interface Bound {
   /** E2E by input-length band and outcome. */
   readonly e2e: (Partial<Record<Outcome, HistogramSeries>> | undefined)[]
   readonly requests: Map<string, CounterSeries>
-  readonly bySource: Partial<Record<TokenSource, { readonly tokens: CounterSeries; readonly perRequest: HistogramSeries }>>
+  readonly bySource: Partial<
+    Record<TokenSource, { readonly tokens: CounterSeries; readonly perRequest: HistogramSeries }>
+  >
   /** llm_upstream_reported_seconds by phase, each made at its first observation. */
   readonly reported: Partial<Record<ReportedPhase, HistogramSeries>>
   /** Only for label sets of routes with an SLO: both made at the first such request, so rate() sees the 0. */
@@ -280,12 +308,22 @@ export class LlmMetrics {
   readonly #options: LlmMetricsOptions
   readonly #wallSeconds: () => number
 
-  constructor(buckets: Buckets, inFlight: (add: (labels: readonly string[], value: number) => void) => void, options: LlmMetricsOptions = { stallSeconds: 1, exemplars: false }) {
+  constructor(
+    buckets: Buckets,
+    inFlight: (add: (labels: readonly string[], value: number) => void) => void,
+    options: LlmMetricsOptions = { stallSeconds: 1, exemplars: false },
+  ) {
     this.#options = options
     this.#wallSeconds = options.wallSeconds ?? (() => Date.now() / 1000)
     const base = options.labelNames ?? SERIES_LABELS
     const names = { base, banded: options.bandedLabelNames ?? base, inputBanded: options.inputBandedLabelNames ?? base }
-    this.families = buildFamilies(FAMILIES, { names, buckets, native: options.native, collect: inFlight, stallSeconds: options.stallSeconds })
+    this.families = buildFamilies(FAMILIES, {
+      names,
+      buckets,
+      native: options.native,
+      collect: inFlight,
+      stallSeconds: options.stallSeconds,
+    })
   }
 
   /** Every metric, in scrape order. */
@@ -326,7 +364,12 @@ export class LlmMetrics {
       const at = i * BANDS + band
       let s = b.series[at]
       if (s === undefined) {
-        const values = kind === 'banded' ? set.banded[band].values : kind === 'inputBanded' ? set.inputBanded[band].values : set.values
+        const values =
+          kind === 'banded'
+            ? set.banded[band].values
+            : kind === 'inputBanded'
+              ? set.inputBanded[band].values
+              : set.values
         s = f[spec.family].labels(...values, ...(spec.extra ?? []))
         b.series[at] = s
       }
@@ -364,7 +407,10 @@ export class LlmMetrics {
     }
     if (o.outputTokens !== undefined) {
       const source = o.outputSource
-      b.bySource[source] ??= { tokens: f.outputTokens.labels(...set.values, source), perRequest: f.outputPerRequest.labels(...set.values, source) }
+      b.bySource[source] ??= {
+        tokens: f.outputTokens.labels(...set.values, source),
+        perRequest: f.outputPerRequest.labels(...set.values, source),
+      }
       const output = b.bySource[source]
       output.tokens.inc(o.outputTokens)
       output.perRequest.observe(o.outputTokens)

@@ -36,7 +36,12 @@ const FAMILIES = {
     buckets: 'ttft',
     help: "Realtime response start (the client's response.create, the server's input_audio_buffer.committed, Gemini: the client's turn end) to the first text, transcript or audio delta.",
   },
-  ttfa: { name: 'llm_realtime_time_to_first_audio_seconds', type: 'histogram', buckets: 'ttft', help: 'Realtime response start to the first audio delta.' },
+  ttfa: {
+    name: 'llm_realtime_time_to_first_audio_seconds',
+    type: 'histogram',
+    buckets: 'ttft',
+    help: 'Realtime response start to the first audio delta.',
+  },
   itl: {
     name: 'llm_realtime_inter_token_latency_seconds',
     type: 'histogram',
@@ -68,8 +73,19 @@ export class RealtimeMetrics implements RealtimeSink {
   readonly families: Families<typeof FAMILIES>
 
   /** `open`: the labels of every open session, counted at each scrape; `labelNames`: the policy's. */
-  constructor(buckets: Buckets, open: (add: (labels: readonly string[], value: number) => void) => void, labelNames: readonly string[] = SERIES_LABELS, native?: NativeOptions) {
-    this.families = buildFamilies(FAMILIES, { names: { base: labelNames, banded: labelNames, inputBanded: labelNames }, buckets, native, collect: open, stallSeconds: 0 })
+  constructor(
+    buckets: Buckets,
+    open: (add: (labels: readonly string[], value: number) => void) => void,
+    labelNames: readonly string[] = SERIES_LABELS,
+    native?: NativeOptions,
+  ) {
+    this.families = buildFamilies(FAMILIES, {
+      names: { base: labelNames, banded: labelNames, inputBanded: labelNames },
+      buckets,
+      native,
+      collect: open,
+      stallSeconds: 0,
+    })
   }
 
   /** Every metric, in scrape order. */
@@ -106,7 +122,13 @@ interface Sessions<S> {
 }
 
 /** Creates the llm_realtime_ metrics of `realtime`'s sessions in `registry` (the plugin's one line). */
-export function registerRealtimeMetrics<S>(realtime: Sessions<S>, registry: MetricsRegistry, buckets: Buckets, labelNames?: readonly string[], native?: NativeOptions): RealtimeMetrics {
+export function registerRealtimeMetrics<S>(
+  realtime: Sessions<S>,
+  registry: MetricsRegistry,
+  buckets: Buckets,
+  labelNames?: readonly string[],
+  native?: NativeOptions,
+): RealtimeMetrics {
   const metrics = new RealtimeMetrics(
     buckets,
     (add) => {

@@ -29,22 +29,33 @@ const fromEnv = (env: Env, name: string): string | undefined => {
 export function otelEnabled(config: OtelConfig, env: Env = process.env): boolean {
   if (fromEnv(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return false
   if (fromEnv(env, 'OTEL_METRICS_EXPORTER')?.toLowerCase() === 'none') return false
-  return config.endpoint !== undefined || fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') !== undefined || fromEnv(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined
+  return (
+    config.endpoint !== undefined ||
+    fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') !== undefined ||
+    fromEnv(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined
+  )
 }
 
 /** `otel.protocol`, else `OTEL_EXPORTER_OTLP_METRICS_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`, else protobuf. */
 export function otelProtocol(config: OtelConfig, env: Env = process.env, logger?: Logger): OtelProtocol {
-  const wanted = config.protocol ?? fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') ?? fromEnv(env, 'OTEL_EXPORTER_OTLP_PROTOCOL')
+  const wanted =
+    config.protocol ??
+    fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_PROTOCOL') ??
+    fromEnv(env, 'OTEL_EXPORTER_OTLP_PROTOCOL')
   if (wanted === 'http/json') return 'http/json'
   // gRPC would need a second transport stack for one request a minute; OTLP/HTTP is what every collector takes.
-  if (wanted !== undefined && wanted !== 'http/protobuf') logger?.warn({ protocol: wanted }, 'OTLP protocol not supported, using http/protobuf')
+  if (wanted !== undefined && wanted !== 'http/protobuf')
+    logger?.warn({ protocol: wanted }, 'OTLP protocol not supported, using http/protobuf')
   return 'http/protobuf'
 }
 
 /** Explicit or exponential points: `otel.histograms`, else `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION`, else explicit. */
 export function otelHistograms(config: OtelConfig, env: Env = process.env): 'explicit' | 'exponential' {
   if (config.histograms !== undefined) return config.histograms
-  return fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION')?.toLowerCase() === 'base2_exponential_bucket_histogram' ? 'exponential' : 'explicit'
+  return fromEnv(env, 'OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION')?.toLowerCase() ===
+    'base2_exponential_bucket_histogram'
+    ? 'exponential'
+    : 'explicit'
 }
 
 function tracesUrl(endpoint: string): string {
@@ -58,7 +69,11 @@ function tracesUrl(endpoint: string): string {
  */
 export function tracesConfig(config: OtelConfig, env: Env = process.env): TracesConfig | undefined {
   if (config.traces === undefined) return undefined
-  if (fromEnv(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true' || fromEnv(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase() === 'none') return undefined
+  if (
+    fromEnv(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true' ||
+    fromEnv(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase() === 'none'
+  )
+    return undefined
   return config.traces
 }
 

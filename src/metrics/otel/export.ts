@@ -2,7 +2,13 @@ import { ExportResultCode } from '@opentelemetry/core'
 import type { ExportResult } from '@opentelemetry/core'
 import { OTLPMetricExporter as JsonExporter } from '@opentelemetry/exporter-metrics-otlp-http'
 import { OTLPMetricExporter as ProtobufExporter } from '@opentelemetry/exporter-metrics-otlp-proto'
-import type { AggregationOption, AggregationTemporality, InstrumentType, PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-metrics'
+import type {
+  AggregationOption,
+  AggregationTemporality,
+  InstrumentType,
+  PushMetricExporter,
+  ResourceMetrics,
+} from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
 import type { OtelConfig, OtelProtocol } from '../../config/schema.ts'
 import { metricsUrl } from './config.ts'
@@ -47,7 +53,8 @@ export class LoggedExporter implements PushMetricExporter {
         if (this.#failing) this.#logger.info({ protocol: this.#protocol }, 'OTLP metrics export works again')
         this.#failing = false
       } else {
-        if (!this.#failing) this.#logger.warn({ protocol: this.#protocol, err: result.error?.message }, 'OTLP metrics export failed')
+        if (!this.#failing)
+          this.#logger.warn({ protocol: this.#protocol, err: result.error?.message }, 'OTLP metrics export failed')
         this.#failing = true
       }
       resultCallback(result)

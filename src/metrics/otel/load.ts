@@ -19,7 +19,9 @@ export interface LoadOtelOptions extends Omit<OtelTracesOptions, 'traces'> {
 }
 
 export async function loadOtel({ metrics, traces, ...options }: LoadOtelOptions): Promise<OtelExports> {
-  const otelMetrics = metrics ? new (await import('./otel-metrics.ts')).OtelMetrics({ config: options.config, logger: options.logger }) : undefined
+  const otelMetrics = metrics
+    ? new (await import('./otel-metrics.ts')).OtelMetrics({ config: options.config, logger: options.logger })
+    : undefined
   if (traces === undefined) return { metrics: otelMetrics }
   return { metrics: otelMetrics, traces: new (await import('./traces.ts')).OtelTraces({ ...options, traces }) }
 }

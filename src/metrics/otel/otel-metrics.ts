@@ -1,6 +1,11 @@
 import { ValueType } from '@opentelemetry/api'
 import type { Attributes } from '@opentelemetry/api'
-import { AggregationTemporality, InstrumentType, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics'
+import {
+  AggregationTemporality,
+  InstrumentType,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics'
 import type { PushMetricExporter } from '@opentelemetry/sdk-metrics'
 import type { Logger } from 'pino'
 import type { OtelConfig } from '../../config/schema.ts'
@@ -77,7 +82,14 @@ class Series {
   /** `PreAggregatedMetrics.generation` the cells were bound in. */
   generation: number
 
-  constructor(h: GenAiHistograms, key: string, baseKey: string, base: Attributes, error: string | undefined, generation: number) {
+  constructor(
+    h: GenAiHistograms,
+    key: string,
+    baseKey: string,
+    base: Attributes,
+    error: string | undefined,
+    generation: number,
+  ) {
     this.#h = h
     this.#key = key
     this.#baseKey = baseKey
@@ -187,7 +199,8 @@ export class OtelMetrics {
     this.#producer = new PreAggregatedMetrics({
       scope: 'tokentap',
       limit: options.cardinalityLimit ?? 2000,
-      temporality: () => exporter.selectAggregationTemporality?.(InstrumentType.HISTOGRAM) ?? AggregationTemporality.CUMULATIVE,
+      temporality: () =>
+        exporter.selectAggregationTemporality?.(InstrumentType.HISTOGRAM) ?? AggregationTemporality.CUMULATIVE,
       exponential: otelHistograms(config, env) === 'exponential',
     })
     const reader = new PeriodicExportingMetricReader({
@@ -197,21 +210,75 @@ export class OtelMetrics {
       exportTimeoutMillis: Math.min(interval, positive(env.OTEL_METRIC_EXPORT_TIMEOUT) ?? 30_000),
     })
     this.#provider = new MeterProvider({ resource: tokentapResource(), readers: [reader] })
-    const histogram = (name: string, unit: string, description: string, bounds: number[], valueType = ValueType.DOUBLE): PreAggregatedHistogram =>
-      this.#producer.histogram({ name, unit, description, bounds, valueType })
-    const counter = (name: string, description: string): PreAggregatedHistogram => this.#producer.histogram({ name, unit: '{token}', description, bounds: [], valueType: ValueType.INT, counter: true })
+    const histogram = (
+      name: string,
+      unit: string,
+      description: string,
+      bounds: number[],
+      valueType = ValueType.DOUBLE,
+    ): PreAggregatedHistogram => this.#producer.histogram({ name, unit, description, bounds, valueType })
+    const counter = (name: string, description: string): PreAggregatedHistogram =>
+      this.#producer.histogram({
+        name,
+        unit: '{token}',
+        description,
+        bounds: [],
+        valueType: ValueType.INT,
+        counter: true,
+      })
     this.#h = {
       duration: histogram('gen_ai.client.operation.duration', 's', 'GenAI operation duration.', DURATION_BOUNDS),
-      tokenUsage: histogram('gen_ai.client.token.usage', '{token}', 'Number of input and output tokens used.', TOKEN_BOUNDS, ValueType.INT),
-      timeToFirstChunk: histogram('gen_ai.client.operation.time_to_first_chunk', 's', 'Time to receive the first chunk in a streaming operation.', DURATION_BOUNDS),
-      timePerOutputChunk: histogram('gen_ai.client.operation.time_per_output_chunk', 's', 'Time between consecutive chunks of a streaming operation.', DURATION_BOUNDS),
-      timeToFirstToken: histogram('gen_ai.server.time_to_first_token', 's', 'Time to generate first token for successful responses.', DURATION_BOUNDS),
-      timePerOutputToken: histogram('gen_ai.server.time_per_output_token', 's', 'Time per output token generated after the first token for successful responses.', PER_TOKEN_BOUNDS),
-      inputUsage: counter('gen_ai.client.inference.usage.input_tokens', 'The number of input (prompt) tokens used, including cached tokens.'),
-      outputUsage: counter('gen_ai.client.inference.usage.output_tokens', 'The number of output (completion) tokens used, including reasoning tokens.'),
-      cacheRead: counter('gen_ai.client.inference.usage.cache_read.input_tokens', 'The number of input tokens read from the provider cache.'),
-      cacheWrite: counter('gen_ai.client.inference.usage.cache_write.input_tokens', 'The number of input tokens written to the provider cache.'),
-      reasoning: counter('gen_ai.client.inference.usage.reasoning.output_tokens', 'The number of reasoning output tokens used.'),
+      tokenUsage: histogram(
+        'gen_ai.client.token.usage',
+        '{token}',
+        'Number of input and output tokens used.',
+        TOKEN_BOUNDS,
+        ValueType.INT,
+      ),
+      timeToFirstChunk: histogram(
+        'gen_ai.client.operation.time_to_first_chunk',
+        's',
+        'Time to receive the first chunk in a streaming operation.',
+        DURATION_BOUNDS,
+      ),
+      timePerOutputChunk: histogram(
+        'gen_ai.client.operation.time_per_output_chunk',
+        's',
+        'Time between consecutive chunks of a streaming operation.',
+        DURATION_BOUNDS,
+      ),
+      timeToFirstToken: histogram(
+        'gen_ai.server.time_to_first_token',
+        's',
+        'Time to generate first token for successful responses.',
+        DURATION_BOUNDS,
+      ),
+      timePerOutputToken: histogram(
+        'gen_ai.server.time_per_output_token',
+        's',
+        'Time per output token generated after the first token for successful responses.',
+        PER_TOKEN_BOUNDS,
+      ),
+      inputUsage: counter(
+        'gen_ai.client.inference.usage.input_tokens',
+        'The number of input (prompt) tokens used, including cached tokens.',
+      ),
+      outputUsage: counter(
+        'gen_ai.client.inference.usage.output_tokens',
+        'The number of output (completion) tokens used, including reasoning tokens.',
+      ),
+      cacheRead: counter(
+        'gen_ai.client.inference.usage.cache_read.input_tokens',
+        'The number of input tokens read from the provider cache.',
+      ),
+      cacheWrite: counter(
+        'gen_ai.client.inference.usage.cache_write.input_tokens',
+        'The number of input tokens written to the provider cache.',
+      ),
+      reasoning: counter(
+        'gen_ai.client.inference.usage.reasoning.output_tokens',
+        'The number of reasoning output tokens used.',
+      ),
       // No semantic convention names a cost yet: tokentap's own namespace (docs/cost.md).
       cost: this.#producer.histogram({
         name: 'tokentap.gen_ai.client.cost',
@@ -252,7 +319,12 @@ export class OtelMetrics {
   }
 
   /** The series of one request's attribute set, its cells still valid (a delta collection drops them). */
-  #seriesOf(operation: string, labels: SeriesLabels, responseModel: string | undefined, error: string | undefined): Series {
+  #seriesOf(
+    operation: string,
+    labels: SeriesLabels,
+    responseModel: string | undefined,
+    error: string | undefined,
+  ): Series {
     const baseKey = `${operation}\u0000${labels.provider}\u0000${labels.model}\u0000${responseModel ?? ''}\u0000${labels.tenant ?? ''}`
     const key = error === undefined ? baseKey : `${baseKey}\u0000${error}`
     const generation = this.#producer.generation

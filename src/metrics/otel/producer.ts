@@ -3,7 +3,14 @@ import { ValueType } from '@opentelemetry/api'
 import { millisToHrTime } from '@opentelemetry/core'
 import { emptyResource } from '@opentelemetry/resources'
 import { AggregationTemporality, DataPointType } from '@opentelemetry/sdk-metrics'
-import type { CollectionResult, DataPoint, ExponentialHistogram, Histogram, MetricData, MetricProducer } from '@opentelemetry/sdk-metrics'
+import type {
+  CollectionResult,
+  DataPoint,
+  ExponentialHistogram,
+  Histogram,
+  MetricData,
+  MetricProducer,
+} from '@opentelemetry/sdk-metrics'
 import { HistogramCore } from '../core/histogram-core.ts'
 
 /**
@@ -91,7 +98,9 @@ export class PreAggregatedHistogram {
 
   #newCell(attributes: Attributes): HistogramCell {
     // OTel's exponential histograms have no zero threshold on the wire: only 0 itself is in the zero bucket.
-    const core = this.#producer.exponential ? new HistogramCore({ schema: EXPONENTIAL_SCALE, maxBuckets: EXPONENTIAL_MAX_SIZE, zeroThreshold: 0 }) : new HistogramCore({ bounds: this.#bounds })
+    const core = this.#producer.exponential
+      ? new HistogramCore({ schema: EXPONENTIAL_SCALE, maxBuckets: EXPONENTIAL_MAX_SIZE, zeroThreshold: 0 })
+      : new HistogramCore({ bounds: this.#bounds })
     return new HistogramCell(attributes, core, this.#integer, this.#producer.periodStart)
   }
 
@@ -119,16 +128,34 @@ export class PreAggregatedHistogram {
   collect(now: HrTime, temporality: AggregationTemporality): MetricData | undefined {
     if (this.#cells.size === 0) return undefined
     const o = this.options
-    const descriptor = { name: o.name, unit: o.unit, description: o.description, valueType: o.valueType ?? ValueType.DOUBLE }
+    const descriptor = {
+      name: o.name,
+      unit: o.unit,
+      description: o.description,
+      valueType: o.valueType ?? ValueType.DOUBLE,
+    }
     if (o.counter === true) {
       const points: DataPoint<number>[] = []
-      for (const c of this.#cells.values()) points.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: c.sum })
-      return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.SUM, isMonotonic: true, dataPoints: points }
+      for (const c of this.#cells.values())
+        points.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: c.sum })
+      return {
+        descriptor,
+        aggregationTemporality: temporality,
+        dataPointType: DataPointType.SUM,
+        isMonotonic: true,
+        dataPoints: points,
+      }
     }
     if (this.#producer.exponential) {
       const dataPoints: DataPoint<ExponentialHistogram>[] = []
-      for (const c of this.#cells.values()) dataPoints.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: exponentialPoint(c.core) })
-      return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.EXPONENTIAL_HISTOGRAM, dataPoints }
+      for (const c of this.#cells.values())
+        dataPoints.push({ attributes: c.attributes, startTime: c.start, endTime: now, value: exponentialPoint(c.core) })
+      return {
+        descriptor,
+        aggregationTemporality: temporality,
+        dataPointType: DataPointType.EXPONENTIAL_HISTOGRAM,
+        dataPoints,
+      }
     }
     const dataPoints: DataPoint<Histogram>[] = []
     for (const c of this.#cells.values()) {
@@ -138,7 +165,13 @@ export class PreAggregatedHistogram {
         attributes: c.attributes,
         startTime: c.start,
         endTime: now,
-        value: { buckets: { boundaries: [...o.bounds], counts: Array.from(c.counts) }, sum: h.sum, count: h.count, min: some ? h.min : undefined, max: some ? h.max : undefined },
+        value: {
+          buckets: { boundaries: [...o.bounds], counts: Array.from(c.counts) },
+          sum: h.sum,
+          count: h.count,
+          min: some ? h.min : undefined,
+          max: some ? h.max : undefined,
+        },
       })
     }
     return { descriptor, aggregationTemporality: temporality, dataPointType: DataPointType.HISTOGRAM, dataPoints }
@@ -200,7 +233,10 @@ export class PreAggregatedMetrics implements MetricProducer {
 
   async collect(): Promise<CollectionResult> {
     const now = millisToHrTime(Date.now())
-    const temporality = this.#options.temporality() === AggregationTemporality.DELTA ? AggregationTemporality.DELTA : AggregationTemporality.CUMULATIVE
+    const temporality =
+      this.#options.temporality() === AggregationTemporality.DELTA
+        ? AggregationTemporality.DELTA
+        : AggregationTemporality.CUMULATIVE
     const metrics: MetricData[] = []
     for (const h of this.#histograms) {
       const m = h.collect(now, temporality)

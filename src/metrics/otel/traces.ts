@@ -89,7 +89,17 @@ export class OtelTraces {
   }
 
   /** Hands a finished span to the batch processor (every span that gets here is kept: the policy decided). */
-  #emit(name: string, context: SpanContext, parent: SpanContext | undefined, start: HrTime, end: HrTime, durationMs: number, attributes: Attributes, events: TimedEvent[], status: SpanStatus): void {
+  #emit(
+    name: string,
+    context: SpanContext,
+    parent: SpanContext | undefined,
+    start: HrTime,
+    end: HrTime,
+    durationMs: number,
+    attributes: Attributes,
+    events: TimedEvent[],
+    status: SpanStatus,
+  ): void {
     const span: ReadableSpan = {
       name,
       kind: SpanKind.CLIENT,
@@ -162,28 +172,45 @@ export class OtelTraces {
     if (o.headers !== undefined) attributes['tokentap.time_to_response_headers'] = o.headers
     if (o.clientWriteWait !== undefined) attributes['tokentap.client_write_wait'] = o.clientWriteWait
     const reported = o.upstreamReported
-    if (reported !== undefined) for (const [phase, seconds] of Object.entries(reported)) if (seconds !== undefined) attributes[`tokentap.upstream_reported.${phase}`] = seconds
+    if (reported !== undefined)
+      for (const [phase, seconds] of Object.entries(reported))
+        if (seconds !== undefined) attributes[`tokentap.upstream_reported.${phase}`] = seconds
     if (o.slo !== undefined) attributes['tokentap.slo'] = o.slo
 
     const name = operation === undefined ? who.method : `${operation} ${model}`
     const chunks = m.marks
     const events: TimedEvent[] = []
-    if (chunks.count > 0) events.push({ name: 'tokentap.first_token', attributes: { 'tokentap.tokens': chunks.tokens(0) }, time: at(chunks.at(0)) })
+    if (chunks.count > 0)
+      events.push({
+        name: 'tokentap.first_token',
+        attributes: { 'tokentap.tokens': chunks.tokens(0) },
+        time: at(chunks.at(0)),
+      })
     const limitMs = this.#options.stallSeconds * 1000
     for (let i = 1, stalls = 0; i < chunks.count && stalls < MAX_STALL_EVENTS; i++) {
       const gap = chunks.at(i) - chunks.at(i - 1)
       if (gap > limitMs) {
         // At the chunk that ended the stall, with its length: the wait is the span of time before it.
-        events.push({ name: 'tokentap.stall', attributes: { 'tokentap.gap': gap * S, 'tokentap.chunk': i }, time: at(chunks.at(i)) })
+        events.push({
+          name: 'tokentap.stall',
+          attributes: { 'tokentap.gap': gap * S, 'tokentap.chunk': i },
+          time: at(chunks.at(i)),
+        })
         stalls++
       }
     }
     const end = at(o.endedAt)
     events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': o.outcome }, time: end })
-    const status: SpanStatus = o.outcome === Outcome.error ? { code: SpanStatusCode.ERROR, message: o.errorType } : UNSET
+    const status: SpanStatus =
+      o.outcome === Outcome.error ? { code: SpanStatusCode.ERROR, message: o.errorType } : UNSET
     const parent = parentContext(start)
     // A child carries its parent's tracestate, as the SDK's Tracer does.
-    const context: SpanContext = { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED, traceState: parent?.traceState }
+    const context: SpanContext = {
+      traceId: start.traceId,
+      spanId: start.spanId,
+      traceFlags: TraceFlags.SAMPLED,
+      traceState: parent?.traceState,
+    }
     this.#emit(name, context, parent, at(who.tReq), end, o.endedAt - who.tReq, attributes, events, status)
   }
 
@@ -241,13 +268,27 @@ export class OtelTraces {
     attributes['tokentap.audio_deltas'] = timing.audioDeltas
     this.#server(who.route.label, attributes)
     const session: SpanContext = { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED }
-    const context: SpanContext = { traceId: start.traceId, spanId: this.#responseIds.spanId(), traceFlags: TraceFlags.SAMPLED }
+    const context: SpanContext = {
+      traceId: start.traceId,
+      spanId: this.#responseIds.spanId(),
+      traceFlags: TraceFlags.SAMPLED,
+    }
     const events: TimedEvent[] = []
     if (timing.ttft !== undefined) events.push({ name: 'tokentap.first_token', time: at(began + timing.ttft * 1000) })
     const end = at(r.end)
     events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': r.outcome }, time: end })
     const status: SpanStatus = failed ? { code: SpanStatusCode.ERROR, message: r.detail } : UNSET
-    this.#emit(`realtime_inference ${who.model ?? 'unknown'}`, context, session, at(began), end, r.end - began, attributes, events, status)
+    this.#emit(
+      `realtime_inference ${who.model ?? 'unknown'}`,
+      context,
+      session,
+      at(began),
+      end,
+      r.end - began,
+      attributes,
+      events,
+      status,
+    )
   }
 
   #session(who: SessionIdentity, summary: SessionSummary): void {
@@ -255,7 +296,8 @@ export class OtelTraces {
     if (start === undefined) return
     const failed = summary.outcome === Outcome.error
     const withSpans = this.#sessionsWithSpans.delete(who.seq)
-    if (!withSpans && !sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors())) return
+    if (!withSpans && !sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors()))
+      return
     const offset = this.#wallMs() - this.#options.now()
     const at = (ms: number): HrTime => millisToHrTime(ms + offset)
     const attributes: Attributes = {
@@ -272,13 +314,32 @@ export class OtelTraces {
     if (summary.failure !== undefined) attributes['tokentap.failure_code'] = summary.failure
     if (summary.close?.code !== undefined) attributes['tokentap.close_code'] = summary.close.code
     if (summary.endedBy !== undefined) attributes['tokentap.ended_by'] = summary.endedBy
-    if (failed) attributes['error.type'] = summary.failure ?? (summary.close?.code !== undefined ? String(summary.close.code) : String(summary.statusCode))
+    if (failed)
+      attributes['error.type'] =
+        summary.failure ?? (summary.close?.code !== undefined ? String(summary.close.code) : String(summary.statusCode))
     this.#server(who.route.label, attributes)
     const end = who.tReq + summary.duration * 1000
     const parent = parentContext(start)
-    const context: SpanContext = { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED, traceState: parent?.traceState }
-    const status: SpanStatus = failed ? { code: SpanStatusCode.ERROR, message: String(attributes['error.type']) } : UNSET
-    this.#emit(`realtime_session ${who.model ?? 'unknown'}`, context, parent, at(who.tReq), at(end), end - who.tReq, attributes, [], status)
+    const context: SpanContext = {
+      traceId: start.traceId,
+      spanId: start.spanId,
+      traceFlags: TraceFlags.SAMPLED,
+      traceState: parent?.traceState,
+    }
+    const status: SpanStatus = failed
+      ? { code: SpanStatusCode.ERROR, message: String(attributes['error.type']) }
+      : UNSET
+    this.#emit(
+      `realtime_session ${who.model ?? 'unknown'}`,
+      context,
+      parent,
+      at(who.tReq),
+      at(end),
+      end - who.tReq,
+      attributes,
+      [],
+      status,
+    )
   }
 
   #server(route: string, attributes: Attributes): void {

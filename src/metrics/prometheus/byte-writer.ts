@@ -103,7 +103,8 @@ class ByteWriter {
 
   /** Writes go straight into a series' `store` (a new one when it has less than `room`) until `done()`: no scratch, no copy. */
   into(store: Buffer | undefined, room: number): void {
-    if (this.#buf !== this.#scratch || this.#pos !== 0) throw new Error('ByteWriter.into() while a piece is being written')
+    if (this.#buf !== this.#scratch || this.#pos !== 0)
+      throw new Error('ByteWriter.into() while a piece is being written')
     this.#buf = store ?? EMPTY
     this.reserve(room)
   }
@@ -125,7 +126,11 @@ export const writer = new ByteWriter()
 const LINES_PER_CHUNK = 64
 
 /** `${line}${formatValue(value)}\n` per item as bytes, in buffers of `LINES_PER_CHUNK` lines. */
-export function* lineChunks<T>(items: Iterable<T>, line: (item: T) => Buffer, value: (item: T) => number): Generator<Buffer> {
+export function* lineChunks<T>(
+  items: Iterable<T>,
+  line: (item: T) => Buffer,
+  value: (item: T) => number,
+): Generator<Buffer> {
   let n = 0
   for (const item of items) {
     const head = line(item)

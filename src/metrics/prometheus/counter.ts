@@ -55,7 +55,9 @@ export class Counter extends Metric<CounterSeries> {
   }
 
   *protobufChunks(): Generator<Buffer> {
-    const series = Array.from(this.series.values(), (s) => valueMetric(VALUE_FIELD.counter, this.labelNames, s.labelValues, s.value))
+    const series = Array.from(this.series.values(), (s) =>
+      valueMetric(VALUE_FIELD.counter, this.labelNames, s.labelValues, s.value),
+    )
     yield* familyChunks(this.name, this.help, MetricTypeCode.counter, series)
   }
 

@@ -53,7 +53,12 @@ export class CollectedGauge extends Metric<Entry> {
           }
         }
       }
-      e = { labelValues: [...labelValues], rendered: renderLabels(this.labelNames, labelValues), line: undefined, value: 0 }
+      e = {
+        labelValues: [...labelValues],
+        rendered: renderLabels(this.labelNames, labelValues),
+        line: undefined,
+        value: 0,
+      }
       entries.set(key, e)
     }
     return e
@@ -80,7 +85,9 @@ export class CollectedGauge extends Metric<Entry> {
   }
 
   *protobufChunks(): Generator<Buffer> {
-    const series = Array.from(this.#snapshot().values(), (e) => valueMetric(VALUE_FIELD.gauge, this.labelNames, e.labelValues, e.value))
+    const series = Array.from(this.#snapshot().values(), (e) =>
+      valueMetric(VALUE_FIELD.gauge, this.labelNames, e.labelValues, e.value),
+    )
     yield* familyChunks(this.name, this.help, MetricTypeCode.gauge, series)
   }
 

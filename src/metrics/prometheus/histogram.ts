@@ -19,8 +19,15 @@ export interface NativeOptions {
 }
 
 /** The native histograms' settings from `metrics.native_histograms`, or undefined when they are off. */
-export function nativeOptions(config: { readonly enabled: boolean; readonly schema: number; readonly zero_threshold: number; readonly bucket_limit: number }): NativeOptions | undefined {
-  return config.enabled ? { schema: config.schema, zeroThreshold: config.zero_threshold, maxBuckets: config.bucket_limit } : undefined
+export function nativeOptions(config: {
+  readonly enabled: boolean
+  readonly schema: number
+  readonly zero_threshold: number
+  readonly bucket_limit: number
+}): NativeOptions | undefined {
+  return config.enabled
+    ? { schema: config.schema, zeroThreshold: config.zero_threshold, maxBuckets: config.bucket_limit }
+    : undefined
 }
 
 export interface HistogramOptions extends MetricOptions {
@@ -146,13 +153,21 @@ export class Histogram extends Metric<HistogramSeries> {
 
   /** The child for these label values (in `labelNames` order), created on first use. */
   labels(...values: string[]): HistogramSeries {
-    return this.seriesFor(values, () => new HistogramSeries(this.newCore(), values, renderLabels(this.labelNames, values)))
+    return this.seriesFor(
+      values,
+      () => new HistogramSeries(this.newCore(), values, renderLabels(this.labelNames, values)),
+    )
   }
 
   /** An empty core with this family's buckets (a series', or one to merge workers' series into). */
   newCore(): HistogramCore {
     const n = this.native
-    return new HistogramCore({ bounds: this.#bounds, schema: n?.schema, zeroThreshold: n?.zeroThreshold, maxBuckets: n?.maxBuckets })
+    return new HistogramCore({
+      bounds: this.#bounds,
+      schema: n?.schema,
+      zeroThreshold: n?.zeroThreshold,
+      maxBuckets: n?.maxBuckets,
+    })
   }
 
   /**
@@ -161,7 +176,8 @@ export class Histogram extends Metric<HistogramSeries> {
    */
   *chunks(openMetrics = false): Generator<Buffer> {
     if (openMetrics) {
-      if (this.#headerOpenMetrics === undefined) this.#headerOpenMetrics = Buffer.from(header(this.name, this.help, this.type, true))
+      if (this.#headerOpenMetrics === undefined)
+        this.#headerOpenMetrics = Buffer.from(header(this.name, this.help, this.type, true))
       yield this.#headerOpenMetrics
     } else {
       if (this.#header === undefined) this.#header = Buffer.from(header(this.name, this.help, this.type))
@@ -210,7 +226,14 @@ export class Histogram extends Metric<HistogramSeries> {
     if (s.lineBytes === undefined) s.lineBytes = this.#lineBytes(s)
     const fixed = s.lineBytes
     const countBytes = s.count >>> 0 === s.count ? String(s.count).length : MAX_NUMBER_BYTES
-    let room = this.#leBytes.length * (fixed.bucket.length + countBytes + 1) + this.#leTotal + fixed.sum.length + fixed.count.length + MAX_NUMBER_BYTES + countBytes + 2
+    let room =
+      this.#leBytes.length * (fixed.bucket.length + countBytes + 1) +
+      this.#leTotal +
+      fixed.sum.length +
+      fixed.count.length +
+      MAX_NUMBER_BYTES +
+      countBytes +
+      2
     if (exemplars !== undefined) {
       for (const e of exemplars) if (e !== undefined) room += 3 * e.labels.length + 2 * MAX_NUMBER_BYTES + 7
     }
@@ -262,7 +285,11 @@ export class Histogram extends Metric<HistogramSeries> {
       let cumulative = 0
       for (let i = 0; i <= this.buckets.length; i++) {
         cumulative += s.counts[i]
-        values.push({ labels: { ...labels, le: i < this.buckets.length ? this.buckets[i] : '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` })
+        values.push({
+          labels: { ...labels, le: i < this.buckets.length ? this.buckets[i] : '+Inf' },
+          value: cumulative,
+          metricName: `${this.name}_bucket`,
+        })
       }
       values.push({ labels, value: s.sum, metricName: `${this.name}_sum` })
       values.push({ labels, value: s.count, metricName: `${this.name}_count` })

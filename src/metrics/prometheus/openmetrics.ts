@@ -10,7 +10,11 @@ export interface PromClientMetric {
   readonly name: string
   readonly help: string
   readonly type: string
-  readonly values?: readonly { readonly value: number; readonly labels?: Readonly<Record<string, string | number>>; readonly metricName?: string }[]
+  readonly values?: readonly {
+    readonly value: number
+    readonly labels?: Readonly<Record<string, string | number>>
+    readonly metricName?: string
+  }[]
 }
 
 /** Whether an `Accept` header asks for OpenMetrics (Prometheus sends it first when it can read it). */
@@ -35,7 +39,8 @@ export function promClientToOpenMetrics(metrics: readonly PromClientMetric[]): s
     const counter = m.type === 'counter'
     // OpenMetrics names a counter family without `_total`; its sample keeps it.
     const family = counter ? m.name.replace(/_total$/, '') : m.name
-    const type = m.type === 'counter' || m.type === 'gauge' || m.type === 'histogram' || m.type === 'summary' ? m.type : 'unknown'
+    const type =
+      m.type === 'counter' || m.type === 'gauge' || m.type === 'histogram' || m.type === 'summary' ? m.type : 'unknown'
     out += header(family, m.help, type, true)
     for (const v of m.values ?? []) {
       const name = v.metricName ?? (counter ? `${family}_total` : m.name)

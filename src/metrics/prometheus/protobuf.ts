@@ -8,7 +8,8 @@ import { ProtoWriter, varintBytes } from './protobuf-writer.ts'
  * A histogram series carries its classic buckets beside its native ones, so classic queries keep working.
  */
 
-export const PROTOBUF_CONTENT_TYPE = 'application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited'
+export const PROTOBUF_CONTENT_TYPE =
+  'application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited'
 
 /** `MetricType` of metrics.proto. */
 export const MetricTypeCode = { counter: 0, gauge: 1, summary: 2, untyped: 3, histogram: 4 } as const
@@ -42,7 +43,10 @@ function parseAccept(accept: string): MediaRange[] {
   return out
 }
 
-const isProtobuf = (r: MediaRange): boolean => r.type === 'application/vnd.google.protobuf' && r.params.get('proto') === 'io.prometheus.client.MetricFamily' && r.params.get('encoding') === 'delimited'
+const isProtobuf = (r: MediaRange): boolean =>
+  r.type === 'application/vnd.google.protobuf' &&
+  r.params.get('proto') === 'io.prometheus.client.MetricFamily' &&
+  r.params.get('encoding') === 'delimited'
 
 /** Whether an `Accept` header lists the delimited protobuf exposition with a q no lower than any text format's (a tie goes to the first listed). */
 export function wantsProtobuf(accept: string | undefined): boolean {
@@ -62,7 +66,8 @@ export function wantsProtobuf(accept: string | undefined): boolean {
 function parseRenderedLabels(rendered: string): [string, string][] {
   const out: [string, string][] = []
   const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g
-  for (let m = re.exec(rendered); m !== null; m = re.exec(rendered)) out.push([m[1], m[2].replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c))])
+  for (let m = re.exec(rendered); m !== null; m = re.exec(rendered))
+    out.push([m[1], m[2].replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c))])
   return out
 }
 
@@ -208,7 +213,12 @@ export function histogramMetric(
 }
 
 /** The Metric field of a counter, gauge or untyped sample (`valueField`: 3, 2 or 5 of Metric). */
-export function valueMetric(valueField: number, names: readonly string[], values: readonly string[], value: number): Buffer {
+export function valueMetric(
+  valueField: number,
+  names: readonly string[],
+  values: readonly string[],
+  value: number,
+): Buffer {
   w.begin(4)
   labelPairs(1, names, values)
   w.begin(valueField)
@@ -264,7 +274,10 @@ type JsonSample = NonNullable<PromClientMetric['values']>[number]
 
 /** prom-client's histogram samples grouped back into series (by their labels without `le`). */
 function processHistograms(name: string, values: readonly JsonSample[]): Buffer[] {
-  const groups = new Map<string, { names: string[]; values: string[]; buckets: [number, number][]; sum: number; count: number }>()
+  const groups = new Map<
+    string,
+    { names: string[]; values: string[]; buckets: [number, number][]; sum: number; count: number }
+  >()
   for (const v of values) {
     const entries = Object.entries(v.labels ?? {}).filter(([k]) => k !== 'le')
     const key = JSON.stringify(entries)

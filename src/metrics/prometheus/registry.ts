@@ -45,7 +45,11 @@ const scrapeChannel = channel('tokentap:scrape')
 /** Lets the event loop run (I/O first) before the caller goes on. */
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
-const NON_COUNTERS_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const
+const NON_COUNTERS_NAMED_TOTAL = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+] as const
 
 export class MetricsRegistry implements MetricsSource {
   /** `exposition(true)` writes OpenMetrics with exemplars. */
@@ -172,7 +176,14 @@ export class MetricsRegistry implements MetricsSource {
       work += sliceWork
       if (sliceWork > longest) longest = sliceWork
       if (scrapeChannel.hasSubscribers) {
-        const stats: ScrapeStats = { ms: handedAt - start, work_ms: work, yields, yield_wait_ms: waited, longest_work_ms: longest, bytes }
+        const stats: ScrapeStats = {
+          ms: handedAt - start,
+          work_ms: work,
+          yields,
+          yield_wait_ms: waited,
+          longest_work_ms: longest,
+          bytes,
+        }
         scrapeChannel.publish(stats)
       }
     } finally {

@@ -97,7 +97,16 @@ function updateStreams(msg: LiveMessage): void {
     seen.add(s.id)
     let r = rows.get(s.id)
     if (!r) {
-      r = { label: `${s.route} · ${s.model || '?'}`, t0: s.t0, ticks: [], k: [], stalls: 0, live: null, ended: 0, gap: 0 }
+      r = {
+        label: `${s.route} · ${s.model || '?'}`,
+        t0: s.t0,
+        ticks: [],
+        k: [],
+        stalls: 0,
+        live: null,
+        ended: 0,
+        gap: 0,
+      }
       rows.set(s.id, r)
     }
     for (let i = 0; i < s.ticks.length; i++) {
@@ -221,7 +230,8 @@ function ttftTable(bands: { band: string; ttft: (number | null)[] }[]): string {
   let h = '<table><tr><th>prompt</th><th>TTFT p50</th><th>TTFT p99</th><th>requests</th></tr>'
   for (const b of bands) {
     const n = b.ttft[2] as number
-    if (n > 0) h += `<tr data-input-band="${esc(b.band)}"><td>${esc(b.band)}</td>${fmt(b.ttft[0], 'ms')}${fmt(b.ttft[1], 'ms')}<td>${num(n)}</td></tr>`
+    if (n > 0)
+      h += `<tr data-input-band="${esc(b.band)}"><td>${esc(b.band)}</td>${fmt(b.ttft[0], 'ms')}${fmt(b.ttft[1], 'ms')}<td>${num(n)}</td></tr>`
   }
   return `${h}</table>`
 }
@@ -260,7 +270,10 @@ function chart(m: ModelBlock, s: SeriesView): void {
   m.p99 = p99
   const uPlot = window.uPlot
   if (!s.dist || !uPlot) return
-  ;(m.el.querySelector('.zero') as HTMLElement).textContent = s.dist.zero > 0 ? `; ${Math.round(s.dist.zero * 100)} % of tokens came 0 ms after the previous chunk (same read)` : ''
+  ;(m.el.querySelector('.zero') as HTMLElement).textContent =
+    s.dist.zero > 0
+      ? `; ${Math.round(s.dist.zero * 100)} % of tokens came 0 ms after the previous chunk (same read)`
+      : ''
   if (s.dist.x.length === 0) return
   // Stepped paths hold a value until the next point, so a bar before a gap is closed with a 0 at its right edge.
   const xs: number[] = []
@@ -286,9 +299,23 @@ function chart(m: ModelBlock, s: SeriesView): void {
       scales: { x: { time: false, distr: 3, log: 10 }, y: { range: [0, null] } },
       axes: [
         { stroke: '#8a96a3', grid: { stroke: '#2a333d' }, splits: logSplits, values: (_u, v) => v.map(msLabel) },
-        { stroke: '#8a96a3', grid: { stroke: '#2a333d' }, size: 44, values: (_u, v) => v.map((x) => `${Math.round(x * 100)}%`) },
+        {
+          stroke: '#8a96a3',
+          grid: { stroke: '#2a333d' },
+          size: 44,
+          values: (_u, v) => v.map((x) => `${Math.round(x * 100)}%`),
+        },
       ],
-      series: [{}, { label: 'share of tokens', stroke: '#6cb6ff', fill: 'rgba(108,182,255,.25)', paths: uPlot.paths.stepped?.({ align: 1 }), points: { show: false } }],
+      series: [
+        {},
+        {
+          label: 'share of tokens',
+          stroke: '#6cb6ff',
+          fill: 'rgba(108,182,255,.25)',
+          paths: uPlot.paths.stepped?.({ align: 1 }),
+          points: { show: false },
+        },
+      ],
       cursor: { show: false },
       legend: { show: false },
       hooks: {
@@ -370,9 +397,16 @@ function render(msg: LiveMessage): void {
 }
 
 const pct = (part: number, all: number): string => (all > 0 ? `${Math.round((1000 * part) / all) / 10} %` : '–')
-const ago = (ms: number): string => (ms >= 60000 ? `${Math.round(ms / 60000)} min ago` : `${Math.round(ms / 1000)} s ago`)
+const ago = (ms: number): string =>
+  ms >= 60000 ? `${Math.round(ms / 60000)} min ago` : `${Math.round(ms / 1000)} s ago`
 const mb = (bytes: number): string => `${(bytes / 1048576).toFixed(0)} MB`
-const STATUS_NOTE: Record<number, string> = { 0: 'other codes', 200: 'error inside the stream', 499: 'client closed', 502: 'upstream unreachable or bad answer', 504: 'upstream timed out' }
+const STATUS_NOTE: Record<number, string> = {
+  0: 'other codes',
+  200: 'error inside the stream',
+  499: 'client closed',
+  502: 'upstream unreachable or bad answer',
+  504: 'upstream timed out',
+}
 
 // The service's health, for the right-hand column.
 function renderHealth(msg: LiveMessage): void {
@@ -394,11 +428,17 @@ function renderHealth(msg: LiveMessage): void {
     types.length === 0
       ? '<tr><td class="none">no failures in this window</td></tr>'
       : `<tr><th>error_type</th><th>requests</th><th>share of all</th></tr>${types
-          .map((e) => `<tr data-error-type="${esc(e.type)}"><td>${esc(e.type)}</td><td>${num(e.n[win])}</td><td>${pct(e.n[win], all)}</td></tr>`)
+          .map(
+            (e) =>
+              `<tr data-error-type="${esc(e.type)}"><td>${esc(e.type)}</td><td>${num(e.n[win])}</td><td>${pct(e.n[win], all)}</td></tr>`,
+          )
           .join('')}`
   $('#slo-panel').hidden = msg.slo.length === 0
   $('#slo').innerHTML = `<tr><th>route</th><th>goodput</th><th>met</th><th>missed</th></tr>${msg.slo
-    .map((r) => `<tr data-slo-route="${esc(r.route)}"><td>${esc(r.route)}</td><td>${pct(r.met[win], r.met[win] + r.missed[win])}</td><td>${num(r.met[win])}</td><td>${num(r.missed[win])}</td></tr>`)
+    .map(
+      (r) =>
+        `<tr data-slo-route="${esc(r.route)}"><td>${esc(r.route)}</td><td>${pct(r.met[win], r.met[win] + r.missed[win])}</td><td>${num(r.met[win])}</td><td>${num(r.missed[win])}</td></tr>`,
+    )
     .join('')}`
   renderSpend(msg.spend)
   const p = msg.process
@@ -429,7 +469,8 @@ function renderSpend(sp: SpendView | undefined): void {
   $('#spend-panel').hidden = !sp
   if (!sp) return
   const money = (v: number): string => `${v >= 1 ? v.toFixed(2) : v.toPrecision(3)} ${esc(sp.currency)}`
-  const cell = (r: { spent: number[]; estimated: number[] }): string => `<td>${money(r.spent[win])}${r.estimated[win] > 0 ? ' *' : ''}</td>`
+  const cell = (r: { spent: number[]; estimated: number[] }): string =>
+    `<td>${money(r.spent[win])}${r.estimated[win] > 0 ? ' *' : ''}</td>`
   $('#spend-total').textContent = money(sp.total[win])
   $('#spend').innerHTML =
     `<tr><th>model</th><th>route</th><th>spent</th></tr>${sp.byModel.map((r) => `<tr data-spend-model="${esc(r.model)}"><td>${esc(r.model)}</td><td>${esc(r.route)}</td>${cell(r)}</tr>`).join('')}` +
@@ -461,7 +502,10 @@ function renderRealtime(rt: RealtimeMessage | undefined): void {
   }
   $('#rt-series').innerHTML = h
   $('#rt-sessions').innerHTML = rt.sessions
-    .map((x) => `<span data-rt-session="${esc(x.id)}">${esc(x.route)} · ${esc(x.model || '?')} · ${esc(x.id)} <b>${(x.age / 1000).toFixed(0)} s</b>${x.responses > 0 ? ' answering' : ''}</span>`)
+    .map(
+      (x) =>
+        `<span data-rt-session="${esc(x.id)}">${esc(x.route)} · ${esc(x.model || '?')} · ${esc(x.id)} <b>${(x.age / 1000).toFixed(0)} s</b>${x.responses > 0 ? ' answering' : ''}</span>`,
+    )
     .join('')
 }
 
@@ -495,7 +539,8 @@ function decode(msg: LiveMessage): LiveMessage {
     }
   }
   if (msg.realtime) {
-    for (const s of msg.realtime.series) for (const m of ['ttft', 'ttfa', 'itl', 'underrun'] as const) decodeQuantiles(s.q[m])
+    for (const s of msg.realtime.series)
+      for (const m of ['ttft', 'ttfa', 'itl', 'underrun'] as const) decodeQuantiles(s.q[m])
     for (const x of msg.realtime.sessions) x.age /= US
   }
   for (const f of msg.failures) f.ago /= US
