@@ -204,13 +204,7 @@ export class OtelTraces {
     const status: SpanStatus =
       o.outcome === Outcome.error ? { code: SpanStatusCode.ERROR, message: o.errorType } : UNSET
     const parent = parentContext(start)
-    // A child carries its parent's tracestate, as the SDK's Tracer does.
-    const context: SpanContext = {
-      traceId: start.traceId,
-      spanId: start.spanId,
-      traceFlags: TraceFlags.SAMPLED,
-      traceState: parent?.traceState,
-    }
+    const context = ownContext(start, parent)
     this.#emit(name, context, parent, at(who.tReq), end, o.endedAt - who.tReq, attributes, events, status)
   }
 
@@ -320,12 +314,7 @@ export class OtelTraces {
     this.#server(who.route.label, attributes)
     const end = who.tReq + summary.duration * 1000
     const parent = parentContext(start)
-    const context: SpanContext = {
-      traceId: start.traceId,
-      spanId: start.spanId,
-      traceFlags: TraceFlags.SAMPLED,
-      traceState: parent?.traceState,
-    }
+    const context = ownContext(start, parent)
     const status: SpanStatus = failed
       ? { code: SpanStatusCode.ERROR, message: String(attributes['error.type']) }
       : UNSET
@@ -364,6 +353,16 @@ export class OtelTraces {
 const UNSET: SpanStatus = { code: SpanStatusCode.UNSET }
 
 /** The caller's span (a remote span context), the parent of tokentap's; undefined when there was none. */
+/** A kept request's own span context; a child carries its parent's tracestate, as the SDK's Tracer does. */
+function ownContext(start: TraceStart, parent: SpanContext | undefined): SpanContext {
+  return {
+    traceId: start.traceId,
+    spanId: start.spanId,
+    traceFlags: TraceFlags.SAMPLED,
+    traceState: parent?.traceState,
+  }
+}
+
 function parentContext(start: TraceStart): SpanContext | undefined {
   const parent = start.parent
   if (parent === undefined) return undefined
