@@ -1,6 +1,6 @@
 import { MAX_NUMBER_BYTES, writer } from './byte-writer.ts'
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
-import { HistogramCore } from '../core/histogram-core.ts'
+import { HistogramCore } from '../../histogram/histogram-core.ts'
 import { Metric } from './metric.ts'
 import { MetricTypeCode, familyChunks, histogramMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
