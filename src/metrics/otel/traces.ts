@@ -2,9 +2,7 @@ import { SpanKind, SpanStatusCode, TraceFlags, createTraceState } from '@opentel
 import type { Attributes, HrTime, SpanContext, SpanStatus } from '@opentelemetry/api'
 import { ExportResultCode, millisToHrTime } from '@opentelemetry/core'
 import type { ExportResult, InstrumentationScope } from '@opentelemetry/core'
-import { ExporterMetrics, OTLPExporterBase, createOtlpNetworkExportDelegate } from '@opentelemetry/otlp-exporter-base'
-import { convertLegacyHttpOptions } from '@opentelemetry/otlp-exporter-base/node-http'
-import { ProtobufTraceSerializer, TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer'
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import type { Resource } from '@opentelemetry/resources'
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
@@ -21,7 +19,6 @@ import type { Observations } from '../../record/observations.ts'
 import { sampledAtStart } from '../../timing/trace-sampling.ts'
 import { tokentapResource } from './resource.ts'
 import { genAiProvider, tracesEndpoint } from './config.ts'
-import { UndiciOtlpTransport, tlsFromEnv } from './undici-transport.ts'
 
 /**
  * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
@@ -76,7 +73,15 @@ export class OtelTraces {
     this.#logger = options.logger
     this.#wallMs = options.wallMs ?? Date.now
     const { config } = options
-    const exporter = new LoggedSpanExporter(options.exporter ?? otlpSpanExporter(config), options.logger)
+    const exporter = new LoggedSpanExporter(
+      options.exporter ??
+        new OTLPTraceExporter({
+          url: tracesEndpoint(config),
+          headers: Object.keys(config.headers).length === 0 ? undefined : { ...config.headers },
+          timeoutMillis: config.timeout_ms,
+        }),
+      options.logger,
+    )
     this.#resource = tokentapResource()
     this.#processor = new BatchSpanProcessor(exporter)
     // The provider owns the processor: its forceFlush and shutdown are the export's.
@@ -368,33 +373,6 @@ function parentContext(start: TraceStart): SpanContext | undefined {
     traceState: parent.traceState === undefined ? undefined : createTraceState(parent.traceState),
     isRemote: true,
   }
-}
-
-/**
- * The official OTLP/protobuf span exporter's parts (its configuration from the config keys and the
- * `OTEL_EXPORTER_OTLP_TRACES_*` variables, its serialiser, its export queue) sending through
- * undici: undici-transport.ts says why not node:http.
- */
-function otlpSpanExporter(config: OtelConfig): SpanExporter {
-  const http = convertLegacyHttpOptions(
-    {
-      url: tracesEndpoint(config),
-      headers: Object.keys(config.headers).length === 0 ? undefined : { ...config.headers },
-      timeoutMillis: config.timeout_ms,
-    },
-    'TRACES',
-    'v1/traces',
-    { 'Content-Type': 'application/x-protobuf' },
-  )
-  const metrics = new ExporterMetrics<ReadableSpan[]>({
-    componentType: 'otlp_http_span_exporter',
-    metricsHelper: TraceExporterMetricsHelper,
-    url: http.url,
-    meterProvider: undefined,
-    responseAttributesFromError: () => ({}),
-  })
-  const transport = new UndiciOtlpTransport(http, tlsFromEnv('TRACES'))
-  return new OTLPExporterBase(createOtlpNetworkExportDelegate(http, ProtobufTraceSerializer, metrics, transport))
 }
 
 /** Logs an exporter's failures: one warning per outage and a line when it works again (the SDK reports only to `diag`). */
