@@ -1,5 +1,5 @@
 import type { FailureCode } from '../errors.ts'
-import { HistogramCore } from '../metrics/core/histogram-core.ts'
+import { HistogramCore } from '../histogram/histogram-core.ts'
 import { Outcome } from './measurement.ts'
 
 /**
