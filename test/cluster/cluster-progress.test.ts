@@ -7,6 +7,8 @@ import type { ProgressBatch } from '../../src/cluster/progress.ts'
 import { eventually } from '../helpers/eventually.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { parseMetrics, sumOf } from '../helpers/prometheus.ts'
+import { OpenAIRealtime } from '../../src/realtime/openai-realtime.ts'
+import type { InFlightVisitor } from '../../src/realtime/protocol.ts'
 import { respond, tapedClient } from '../helpers/realtime.ts'
 import type { TapedClient } from '../helpers/realtime.ts'
 
@@ -274,3 +276,42 @@ t.test(
     t.equal(progress.flush(), 3, 'nothing new: no batch')
   },
 )
+
+t.test('a realtime response asked for and not begun is sent once with its start; a session whose model becomes known is named again', async (t) => {
+  const protocol = new OpenAIRealtime({ countTokens: () => 1, finished: () => {}, model: () => {} })
+  const session = {
+    seq: 7,
+    id: 'rt-x',
+    route: { label: '/r' },
+    provider: 'openai',
+    model: undefined as string | undefined,
+    tenant: undefined,
+    tReq: 100,
+    path: '/v1/realtime',
+    forEachResponseInFlight: (visit: InFlightVisitor) => protocol.forEachInFlight(visit),
+  }
+  const batches: ProgressBatch[] = []
+  const progress = new WorkerProgress(new Set(), (b) => batches.push(wire(b)), { open: [session], listen: () => {} })
+  protocol.client({ type: 'response.create' }, 150)
+  progress.flush()
+  t.same(
+    batches[0].realtime?.responses.map((r) => [r.session, r.timeline.start, r.timeline.textDeltas]),
+    [[7, 150, 0]],
+    'its start, no delta',
+  )
+  t.equal(progress.flush(), 1, 'not again while nothing changes')
+  session.model = 'gpt-realtime'
+  progress.flush()
+  t.same(
+    batches[1].realtime?.sessions.map((s) => [s.key, s.model]),
+    [[7, 'gpt-realtime']],
+  )
+  const mirror = new ProgressMirror()
+  for (const b of batches) mirror.onBatch(b, 1)
+  const lost = mirror.realtime.exited(1, 400, 'TOKENTAP_ERR_WORKER_EXITED')
+  t.same(
+    lost.open.map((s) => [s.who.model, s.responses.map((r) => [r.start, r.end, r.outcome, r.failure, r.timing.ttft])]),
+    [['gpt-realtime', [[150, 400, 'error', 'TOKENTAP_ERR_WORKER_EXITED', undefined]]]],
+    'at the exit: an error with no TTFT, under the model named last',
+  )
+})
