@@ -84,6 +84,7 @@ interface TrackedSession {
 
 interface TrackedResponse {
   readonly key: number
+  readonly start: number | undefined
   readonly cursor: TimelineCursor
   seen: number
 }
@@ -118,6 +119,7 @@ export class WorkerRealtimeProgress {
     const flush = ++this.#flushes
     const sessions: SessionMeta[] = []
     const responses: ResponseProgress[] = []
+    const gone: number[] = []
     for (const s of this.#source.open) {
       let t = this.#sessions.get(s.seq)
       if (t === undefined || t.provider !== s.provider || t.model !== s.model) {
@@ -137,8 +139,13 @@ export class WorkerRealtimeProgress {
       t.seen = flush
       s.forEachResponseInFlight((ref, start, timeline) => {
         let r = this.#responses.get(ref)
+        // A protocol may reuse its object for the next response asked for (Gemini's one pending turn): a new start is a new response.
+        if (r !== undefined && r.start !== start) {
+          gone.push(r.key)
+          r = undefined
+        }
         if (r === undefined) {
-          r = { key: this.#nextKey++, cursor: timelineCursor(), seen: flush }
+          r = { key: this.#nextKey++, start, cursor: timelineCursor(), seen: flush }
           this.#responses.set(ref, r)
         }
         r.seen = flush
@@ -151,7 +158,6 @@ export class WorkerRealtimeProgress {
         if (progress !== undefined) responses.push({ key: r.key, session: s.seq, timeline: progress })
       })
     }
-    const gone: number[] = []
     for (const [ref, r] of this.#responses)
       if (r.seen !== flush) {
         this.#responses.delete(ref)

@@ -7,6 +7,7 @@ import type { ProgressBatch } from '../../src/cluster/progress.ts'
 import { eventually } from '../helpers/eventually.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
 import { parseMetrics, sumOf } from '../helpers/prometheus.ts'
+import { GeminiLive } from '../../src/realtime/gemini-live.ts'
 import { OpenAIRealtime } from '../../src/realtime/openai-realtime.ts'
 import type { InFlightVisitor } from '../../src/realtime/protocol.ts'
 import { respond, tapedClient } from '../helpers/realtime.ts'
@@ -313,5 +314,40 @@ t.test('a realtime response asked for and not begun is sent once with its start;
     lost.open.map((s) => [s.who.model, s.responses.map((r) => [r.start, r.end, r.outcome, r.failure, r.timing.ttft])]),
     [['gpt-realtime', [[150, 400, 'error', 'TOKENTAP_ERR_WORKER_EXITED', undefined]]]],
     'at the exit: an error with no TTFT, under the model named last',
+  )
+})
+
+t.test('a Gemini turn asked for after another that began and ended between two sends is a new response, not the old one again', async (t) => {
+  const protocol = new GeminiLive({ countTokens: () => 1, finished: () => {}, model: () => {} })
+  const session = {
+    seq: 3,
+    id: 'live-x',
+    route: { label: '/g' },
+    provider: 'gemini',
+    model: 'gemini-live',
+    tenant: undefined,
+    tReq: 0,
+    path: '/ws/BidiGenerateContent',
+    forEachResponseInFlight: (visit: InFlightVisitor) => protocol.forEachInFlight(visit),
+  }
+  const batches: ProgressBatch[] = []
+  const progress = new WorkerProgress(new Set(), (b) => batches.push(wire(b)), { open: [session], listen: () => {} })
+  protocol.client({ clientContent: { turnComplete: true } }, 10)
+  progress.flush()
+  protocol.server({ serverContent: { modelTurn: { parts: [{ text: 'hi' }] }, turnComplete: true }, usageMetadata: { promptTokenCount: 1, responseTokenCount: 1 } }, 20)
+  protocol.client({ clientContent: { turnComplete: true } }, 50)
+  progress.flush()
+  const [first, second] = batches.map((b) => b.realtime)
+  t.same(
+    second?.responses.map((r) => r.timeline.start),
+    [50],
+    'the new one with its own start',
+  )
+  t.same([...(second?.gone ?? [])], [first?.responses[0].key], 'the old one gone')
+  const mirror = new ProgressMirror()
+  for (const b of batches) mirror.onBatch(b, 1)
+  t.same(
+    mirror.realtime.exited(1, 60, 'TOKENTAP_ERR_WORKER_EXITED').open.map((s) => s.responses.map((r) => r.start)),
+    [[50]],
   )
 })
