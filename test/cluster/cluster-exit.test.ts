@@ -235,8 +235,8 @@ t.test('with workers: 2 a worker killed mid-stream leaves every request it had c
   )
 })
 
-/** Long realtime responses: first delta at 5 ms, then one token every 100 ms for 20 s, with audio. */
-const LONG_RESPONSE = { ttft_ms: 5, first_tokens: 1, chunks: Array.from({ length: 200 }, () => [100, 1]), audio_ms_per_token: 20 }
+/** Long realtime responses: first delta at 5 ms, then one token every 100 ms for 60 s (the other worker's still stream when the test closes them), with audio. */
+const LONG_RESPONSE = { ttft_ms: 5, first_tokens: 1, chunks: Array.from({ length: 600 }, () => [100, 1]), audio_ms_per_token: 20 }
 const SHORT_RESPONSE = {
   ttft_ms: 5,
   first_tokens: 1,
