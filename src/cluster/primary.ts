@@ -10,7 +10,7 @@ import { MetricsRegistry } from '../metrics/prometheus/registry.ts'
 import { groupLabelFold } from '../record/label-fold.ts'
 import { announceListening, drainOnSignals, listenAs } from '../startup.ts'
 import { clusterAdminSource } from './admin-source.ts'
-import { ask, forkWorker, METRICS_TIMEOUT_MS, onWorkerEvents } from './ipc.ts'
+import { ask, METRICS_TIMEOUT_MS, onWorkerEvents, workerForker } from './ipc.ts'
 import { ClusterMetrics } from './metrics.ts'
 import type { WorkerMetrics } from './metrics.ts'
 import { OrphanRecorder, ProgressMirror } from './progress.ts'
@@ -36,6 +36,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   let stopping = false
   let crashes = 0
   let announced = false
+  const forkWorker = workerForker(config)
 
   // Only workers that listen: one still starting has counted nothing and would not answer yet.
   const workers = (): Worker[] =>
@@ -67,7 +68,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       return { reports, workerIds }
     },
     {
-      own: orphans.metrics.all(),
+      own: [...orphans.metrics.all(), ...orphans.realtime.all()],
       processJson: () => own.processJson(),
       onReport: (workerId, report) => {
         if (report.progress !== undefined) progress.covered(workerId, report.progress)
@@ -89,7 +90,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   )
 
   function fork(): void {
-    const worker = forkWorker(config)
+    const worker = forkWorker()
     const started = Date.now()
     onWorkerEvents(worker, {
       progress: (batch) => {
@@ -119,14 +120,28 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       listening.delete(worker.id)
       // In one turn: its last report's counts kept, and every request of it no kept report counts recorded once.
       metrics.retire(worker.id)
-      const lost = progress.exited(worker.id, monotonicNow())
+      const now = monotonicNow()
+      const detail = signal ?? `exit code ${code}`
+      const lost = progress.exited(worker.id, now)
       if (lost.length > 0) {
-        orphans.record(lost, signal ?? `exit code ${code}`)
+        orphans.record(lost, detail)
         logger.error(
           { worker: worker.id, pid: worker.process.pid, requests: lost.length },
           'worker exited with requests in flight: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)',
         )
       }
+      const realtime = progress.realtime.exited(worker.id, now, 'TOKENTAP_ERR_WORKER_EXITED')
+      orphans.recordRealtime(realtime, now, detail)
+      if (realtime.open.length > 0)
+        logger.error(
+          {
+            worker: worker.id,
+            pid: worker.process.pid,
+            sessions: realtime.open.length,
+            responses: realtime.open.reduce((n, s) => n + s.responses.length, 0),
+          },
+          'worker exited with realtime sessions open: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)',
+        )
       views.workerGone(worker.id)
       if (stopping) return
       crashes = Date.now() - started < CRASH_WINDOW_MS ? crashes + 1 : 0
