@@ -84,6 +84,8 @@ export interface OtelPhaseOptions {
    * the profiler's own cost is the same on either side and the two can be compared.
    */
   readonly cpuProfDir?: string
+  /** Both processes run with `--trace-gc`; each round logs their collections within its counted window. */
+  readonly traceGc?: boolean
   readonly log?: (line: string) => void
 }
 
@@ -124,10 +126,15 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-bench-otel-'))
   const profiling = o.cpuProfDir !== undefined
   let round_ = 0
+  const traceGc = o.traceGc === true
+  const gc = { off: newGcTally(), on: newGcTally() }
   const start = async (name: 'off' | 'on'): Promise<TokentapProcess> => {
+    const tally = newGcTally()
+    gc[name] = tally
     const p = await startTokentap(o.dist, mkdtempSync(join(dir, `${name}-`)), o.simPort, {
       maxModels: o.maxModels,
-      flags: o.cpuProfDir === undefined ? undefined : ['--cpu-prof', '--cpu-prof-dir', join(o.cpuProfDir, `${name}-${round_}`)],
+      flags: [...(o.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', join(o.cpuProfDir, `${name}-${round_}`)]), ...(traceGc ? ['--trace-gc'] : [])],
+      onLine: traceGc ? (line) => tallyGc(tally, line) : undefined,
       otel: name === 'off' || o.control === true || o.signal === 'traces' ? undefined : { endpoint: sink.url, intervalMs: o.intervalMs },
       traces: name === 'off' || o.control === true || o.signal !== 'traces' ? undefined : { endpoint: `${sink.url}/v1/traces` },
     })
@@ -171,6 +178,7 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
         for (let i = 0; i < (o.signal === 'traces' ? 200 : 100) && o.control !== true && sink.exports() === exportsBefore; i++) await new Promise((res) => setTimeout(res, 50))
         await both((name) => o.job(streams(pair[name], o.warmRequests, `otel-warm3-${r}-${name}`)))
         const c0 = { off: cpu(off), on: cpu(on) }
+        const g0 = { off: { ...gc.off }, on: { ...gc.on } }
         const exportsAtStart = sink.exports()
         await both((name) => o.job(streams(pair[name], o.requests, `otel-r${r}-${name}`)))
         // Requests are recorded once they end: the last ones are done within this pause.
@@ -187,6 +195,7 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
         const one = { off: (cpu(off) - c0.off) / o.requests, on: (cpu(on) - c0.on) / o.requests }
         rounds.push(one)
         o.log?.(`  otel round ${r}: off ${round(one.off, 1)}, on ${round(one.on, 1)} µs CPU/request (${round(one.on / one.off, 3)})`)
+        if (traceGc) for (const name of ['off', 'on'] as const) o.log?.(`    gc ${name}: ${describeGc(gc[name], g0[name])}`)
       } finally {
         await Promise.all([stop(off), stop(on)])
       }
@@ -213,6 +222,28 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
     met: ratio <= (o.signal === 'traces' ? TRACES_RATIO_TARGET : OTEL_RATIO_TARGET),
   }
 }
+
+interface GcTally {
+  scavenges: number
+  scavengeMs: number
+  markCompacts: number
+  markCompactMs: number
+}
+const newGcTally = (): GcTally => ({ scavenges: 0, scavengeMs: 0, markCompacts: 0, markCompactMs: 0 })
+/** A `--trace-gc` line: `… ms: Scavenge 3.8 (4.0) -> 3.4 (5.0) MB, 3.97 / 0.00 ms …`. */
+function tallyGc(t: GcTally, line: string): void {
+  const m = /ms: (Scavenge|Mark-Compact|Mark-sweep|Minor Mark-Compact)[^,]*,[^/]*?([\d.]+) \/ ([\d.]+) ms/.exec(line)
+  if (m === null) return
+  if (m[1] === 'Scavenge') {
+    t.scavenges++
+    t.scavengeMs += Number(m[2])
+  } else {
+    t.markCompacts++
+    t.markCompactMs += Number(m[2])
+  }
+}
+const describeGc = (t: GcTally, from: GcTally): string =>
+  `${t.scavenges - from.scavenges} scavenges ${round(t.scavengeMs - from.scavengeMs, 1)} ms, ${t.markCompacts - from.markCompacts} mark-compacts ${round(t.markCompactMs - from.markCompactMs, 1)} ms`
 
 /** One line for the report: on vs off and the ratio against the target. */
 export function describeOtel(r: OtelPhaseResult): string {

@@ -35,7 +35,8 @@ import { blockP50, overheadFigures, unloadedPhase } from './unloaded-phase.ts'
  * `--only PHASE` runs one part with its targets and writes bench/results/PHASE.json:
  * `cpu-short` (CPU per short request and the OTel round; `--cpu-prof DIR`: tokentap's CPU profile),
  * `otel`, `traces` (the OTel round with spans instead of metrics), `scrape`.
- * The OTel round: `--otel-interval-ms N`, `--otel-cpu-prof DIR`, `--otel-control` (export off in both).
+ * The OTel round: `--otel-interval-ms N`, `--otel-cpu-prof DIR`, `--otel-control` (export off in both),
+ * `--otel-trace-gc` (both processes under `--trace-gc`, each round's collections logged).
  * The research tools (instruction counts, growth, other proxies) are in bench/lab/ (`npm run bench:lab`).
  */
 
@@ -167,6 +168,7 @@ function otelRound(simPort: number, signal: 'metrics' | 'traces'): Promise<OtelP
     control: process.argv.includes('--otel-control'),
     signal,
     cpuProfDir: OTEL_PROF === undefined ? undefined : resolve(OTEL_PROF),
+    traceGc: process.argv.includes('--otel-trace-gc'),
     log,
   })
 }
