@@ -5,10 +5,9 @@ import { rssBytes } from './proc.ts'
 import { round } from './stats.ts'
 
 /**
- * Memory per open stream, repeated and reported as the median: one stream's RSS delta is mostly
- * allocator and heap-page noise, so many streams are measured at once and divided, and a Node
- * proxy's own heapUsed + external after a full GC (asked of its probe) is reported beside RSS (it
- * counts live objects only).
+ * Memory per open stream, repeated: one stream's RSS delta is mostly allocator and heap-page noise,
+ * so many streams are measured at once and divided; a Node proxy's heapUsed + external after a
+ * full GC (asked of its probe) beside RSS counts live objects only.
  */
 
 export interface MemoryDeps {

@@ -4,10 +4,9 @@ import type { Target } from './plans.ts'
 import { round, summary } from './stats.ts'
 
 /**
- * Unloaded: one request of three content chunks at a time, the paths in turn (each round starting
- * one path later). Per request, the client's TTFT and the first content chunk's one-way delay
- * (the simulator's send stamp to the client). Beside them, tokentap's own account of the same
- * span: `llm_proxy_overhead_seconds{phase="first_chunk"}` read from /metrics before and after.
+ * Unloaded: one request of three content chunks at a time, the paths in turn. Per request, the
+ * client's TTFT and the first content chunk's one-way delay; beside them, tokentap's own account of
+ * the same span, `llm_proxy_overhead_seconds{phase="first_chunk"}`, read from /metrics before and after.
  */
 
 export interface UnloadedDeps {
@@ -18,9 +17,8 @@ export interface UnloadedDeps {
 }
 
 export interface UnloadedResult {
-  /** Client-side TTFT per request (ms, NaN for a failed one), per path, in order. */
+  /** Client-side TTFT and the first chunk's one-way delay per request (ms, NaN for a failed one), per path, in order. */
   readonly ttft: Record<string, number[]>
-  /** The first content chunk's one-way delay per request (ms), per path. */
   readonly firstDelay: Record<string, number[]>
   /** tokentap's overhead histogram over the phase: cumulative buckets by upper bound (s). */
   readonly overhead: Buckets
@@ -65,9 +63,8 @@ export interface OverheadFigures {
 
 /**
  * The client's side: what tokentap adds to the first chunk's one-way delay (p50 through it minus
- * p50 direct), less what one more hop adds on this machine (the TCP relay's own addition: a
- * second loopback connection, a wake-up, a read and a write), which no proxy's account of its own
- * work can see.
+ * direct), less what one more loopback hop adds (the TCP relay's own addition), which no proxy's
+ * account of its own work can see.
  */
 export function overheadFigures(u: UnloadedResult): OverheadFigures {
   const n = u.overhead.size === 0 ? 0 : Math.max(...u.overhead.values())
