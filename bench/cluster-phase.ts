@@ -1,6 +1,5 @@
 import { deserialize, serialize } from 'node:v8'
-import { ClusterMetrics, StateReporter } from '../src/cluster/metrics.ts'
-import type { WorkerMetrics } from '../src/cluster/metrics.ts'
+import { ClusterMetrics, StateReporter, type WorkerMetrics } from '../src/cluster/metrics.ts'
 import { DEFAULT_BUCKETS } from '../src/config/schema.ts'
 import { LlmMetrics } from '../src/metrics/llm/llm-metrics.ts'
 import { MetricsRegistry } from '../src/metrics/prometheus/registry.ts'
@@ -69,19 +68,10 @@ async function cpuOf(body: AsyncIterable<Buffer[]>, source: MetricsSource): Prom
   return { cpu: (used.user + used.system) / 1000, bytes }
 }
 
-export interface ClusterScrapeFigures {
-  readonly label_sets: number
-  readonly series: number
-  readonly one: { text_cpu_ms: number; protobuf_cpu_ms: number; text_bytes: number }
-  readonly workers_2: { text_cpu_ms: number; protobuf_cpu_ms: number; text_bytes: number }
-  /** The medians' ratio, workers: 2 over one. */
-  readonly ratio: { text: number; protobuf: number }
-  /** Each scrape's ratio (the verdict's rounds). */
-  readonly rounds: { text: number[]; protobuf: number[] }
-}
+export type ClusterScrapeFigures = Awaited<ReturnType<typeof clusterScrape>>
 
 /** The comparison at `sets` label sets (fewer scrapes at the larger scales, which take longer). */
-export async function clusterScrape(sets: number): Promise<ClusterScrapeFigures> {
+export async function clusterScrape(sets: number) {
   const scrapes = sets >= 4000 ? 5 : sets >= 1000 ? 9 : 21
   const llm = (): LlmMetrics => new LlmMetrics(BUCKETS, () => {}, { stallSeconds: 1, exemplars: false, native: NATIVE })
   const one = llm()
@@ -130,6 +120,7 @@ export async function clusterScrape(sets: number): Promise<ClusterScrapeFigures>
     series: one.all().reduce((n, f) => n + f.seriesCount, 0),
     one: oneF,
     workers_2: twoF,
+    /** The medians' ratio, workers: 2 over one, and each scrape's (the verdict's rounds). */
     ratio: { text: round(twoF.text_cpu_ms / oneF.text_cpu_ms, 2), protobuf: round(twoF.protobuf_cpu_ms / oneF.protobuf_cpu_ms, 2) },
     rounds: { text: cpu.twoText.map((v, i) => round(v / cpu.oneText[i], 3)), protobuf: cpu.twoPb.map((v, i) => round(v / cpu.onePb[i], 3)) },
   }

@@ -1,5 +1,4 @@
-import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks'
-import type { IntervalHistogram } from 'node:perf_hooks'
+import { PerformanceObserver, monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import { writeHeapSnapshot } from 'node:v8'
 
 /**

@@ -239,28 +239,14 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   return { ms, bytes, wireBytes, histogramSeries, llmSeries, samples, contentType }
 }
 
-async function run(job: Job): Promise<unknown> {
-  switch (job.kind) {
-    case 'streams':
-      return streams(job)
-    case 'hold':
-      return hold(job)
-    case 'release':
-      return release()
-    case 'drain':
-      return drain(job)
-    case 'stop':
-      stopped = true
-      return true
-    case 'get':
-      return get(job)
-    case 'events':
-      return contentEvents
-  }
+const stop = (): boolean => {
+  stopped = true
+  return true
 }
+const JOBS: Record<Job['kind'], (job: never) => unknown> = { streams, hold, release, drain, stop, get, events: () => contentEvents }
 
 process.on('message', (msg: { id: number; job: Job }) => {
-  run(msg.job).then(
+  Promise.resolve(JOBS[msg.job.kind](msg.job as never)).then(
     (result) => process.send?.({ id: msg.id, result }),
     (err: unknown) => process.send?.({ id: msg.id, error: String((err as Error).stack ?? err) }),
   )

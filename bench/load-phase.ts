@@ -1,8 +1,6 @@
 import type { Job, StreamResult } from './load-client.ts'
-import { loadJob, turns } from './plans.ts'
-import type { Target } from './plans.ts'
-import { round, sorted, summary } from './stats.ts'
-import type { Summary } from './stats.ts'
+import { loadJob, turns, type Target } from './plans.ts'
+import { round, sorted, summary, type Summary } from './stats.ts'
 import type { LoadRound } from './targets.ts'
 
 /**
@@ -94,15 +92,7 @@ function inside(rounds: readonly Record<string, number>[]): Record<string, numbe
 }
 
 /** What the results keep of a path's load rounds. */
-export interface LoadFigures {
-  readonly ttft: Record<string, number>
-  readonly gap_distortion: Record<string, number>
-  readonly one_way_delay: Record<string, number>
-  readonly rounds: LoadRound[]
-  readonly inside: Record<string, number> | null
-}
-
-export function loadFigures(a: LoadAcc): LoadFigures {
+export function loadFigures(a: LoadAcc) {
   return {
     ttft: pick(summary(a.ttft)),
     gap_distortion: pick(summary(a.distortions)),
@@ -111,3 +101,5 @@ export function loadFigures(a: LoadAcc): LoadFigures {
     inside: inside(a.loop),
   }
 }
+
+export type LoadFigures = ReturnType<typeof loadFigures>

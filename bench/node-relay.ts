@@ -3,8 +3,7 @@ import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import Fastify from 'fastify'
 import type { FastifyRequest } from 'fastify'
-import { Agent } from 'undici'
-import type { Dispatcher } from 'undici'
+import { Agent, type Dispatcher } from 'undici'
 import { PROXY_METHODS } from '../src/proxy/route-path.ts'
 
 /**

@@ -17,24 +17,15 @@ import { blockP50, overheadFigures, unloadedPhase } from './unloaded-phase.ts'
 import { type TargetRow, describeTarget, targetList } from './verdict.ts'
 
 /**
- * `npm run bench`: the figures docs/performance.md quotes. The simulator, the load generator and
- * each path in its own process: direct to the simulator, a Node TCP relay (bench/tcp-relay.ts), a
- * bare Node HTTP relay and the same behind a Fastify route (bench/node-relay.ts), and tokentap,
- * interleaved round by round. Phases, in order: memory per open stream, unloaded TTFT (with
- * tokentap's own overhead histogram beside it), load (rounds every path takes, then paired rounds
- * of tokentap and the Fastify relay), saturation, CPU per short request, the OTel and traces rounds
- * (bench/otel-phase.ts), /metrics at its scales, the cluster primary's /metrics (bench/cluster-phase.ts).
- * Prints a table and the targets (bench/targets.ts, each judged by bench/verdict.ts's rule) and
- * writes bench/results/latest.json (quick.latest.json with `--quick`: fewer rounds, a smoke test).
- * `--only P[,P…]` runs those phases with their targets and writes bench/results/P[+P…].json.
- * Options: `--short-rounds N`; `--cpu-prof DIR` (tokentap's CPU profile over its phases);
- * the OTel and traces rounds: `--otel-interval-ms N`, `--otel-cpu-prof DIR`, `--otel-control`.
- * The research tools are in bench/lab/ (`npm run bench:lab`).
+ * `npm run bench`: the figures docs/performance.md quotes ("What it compares", "How each measure
+ * is taken"). The simulator, the load generator and each path in its own process (direct, the TCP,
+ * Node and Fastify relays, tokentap), interleaved round by round; the phases in PHASES' order.
+ * Prints a table and the targets (bench/targets.ts, judged by bench/verdict.ts's rule) and writes
+ * bench/results/latest.json; `--quick`: fewer rounds, a smoke test; `--only P[,P…]`: those phases.
  */
 
-const HERE = dirname(fileURLToPath(import.meta.url)) // dist/bench
-const ROOT = resolve(HERE, '..', '..')
-const DIST = resolve(HERE, '..')
+const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const ROOT = resolve(DIST, '..')
 const QUICK = process.argv.includes('--quick')
 const argOf = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)

@@ -1,6 +1,5 @@
 import type { Job, StreamResult } from './load-client.ts'
-import { request, turns } from './plans.ts'
-import type { SimPlan, Target } from './plans.ts'
+import { request, turns, type SimPlan, type Target } from './plans.ts'
 import { cpuMicros } from './proc.ts'
 
 export const SAT_CONCURRENCY = 8

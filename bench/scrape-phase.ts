@@ -1,5 +1,6 @@
 import type { Job, ScrapeResult, StreamResult } from './load-client.ts'
 import { cpuMicros } from './proc.ts'
+import { evenPlan, requestBody } from './plans.ts'
 import { round, summary } from './stats.ts'
 
 /**
@@ -15,51 +16,16 @@ export interface ScrapeDeps {
   ask(cmd: string, reply: string): Promise<Record<string, number>>
   readonly streamUrl: string
   readonly metricsUrl: string
-  /** The scraper's Accept header (Prometheus asks for OpenMetrics first). */
-  readonly accept?: string
-  /** Ask for gzip (Prometheus does) and decompress. */
-  readonly gzip?: boolean
-  body(plan: object, model: string): string
   readonly pid: number
 }
 
-type Ms3 = { p50: number; p99: number; max: number }
-
-/** One format's scrapes at a scale. */
-interface FormatFigures {
-  readonly content_type: string
-  /** Decompressed, and on the wire. */
-  readonly bytes: number
-  readonly wire_bytes: number
-  /** On-CPU time of all the proxy's threads over the scrapes without traffic. */
-  readonly proxy_cpu_ms_per_scrape: number
-  /** Scrapes while streams keep arriving (what the targets judge). */
-  readonly ms: { p50: number; p90: number; p99: number; max: number; mean: number }
-  readonly ms_without_traffic: { p50: number; p99: number }
-  readonly event_loop_delay_ms: Ms3
-}
-
-export interface ScrapeFigures extends Omit<FormatFigures, 'content_type'> {
-  readonly models: number
-  /** The llm_ histogram series asked for (scrapeAtSeries). */
-  readonly series_asked?: number
-  /** The proxy's memory with this scale's series, after a full GC (before the scrapes), MiB. */
-  readonly memory_mib: { heap_used: number; external: number; held: number; rss: number }
-  /** The same scrapes with the protobuf Accept, when the proxy answers it with protobuf; null otherwise. */
-  readonly protobuf: FormatFigures | null
-  /** What one scrape held (counted by the load generator on the last scrape). */
-  readonly llm_histogram_series: number
-  readonly llm_series: number
-  readonly samples: number
-  readonly scrapes: number
-  readonly streams_during: number
-  readonly event_loop_delay_traffic_only_ms: Ms3
-}
+/** One format's scrapes at a scale; `ScrapeFigures`: the text one's, with the rest of the scale's figures. */
+type FormatFigures = ReturnType<typeof formatFigures>
+export type ScrapeFigures = Awaited<ReturnType<typeof scrapeAtSeries>>
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 const modelName = (i: number): string => `bench-model-${String(i).padStart(4, '0')}`
-const plan = (chunks: number, gapMs: number): object => ({ ttft_ms: 0, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1]) })
-const ms3 = (h: Record<string, number>): Ms3 => ({ p50: round(h.p50), p99: round(h.p99), max: round(h.max) })
+const ms3 = (h: Record<string, number>) => ({ p50: round(h.p50), p99: round(h.p99), max: round(h.max) })
 
 /** What Prometheus 2.x/3.x sends by default (scrape_protocols): OpenMetrics first. */
 export const PROMETHEUS_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'
@@ -68,9 +34,25 @@ export const PROMETHEUS_ACCEPT = 'application/openmetrics-text;version=1.0.0,app
 const PROTOBUF_ACCEPT =
   'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.1'
 
+/** One format's figures: scrapes with traffic (what the targets judge) and without, the proxy's CPU per scrape without traffic (all its threads). */
+function formatFigures(r: ScrapeResult, alone: ScrapeResult, cpuMs: number, el: Record<string, number>) {
+  const s = summary(r.ms)
+  const a = summary(alone.ms)
+  return {
+    content_type: r.contentType,
+    /** Decompressed, and on the wire. */
+    bytes: r.bytes,
+    wire_bytes: r.wireBytes,
+    proxy_cpu_ms_per_scrape: round(cpuMs, 1),
+    ms: { p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) },
+    ms_without_traffic: { p50: round(a.p50), p99: round(a.p99) },
+    event_loop_delay_ms: ms3(el),
+  }
+}
+
 /** Whether the proxy answers the protobuf Accept with protobuf (if not, the protobuf rows read "not served"). */
 export async function servesProtobuf(d: ScrapeDeps): Promise<boolean> {
-  const r = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: 1, accept: PROTOBUF_ACCEPT, gzip: d.gzip })
+  const r = await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: 1, accept: PROTOBUF_ACCEPT, gzip: true })
   return r.contentType.startsWith('application/vnd.google.protobuf')
 }
 
@@ -82,7 +64,7 @@ async function loadModels(d: ScrapeDeps, models: number): Promise<void> {
   for (let i = loaded; i < models; i += 50) {
     const batch = Array.from({ length: Math.min(50, models - i) }, (_, j) => i + j)
     await Promise.all(
-      batch.map((m) => d.job({ kind: 'streams', url: d.streamUrl, body: d.body(plan(4, 0), modelName(m)), count: 1, concurrency: 1, phaseMs: 0, idPrefix: `model-${m}`, detail: false })),
+      batch.map((m) => d.job({ kind: 'streams', url: d.streamUrl, body: requestBody(evenPlan(4, 0), modelName(m)), count: 1, concurrency: 1, phaseMs: 0, idPrefix: `model-${m}`, detail: false })),
     )
   }
   loaded = Math.max(loaded, models)
@@ -91,11 +73,11 @@ async function loadModels(d: ScrapeDeps, models: number): Promise<void> {
 /** llm_ histogram series in a scrape now (the registry collects at most once a second: wait for a fresh one). */
 async function seriesNow(d: ScrapeDeps): Promise<number> {
   await sleep(1100)
-  return (await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: 0, inspect: true, accept: d.accept, gzip: d.gzip })).histogramSeries
+  return (await d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: 0, inspect: true, accept: PROMETHEUS_ACCEPT, gzip: true })).histogramSeries
 }
 
 /** The phase at a number of llm_ histogram series (a model's series counted once), so a scale holds when the metrics per model change. */
-export async function scrapeAtSeries(d: ScrapeDeps, series: number, scrapes: number, protobuf: boolean): Promise<ScrapeFigures> {
+export async function scrapeAtSeries(d: ScrapeDeps, series: number, scrapes: number, protobuf: boolean) {
   if (seriesPerModel === undefined) {
     const s0 = await seriesNow(d)
     await loadModels(d, loaded + 5)
@@ -104,12 +86,12 @@ export async function scrapeAtSeries(d: ScrapeDeps, series: number, scrapes: num
   const models = loaded + Math.max(0, Math.ceil((series - (await seriesNow(d))) / seriesPerModel))
   await loadModels(d, models)
   await sleep(500)
-  await d.job({ kind: 'get', url: d.metricsUrl, times: 2, accept: d.accept, gzip: d.gzip })
+  await d.job({ kind: 'get', url: d.metricsUrl, times: 2, accept: PROMETHEUS_ACCEPT, gzip: true })
   const mem = await d.ask('gc', 'gc-done')
   const mib = (b: number): number => round(b / 2 ** 20, 1)
   const memory = { heap_used: mib(mem.heapUsed), external: mib(mem.external), held: mib(mem.heapUsed + mem.external), rss: mib(mem.rss) }
-  const scrape = (accept: string | undefined, inspect = false): Promise<ScrapeResult> => d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, inspect, accept, gzip: d.gzip })
-  const formats = protobuf ? [d.accept, PROTOBUF_ACCEPT] : [d.accept]
+  const scrape = (accept: string, inspect = false): Promise<ScrapeResult> => d.job<ScrapeResult>({ kind: 'get', url: d.metricsUrl, times: scrapes, inspect, accept, gzip: true })
+  const formats = protobuf ? [PROMETHEUS_ACCEPT, PROTOBUF_ACCEPT] : [PROMETHEUS_ACCEPT]
   // Scrapes alone (nothing changes between them): the proxy's CPU per scrape without the traffic's.
   const alone: { r: ScrapeResult; cpuMs: number }[] = []
   for (const accept of formats) {
@@ -121,7 +103,7 @@ export async function scrapeAtSeries(d: ScrapeDeps, series: number, scrapes: num
     kind: 'streams',
     url: d.streamUrl,
     body: '',
-    bodies: Array.from({ length: 97 }, (_, i) => d.body(plan(10, 5), modelName((i * 31) % models))),
+    bodies: Array.from({ length: 97 }, (_, i) => requestBody(evenPlan(10, 5), modelName((i * 31) % models))),
     count: 1_000_000,
     concurrency: 10,
     phaseMs: 0,
@@ -138,19 +120,8 @@ export async function scrapeAtSeries(d: ScrapeDeps, series: number, scrapes: num
   for (const [k, accept] of formats.entries()) {
     await d.ask('el-start', 'el-started')
     const r = await scrape(accept, k === 0)
-    const el = await d.ask('el-stop', 'el')
     counted ??= r
-    const s = summary(r.ms)
-    const a = summary(alone[k].r.ms)
-    figures.push({
-      content_type: r.contentType,
-      bytes: r.bytes,
-      wire_bytes: r.wireBytes,
-      proxy_cpu_ms_per_scrape: round(alone[k].cpuMs, 1),
-      ms: { p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) },
-      ms_without_traffic: { p50: round(a.p50), p99: round(a.p99) },
-      event_loop_delay_ms: ms3(el),
-    })
+    figures.push(formatFigures(r, alone[k].r, alone[k].cpuMs, await d.ask('el-stop', 'el')))
   }
   await d.job({ kind: 'stop' })
   const during = await traffic

@@ -1,6 +1,5 @@
 import type { Job, StreamResult } from './load-client.ts'
-import { evenPlan, request, turns } from './plans.ts'
-import type { Target } from './plans.ts'
+import { evenPlan, request, turns, type Target } from './plans.ts'
 import { round, summary } from './stats.ts'
 
 /**
@@ -51,22 +50,14 @@ export function blockP50(xs: readonly number[], size: number): number[] {
 }
 
 /** tokentap's overhead p50 beside the client's side of the same span. */
-export interface OverheadFigures {
-  readonly metric: string
-  readonly requests: number
-  readonly p50_ms: number | null
-  readonly client_added_first_chunk_p50_ms: number
-  readonly hop_first_chunk_p50_ms: number
-  readonly client_added_beyond_hop_p50_ms: number
-  readonly difference_ms: number | null
-}
+export type OverheadFigures = ReturnType<typeof overheadFigures>
 
 /**
  * The client's side: what tokentap adds to the first chunk's one-way delay (p50 through it minus
  * direct), less what one more loopback hop adds (the TCP relay's own addition), which no proxy's
  * account of its own work can see.
  */
-export function overheadFigures(u: UnloadedResult): OverheadFigures {
+export function overheadFigures(u: UnloadedResult) {
   const n = u.overhead.size === 0 ? 0 : Math.max(...u.overhead.values())
   const p50 = n > 0 ? bucketQuantile(u.overhead, 0.5) * 1000 : NaN
   const first = (p: string): number => summary(u.firstDelay[p] ?? []).p50
