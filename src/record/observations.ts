@@ -112,7 +112,7 @@ export interface Observations {
   readonly statusCode: number
   /** OpenTelemetry's `error.type`: undefined for ok. */
   readonly errorType: string | undefined
-  /** The `error_type` label: who is to blame, from the upstream-error table (`none` for ok). */
+  /** The `error_type` label: who is to blame, from the error-type table (error-type.ts; `none` for ok). */
   readonly errorClass: ErrorType
   /** Index in LENGTH_BANDS of the output count (ITL and TPOT series, the live page's bands). */
   readonly lengthBand: number
@@ -183,7 +183,7 @@ export interface ResponseObservations {
   readonly labels: SeriesLabels
   readonly labelSet: LabelSet
   readonly outcome: Outcome
-  /** Who is to blame (the `error_type` label): `none` for ok, by the upstream-error table. */
+  /** Who is to blame (the `error_type` label): `none` for ok, by the error-type table (error-type.ts). */
   readonly errorType: ErrorType
   readonly ttft: number | undefined
   readonly ttfa: number | undefined
