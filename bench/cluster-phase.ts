@@ -12,13 +12,10 @@ import { spread } from './verdict.ts'
 
 /**
  * The cluster primary's /metrics against one process's at the same label sets, in this process
- * without sockets (issue 35): `one` is one registry holding every label set; `workers: 2` is two
- * workers' registries with a request of every label set each, whose reports (StateReporter) cross a
- * structured clone, as the cluster channel's `serialization: 'advanced'` does, into the primary's
- * ClusterMetrics, as cluster/primary.ts does on each scrape. Before each scrape 20 requests of
- * random label sets finish (what a busy proxy changes in a scrape interval). CPU per scrape of this
- * process (the workers' and the primary's parts together, as a pod pays them), text and protobuf;
- * each scrape of both forms follows the same changes, so its ratio is one round of the verdict.
+ * (issue 35; docs/performance.md, "/metrics with workers"): one registry holding every label set
+ * against two workers' registries whose reports cross a structured clone (the cluster channel's
+ * `serialization: 'advanced'`) into ClusterMetrics, as cluster/primary.ts does on each scrape.
+ * CPU per scrape of this process (the workers' and the primary's parts, as a pod pays them).
  */
 
 const DIRTY = 20

@@ -8,13 +8,11 @@ import { createGunzip } from 'node:zlib'
  * delay and each gap's distortion are exact up to the clocks' common offset, which cancels.
  */
 
+/** ms: TTFT (request sent → first content event), each content event's one-way delay, |client gap − sender gap| after the first. */
 export interface StreamResult {
   readonly ok: boolean
-  /** Client-side TTFT: request sent → first content event arrived, ms. */
   readonly ttft: number
-  /** One-way delay of each content event (arrival − sent), ms. */
   readonly delays: number[]
-  /** |client gap − sender gap| for each content event after the first, ms. */
   readonly distortions: number[]
   readonly chunks: number
   readonly id: string
@@ -49,10 +47,7 @@ const now = (): number => performance.timeOrigin + performance.now()
 const SENT = '"tokentap_sent_ms":'
 const CONTENT = '"delta":{"content":"'
 
-interface Open {
-  req: http.ClientRequest
-  res?: http.IncomingMessage
-}
+type Open = { req: http.ClientRequest; res?: http.IncomingMessage }
 let held: Open[] = []
 /** The held streams' ends (for `drain`). */
 let heldEnds: Promise<StreamResult>[] = []

@@ -92,12 +92,8 @@ export function freePort(): Promise<number> {
 }
 
 /** The load generator (bench/load-client.ts) in its own process, and the call that runs a job in it. */
-export interface LoadClient {
-  readonly proc: ChildProcess
-  job<T>(job: Job): Promise<T>
-}
-
-export function startLoadClient(script: string): LoadClient {
+export type LoadClient = ReturnType<typeof startLoadClient>
+export function startLoadClient(script: string) {
   const proc = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   let seq = 0
   const pending = new Map<number, { res: (v: unknown) => void; rej: (e: Error) => void }>()

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { type ClusterScrapeFigures, clusterScrape, describeClusterScrape } from './cluster-phase.ts'
 import { type LoadFigures, loadFigures, pairedRounds, pick, turnRounds } from './load-phase.ts'
 import { type MemoryRuns, memoryPhase } from './memory-phase.ts'
-import { type OtelPhaseResult, describeOtel, otelPhase } from './otel-phase.ts'
+import { describeOtel, otelPhase } from './otel-phase.ts'
 import { LOAD_CHUNKS, LOAD_GAP_MS, SHORT_CHUNKS, SHORT_CONCURRENCY, type Target, evenPlan, requestBody, warmUpJob } from './plans.ts'
 import { type LoadClient, type TokentapProcess, machine, pidOf, startLoadClient, startPortPrinter, startTokentap, stopOnExit } from './proc.ts'
 import { SAT_CHUNKS, SAT_CONCURRENCY, saturationPhase } from './saturation-phase.ts'
@@ -104,14 +104,6 @@ async function tokentap(dir: string, simPort: number): Promise<TokentapProcess> 
   const tt = await startTokentap(DIST, dir, simPort, { maxModels: P.maxModels, flags, onLine })
   stopOnExit(tt.proc)
   return tt
-}
-
-function otelRound(simPort: number, signal: 'metrics' | 'traces'): Promise<OtelPhaseResult> {
-  log(`${signal === 'traces' ? 'traces' : 'OTel'} round: ${P.otelRounds} × ${P.otelRequests} requests through tokentap with the export off and on at once`)
-  const control = process.argv.includes('--otel-control')
-  const cpuProfDir = OTEL_PROF === undefined ? undefined : resolve(OTEL_PROF)
-  const o = { job, dist: DIST, simPort, maxModels: 100, chunks: P.shortChunks, requests: P.otelRequests, concurrency: P.shortConcurrency, rounds: P.otelRounds }
-  return otelPhase({ ...o, warmRequests: P.otelWarmRequests, intervalMs: P.otelIntervalMs, control, signal, cpuProfDir, log })
 }
 
 async function main(dir: string): Promise<void> {
@@ -245,7 +237,10 @@ async function main(dir: string): Promise<void> {
 
   for (const signal of ['metrics', 'traces'] as const) {
     if (!runs(signal === 'metrics' ? 'otel' : 'traces')) continue
-    const r = await otelRound(sim.port, signal)
+    log(`${signal === 'traces' ? 'traces' : 'OTel'} round: ${P.otelRounds} × ${P.otelRequests} requests through tokentap with the export off and on at once`)
+    const o = { job, dist: DIST, simPort: sim.port, maxModels: 100, chunks: P.shortChunks, requests: P.otelRequests, concurrency: P.shortConcurrency, rounds: P.otelRounds }
+    const cpuProfDir = OTEL_PROF === undefined ? undefined : resolve(OTEL_PROF)
+    const r = await otelPhase({ ...o, warmRequests: P.otelWarmRequests, intervalMs: P.otelIntervalMs, control: process.argv.includes('--otel-control'), signal, cpuProfDir, log })
     log(`  ${describeOtel(r)}`)
     result[signal === 'metrics' ? 'otel_short_requests' : 'traces_short_requests'] = r
     inputs[signal === 'metrics' ? 'otel' : 'traces'] = r.ratios
