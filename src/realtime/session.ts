@@ -76,7 +76,7 @@ const MAX_REASON = 123
 /**
  * Inflating is synchronous and its cost is not bounded by the bytes read, so one event-loop turn
  * inflates for one session at most INFLATE_TURN bytes (each call counted INFLATE_CALL more), and a
- * message inflating past that is audio or junk and goes unread (sized in bench/inflate-budget.ts).
+ * message inflating past that is audio or junk and goes unread (sized in bench/lab/inflate-budget.ts).
  * A session whose waiting backlog exceeds twice the message limit stops being measured.
  */
 const INFLATE_TURN = 512 * 1024
