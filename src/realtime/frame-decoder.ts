@@ -46,6 +46,9 @@ export class FrameDecoder {
   #opcode = 0
   #masked = false
   readonly #mask = Buffer.alloc(4)
+  /** The mask, rotated to a word boundary, as bytes and as one word in the platform's byte order. */
+  readonly #word = new Uint32Array(1)
+  readonly #words = new Uint8Array(this.#word.buffer)
   #remaining = 0
   #offset = 0
   /** The data message being gathered (opcode 0: none); its payload is `#have` bytes of `#buffer`. */
@@ -196,15 +199,32 @@ export class FrameDecoder {
     return i + take
   }
 
-  /** Unmasks into `out`, never in place: the relay may still be writing `chunk`. */
+  /**
+   * Unmasks into `out`, never in place: the relay may still be writing `chunk`. A copy, then XOR by
+   * aligned 32-bit words, about 6× a loop over bytes (bench/inflate-budget.ts).
+   */
   #unmaskInto(chunk: Buffer, i: number, take: number, out: Buffer, at: number): void {
-    if (!this.#masked) {
-      chunk.copy(out, at, i, i + take)
-      return
-    }
+    chunk.copy(out, at, i, i + take)
+    if (!this.#masked) return
     const mask = this.#mask
     const start = this.#offset
-    for (let k = 0; k < take; k++) out[at + k] = chunk[i + k] ^ mask[(start + k) & 3]
+    const address = out.byteOffset + at
+    let k = 0
+    while (k < take && ((address + k) & 3) !== 0) {
+      out[at + k] ^= mask[(start + k) & 3]
+      k++
+    }
+    const words = (take - k) >>> 2
+    if (words > 0) {
+      const m = (start + k) & 3
+      const word = this.#words
+      for (let b = 0; b < 4; b++) word[b] = mask[(m + b) & 3]
+      const key = this.#word[0]
+      const view = new Uint32Array(out.buffer, address + k, words)
+      for (let w = 0; w < words; w++) view[w] ^= key
+      k += words * 4
+    }
+    for (; k < take; k++) out[at + k] ^= mask[(start + k) & 3]
   }
 
   #endFrame(): void {
