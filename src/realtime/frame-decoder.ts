@@ -107,6 +107,19 @@ export class FrameDecoder {
 
   #readHead(chunk: Buffer, i: number): number {
     const head = this.#head
+    if (this.#headHave === 0 && chunk.length - i >= 2) {
+      // The whole header in this read (the common case): no length check per byte.
+      head[0] = chunk[i]
+      head[1] = chunk[i + 1]
+      this.#headHave = 2
+      const need = this.#headLength()
+      if (chunk.length - i >= need) {
+        for (let k = 2; k < need; k++) head[k] = chunk[i + k]
+        this.#startFrame()
+        return i + need
+      }
+      i += 2
+    }
     while (i < chunk.length) {
       head[this.#headHave++] = chunk[i++]
       const need = this.#headLength()
@@ -149,7 +162,7 @@ export class FrameDecoder {
       return
     }
     this.#masked = (b1 & 0x80) !== 0
-    if (this.#masked) head.copy(this.#mask, 0, at, at + 4)
+    if (this.#masked) for (let k = 0; k < 4; k++) this.#mask[k] = head[at + k]
     const control = opcode >= 0x8
     if (opcode === Opcode.text || opcode === Opcode.binary) {
       this.#messageOpcode = opcode
@@ -248,7 +261,14 @@ export class FrameDecoder {
       return
     }
     if (!this.#fin) return
-    const payload = this.#gathering ? (this.#buffer?.subarray(0, this.#have) ?? EMPTY) : undefined
+    const buffer = this.#buffer
+    const payload = !this.#gathering
+      ? undefined
+      : buffer === undefined
+        ? EMPTY
+        : buffer.length === this.#have
+          ? buffer
+          : buffer.subarray(0, this.#have)
     const messageOpcode = this.#messageOpcode
     this.#messageOpcode = 0
     this.#drop()

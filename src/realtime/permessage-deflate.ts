@@ -55,7 +55,7 @@ interface ZlibInternals {
       outOff: number,
       outLen: number,
     ): void
-  } | null
+  }
   /** After writeSync: [output space left, input left]. */
   readonly _writeState: Uint32Array
 }
@@ -128,8 +128,8 @@ export class MessageInflater {
   }
 
   /**
-   * Inflates about `room` more output bytes of the message begun (at most one slice past it): the
-   * message once whole (valid until the next call on any inflater), MORE before, undefined when it
+   * Inflates up to `room` more output bytes (at least 1 KiB) of the message begun: the message once
+   * whole (valid until the next call on any inflater), MORE before, undefined when it
    * cannot be read.
    */
   step(room: number): Buffer | undefined | typeof MORE {
@@ -139,7 +139,6 @@ export class MessageInflater {
     const stream = this.#open()
     const internals = stream as unknown as ZlibInternals
     const handle = internals._handle
-    if (handle === null) return this.#fail('inflating unavailable: the zlib binding changed')
     const state = internals._writeState
     let have = 0
     for (;;) {
