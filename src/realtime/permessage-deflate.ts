@@ -99,11 +99,6 @@ export class MessageInflater {
     return this.#input === undefined ? 0 : this.#input.length + this.#size
   }
 
-  /** Whether a message is begun and not yet whole. */
-  get busy(): boolean {
-    return this.#input !== undefined
-  }
-
   /** A compressed message not seen whole: with context takeover, later ones cannot be read. */
   missed(): void {
     if (this.#takeover) this.#broken ??= 'a compressed message over the size limit broke the deflate context'

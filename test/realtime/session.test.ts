@@ -233,3 +233,13 @@ t.test('a session that finishes while a message is half inflated counts it unrea
   t.equal(s.held, 0)
   t.match(sessions[0], { unread: 1, messagesFromUpstream: 1 })
 })
+
+t.test('a compressed frame on a session that agreed no compression is counted unread, not inflated', async (t) => {
+  const { s, sessions } = session('openai', '/v1/realtime')
+  const all = deflateRawSync(Buffer.from('{"type":"response.create"}'), { finishFlush: constants.Z_SYNC_FLUSH })
+  const f = encodeFrame(Opcode.text, all.subarray(0, all.length - 4), true)
+  f[0] |= 0x40
+  s.data('client', f, 1)
+  s.closed({ first: 'client', abrupt: false }, 2)
+  t.match(sessions[0].s, { unread: 1, messagesFromClient: 1, responses: 0 })
+})
