@@ -13,7 +13,7 @@ import { GeminiLive } from './gemini-live.ts'
 import { OpenAIRealtime } from './openai-realtime.ts'
 import { MORE, MessageInflater } from './permessage-deflate.ts'
 import type { DeflateTerms } from './permessage-deflate.ts'
-import type { FinishedResponse, ProtocolContext, RealtimeProtocol } from './protocol.ts'
+import type { FinishedResponse, InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 import type { RelayEnd, RelayObserver, Side } from './relay.ts'
 
 /**
@@ -205,8 +205,22 @@ export class RealtimeSession implements RelayObserver {
     return this.#tReq
   }
 
+  get path(): string {
+    return this.#path
+  }
+
   get responsesInFlight(): number {
     return this.#protocol?.inFlight ?? 0
+  }
+
+  /** Unique in this process (SessionIdentity's `seq`). */
+  get seq(): number {
+    return this.#seq
+  }
+
+  /** Its responses in flight, for the cluster's progress reports (RealtimeProtocol#forEachInFlight). */
+  forEachResponseInFlight(visit: InFlightVisitor): void {
+    this.#protocol?.forEachInFlight(visit)
   }
 
   get held(): number {
