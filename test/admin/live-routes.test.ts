@@ -5,14 +5,17 @@ import { startProxy, simPlan, simRoute } from '../helpers/proxy.ts'
 import { validateConfig } from '../../src/config/load-config.ts'
 
 const TOKEN = 'live-SECRET-token'
-/** 20 ms between chunks and one 400 ms stall (stall_seconds 0.2 below). */
+/**
+ * 20 ms between chunks and one 1,000 ms stall (stall_seconds 0.2 below). The simulator keeps absolute
+ * offsets, so a late earlier chunk shortens the stall's gap: 400 ms once fell under 200 ms at load 20.
+ */
 const PLAN = {
   ttft_ms: 30,
   first_tokens: 1,
   chunks: [
     [20, 1],
     [20, 2],
-    [400, 1],
+    [1000, 1],
     [20, 1],
     [20, 1],
   ] as [number, number][],
@@ -76,8 +79,8 @@ t.test('/debug/requests/{id} gives the same figures as the request’s log line'
     ]) {
       t.equal(body[key], line[key], `${key} as in the log line`)
     }
-    // The 400 ms gap is a stall; on a loaded machine a 20 ms one may become one too.
-    t.ok((body.stalls as number) >= 1, 'the 400 ms gap is a stall')
+    // The 1,000 ms gap is a stall; on a loaded machine a 20 ms one may become one too.
+    t.ok((body.stalls as number) >= 1, 'the 1,000 ms gap is a stall')
     stalls += body.stalls as number
     t.equal(body.chunks, 6)
     t.equal(body.output_tokens, 7)
