@@ -2,9 +2,18 @@ import { AggregatorRegistry } from 'prom-client'
 import { Counter } from '../metrics/prometheus/counter.ts'
 import type { CounterSeries } from '../metrics/prometheus/counter.ts'
 import { CollectedGauge } from '../metrics/prometheus/gauge.ts'
+import type { GaugeSample } from '../metrics/prometheus/gauge.ts'
 import { Histogram } from '../metrics/prometheus/histogram.ts'
 import type { Exemplar, HistogramSeries, NativeOptions } from '../metrics/prometheus/histogram.ts'
-import { addIncrease, addState, coreFromState, coreState, stateLength, writeState } from '../metrics/core/state.ts'
+import {
+  CORE_STATE_MIN,
+  addIncrease,
+  addState,
+  coreFromState,
+  coreState,
+  stateLength,
+  writeState,
+} from '../metrics/core/state.ts'
 import type { CoreState } from '../metrics/core/state.ts'
 import { FOLDED_FAMILY } from '../record/label-fold.ts'
 import type { FoldPass, GroupLabelFold, SeriesMapper } from '../record/label-fold.ts'
@@ -41,8 +50,13 @@ interface FamilyReport {
   /** The label values of series sent for the first time (`labelNames.length` each), ids `first`, `first + 1`, … */
   readonly first: number
   readonly labels: readonly string[]
-  /** Per series: its id, then its value (counter, gauge), or its state's length and the state (histogram, state.ts). */
+  /**
+   * The report's figures (one typed array for every family: one structured clone), this family's from `at` to `end`:
+   * per series, its id, then its value (counter, gauge), or its state's length and the state (histogram, state.ts).
+   */
   readonly data: Float64Array
+  readonly at: number
+  readonly end: number
   /** A histogram's exemplars per classic slot, by series id (only series that have some). */
   readonly exemplars?: readonly (readonly [number, readonly (Exemplar | undefined)[]])[]
 }
@@ -76,6 +90,12 @@ function defOf(m: OwnMetric): FamilyDef {
   return { ...base, type: m.type }
 }
 
+/** A family and the series a report sends of it. */
+type Picked =
+  | { readonly m: Histogram; readonly series: readonly HistogramSeries[] }
+  | { readonly m: Counter; readonly series: readonly CounterSeries[] }
+  | { readonly m: CollectedGauge; readonly series: readonly GaugeSample[] }
+
 /**
  * Worker side: only the series that changed since the report the primary applied last (`applied`; each family lists
  * its changed series as they change, so a report costs what changed, not a scan of every series), else every series
@@ -96,16 +116,38 @@ export class StateReporter {
       this.#ids = new WeakMap()
       this.#next = new WeakMap()
     }
-    const out: FamilyReport[] = []
+    // The changed series of each family first: the report's figures go into one typed array.
+    const picked: Picked[] = []
+    let length = 0
     for (const m of families) {
-      const r = this.#family(m, full)
-      if (r !== undefined) out.push(r)
+      let p: Picked
+      if (m instanceof Histogram) {
+        p = { m, series: (full ? undefined : m.takeChanged(this)) ?? this.#every(m) }
+        for (const s of p.series) length += 2 + stateLength(s.core)
+      } else {
+        p =
+          m instanceof Counter
+            ? { m, series: (full ? undefined : m.takeChanged(this)) ?? this.#every(m) }
+            : { m, series: m.takeChangedValues(this, full) }
+        length += 2 * p.series.length
+      }
+      if (p.series.length > 0 || !this.#next.has(m)) picked.push(p)
     }
+    const data = new Float64Array(length)
+    let at = 0
+    const out = picked.map((p) => {
+      const from = at
+      const r = this.#family(p, data, from)
+      at = r.end
+      return r.report
+    })
     const base = full ? undefined : this.#seq
     return { families: out, seq: ++this.#seq, base }
   }
 
-  #family(m: OwnMetric, full: boolean): FamilyReport | undefined {
+  /** A family's report, its figures written into `data` from `at`. */
+  #family(p: Picked, data: Float64Array, at: number): { report: FamilyReport; end: number } {
+    const m = p.m
     const described = this.#next.has(m)
     const first = this.#next.get(m) ?? 0
     let next = first
@@ -120,15 +162,10 @@ export class StateReporter {
       }
       return id
     }
-    let data: Float64Array
+    const from = at
     let exemplars: [number, readonly (Exemplar | undefined)[]][] | undefined
-    if (m instanceof Histogram) {
-      const series = (full ? undefined : m.takeChanged(this)) ?? this.#every(m)
-      let length = 0
-      for (const s of series) length += 2 + stateLength(s.core)
-      data = new Float64Array(length)
-      let at = 0
-      for (const s of series) {
+    if (p.m instanceof Histogram) {
+      for (const s of p.series as readonly HistogramSeries[]) {
         const id = idOf(s, s.labelValues)
         data[at] = id
         const end = writeState(s.core, data, at + 2)
@@ -138,32 +175,25 @@ export class StateReporter {
         exemplars ??= []
         exemplars.push([id, [...s.exemplars]])
       }
-      if (at < length) data = data.slice(0, at)
-    } else if (m instanceof Counter) {
-      const series = (full ? undefined : m.takeChanged(this)) ?? this.#every(m)
-      data = new Float64Array(2 * series.length)
-      series.forEach((s, k) => {
-        data[2 * k] = idOf(s, s.labelValues)
-        data[2 * k + 1] = s.value
-      })
     } else {
-      const samples = m.takeChangedValues(this, full)
-      data = new Float64Array(2 * samples.length)
-      samples.forEach((s, k) => {
-        data[2 * k] = idOf(s, s.labelValues)
-        data[2 * k + 1] = s.value
-      })
+      for (const s of p.series as readonly (CounterSeries | GaugeSample)[]) {
+        data[at] = idOf(s, s.labelValues)
+        data[at + 1] = s.value
+        at += 2
+      }
     }
-    if (described && data.length === 0) return undefined
     this.#next.set(m, next)
-    return {
+    const report: FamilyReport = {
       name: m.name,
       ...(described ? {} : { def: defOf(m) }),
       first,
       labels,
       data,
+      at: from,
+      end: at,
       ...(exemplars === undefined ? {} : { exemplars }),
     }
+    return { report, end: at }
   }
 
   /** Every series of a family, tracked for this reporter from now on. */
@@ -295,13 +325,15 @@ class LiveFamily {
     const histogram = this.metric instanceof Histogram
     const counts = pass !== undefined && this.metric.name === 'llm_requests_total'
     const data = report.data
-    let at = 0
-    while (at < data.length) {
+    let at = report.at
+    while (at < report.end) {
       const id = data[at]
       let state: CoreState | undefined
       let value = 0
       if (histogram) {
         const length = data[at + 1]
+        if (!(length > CORE_STATE_MIN && at + 2 + length <= report.end))
+          throw new Error(`${this.metric.name}: series ${id} of contributor ${from} has a state of ${length} figures`)
         state = data.subarray(at + 2, at + 2 + length)
         at += 2 + length
       } else {
@@ -334,8 +366,7 @@ class LiveFamily {
       const series = slot.series as HistogramSeries
       if (dirty.size === 0 || !dirty.has(slot)) {
         if (added) addState(series.core, state)
-        else if (prev === undefined || !addIncrease(series.core, prev, state, statesWith(slot, part, state)))
-          dirty.add(slot)
+        else if (prev === undefined || !addIncrease(series.core, prev, state)) dirty.add(slot)
         invalidate(series)
       }
       keep(part, state)
@@ -504,7 +535,7 @@ function invalidate(series: HistogramSeries): void {
 }
 
 /** Slots a kept state grows by beyond its length (a few more buckets before it moves). */
-const STATE_ROOM = 16
+const STATE_ROOM = 8
 
 /** A copy of `state` kept as `part`'s, in its room when it fits. */
 function keep(part: Part, state: CoreState): void {
@@ -518,16 +549,6 @@ function keep(part: Part, state: CoreState): void {
     part.state?.length === state.length && part.state.buffer === room.buffer
       ? part.state
       : room.subarray(0, state.length)
-}
-
-/** The states of a slot's parts, in order, `part`'s being `state`. */
-function statesWith(slot: Slot, part: Part, state: CoreState): CoreState[] {
-  const out: CoreState[] = []
-  for (const p of slot.parts) {
-    const s = p === part ? state : p.state
-    if (s !== undefined) out.push(s)
-  }
-  return out
 }
 
 /**

@@ -7,6 +7,8 @@ import { HistogramCore } from './histogram-core.ts'
  */
 export type CoreState = Float64Array
 const CLASSIC_AT = 8
+/** Every state has more figures than this (the fixed ones). */
+export const CORE_STATE_MIN = CLASSIC_AT
 
 export function coreState(core: HistogramCore): CoreState {
   const out = new Float64Array(stateLength(core))
@@ -104,25 +106,22 @@ function addFigures(core: HistogramCore, state: CoreState): void {
 let increases = new Float64Array(64)
 
 /**
- * `core`'s exponential buckets grown by what `next` adds to `prev` (two states of one histogram, one schema), and its
- * other figures set to the sum of `states` (in order, as `addState` would add them): a changed part of a merged series
- * costs its changed buckets, not a merge of every part. False, `core` untouched, when the schemas differ or a bucket
- * fell: merge every part again (`clear`, then `addState` each).
+ * What `next` adds to `prev` (two states of one part of a merged series, one schema) added to `core`, the merged
+ * series: a changed part costs its changed buckets, not a merge of every part. Counts are whole numbers, so the
+ * increase is exact; the sum grows by its increase, never back. False, `core` untouched, when the schemas differ or a
+ * count fell: merge every part again (`clear`, then `addState` each).
  */
-export function addIncrease(
-  core: HistogramCore,
-  prev: CoreState,
-  next: CoreState,
-  states: readonly CoreState[],
-): boolean {
+export function addIncrease(core: HistogramCore, prev: CoreState, next: CoreState): boolean {
   const schema = stateSchema(next)
-  if (stateSchema(prev) !== schema || prev[CLASSIC_AT] !== next[CLASSIC_AT]) return false
+  const n = next[CLASSIC_AT]
+  if (stateSchema(prev) !== schema || prev[CLASSIC_AT] !== n || next[3] < prev[3] || next[5] < prev[5]) return false
+  const start = CLASSIC_AT + 1 + Math.max(0, n)
+  for (let i = CLASSIC_AT + 1; i < start; i++) if (next[i] < prev[i]) return false
+  let found = 0
   if (schema !== undefined && core.schema !== undefined) {
     // Both ascending by index, in one pass: every bucket of prev must be in next, with no less.
     if (increases.length < next.length) increases = new Float64Array(next.length)
-    const start = CLASSIC_AT + 1 + Math.max(0, next[CLASSIC_AT])
     let i = start
-    let found = 0
     for (let k = start; k < next.length; k += 2) {
       const index = next[k]
       if (i < prev.length && prev[i] < index) return false
@@ -139,14 +138,16 @@ export function addIncrease(
       }
     }
     if (i < prev.length) return false
-    for (let k = 0; k < found; k += 2) core.addBucket(increases[k], schema, increases[k + 1])
   }
-  core.count = 0
-  core.sum = 0
-  core.zeroCount = 0
-  core.min = Number.POSITIVE_INFINITY
-  core.max = Number.NEGATIVE_INFINITY
-  core.classic?.fill(0)
-  for (const state of states) addFigures(core, state)
+  for (let k = 0; k < found; k += 2) core.addBucket(increases[k], schema as number, increases[k + 1])
+  if (next[3] === prev[3]) return true
+  core.count += next[3] - prev[3]
+  core.sum += next[4] - prev[4]
+  core.zeroCount += next[5] - prev[5]
+  if (next[6] < core.min) core.min = next[6]
+  if (next[7] > core.max) core.max = next[7]
+  const classic = core.classic
+  if (classic !== undefined)
+    for (let i = 0; i < classic.length && i < n; i++) classic[i] += next[CLASSIC_AT + 1 + i] - prev[CLASSIC_AT + 1 + i]
   return true
 }
