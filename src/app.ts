@@ -35,6 +35,8 @@ export interface BuildOptions {
   readonly dispatcher?: Dispatcher
   /** The monotonic clock in ms (default: src/clock.ts). */
   readonly now?: () => number
+  /** @internal The plugin's `warnOnFold` (false in a cluster worker: src/cluster/worker.ts). */
+  readonly warnOnFold?: boolean
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<TokentapApp> {
@@ -64,7 +66,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   })
   // Unmatched paths get the proxy's own JSON error, never Fastify's (which echoes the URL, query included).
   app.setNotFoundHandler(notFound)
-  await app.register(tokentap, { config, dispatcher: options.dispatcher, now: options.now, logger })
+  await app.register(tokentap, {
+    config,
+    dispatcher: options.dispatcher,
+    now: options.now,
+    logger,
+    warnOnFold: options.warnOnFold,
+  })
   const state = app.tokentap
   const live = new LiveStore({
     recentRequests: config.debug.recent_requests,

@@ -49,7 +49,7 @@ export class TokentapError extends Error {
   readonly code: ErrorCode
   /** The HTTP status a client is answered with; undefined for errors no client sees (config, workers). */
   readonly statusCode: number | undefined
-  /** The underlying library's code (undici's, the socket's), when this error stands for one: the failure's class may depend on it (proxy/upstream-errors.ts). */
+  /** The underlying library's code (undici's, the socket's), when this error stands for one: the failure's class may depend on it (record/error-type.ts). */
   detail: string | undefined
 
   constructor(code: ErrorCode, ...args: (string | number)[]) {

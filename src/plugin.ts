@@ -1,4 +1,3 @@
-import cluster from 'node:cluster'
 import { CostMetrics } from './metrics/llm/cost-metrics.ts'
 import { pricesOf } from './cost/price-table.ts'
 import type { AddressInfo } from 'node:net'
@@ -19,7 +18,7 @@ import type { OtelMetrics } from './metrics/otel/otel-metrics.ts'
 import { otelEnabled, traceSampling, tracesConfig } from './metrics/otel/config.ts'
 import { loadOtel } from './metrics/otel/load.ts'
 import type { OtelTraces, ServerOf } from './metrics/otel/traces.ts'
-import { TraceIdSource } from './proxy/trace-context.ts'
+import { TraceIdSource } from './record/trace-context.ts'
 import { appHeadersOf } from './proxy/app-headers.ts'
 import { sendError } from './proxy/error-answer.ts'
 import type { Exchange, ExchangeDeps } from './proxy/exchange.ts'
@@ -65,6 +64,11 @@ export interface TokentapOptions extends TokentapConfigOptions {
   readonly now?: () => number
   /** The logger for the request lines (default: the Fastify instance's). */
   readonly logger?: Logger
+  /**
+   * @internal Whether this process logs the label-set budget's first fold (default true); a cluster
+   * worker's is false: the primary logs it once for the group (label-fold.ts).
+   */
+  readonly warnOnFold?: boolean
 }
 
 /** What the plugin decorates the instance with (`app.tokentap`). */
@@ -130,10 +134,10 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
   const policy = new RecordPolicy({
     maxModelsPerRoute: config.limits.max_models_per_route,
     maxLabelSets: config.limits.max_label_sets,
-    // A cluster worker leaves the warning to the primary, which logs it once for the group (label-fold.ts).
-    onFirstFold: cluster.isWorker
-      ? undefined
-      : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
+    onFirstFold:
+      options.warnOnFold === false
+        ? undefined
+        : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
     lengthBandLabel: config.metrics.length_band_label,
     inputLengthBandLabel: config.metrics.input_length_band_label,
     genAi: otelOn || traces !== undefined,

@@ -3,10 +3,9 @@ import { buildApp } from './app.ts'
 import { outcomeOf, parseCli } from './cli.ts'
 import { isClusterWorker, workerConfig } from './cluster/ipc.ts'
 import { runPrimary } from './cluster/primary.ts'
-import { serveWorker } from './cluster/worker.ts'
+import { serveWorker, workerAppOptions } from './cluster/worker.ts'
 import type { Config } from './config/schema.ts'
 import { TokentapError } from './errors.ts'
-import { createLogger } from './logger.ts'
 import { announceListening, drainOnSignals, listenAs } from './startup.ts'
 
 /**
@@ -36,8 +35,7 @@ async function main(): Promise<void> {
 
 /** One proxying process: on its own, or as a cluster worker (whose admin listener is the primary's). */
 async function serve(config: Config, worker: boolean): Promise<void> {
-  // A worker's lines carry its pid (pino's own field name): which worker logged is otherwise lost.
-  const app = await buildApp(config, worker ? { logger: createLogger(config, 1, { pid: process.pid }) } : {})
+  const app = await buildApp(config, worker ? workerAppOptions(config) : {})
   const { admin, logger } = app.tokentap
   await listenAs(
     'proxy',

@@ -64,11 +64,15 @@ export function workerConfig(): Config {
   return validateConfig(JSON.parse(process.env[CONFIG_ENV] as string))
 }
 
-/** Forks a worker that runs `config` over the advanced-serialization channel. */
-export function forkWorker(config: Config): Worker {
+/**
+ * Sets the primary up once for workers that run `config` over the advanced-serialization channel,
+ * and returns how to fork one (the first ones and each replacement).
+ */
+export function workerForker(config: Config): () => Worker {
   // Typed arrays (the histograms' buckets, the chunk marks) and ±Infinity cross as they are.
   cluster.setupPrimary({ serialization: 'advanced' })
-  return cluster.fork({ [CONFIG_ENV]: JSON.stringify(config) })
+  const env = { [CONFIG_ENV]: JSON.stringify(config) }
+  return () => cluster.fork(env)
 }
 
 // ---- the primary's end ----

@@ -13,8 +13,8 @@ import {
   coreState,
   stateLength,
   writeState,
-} from '../metrics/core/state.ts'
-import type { CoreState } from '../metrics/core/state.ts'
+} from '../histogram/state.ts'
+import type { CoreState } from '../histogram/state.ts'
 import { FOLDED_FAMILY } from '../record/label-fold.ts'
 import type { FoldPass, GroupLabelFold, SeriesMapper } from '../record/label-fold.ts'
 import type { MetricJson } from '../metrics/prometheus/metric.ts'

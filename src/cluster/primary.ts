@@ -10,7 +10,7 @@ import { MetricsRegistry } from '../metrics/prometheus/registry.ts'
 import { groupLabelFold } from '../record/label-fold.ts'
 import { announceListening, drainOnSignals, listenAs } from '../startup.ts'
 import { clusterAdminSource } from './admin-source.ts'
-import { ask, forkWorker, METRICS_TIMEOUT_MS, onWorkerEvents } from './ipc.ts'
+import { ask, METRICS_TIMEOUT_MS, onWorkerEvents, workerForker } from './ipc.ts'
 import { ClusterMetrics } from './metrics.ts'
 import type { WorkerMetrics } from './metrics.ts'
 import { OrphanRecorder, ProgressMirror } from './progress.ts'
@@ -36,6 +36,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   let stopping = false
   let crashes = 0
   let announced = false
+  const forkWorker = workerForker(config)
 
   // Only workers that listen: one still starting has counted nothing and would not answer yet.
   const workers = (): Worker[] =>
@@ -89,7 +90,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
   )
 
   function fork(): void {
-    const worker = forkWorker(config)
+    const worker = forkWorker()
     const started = Date.now()
     onWorkerEvents(worker, {
       progress: (batch) => {

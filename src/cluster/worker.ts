@@ -1,12 +1,22 @@
 import type { AddressInfo } from 'node:net'
-import type { TokentapApp } from '../app.ts'
+import type { BuildOptions, TokentapApp } from '../app.ts'
 import { snapshotStreams } from '../admin/debug-streams.ts'
 import { markScraped } from '../admin/linger.ts'
 import { lookupRequest } from '../admin/source.ts'
+import type { Config } from '../config/schema.ts'
+import { createLogger } from '../logger.ts'
 import { primaryChannel } from './ipc.ts'
 import { StateReporter } from './metrics.ts'
 import { PROGRESS_MS, WorkerProgress } from './progress.ts'
 import { WorkerViews } from './views.ts'
+
+/**
+ * How a worker builds its app: its lines carry its pid (pino's own field name: which worker logged
+ * is otherwise lost), and the primary, not each worker, warns of label folds once for the group.
+ */
+export function workerAppOptions(config: Config): BuildOptions {
+  return { logger: createLogger(config, 1, { pid: process.pid }), warnOnFold: false }
+}
 
 /**
  * A cluster worker: the proxy listener as in one process, and instead of an admin listener the

@@ -404,8 +404,6 @@ export type Config = DeepReadonly<FromSchema<typeof configSchema>>
 export type RouteConfig = Config['routes'][number]
 export type SimulatorConfig = NonNullable<RouteConfig['simulator']>
 export type OtelConfig = Config['otel']
-export type PricingConfig = NonNullable<Config['pricing']>
-export type BudgetConfig = Config['budgets'][number]
 /** OTLP/HTTP encodings (`OTEL_EXPORTER_OTLP_PROTOCOL` values). */
 export type OtelProtocol = NonNullable<OtelConfig['protocol']>
 export type TracesConfig = NonNullable<OtelConfig['traces']>

@@ -1,6 +1,5 @@
 import { stringify } from 'yaml'
 import { TokentapError } from '../errors.ts'
-import type { BudgetConfig, Config } from '../config/schema.ts'
 
 /**
  * `budgets:` → Prometheus recording rules and alerts (`tokentap budgets --config FILE`): tokentap alerts, it never
@@ -16,14 +15,33 @@ type Period = (typeof PERIODS)[number]
 
 const invalid = (detail: string): TokentapError => new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', detail)
 
+/** One entry of `budgets:`. */
+interface Budget {
+  readonly tenant?: string
+  readonly route?: string
+  readonly daily?: number
+  readonly monthly?: number
+}
+
+/**
+ * What budgets read of a config (its schema: config/schema.ts, whose validation runs `checkBudgets`,
+ * so cost/ names the shape instead of importing it).
+ */
+export interface BudgetSettings {
+  readonly budgets: readonly Budget[]
+  readonly routes: readonly { readonly prefix: string; readonly name?: string }[]
+  readonly pricing?: { readonly currency: string }
+  readonly metrics: { readonly tenant?: unknown }
+}
+
 /** The label value of a route a budget names by prefix or name, or undefined. */
-function routeLabel(config: Config, route: string): string | undefined {
+function routeLabel(config: BudgetSettings, route: string): string | undefined {
   const r = config.routes.find((x) => x.name === route || x.prefix === route)
   return r === undefined ? undefined : (r.name ?? r.prefix)
 }
 
 /** What the schema cannot say about `budgets:`; run by validateConfig after the routes are normalised. */
-export function checkBudgets(config: Config): void {
+export function checkBudgets(config: BudgetSettings): void {
   config.budgets.forEach((b, i) => {
     const key = `budgets[${i}]`
     if ((b.tenant === undefined) === (b.route === undefined))
@@ -101,7 +119,7 @@ function alertRules(d: Dimension, p: Period): Rule[] {
 }
 
 /** The rules file for a validated config's budgets (YAML, for Prometheus' `rule_files`). */
-export function budgetRules(config: Config, source: string): string {
+export function budgetRules(config: BudgetSettings, source: string): string {
   const currency = config.pricing?.currency ?? 'USD'
   const groups: { name: string; rules: Rule[] }[] = []
   for (const d of DIMENSIONS) {
@@ -113,9 +131,7 @@ export function budgetRules(config: Config, source: string): string {
         const amount = b[p]
         if (amount === undefined) continue
         const value =
-          d === 'route'
-            ? (routeLabel(config, (b as BudgetConfig & { route: string }).route) as string)
-            : (b.tenant as string)
+          d === 'route' ? (routeLabel(config, (b as Budget & { route: string }).route) as string) : (b.tenant as string)
         rules.push({ record: `${d}:llm_budget:${p}`, expr: `vector(${amount})`, labels: { [d]: value, currency } })
       }
     }

@@ -1,7 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { TokentapError } from '../errors.ts'
-import type { PricingConfig } from '../config/schema.ts'
 import { nameCandidates } from './model-names.ts'
 
 /**
@@ -39,6 +38,33 @@ export const SNAPSHOT_FILE =
     .find((p) => existsSync(p)) ?? 'config/prices.json'
 
 const invalid = (detail: string): TokentapError => new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', detail)
+
+/** One model's prices per million tokens, as `pricing.models` gives them. */
+interface MillionPrices {
+  readonly input?: number
+  readonly output?: number
+  readonly cache_read?: number
+  readonly cache_write?: number
+  readonly cache_write_1h?: number
+  readonly reasoning?: number
+}
+
+/**
+ * What the table reads of a validated `pricing:` (its schema and defaults: config/schema.ts, whose
+ * validation loads the table through `pricesOf`, so cost/ names the shape instead of importing it).
+ */
+export interface PricingSettings {
+  readonly currency: string
+  readonly file?: string
+  readonly snapshot: boolean
+  readonly aliases: Readonly<Record<string, string>>
+  readonly models: Readonly<
+    Record<
+      string,
+      MillionPrices & { readonly tiers?: readonly (MillionPrices & { readonly above_input_tokens: number })[] }
+    >
+  >
+}
 
 /** LiteLLM's keys → the kinds they price (per token). https://github.com/BerriAI/litellm/blob/main/model_prices_and_context_window.json */
 const LITELLM_KEYS = {
@@ -117,14 +143,7 @@ export function readLitellmFile(key: string, file: string): Map<string, ModelPri
 
 const PER_MILLION = 1e6
 
-function fromMillion(p: {
-  readonly input?: number
-  readonly output?: number
-  readonly cache_read?: number
-  readonly cache_write?: number
-  readonly cache_write_1h?: number
-  readonly reasoning?: number
-}): Mutable<KindPrices> {
+function fromMillion(p: MillionPrices): Mutable<KindPrices> {
   const out: Mutable<KindPrices> = {}
   if (p.input !== undefined) out.input = p.input / PER_MILLION
   if (p.output !== undefined) out.output = p.output / PER_MILLION
@@ -136,7 +155,7 @@ function fromMillion(p: {
 }
 
 /** The config's `pricing.models` (validated by the schema: numbers ≥ 0) → prices per token by lower-cased name. */
-function configTable(models: PricingConfig['models']): Map<string, ModelPrice> {
+function configTable(models: PricingSettings['models']): Map<string, ModelPrice> {
   const out = new Map<string, ModelPrice>()
   for (const [name, p] of Object.entries(models)) {
     if (p.input === undefined && p.output === undefined)
@@ -170,7 +189,7 @@ export class PriceTable {
   }
 
   /** Every source the config names, loaded now (start-up): a bad one throws, naming its key. */
-  static fromConfig(config: PricingConfig): PriceTable {
+  static fromConfig(config: PricingSettings): PriceTable {
     const sources = [configTable(config.models)]
     if (config.file !== undefined) sources.push(readLitellmFile('pricing.file', config.file))
     if (config.snapshot) sources.push(readLitellmFile('pricing.snapshot', SNAPSHOT_FILE))
@@ -218,10 +237,10 @@ export class PriceTable {
   }
 }
 
-const loaded = new WeakMap<PricingConfig, PriceTable>()
+const loaded = new WeakMap<PricingSettings, PriceTable>()
 
 /** The price table of a validated config's `pricing:`, loaded once (validation loads it, so a bad one stops start-up). */
-export function pricesOf(pricing: PricingConfig): PriceTable {
+export function pricesOf(pricing: PricingSettings): PriceTable {
   let table = loaded.get(pricing)
   if (table === undefined) {
     table = PriceTable.fromConfig(pricing)

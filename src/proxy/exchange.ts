@@ -16,7 +16,7 @@ import { tapResponse } from './tap.ts'
 import type { Tap } from './tap.ts'
 import { failurePrevails } from './upstream-errors.ts'
 import type { BodyWatch } from './request-body.ts'
-import type { TraceStart } from './trace-context.ts'
+import type { TraceStart } from '../record/trace-context.ts'
 import { isBodiless, isSuccess } from '../http-status.ts'
 
 /**

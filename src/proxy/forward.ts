@@ -14,7 +14,7 @@ import type { Exchange } from './exchange.ts'
 import type { ExchangeOpener } from './open-exchange.ts'
 import type { Upstream } from './upstream.ts'
 import { withoutHeader } from './headers.ts'
-import { traceparentOf } from './trace-context.ts'
+import { traceparentOf } from '../record/trace-context.ts'
 import { sampledAtStart } from '../timing/trace-sampling.ts'
 
 /**

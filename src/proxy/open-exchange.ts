@@ -10,7 +10,7 @@ import type { TenantResolver } from '../record/tenant.ts'
 import type { RequestIds } from './request-id.ts'
 import { escapesRoot, rawPrefixEnd, upstreamPathAndQuery } from './route-path.ts'
 import type { UpstreamTarget } from './route-path.ts'
-import type { TraceIdSource, TraceStart } from './trace-context.ts'
+import type { TraceIdSource, TraceStart } from '../record/trace-context.ts'
 
 /** The one way a request becomes an Exchange, for tokentap's routes and the @fastify/http-proxy helper alike. */
 

@@ -7,11 +7,11 @@ import type { Measurement } from '../timing/measurement.ts'
 import type { SloVerdict } from '../timing/slo.ts'
 import type { ReportedTimes } from '../parsers/reported-times.ts'
 import { genAiOperation } from '../parsers/registry.ts'
-import type { TraceIds, TraceStart } from '../proxy/trace-context.ts'
+import type { TraceIds, TraceStart } from './trace-context.ts'
 import { keepTrace } from '../timing/trace-sampling.ts'
 import type { TraceSampling } from '../timing/trace-sampling.ts'
-import { errorTypeOf, realtimeErrorTypeOf } from '../proxy/upstream-errors.ts'
-import type { ErrorType } from '../proxy/upstream-errors.ts'
+import { errorTypeOf, realtimeErrorTypeOf } from './error-type.ts'
+import type { ErrorType } from './error-type.ts'
 import { requestCost } from '../cost/cost.ts'
 import type { RequestCost } from '../cost/cost.ts'
 import type { PriceTable } from '../cost/price-table.ts'
@@ -112,7 +112,7 @@ export interface Observations {
   readonly statusCode: number
   /** OpenTelemetry's `error.type`: undefined for ok. */
   readonly errorType: string | undefined
-  /** The `error_type` label: who is to blame, from the upstream-error table (`none` for ok). */
+  /** The `error_type` label: who is to blame, from the error-type table (error-type.ts; `none` for ok). */
   readonly errorClass: ErrorType
   /** Index in LENGTH_BANDS of the output count (ITL and TPOT series, the live page's bands). */
   readonly lengthBand: number
@@ -183,7 +183,7 @@ export interface ResponseObservations {
   readonly labels: SeriesLabels
   readonly labelSet: LabelSet
   readonly outcome: Outcome
-  /** Who is to blame (the `error_type` label): `none` for ok, by the upstream-error table. */
+  /** Who is to blame (the `error_type` label): `none` for ok, by the error-type table (error-type.ts). */
   readonly errorType: ErrorType
   readonly ttft: number | undefined
   readonly ttfa: number | undefined

@@ -52,7 +52,7 @@ function requestLogLine(o: Observations): Record<string, unknown> {
     status: o.statusCode,
     outcome: o.outcome,
     error: own.failure ?? own.providerError,
-    // Who is to blame, by the upstream-error table; absent on an ok request (its class is `none`).
+    // Who is to blame, by the error-type table (error-type.ts); absent on an ok request (its class is `none`).
     error_type: o.outcome === 'ok' ? undefined : o.errorClass,
     error_detail: who.failureDetail,
     ttft_ms: ms(o.ttft),

@@ -1,4 +1,4 @@
-import { HistogramCore } from '../metrics/core/histogram-core.ts'
+import { HistogramCore } from '../histogram/histogram-core.ts'
 import { Outcome } from './measurement.ts'
 
 /**

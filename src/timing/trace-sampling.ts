@@ -20,7 +20,7 @@ export interface TraceSampling {
   readonly slowSeconds: number
 }
 
-/** What the start decision reads of a request's trace start (proxy/trace-context.ts's TraceStart). */
+/** What the start decision reads of a request's trace start (record/trace-context.ts's TraceStart). */
 interface SampledStart {
   readonly traceId: string
   /** The caller's span, when it sent a trace context: its `sampled` flag decides. */

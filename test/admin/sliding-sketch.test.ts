@@ -1,6 +1,6 @@
 import t from 'tap'
 import { LIVE_SCHEMA, liveBucket, MIN_VALUE, RELATIVE_ACCURACY, SlidingCounter, SlidingSketch } from '../../src/admin/live/sliding-sketch.ts'
-import { HistogramCore } from '../../src/metrics/core/histogram-core.ts'
+import { HistogramCore } from '../../src/histogram/histogram-core.ts'
 
 const core = new HistogramCore({ schema: LIVE_SCHEMA })
 /** The value a window reports for `v`: its bucket's representative, 0 for the zero bucket. */

@@ -1,8 +1,8 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { HistogramCore } from '../../src/metrics/core/histogram-core.ts'
-import { bucketIndex, bucketUpper } from '../../src/metrics/core/mapping.ts'
-import { quantiles } from '../../src/metrics/core/quantiles.ts'
+import { HistogramCore } from '../../src/histogram/histogram-core.ts'
+import { bucketIndex, bucketUpper } from '../../src/histogram/mapping.ts'
+import { quantiles } from '../../src/histogram/quantiles.ts'
 
 /** Every populated bucket as [index, count], the zero bucket first as ['zero', count]. */
 function buckets(h: HistogramCore): (string | number)[][] {

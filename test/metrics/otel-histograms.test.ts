@@ -8,7 +8,7 @@ import { OtelMetrics, PER_TOKEN_BOUNDS, TOKEN_BOUNDS } from '../../src/metrics/o
 import { HistogramCell, PreAggregatedMetrics } from '../../src/metrics/otel/producer.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
-import { HistogramCore } from '../../src/metrics/core/histogram-core.ts'
+import { HistogramCore } from '../../src/histogram/histogram-core.ts'
 import { observationsOf, testPolicy } from '../helpers/observe.ts'
 import type { Usage } from '../../src/parsers/types.ts'
 import { parseLitellm, PriceTable } from '../../src/cost/price-table.ts'

@@ -8,7 +8,7 @@ import { portOf, rawExchange, startRawUpstream } from '../helpers/raw-socket.ts'
 import { chatBody, chatEvent, openRequest, waitFor } from '../helpers/faults.ts'
 
 /**
- * Each error class (the `error_type` label, proxy/upstream-errors.ts) produced by a raw upstream
+ * Each error class (the `error_type` label, record/error-type.ts) produced by a raw upstream
  * or an embedding app's hook, and the same class read on llm_requests_total, the request's log
  * line and /debug/requests/{id}.
  */

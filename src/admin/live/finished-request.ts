@@ -1,6 +1,6 @@
 import type { GapRuns, Observations } from '../../record/observations.ts'
 import type { ReportedTimes } from '../../parsers/reported-times.ts'
-import type { ErrorType } from '../../proxy/upstream-errors.ts'
+import type { ErrorType } from '../../record/error-type.ts'
 import type { Outcome } from '../../timing/measurement.ts'
 
 /**

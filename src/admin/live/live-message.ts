@@ -1,6 +1,6 @@
 import type { ChunkLog } from '../../timing/chunk-log.ts'
 import { INPUT_LENGTH_BANDS, LENGTH_BANDS } from '../../record/observations.ts'
-import { bucketUpper } from '../../metrics/core/mapping.ts'
+import { bucketUpper } from '../../histogram/mapping.ts'
 import type { SlidingSketch } from './sliding-sketch.ts'
 import { CONCURRENCY_BANDS, LIVE_METRICS } from './live-stats.ts'
 import type { LiveMetric, LiveStats, Series } from './live-stats.ts'

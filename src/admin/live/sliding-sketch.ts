@@ -1,6 +1,6 @@
-import { HistogramCore } from '../../metrics/core/histogram-core.ts'
-import { bucketIndex } from '../../metrics/core/mapping.ts'
-import { quantiles } from '../../metrics/core/quantiles.ts'
+import { HistogramCore } from '../../histogram/histogram-core.ts'
+import { bucketIndex } from '../../histogram/mapping.ts'
+import { quantiles } from '../../histogram/quantiles.ts'
 
 /**
  * Percentiles over sliding windows (1, 5, 15 min): the histogram core at schema 6 (within 0.55 %

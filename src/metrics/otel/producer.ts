@@ -11,7 +11,7 @@ import type {
   MetricData,
   MetricProducer,
 } from '@opentelemetry/sdk-metrics'
-import { HistogramCore } from '../core/histogram-core.ts'
+import { HistogramCore } from '../../histogram/histogram-core.ts'
 
 /**
  * The GenAI histograms kept in tokentap's histogram core and handed to the SDK's reader as a

@@ -8,9 +8,9 @@ import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trac
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
 import type { Logger } from 'pino'
 import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
-import { TraceIdSource } from '../../proxy/trace-context.ts'
-import { realtimeErrorTypeOf } from '../../proxy/upstream-errors.ts'
-import type { TraceStart } from '../../proxy/trace-context.ts'
+import { TraceIdSource } from '../../record/trace-context.ts'
+import { realtimeErrorTypeOf } from '../../record/error-type.ts'
+import type { TraceStart } from '../../record/trace-context.ts'
 import type { FinishedResponse } from '../../realtime/protocol.ts'
 import type { RealtimeListener } from '../../realtime/realtime.ts'
 import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
@@ -156,7 +156,7 @@ export class OtelTraces {
     if (o.cacheWriteTokens !== undefined) attributes['gen_ai.usage.cache_creation.input_tokens'] = o.cacheWriteTokens
     if (o.reasoningTokens !== undefined) attributes['gen_ai.usage.reasoning.output_tokens'] = o.reasoningTokens
     if (o.errorType !== undefined) attributes['error.type'] = o.errorType
-    // The fault domain (upstream-errors.ts), as on llm_requests_total's error_type.
+    // The fault domain (record/error-type.ts), as on llm_requests_total's error_type.
     if (o.errorClass !== 'none') attributes['tokentap.error_type'] = o.errorClass
     if (m.failure !== undefined) attributes['tokentap.failure_code'] = m.failure
     if (m.providerError !== undefined) attributes['tokentap.provider_error'] = m.providerError

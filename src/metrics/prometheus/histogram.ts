@@ -1,10 +1,10 @@
 import { MAX_NUMBER_BYTES, writer } from './byte-writer.ts'
 import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts'
-import { HistogramCore } from '../core/histogram-core.ts'
+import { HistogramCore } from '../../histogram/histogram-core.ts'
 import { Metric } from './metric.ts'
 import { MetricTypeCode, familyChunks, histogramMetric } from './protobuf.ts'
 import type { ChangeLog, MetricOptions, SampleJson } from './metric.ts'
-import type { TraceIds } from '../../proxy/trace-context.ts'
+import type { TraceIds } from '../../record/trace-context.ts'
 
 /**
  * A Prometheus histogram family with label children bound once and weighted observations: `observe(v, k)` counts k

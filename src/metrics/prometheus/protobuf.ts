@@ -1,4 +1,4 @@
-import type { HistogramCore } from '../core/histogram-core.ts'
+import type { HistogramCore } from '../../histogram/histogram-core.ts'
 import type { PromClientMetric } from './openmetrics.ts'
 import { ProtoWriter, varintBytes } from './protobuf-writer.ts'
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ERROR_TYPES, errorTypeOf, errorTypeOfFailure, errorTypeOfProviderError, errorTypeOfStatus, realtimeErrorTypeOf } from '../../src/proxy/upstream-errors.ts'
+import { ERROR_TYPES, errorTypeOf, errorTypeOfFailure, errorTypeOfProviderError, errorTypeOfStatus, realtimeErrorTypeOf } from '../../src/record/error-type.ts'
 
 t.test("the closed set is the contract's, in its order", async (t) => {
   t.same(ERROR_TYPES, [
