@@ -4,22 +4,16 @@ import { createGunzip } from 'node:zlib'
 
 /**
  * The benchmark's load generator, in its own process (forked by bench/run.ts, driven over IPC).
- * It measures every content event's arrival itself: the simulator stamps each event with its
- * send time (`tokentap_sent_ms`, performance.timeOrigin + performance.now()), so the one-way
- * delay of each chunk and the distortion of each gap are exact up to the clocks' common offset
- * (which cancels in every gap and in every comparison between paths).
+ * The simulator stamps each event with its send time (`tokentap_sent_ms`), so each chunk's one-way
+ * delay and each gap's distortion are exact up to the clocks' common offset, which cancels.
  */
 
+/** ms: TTFT (request sent → first content event), each content event's one-way delay, |client gap − sender gap| after the first. */
 export interface StreamResult {
   readonly ok: boolean
-  /** Client-side TTFT: request sent → first content event arrived, ms. */
   readonly ttft: number
-  /** One-way delay of each content event (arrival − sent), ms. */
   readonly delays: number[]
-  /** |client gap − sender gap| for each content event after the first, ms. */
   readonly distortions: number[]
-  /** Client-side gaps between content events, ms (the truth the proxy's ITL is compared with). */
-  readonly gaps: number[]
   readonly chunks: number
   readonly id: string
 }
@@ -31,22 +25,18 @@ export type Job =
   | { kind: 'release' }
   | { kind: 'drain'; timeoutMs: number }
   | { kind: 'stop' }
-  | { kind: 'get'; url: string; times: number; pauseMs: number; inspect?: boolean; accept?: string; gzip?: boolean }
+  | { kind: 'get'; url: string; times: number; inspect?: boolean; accept?: string; gzip?: boolean }
 
-/** Timed scrapes; with `inspect`, one more (untimed) scrape is counted. */
+/** Timed scrapes; with `inspect`, one more (untimed) scrape is counted: llm_ histogram series (`_count` lines), llm_ series, sample lines. */
 export interface ScrapeResult {
   readonly ms: number[]
-  /** The exposition's size (decompressed). */
+  /** Decompressed, and on the wire. */
   readonly bytes: number
-  /** Bytes on the wire (compressed, when the server used gzip). */
   readonly wireBytes: number
-  /** llm_ histogram series (their `_count` lines). */
   readonly histogramSeries: number
-  /** llm_ series: histogram series plus counter and gauge samples. */
   readonly llmSeries: number
-  /** Sample lines of every metric. */
   readonly samples: number
-  /** The answer's content-type (which format the server chose for the Accept sent). */
+  /** Which format the server chose for the Accept sent. */
   readonly contentType: string
 }
 
@@ -57,10 +47,7 @@ const now = (): number => performance.timeOrigin + performance.now()
 const SENT = '"tokentap_sent_ms":'
 const CONTENT = '"delta":{"content":"'
 
-interface Open {
-  req: http.ClientRequest
-  res?: http.IncomingMessage
-}
+type Open = { req: http.ClientRequest; res?: http.IncomingMessage }
 let held: Open[] = []
 /** The held streams' ends (for `drain`). */
 let heldEnds: Promise<StreamResult>[] = []
@@ -70,7 +57,6 @@ function stream(url: string, body: string, id: string, detail: boolean, headers:
   return new Promise((resolve) => {
     const delays: number[] = []
     const distortions: number[] = []
-    const gaps: number[] = []
     let chunks = 0
     let ttft = NaN
     let prevSent = NaN
@@ -80,17 +66,11 @@ function stream(url: string, body: string, id: string, detail: boolean, headers:
     const done = (ok: boolean): void => {
       if (settled) return
       settled = true
-      resolve({ ok, ttft, delays, distortions, gaps, chunks, id })
+      resolve({ ok, ttft, delays, distortions, chunks, id })
     }
     const u = new URL(url)
-    const req = http.request({
-      agent,
-      host: u.hostname,
-      port: u.port,
-      path: u.pathname,
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': id, ...headers },
-    })
+    const reqHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': id, ...headers }
+    const req = http.request({ agent, host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: reqHeaders })
     const open: Open = { req }
     keep?.push(open)
     req.on('socket', (s) => s.setNoDelay(true))
@@ -115,10 +95,7 @@ function stream(url: string, body: string, id: string, detail: boolean, headers:
               const s = carry.indexOf(SENT, from)
               const sent = Number(carry.slice(s + SENT.length, carry.indexOf(',', s)))
               delays.push(arrival - sent)
-              if (chunks > 1) {
-                distortions.push(Math.abs(arrival - prevArrival - (sent - prevSent)))
-                gaps.push(arrival - prevArrival)
-              }
+              if (chunks > 1) distortions.push(Math.abs(arrival - prevArrival - (sent - prevSent)))
               prevSent = sent
               prevArrival = arrival
             }
@@ -170,20 +147,8 @@ async function hold(job: Extract<Job, { kind: 'hold' }>): Promise<number> {
   for (let i = 0; i < job.count; i++) {
     if (job.rampPerTick !== undefined && i > 0 && i % job.rampPerTick === 0) await new Promise((r) => setTimeout(r, 10))
     const body = job.bodies === undefined ? job.body : job.bodies[i % job.bodies.length]
-    heldEnds.push(
-      stream(
-        job.url,
-        body,
-        `hold-${i}`,
-        false,
-        job.headers,
-        () => {
-          if (++first === job.count) done(first)
-        },
-        held,
-        job.until ?? 1,
-      ),
-    )
+    const onFirst = (): void => void (++first === job.count && done(first))
+    heldEnds.push(stream(job.url, body, `hold-${i}`, false, job.headers, onFirst, held, job.until ?? 1))
   }
   const n = await all
   clearTimeout(timer)
@@ -244,16 +209,11 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
         .on('error', reject)
     })
   // Which scrape failed, with what: a body cut short reads only "aborted".
-  const failed =
-    (which: string) =>
-    (err: unknown): never => {
-      throw new Error(`GET ${job.url} (accept ${job.accept ?? '*/*'}), ${which}: ${String(err)}`)
-    }
+  const failed = (which: string) => (err: unknown) => Promise.reject(new Error(`GET ${job.url} (accept ${job.accept ?? '*/*'}), ${which}: ${String(err)}`))
   for (let i = 0; i < job.times; i++) {
     const t0 = performance.now()
     bytes = (await fetchBody(false).catch(failed(`scrape ${i + 1} of ${job.times}`))).n
     ms.push(performance.now() - t0)
-    if (job.pauseMs > 0) await new Promise((r) => setTimeout(r, job.pauseMs))
   }
   let histogramSeries = 0
   let llmSeries = 0
@@ -274,28 +234,14 @@ async function get(job: Extract<Job, { kind: 'get' }>): Promise<ScrapeResult> {
   return { ms, bytes, wireBytes, histogramSeries, llmSeries, samples, contentType }
 }
 
-async function run(job: Job): Promise<unknown> {
-  switch (job.kind) {
-    case 'streams':
-      return streams(job)
-    case 'hold':
-      return hold(job)
-    case 'release':
-      return release()
-    case 'drain':
-      return drain(job)
-    case 'stop':
-      stopped = true
-      return true
-    case 'get':
-      return get(job)
-    case 'events':
-      return contentEvents
-  }
+const stop = (): boolean => {
+  stopped = true
+  return true
 }
+const JOBS: Record<Job['kind'], (job: never) => unknown> = { streams, hold, release, drain, stop, get, events: () => contentEvents }
 
 process.on('message', (msg: { id: number; job: Job }) => {
-  run(msg.job).then(
+  Promise.resolve(JOBS[msg.job.kind](msg.job as never)).then(
     (result) => process.send?.({ id: msg.id, result }),
     (err: unknown) => process.send?.({ id: msg.id, error: String((err as Error).stack ?? err) }),
   )

@@ -1,8 +1,6 @@
 import type { Job, StreamResult } from './load-client.ts'
-import { loadJob, turns } from './plans.ts'
-import type { Target } from './plans.ts'
-import { round, sorted, summary } from './stats.ts'
-import type { Summary } from './stats.ts'
+import { loadJob, turns, type Target } from './plans.ts'
+import { round, sorted, summary, type Summary } from './stats.ts'
 import type { LoadRound } from './targets.ts'
 
 /**
@@ -78,37 +76,23 @@ export function pick(s: Summary): Record<string, number> {
   return { n: s.n, p50: round(s.p50), p90: round(s.p90), p99: round(s.p99), max: round(s.max), mean: round(s.mean) }
 }
 
-const median = (xs: readonly number[]): number => {
-  const a = sorted(xs)
-  return a.length === 0 ? NaN : a[Math.floor((a.length - 1) / 2)]
-}
-
-/** The probe's figures over a path's rounds: event-loop delay p99 (median of the rounds), GC summed by kind (longest pause: the longest). */
+/** The probe's figures over a path's rounds: event-loop delay p99 (median of the rounds), its max, GC pauses summed. */
 function inside(rounds: readonly Record<string, number>[]): Record<string, number> | null {
   if (rounds.length === 0) return null
-  const out: Record<string, number> = {
-    event_loop_delay_p99_ms: round(median(rounds.map((r) => r.p99))),
+  const sum = (k: string): number => rounds.reduce((n, r) => n + r[k], 0)
+  const p99s = sorted(rounds.map((r) => r.p99))
+  return {
+    event_loop_delay_p99_ms: round(p99s[(p99s.length - 1) >> 1]),
     event_loop_delay_max_ms: round(Math.max(...rounds.map((r) => r.max))),
     rounds: rounds.length,
+    gc_count: sum('gc_count'),
+    gc_ms: round(sum('gc_ms'), 2),
+    gc_max_ms: round(Math.max(...rounds.map((r) => r.gc_max_ms)), 2),
   }
-  for (const key of new Set(rounds.flatMap((r) => Object.keys(r)))) {
-    if (!key.startsWith('gc_')) continue
-    const vs = rounds.map((r) => r[key] ?? 0)
-    out[key] = round(key.endsWith('max_ms') ? Math.max(...vs) : vs.reduce((a, b) => a + b, 0), key.endsWith('count') ? 0 : 2)
-  }
-  return out
 }
 
 /** What the results keep of a path's load rounds. */
-export interface LoadFigures {
-  readonly ttft: Record<string, number>
-  readonly gap_distortion: Record<string, number>
-  readonly one_way_delay: Record<string, number>
-  readonly rounds: LoadRound[]
-  readonly inside: Record<string, number> | null
-}
-
-export function loadFigures(a: LoadAcc): LoadFigures {
+export function loadFigures(a: LoadAcc) {
   return {
     ttft: pick(summary(a.ttft)),
     gap_distortion: pick(summary(a.distortions)),
@@ -117,3 +101,5 @@ export function loadFigures(a: LoadAcc): LoadFigures {
     inside: inside(a.loop),
   }
 }
+
+export type LoadFigures = ReturnType<typeof loadFigures>

@@ -1,14 +1,12 @@
 import type { Job } from './load-client.ts'
-import { evenPlan, request } from './plans.ts'
-import type { Target } from './plans.ts'
+import { evenPlan, request, type Target } from './plans.ts'
 import { rssBytes } from './proc.ts'
 import { round } from './stats.ts'
 
 /**
- * Memory per open stream, repeated and reported as the median: one stream's RSS delta is mostly
- * allocator and heap-page noise, so many streams are measured at once and divided, and a Node
- * proxy's own heapUsed + external after a full GC (asked of its probe) is reported beside RSS (it
- * counts live objects only).
+ * Memory per open stream, repeated: one stream's RSS delta is mostly allocator and heap-page noise,
+ * so many streams are measured at once and divided; a Node proxy's heapUsed + external after a
+ * full GC (asked of its probe) beside RSS counts live objects only.
  */
 
 export interface MemoryDeps {
@@ -21,19 +19,10 @@ export interface MemoryDeps {
   readonly inFlight?: () => Promise<number>
 }
 
-/** One path's repeats: per open stream, KiB. */
-export interface MemoryRuns {
-  readonly held: number[]
-  readonly rss: number[]
-  /** Repeats whose RSS with the streams open was below the baseline (left out). */
-  invalid: number
-  rssBeforeMib: number
-  rssOpenMib: number
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
-export async function memoryPhase(d: MemoryDeps, streams: number, repeats: number): Promise<MemoryRuns> {
+/** One path's repeats, per open stream, KiB (`invalid`: repeats left out, their RSS with the streams open below the baseline). */
+export async function memoryPhase(d: MemoryDeps, streams: number, repeats: number) {
   const sample = async (): Promise<{ rss: number; held: number }> => {
     let held = NaN
     if (d.ask !== undefined) {
@@ -53,7 +42,7 @@ export async function memoryPhase(d: MemoryDeps, streams: number, repeats: numbe
   const kib = (bytes: number, n: number): number => round(bytes / n / 1024, 1)
   // Each stream has its first content event and waits for the next (100 ms apart).
   const hold = request(d.target, evenPlan(600, 100))
-  const out: MemoryRuns = { held: [], rss: [], invalid: 0, rssBeforeMib: NaN, rssOpenMib: NaN }
+  const out = { held: [] as number[], rss: [] as number[], invalid: 0, rssBeforeMib: NaN, rssOpenMib: NaN }
   for (let r = 0; r < repeats; r++) {
     await sleep(500)
     await idle()
@@ -80,3 +69,5 @@ export async function memoryPhase(d: MemoryDeps, streams: number, repeats: numbe
   }
   return out
 }
+
+export type MemoryRuns = Awaited<ReturnType<typeof memoryPhase>>

@@ -3,19 +3,14 @@ import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import Fastify from 'fastify'
 import type { FastifyRequest } from 'fastify'
-import { Agent } from 'undici'
-import type { Dispatcher } from 'undici'
+import { Agent, type Dispatcher } from 'undici'
 import { PROXY_METHODS } from '../src/proxy/route-path.ts'
 
 /**
- * The benchmark's plain Node relay: tokentap's stack (node:http in, a keep-alive undici Agent
- * out, with backpressure) and nothing else: no routing, parsing, metrics or logs. It writes each
- * upstream HTTP chunk as it comes (tokentap gathers one socket read's chunks into one write).
- * Beside nginx it shows what a Node proxy costs on this machine before measuring anything.
- * `--fastify` puts the same relay behind a Fastify router the way tokentap's routes are (a
- * catch-all route, a body parser that reads nothing, the reply hijacked): the bench's
- * `fastify-relay` path, which shows what Fastify adds before tokentap measures anything.
- * `node dist/bench/node-relay.js --port 0 --upstream http://127.0.0.1:PORT [--fastify]`; prints `{"port":N}`.
+ * The bench's Node relay: tokentap's stack (node:http in, a keep-alive undici Agent out, with
+ * backpressure) and nothing else: what a Node proxy costs before measuring anything. `--fastify`:
+ * the same behind a Fastify catch-all route set up as tokentap's (a body parser that reads nothing,
+ * the reply hijacked), the `fastify-relay` path. `--port 0 --upstream URL [--fastify]`; prints `{"port":N}`.
  */
 
 const { values } = parseArgs({

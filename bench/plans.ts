@@ -3,9 +3,9 @@ import type { Job } from './load-client.ts'
 /** What the benchmark asks the simulator for, and the order in which the paths take turns. */
 
 /**
- * Where a path's requests go and how the simulator's plan reaches it: most paths pass the body
- * through (`tokentap_sim`); a gateway that drops unknown body fields gets the plan in a header
- * (`headers(plan)`); `ttftMs` is added to every plan's TTFT (to hide a gateway's first-event wait).
+ * Where a path's requests go: most pass the body (and its `tokentap_sim` plan) through; a gateway
+ * that drops unknown body fields gets the plan in `headers(plan)`; `ttftMs` is added to every plan's
+ * TTFT (to hide a gateway's first-event wait). The last two serve bench/lab/compare.ts.
  */
 export interface Target {
   readonly url: string
@@ -32,10 +32,7 @@ export const requestBody = (plan: object, model = 'bench-model'): string => JSON
 /** `chunks` one-token chunks, `gapMs` apart, the first after `ttftMs`. */
 export const evenPlan = (chunks: number, gapMs: number, ttftMs = 0): SimPlan => ({ ttft_ms: ttftMs, chunks: Array.from({ length: chunks - 1 }, () => [gapMs, 1] as const) })
 
-/**
- * Every path once per round, each round starting one path later, so no path always follows the
- * same one (and inherits its after-effects).
- */
+/** Every path once per round, each round starting one path later, so no path always inherits the same one's after-effects. */
 export function* turns<P extends string>(paths: readonly P[], rounds: number): Generator<{ round: number; path: P }> {
   for (let round = 0; round < rounds; round++) for (let k = 0; k < paths.length; k++) yield { round, path: paths[(round + k) % paths.length] }
 }

@@ -1,74 +1,46 @@
-import { fork, spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
-import type { AddressInfo } from 'node:net'
-import type { Readable } from 'node:stream'
-import { createInterface } from 'node:readline'
+import { fork, spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import type { Readable } from 'node:stream'
 import type { Job } from './load-client.ts'
 
-/**
- * The benchmark's process helpers: CPU time and RSS from /proc (node and nginx alike), free
- * ports, and starting its Node processes (our listeners, the load generator, tokentap).
- */
+/** The benchmark's processes: CPU time and RSS from /proc, free ports, starting its Node processes. */
 
-const TICK_US = 1e6 / 100 // USER_HZ is 100 on Linux
-
-function stat(pid: number): string[] | undefined {
+const read = (file: string): string | undefined => {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    // Fields after the command name, which may contain spaces: state is field 3.
-    return text.slice(text.lastIndexOf(')') + 2).split(' ')
+    return readFileSync(file, 'utf8')
   } catch {
-    return undefined
+    return undefined // gone, or not Linux
   }
 }
 
 /**
- * CPU time of one process, µs, all its threads: the sum of each thread's on-CPU nanoseconds in
- * /proc/PID/task/TID/schedstat (the scheduler's own clock), else utime + stime from /proc/PID/stat.
- * The stat fields count 10 ms ticks: a 600-request round of 0.15 ms a request is 9 ticks, so one
- * tick either way moved a round by 11%, more than the margins the targets judge. A thread that
- * ended during the window takes its time with it; the proxies' threads (V8's and libuv's
- * workers) live as long as the process.
+ * CPU time of one process, µs, all its threads: each thread's on-CPU nanoseconds in
+ * /proc/PID/task/TID/schedstat, else utime + stime from /proc/PID/stat. Those count 10 ms ticks:
+ * one tick either way moved a 600-request round by 11 %, more than the margins the targets judge.
  */
-function processCpuMicros(pid: number): number | undefined {
+function processCpuMicros(pid: number): number {
   try {
     let ns = 0
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      const text = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8')
-      ns += Number(text.slice(0, text.indexOf(' ')))
-    }
+    for (const tid of readdirSync(`/proc/${pid}/task`)) ns += Number(read(`/proc/${pid}/task/${tid}/schedstat`)?.split(' ')[0])
     if (Number.isFinite(ns)) return ns / 1000
   } catch {
-    // no schedstat (a kernel without CONFIG_SCHED_INFO) or a thread gone while listed: the ticks below
+    // no such process
   }
-  const s = stat(pid)
-  return s === undefined ? undefined : (Number(s[11]) + Number(s[12])) * TICK_US
+  const stat = read(`/proc/${pid}/stat`)
+  // The fields after the command name, which may hold spaces.
+  const f = stat?.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return f === undefined ? 0 : (Number(f[11]) + Number(f[12])) * 10_000
 }
 
-/** CPU time of the processes, µs (all threads of each; see processCpuMicros). */
-export function cpuMicros(pids: readonly number[]): number {
-  let us = 0
-  for (const pid of pids) us += processCpuMicros(pid) ?? 0
-  return us
-}
+/** CPU time of the processes, µs. */
+export const cpuMicros = (pids: readonly number[]): number => pids.reduce((us, pid) => us + processCpuMicros(pid), 0)
 
 /** Resident set size of the processes, bytes. */
-export function rssBytes(pids: readonly number[]): number {
-  let kb = 0
-  for (const pid of pids) {
-    try {
-      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-      if (m !== null) kb += Number(m[1])
-    } catch {
-      // gone
-    }
-  }
-  return kb * 1024
-}
+export const rssBytes = (pids: readonly number[]): number => pids.reduce((b, pid) => b + 1024 * Number(/VmRSS:\s+(\d+) kB/.exec(read(`/proc/${pid}/status`) ?? '')?.[1] ?? 0), 0)
 
 /** A child's pid (undefined only when the spawn failed: there is nothing to measure then). */
 export function pidOf(proc: ChildProcess): number {
@@ -76,16 +48,12 @@ export function pidOf(proc: ChildProcess): number {
   return proc.pid
 }
 
-/** A child's stdout or stderr that its `stdio` made a pipe (Node types it nullable for the other stdio kinds). */
 export function piped(stream: Readable | null, what: string): Readable {
   if (stream === null) throw new Error(`${what} is not a pipe`)
   return stream
 }
 
-/**
- * Sends `{cmd}` to a child over its IPC channel and resolves with the first message whose `cmd`
- * is `reply` (the proxy's el-probe: `el-start` → `el-started`, `gc` → `gc-done`, …).
- */
+/** Sends `{cmd}` to a child over IPC; resolves with the first message whose `cmd` is `reply` (the el-probe's answers). */
 export function askChild(child: ChildProcess, cmd: string, reply: string): Promise<Record<string, number>> {
   return new Promise((resolve) => {
     const on = (m: { cmd?: string }): void => {
@@ -98,30 +66,19 @@ export function askChild(child: ChildProcess, cmd: string, reply: string): Promi
   })
 }
 
+/** Node with `args`, under `wrap` when given (a tool that runs the rest of its command line: `valgrind … node …`). */
+const wrapped = (wrap: readonly string[], args: readonly string[]): [string, string[]] => (wrap.length === 0 ? [process.execPath, [...args]] : [wrap[0], [...wrap.slice(1), process.execPath, ...args]])
+
 /**
- * Starts a Node script of ours that prints `{"port":N}` once listening (the simulator, the Node
- * relay) on a free port. With `probe` (the path to bench/el-probe.js) it runs under --expose-gc with
- * the probe preloaded and an IPC channel, like tokentap: `ask` then reaches the probe.
+ * Starts a Node script of ours that prints `{"port":N}` once listening on a free port. With
+ * `probe` (bench/el-probe.js) it runs under --expose-gc with the probe preloaded and an IPC channel.
  */
-export async function startPortPrinter(
-  script: string,
-  args: readonly string[],
-  probe?: string,
-  wrap: readonly string[] = [],
-): Promise<{ proc: ChildProcess; port: number; ask: (cmd: string, reply: string) => Promise<Record<string, number>> }> {
+export async function startPortPrinter(script: string, args: readonly string[], probe?: string, wrap: readonly string[] = []) {
   const pre = probe === undefined ? [] : ['--expose-gc', '--import', probe]
   const [cmd, argv] = wrapped(wrap, [...pre, script, '--port', '0', ...args])
   const proc = spawn(cmd, argv, { stdio: probe === undefined ? ['ignore', 'pipe', 'inherit'] : ['ignore', 'pipe', 'inherit', 'ipc'] })
   const line = await new Promise<string>((res) => createInterface({ input: piped(proc.stdout, 'stdout') }).once('line', res))
-  return { proc, port: (JSON.parse(line) as { port: number }).port, ask: (cmd, reply) => askChild(proc, cmd, reply) }
-}
-
-/**
- * The command that runs Node with `args`, under `wrap` when given (a tool that runs the rest of
- * its command line and keeps the pid: `valgrind … node …` for the instruction counts).
- */
-function wrapped(wrap: readonly string[], args: readonly string[]): [string, string[]] {
-  return wrap.length === 0 ? [process.execPath, [...args]] : [wrap[0], [...wrap.slice(1), process.execPath, ...args]]
+  return { proc, port: (JSON.parse(line) as { port: number }).port, ask: (cmd: string, reply: string) => askChild(proc, cmd, reply) }
 }
 
 /** A free TCP port on 127.0.0.1 (for the proxies' configs). */
@@ -135,12 +92,8 @@ export function freePort(): Promise<number> {
 }
 
 /** The load generator (bench/load-client.ts) in its own process, and the call that runs a job in it. */
-export interface LoadClient {
-  readonly proc: ChildProcess
-  job<T>(job: Job): Promise<T>
-}
-
-export function startLoadClient(script: string): LoadClient {
+export type LoadClient = ReturnType<typeof startLoadClient>
+export function startLoadClient(script: string) {
   const proc = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   let seq = 0
   const pending = new Map<number, { res: (v: unknown) => void; rej: (e: Error) => void }>()
@@ -150,16 +103,12 @@ export function startLoadClient(script: string): LoadClient {
     if (m.error !== undefined) p?.rej(new Error(m.error))
     else p?.res(m.result)
   })
-  return {
-    proc,
-    job<T>(job: Job): Promise<T> {
-      const id = seq++
-      return new Promise<T>((res, rej) => {
-        pending.set(id, { res: res as (v: unknown) => void, rej })
-        proc.send({ id, job })
-      })
-    },
-  }
+  const job = <T>(j: Job): Promise<T> =>
+    new Promise<T>((res, rej) => {
+      pending.set(seq, { res: res as (v: unknown) => void, rej })
+      proc.send({ id: seq++, job: j })
+    })
+  return { proc, job }
 }
 
 /** tokentap as the benchmark runs it: its own process, the el-probe preloaded, a log line per request on stdout. */
@@ -171,8 +120,8 @@ export interface TokentapProcess {
 }
 
 /**
- * Starts `dist/src/server.js` with a generated config (one `/t` route to the simulator, logs at
- * info, the OTLP export with `otel`), `--expose-gc` and bench/el-probe.js preloaded, plus `flags`; each stdout line goes to
+ * Starts `dist/src/server.js` with a generated config (a `/t` route to the simulator, logs at
+ * info), under --expose-gc with bench/el-probe.js preloaded, plus `flags`; each stdout line goes to
  * `onLine`. Resolves once it listens.
  */
 export async function startTokentap(
@@ -184,48 +133,39 @@ export async function startTokentap(
     flags?: readonly string[]
     onLine?: (line: string) => void
     extraRoutes?: readonly { prefix: string; upstream: string }[]
-    /** The OTLP export on, to `endpoint` every `intervalMs` (the config's `otel:` keys). */
+    /** The OTLP metrics export, to `endpoint` every `intervalMs`. */
     otel?: { endpoint: string; intervalMs: number }
     /** Spans on (`otel.traces`, default sampling), exported to `endpoint`. */
     traces?: { endpoint: string }
-    /** A command that runs the process (`valgrind --tool=callgrind …`); see `wrapped`. */
     wrap?: readonly string[]
   },
 ): Promise<TokentapProcess> {
-  const port = await freePort()
-  const adminPort = await freePort()
+  const [port, adminPort] = [await freePort(), await freePort()]
   const config = join(dir, 'tokentap.yaml')
+  const route = (prefix: string, upstream: string): string => `  - prefix: ${prefix}\n    upstream: ${upstream}\n    provider: openai\n`
+  const otel = opts.otel === undefined ? '' : `otel: { endpoint: "${opts.otel.endpoint}", interval_ms: ${opts.otel.intervalMs} }\n`
+  const traces = opts.traces === undefined ? '' : `otel: { traces: { endpoint: "${opts.traces.endpoint}" } }\n`
+  const routes = [{ prefix: '/t', upstream: `http://127.0.0.1:${simPort}` }, ...(opts.extraRoutes ?? [])].map((r) => route(r.prefix, r.upstream)).join('')
   writeFileSync(
     config,
-    `# generated by the benchmark
-server: { host: 127.0.0.1, port: ${port} }
-admin: { host: 127.0.0.1, port: ${adminPort} }
-limits: { max_models_per_route: ${opts.maxModels} }
-log: { level: info }
-${opts.otel === undefined ? '' : `otel: { endpoint: "${opts.otel.endpoint}", interval_ms: ${opts.otel.intervalMs} }\n`}${opts.traces === undefined ? '' : `otel: { traces: { endpoint: "${opts.traces.endpoint}" } }\n`}routes:
-  - prefix: /t
-    upstream: http://127.0.0.1:${simPort}
-    provider: openai
-${(opts.extraRoutes ?? []).map((r) => `  - prefix: ${r.prefix}\n    upstream: ${r.upstream}\n    provider: openai\n`).join('')}`,
+    `server: { host: 127.0.0.1, port: ${port} }\nadmin: { host: 127.0.0.1, port: ${adminPort} }\nlimits: { max_models_per_route: ${opts.maxModels} }\nlog: { level: info }\n${otel}${traces}routes:\n${routes}`,
   )
   const args = [...(opts.flags ?? []), '--expose-gc', '--import', join(dist, 'bench', 'el-probe.js'), join(dist, 'src', 'server.js'), '--config', config]
   const [cmd, argv] = wrapped(opts.wrap ?? [], args)
   const proc = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
-  let listening: () => void = () => {}
-  const ready = new Promise<void>((r) => (listening = r))
-  createInterface({ input: piped(proc.stdout, 'stdout') }).on('line', (text) => {
-    if (text.includes('"msg":"tokentap listening"')) listening()
-    opts.onLine?.(text)
+  await new Promise<void>((listening) => {
+    createInterface({ input: piped(proc.stdout, 'stdout') }).on('line', (text) => {
+      if (text.includes('"msg":"tokentap listening"')) listening()
+      opts.onLine?.(text)
+    })
   })
-  await ready
   return { proc, port, adminPort, ask: (cmd, reply) => askChild(proc, cmd, reply) }
 }
 
 const owned: { proc: ChildProcess; signal: NodeJS.Signals }[] = []
 /**
- * Stops `proc` when this process exits. Node children get SIGKILL: a graceful drain would wait
- * for streams nobody reads any more. nginx gets SIGTERM (its fast shutdown), so its master takes
- * the workers with it.
+ * Stops `proc` when this process exits: Node children with SIGKILL (a graceful drain would wait
+ * for streams nobody reads any more), nginx with SIGTERM (its master takes the workers with it).
  */
 export function stopOnExit(proc: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
   if (owned.length === 0) {
@@ -236,16 +176,9 @@ export function stopOnExit(proc: ChildProcess, signal: NodeJS.Signals = 'SIGKILL
   owned.push({ proc, signal })
 }
 
-/** The machine a run measured (other work on it skews every figure: the load average says how busy it was). */
-export function machine(loadAtStart: number): { nproc: number; cpu: string; node: string; kernel: string; loadavg_1m_at_start: number; loadavg_1m_at_end: number } {
-  const read = (file: string): string => {
-    try {
-      return readFileSync(file, 'utf8')
-    } catch {
-      return '' // not Linux
-    }
-  }
-  const cpu = /model name\s*:\s*(.+)/.exec(read('/proc/cpuinfo'))?.[1].trim() ?? cpus()[0]?.model ?? 'unknown'
+/** The machine a run measured (the load average says how busy it was). */
+export function machine(loadAtStart: number) {
+  const cpu = /model name\s*:\s*(.+)/.exec(read('/proc/cpuinfo') ?? '')?.[1].trim() ?? cpus()[0]?.model ?? 'unknown'
   const r = (v: number): number => Math.round(v * 100) / 100
-  return { nproc: cpus().length, cpu, node: process.version, kernel: read('/proc/sys/kernel/osrelease').trim(), loadavg_1m_at_start: r(loadAtStart), loadavg_1m_at_end: r(loadavg()[0]) }
+  return { nproc: cpus().length, cpu, node: process.version, kernel: read('/proc/sys/kernel/osrelease')?.trim() ?? '', loadavg_1m_at_start: r(loadAtStart), loadavg_1m_at_end: r(loadavg()[0]) }
 }

@@ -3,11 +3,9 @@ import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 
 /**
- * The benchmark's TCP relay: one upstream connection per client connection, bytes copied both
- * ways as they come (with backpressure), no HTTP parsing at all. No HTTP proxy can do less, so
- * beside nginx it shows what it costs on this machine just to have a Node process in the path;
- * bench/node-relay.ts adds HTTP on both sides, tokentap adds measuring on top of that.
- * `node dist/bench/tcp-relay.js --port 0 --upstream http://127.0.0.1:PORT`; prints `{"port":N}`.
+ * The bench's TCP relay: one upstream connection per client connection, bytes copied both ways
+ * with backpressure, no HTTP at all: what having a Node process in the path costs.
+ * `--port 0 --upstream URL`; prints `{"port":N}`.
  */
 
 const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' } } })

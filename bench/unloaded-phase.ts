@@ -1,13 +1,11 @@
 import type { Job, StreamResult } from './load-client.ts'
-import { evenPlan, request, turns } from './plans.ts'
-import type { Target } from './plans.ts'
+import { evenPlan, request, turns, type Target } from './plans.ts'
 import { round, summary } from './stats.ts'
 
 /**
- * Unloaded: one request of three content chunks at a time, the paths in turn (each round starting
- * one path later). Per request, the client's TTFT and the first content chunk's one-way delay
- * (the simulator's send stamp to the client). Beside them, tokentap's own account of the same
- * span: `llm_proxy_overhead_seconds{phase="first_chunk"}` read from /metrics before and after.
+ * Unloaded: one request of three content chunks at a time, the paths in turn. Per request, the
+ * client's TTFT and the first content chunk's one-way delay; beside them, tokentap's own account of
+ * the same span, `llm_proxy_overhead_seconds{phase="first_chunk"}`, read from /metrics before and after.
  */
 
 export interface UnloadedDeps {
@@ -18,9 +16,8 @@ export interface UnloadedDeps {
 }
 
 export interface UnloadedResult {
-  /** Client-side TTFT per request (ms, NaN for a failed one), per path, in order. */
+  /** Client-side TTFT and the first chunk's one-way delay per request (ms, NaN for a failed one), per path, in order. */
   readonly ttft: Record<string, number[]>
-  /** The first content chunk's one-way delay per request (ms), per path. */
   readonly firstDelay: Record<string, number[]>
   /** tokentap's overhead histogram over the phase: cumulative buckets by upper bound (s). */
   readonly overhead: Buckets
@@ -53,23 +50,14 @@ export function blockP50(xs: readonly number[], size: number): number[] {
 }
 
 /** tokentap's overhead p50 beside the client's side of the same span. */
-export interface OverheadFigures {
-  readonly metric: string
-  readonly requests: number
-  readonly p50_ms: number | null
-  readonly client_added_first_chunk_p50_ms: number
-  readonly hop_first_chunk_p50_ms: number
-  readonly client_added_beyond_hop_p50_ms: number
-  readonly difference_ms: number | null
-}
+export type OverheadFigures = ReturnType<typeof overheadFigures>
 
 /**
  * The client's side: what tokentap adds to the first chunk's one-way delay (p50 through it minus
- * p50 direct), less what one more hop adds on this machine (the TCP relay's own addition: a
- * second loopback connection, a wake-up, a read and a write), which no proxy's account of its own
- * work can see.
+ * direct), less what one more loopback hop adds (the TCP relay's own addition), which no proxy's
+ * account of its own work can see.
  */
-export function overheadFigures(u: UnloadedResult): OverheadFigures {
+export function overheadFigures(u: UnloadedResult) {
   const n = u.overhead.size === 0 ? 0 : Math.max(...u.overhead.values())
   const p50 = n > 0 ? bucketQuantile(u.overhead, 0.5) * 1000 : NaN
   const first = (p: string): number => summary(u.firstDelay[p] ?? []).p50

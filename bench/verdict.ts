@@ -1,13 +1,11 @@
 import { round, sorted } from './stats.ts'
 
 /**
- * How a target of the benchmark gets its verdict, so one that sits on the line does not flip
- * from run to run. A ratio (or difference) row has one value per round (load rounds, short-request
- * rounds, blocks of unloaded requests, memory repeats); the row's figure is the median of them,
- * and it gets a verdict only when the middle half of the rounds agrees: for "≤ t", met when the
- * upper quartile is ≤ t and not met when the lower quartile is > t ("≥ t": mirrored); anything in
- * between is "inconclusive", printed with the rounds. A row with a single figure (an instruction
- * count, a scrape's p99 over all its scrapes) is judged on it.
+ * How a target gets its verdict, so one that sits on the line does not flip from run to run. A
+ * ratio (or difference) row has one value per round; its figure is their median, and it gets a
+ * verdict only when the middle half of the rounds agrees: for "≤ t", met when the upper quartile is
+ * ≤ t, not met when the lower quartile is > t ("≥ t": mirrored), "inconclusive" in between. A row
+ * with a single figure (a scrape's p99 over all its scrapes) is judged on it.
  */
 
 export type Verdict = 'met' | 'not met' | 'inconclusive' | 'n/a' | 'ruled out'
@@ -16,7 +14,6 @@ export type Verdict = 'met' | 'not met' | 'inconclusive' | 'n/a' | 'ruled out'
 export interface TargetRow {
   readonly target: string
   readonly value: string
-  /** true / false for met / not met; null otherwise (inconclusive, n/a, ruled out). */
   readonly met: boolean | null
   readonly verdict: Verdict
   readonly rounds?: readonly number[]
@@ -25,7 +22,6 @@ export interface TargetRow {
   readonly q3?: number
 }
 
-/** A bound: `≤ at` (upper) or `≥ at` (lower). */
 export interface Bound {
   readonly at: number
   readonly kind: 'upper' | 'lower'
@@ -68,10 +64,8 @@ export function targetList(): {
   T: (target: string, value: string, verdict: Verdict | boolean | null) => void
   /** A row from rounds: the median, the quartiles and the rounds printed, judged by verdictOf (no bound: for information). */
   roundsRow: (target: string, values: readonly number[], bound: Bound | undefined, unit?: string) => void
-  fmt: (xs: readonly number[]) => string
 } {
   const targets: TargetRow[] = []
-  const fmt = (xs: readonly number[]): string => xs.map((x) => round(x, 2)).join(', ')
   const T = (target: string, value: string, verdict: Verdict | boolean | null): void => {
     const v: Verdict = verdict === true ? 'met' : verdict === false ? 'not met' : verdict === null ? 'n/a' : verdict
     targets.push({ target, value, met: metOf(v), verdict: v })
@@ -87,7 +81,7 @@ export function targetList(): {
     const digits = unit === '×' ? 2 : 3
     targets.push({
       target,
-      value: `${round(s.median, digits)}${unit} (median of ${xs.length}; interquartile ${round(s.q1, digits)}–${round(s.q3, digits)}; rounds ${fmt(xs)})`,
+      value: `${round(s.median, digits)}${unit} (median of ${xs.length}; interquartile ${round(s.q1, digits)}–${round(s.q3, digits)}; rounds ${xs.map((x) => round(x, 2)).join(', ')})`,
       met: metOf(verdict),
       verdict,
       rounds: xs.map((x) => round(x, 4)),
@@ -96,17 +90,13 @@ export function targetList(): {
       q3: round(s.q3, 4),
     })
   }
-  return { targets, T, roundsRow, fmt }
+  return { targets, T, roundsRow }
 }
 
 /** Ratios of two series of per-round figures, round by round (non-finite ones dropped). */
 export const ratios = (a: readonly number[], b: readonly number[]): number[] => a.map((x, i) => x / b[i]).filter((x) => Number.isFinite(x))
 
-/**
- * Per-round ratios of interleaved rounds run as b, a, b, a, …, b: each a-round over the mean of
- * the b-rounds just before and just after it, so a drift of the machine over the phase cancels
- * to first order instead of landing on one side.
- */
+/** Ratios of rounds run as b, a, b, …, b: each a-round over the mean of the b-rounds either side, so a drift of the machine cancels to first order. */
 export function bracketRatios(a: readonly number[], b: readonly number[]): number[] {
   const out: number[] = []
   for (let i = 0; i < a.length; i++) {

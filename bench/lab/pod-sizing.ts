@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
   stopOnExit(load.proc)
   const job = <T>(j: Job): Promise<T> => load.job<T>(j)
-  const scrape = (): Promise<unknown> => job({ kind: 'get', url: metrics, times: 1, pauseMs: 0 })
+  const scrape = (): Promise<unknown> => job({ kind: 'get', url: metrics, times: 1 })
 
   await job(warmUpJob(url, 'warm'))
   await scrape()

@@ -68,7 +68,7 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       return { reports, workerIds }
     },
     {
-      own: orphans.metrics.all(),
+      own: [...orphans.metrics.all(), ...orphans.realtime.all()],
       processJson: () => own.processJson(),
       onReport: (workerId, report) => {
         if (report.progress !== undefined) progress.covered(workerId, report.progress)
@@ -120,14 +120,28 @@ export async function runPrimary(config: Config, logger: Logger = createLogger(c
       listening.delete(worker.id)
       // In one turn: its last report's counts kept, and every request of it no kept report counts recorded once.
       metrics.retire(worker.id)
-      const lost = progress.exited(worker.id, monotonicNow())
+      const now = monotonicNow()
+      const detail = signal ?? `exit code ${code}`
+      const lost = progress.exited(worker.id, now)
       if (lost.length > 0) {
-        orphans.record(lost, signal ?? `exit code ${code}`)
+        orphans.record(lost, detail)
         logger.error(
           { worker: worker.id, pid: worker.process.pid, requests: lost.length },
           'worker exited with requests in flight: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)',
         )
       }
+      const realtime = progress.realtime.exited(worker.id, now, 'TOKENTAP_ERR_WORKER_EXITED')
+      orphans.recordRealtime(realtime, now, detail)
+      if (realtime.open.length > 0)
+        logger.error(
+          {
+            worker: worker.id,
+            pid: worker.process.pid,
+            sessions: realtime.open.length,
+            responses: realtime.open.reduce((n, s) => n + s.responses.length, 0),
+          },
+          'worker exited with realtime sessions open: recorded as failed (TOKENTAP_ERR_WORKER_EXITED)',
+        )
       views.workerGone(worker.id)
       if (stopping) return
       crashes = Date.now() - started < CRASH_WINDOW_MS ? crashes + 1 : 0

@@ -14,13 +14,19 @@ import { measure, Outcome, TokenSource } from '../timing/measurement.ts'
 import type { ExchangeFacts } from '../timing/measurement.ts'
 import { RecordPolicy } from '../record/observations.ts'
 import type { RequestFacts } from '../record/observations.ts'
-import { requestLog } from '../record/request-log.ts'
+import { requestLog, writeRecordLine } from '../record/request-log.ts'
+import { RealtimeMetrics } from '../metrics/llm/realtime-metrics.ts'
+import { sessionLogLine } from '../realtime/session-log.ts'
+import type { SessionIdentity, SessionSummary } from '../realtime/session.ts'
+import { RealtimeMirror, WorkerRealtimeProgress } from './realtime-progress.ts'
+import type { RealtimeBatch, RealtimeOrphans, RealtimeSource, SessionMeta } from './realtime-progress.ts'
 
 /**
  * A dead worker's requests still count: each worker sends the primary, in batches every
  * `PROGRESS_MS` from a timer (nothing on the byte path), its requests in flight and how they
  * ended; when a worker exits, the primary records once each request no kept report counts, an
  * open one as TOKENTAP_ERR_WORKER_EXITED. What is lost is at most the last batch (docs/failure-modes.md).
+ * Realtime sessions ride in the same batches (realtime-progress.ts).
  */
 
 /** How often a worker sends what changed (a live page updates once a second; a scrape every few). */
@@ -69,6 +75,8 @@ export interface ProgressBatch {
   readonly tokens: Float64Array
   readonly kinds: Uint8Array
   readonly ended: readonly StreamEnd[]
+  /** The realtime sessions' part, when any changed. */
+  readonly realtime?: RealtimeBatch
 }
 
 interface Tracked {
@@ -85,12 +93,14 @@ export class WorkerProgress {
   readonly #active: ReadonlySet<Exchange>
   readonly #send: (batch: ProgressBatch) => void
   readonly #tracked = new Map<Exchange, Tracked>()
+  readonly #realtime: WorkerRealtimeProgress | undefined
   #nextKey = 0
   #seq = 0
 
-  constructor(active: ReadonlySet<Exchange>, send: (batch: ProgressBatch) => void) {
+  constructor(active: ReadonlySet<Exchange>, send: (batch: ProgressBatch) => void, realtime?: RealtimeSource) {
     this.#active = active
     this.#send = send
+    this.#realtime = realtime === undefined ? undefined : new WorkerRealtimeProgress(realtime)
   }
 
   /** Sends what changed since the last batch; the number of the last batch sent (this one, or an earlier one when nothing changed). */
@@ -161,7 +171,8 @@ export class WorkerProgress {
         usage: m.outputSource === TokenSource.usage ? m.outputTokens : undefined,
       })
     }
-    if (meta.length === 0 && keys.length === 0 && ended.length === 0) return this.#seq
+    const realtime = this.#realtime?.flush()
+    if (meta.length === 0 && keys.length === 0 && ended.length === 0 && realtime === undefined) return this.#seq
     this.#send({
       seq: ++this.#seq,
       origin: performance.timeOrigin,
@@ -173,6 +184,7 @@ export class WorkerProgress {
       tokens: Float64Array.from(tokens),
       kinds: Uint8Array.from(kinds),
       ended,
+      realtime,
     })
     return this.#seq
   }
@@ -200,6 +212,8 @@ export interface Orphan {
 
 export class ProgressMirror {
   readonly #workers = new Map<number, WorkerMirror>()
+  /** The workers' realtime sessions (its `exited` gives what a dead worker left of them). */
+  readonly realtime = new RealtimeMirror()
   readonly #origin: number
 
   constructor(origin = performance.timeOrigin) {
@@ -220,6 +234,7 @@ export class ProgressMirror {
     }
     const shift = batch.origin - this.#origin
     w.shift = shift
+    if (batch.realtime !== undefined) this.realtime.onBatch(batch.realtime, batch.seq, shift, workerId)
     for (const meta of batch.meta) {
       const shifted = {
         ...meta,
@@ -253,6 +268,7 @@ export class ProgressMirror {
 
   /** A report of this worker counts every request that ended in batches up to `seq`. */
   covered(workerId: number, seq: number): void {
+    this.realtime.covered(workerId, seq)
     const w = this.#workers.get(workerId)
     if (w === undefined) return
     for (const [key, s] of w.ended) {
@@ -305,7 +321,12 @@ export class ProgressMirror {
 /** The primary's own recording of what dead workers left in flight, merged into /metrics with the workers'. */
 export class OrphanRecorder {
   readonly metrics: LlmMetrics
+  /** The llm_realtime_ families of what dead workers left (the primary holds no session open: its gauge stays 0). */
+  readonly realtime: RealtimeMetrics
   readonly #recorder: Recorder
+  readonly #policy: RecordPolicy
+  readonly #logger: Logger
+  readonly #live: LiveStore
   readonly #routes = new Map<string, RouteRuntime>()
   readonly #stallSeconds: number
 
@@ -324,6 +345,15 @@ export class OrphanRecorder {
       bandedLabelNames: policy.labels.bandedNames,
       native: nativeOptions(config.metrics.native_histograms),
     })
+    this.realtime = new RealtimeMetrics(
+      config.metrics.buckets,
+      () => {},
+      policy.labels.names,
+      nativeOptions(config.metrics.native_histograms),
+    )
+    this.#policy = policy
+    this.#logger = logger
+    this.#live = live
     const metrics = this.metrics
     this.#recorder = new Recorder(
       policy,
@@ -378,5 +408,84 @@ export class OrphanRecorder {
         this.#recorder.onRecordError(err, who)
       }
     }
+  }
+
+  /**
+   * Records a dead worker's realtime work once through the same policy as a worker: what it ended as it ended, each
+   * open session as an error with its responses in flight (TOKENTAP_ERR_WORKER_EXITED); a log line and the live page
+   * for the cut sessions (the ended ones reached both through their worker).
+   */
+  recordRealtime(orphans: RealtimeOrphans, now: number, detail: string): void {
+    const guarded = (who: SessionMeta, record: () => void): void => {
+      try {
+        record()
+      } catch (err) {
+        this.#logger.error({ err, route: who.route }, 'recording a realtime session failed')
+      }
+    }
+    for (const { who, response } of orphans.finished)
+      guarded(who, () => this.realtime.response(this.#policy.observeResponse(this.#setOf(who), response)))
+    for (const { who, outcome } of orphans.closed) guarded(who, () => this.realtime.session(this.#setOf(who), outcome))
+    const listener = this.#live.realtime.listener
+    for (const { who: meta, responses } of orphans.open)
+      guarded(meta, () => {
+        const set = this.#setOf(meta)
+        const who = identityOf(meta)
+        for (const r of responses) {
+          this.realtime.response(this.#policy.observeResponse(set, r))
+          listener.response?.(who, set.labels, r)
+        }
+        const summary: SessionSummary = {
+          outcome: Outcome.error,
+          statusCode: 101,
+          failure: 'TOKENTAP_ERR_WORKER_EXITED',
+          duration: Math.max(0, now - meta.tReq) / 1000,
+          close: undefined,
+          endedBy: undefined,
+          bytesFromClient: 0,
+          bytesFromUpstream: 0,
+          messagesFromClient: 0,
+          messagesFromUpstream: 0,
+          unread: 0,
+          parseError: undefined,
+          responses: responses.length,
+        }
+        this.realtime.session(set, Outcome.error)
+        listener.session?.(who, set.labels, summary)
+        writeRecordLine(
+          this.#logger,
+          true,
+          'realtime session',
+          (o) => ({ ...sessionLogLine(o), error_detail: detail }),
+          {
+            who,
+            labels: set.labels,
+            summary,
+          },
+        )
+      })
+  }
+
+  #setOf(who: SessionMeta): ReturnType<RecordPolicy['labelSetOf']> {
+    return this.#policy.labelSetOf({
+      provider: who.provider,
+      route: { label: who.route },
+      model: who.model,
+      tenant: who.tenant,
+    })
+  }
+}
+
+/** A mirrored session as the log line and the live page read one. */
+function identityOf(meta: SessionMeta): SessionIdentity {
+  return {
+    seq: meta.key,
+    id: meta.id,
+    route: { label: meta.route, prefix: meta.route, provider: 'auto', inFlight: 0 },
+    provider: meta.provider,
+    tenant: meta.tenant,
+    model: meta.model,
+    path: meta.path,
+    tReq: meta.tReq,
   }
 }

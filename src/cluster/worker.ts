@@ -28,7 +28,7 @@ export function serveWorker(app: TokentapApp): void {
   const views = new WorkerViews(primary.live)
   tt.live.onAdd(views.finished)
   tt.realtime.listen(views.realtime)
-  const progress = new WorkerProgress(tt.active, primary.progress)
+  const progress = new WorkerProgress(tt.active, primary.progress, tt.realtime)
   setInterval(() => progress.flush(), PROGRESS_MS).unref()
   const reporter = new StateReporter()
   primary.answerWith({

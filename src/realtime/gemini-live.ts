@@ -4,7 +4,7 @@ import { Outcome } from '../timing/measurement.ts'
 import { ResponseTimeline } from '../timing/realtime-timing.ts'
 import type { RealtimeUsage } from '../timing/realtime-timing.ts'
 import { base64Bytes, mimeBytesPerSecond } from './audio-format.ts'
-import type { ProtocolContext, RealtimeProtocol } from './protocol.ts'
+import type { InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 
 /**
  * Gemini Live (https://ai.google.dev/api/live): a response is the model's turn, started by the
@@ -32,6 +32,15 @@ export class GeminiLive implements RealtimeProtocol {
 
   get inFlight(): number {
     return (this.#turn === undefined ? 0 : 1) + (this.#asked === undefined || this.#turn !== undefined ? 0 : 1)
+  }
+
+  forEachInFlight(visit: InFlightVisitor): void {
+    // A turn that ended waiting for its usage is not recorded yet either.
+    const ended = this.#ended?.turn
+    if (ended !== undefined) visit(ended, ended.timeline.start, ended.timeline)
+    const turn = this.#turn
+    if (turn !== undefined) visit(turn, turn.timeline.start, turn.timeline)
+    else if (this.#asked !== undefined) visit(this, this.#asked, undefined)
   }
 
   client(message: Json, at: number): void {

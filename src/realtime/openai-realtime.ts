@@ -5,7 +5,7 @@ import { ResponseTimeline } from '../timing/realtime-timing.ts'
 import type { RealtimeUsage } from '../timing/realtime-timing.ts'
 import { DEFAULT_BYTES_PER_SECOND, base64Bytes, openAIBytesPerSecond } from './audio-format.ts'
 import { detailOf } from './protocol.ts'
-import type { ProtocolContext, RealtimeProtocol } from './protocol.ts'
+import type { InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 
 /**
  * OpenAI Realtime and Azure's, GA and beta event names
@@ -50,6 +50,11 @@ export class OpenAIRealtime implements RealtimeProtocol {
 
   get inFlight(): number {
     return this.#asked.length + this.#open.size
+  }
+
+  forEachInFlight(visit: InFlightVisitor): void {
+    for (const open of this.#open.values()) visit(open, open.timeline.start, open.timeline)
+    for (const asked of this.#asked) visit(asked, asked.at, undefined)
   }
 
   client(message: Json, at: number): void {

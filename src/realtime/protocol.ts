@@ -1,6 +1,6 @@
 import type { Json } from '../parsers/json.ts'
 import type { Outcome } from '../timing/measurement.ts'
-import type { FinishedResponse } from '../timing/realtime-timing.ts'
+import type { FinishedResponse, ResponseTimeline } from '../timing/realtime-timing.ts'
 
 export type { FinishedResponse }
 
@@ -17,10 +17,17 @@ export interface ProtocolContext {
   model(name: string): void
 }
 
+export type InFlightVisitor = (ref: object, start: number | undefined, timeline: ResponseTimeline | undefined) => void
+
 export interface RealtimeProtocol {
   client(message: Json, at: number): void
   server(message: Json, at: number): void
   readonly inFlight: number
+  /**
+   * Visits each response in flight (those `end` would finish): `ref` is the same object while it stays in flight, and
+   * `timeline` undefined while it was asked for and not begun (for the cluster's progress reports: cluster/realtime-progress.ts).
+   */
+  forEachInFlight(visit: InFlightVisitor): void
   /** Every response still open ends with `outcome`. */
   end(outcome: Outcome, at: number): void
 }

@@ -13,7 +13,7 @@ import { GeminiLive } from './gemini-live.ts'
 import { OpenAIRealtime } from './openai-realtime.ts'
 import { MessageInflater } from './permessage-deflate.ts'
 import type { DeflateTerms } from './permessage-deflate.ts'
-import type { FinishedResponse, ProtocolContext, RealtimeProtocol } from './protocol.ts'
+import type { FinishedResponse, InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 import type { RelayEnd, RelayObserver, Side } from './relay.ts'
 
 /**
@@ -76,7 +76,7 @@ const MAX_REASON = 123
 /**
  * Inflating is synchronous and its cost is not bounded by the bytes read, so one event-loop turn
  * inflates for one session at most INFLATE_TURN bytes (each call counted INFLATE_CALL more), and a
- * message inflating past that is audio or junk and goes unread (sized in bench/inflate-budget.ts).
+ * message inflating past that is audio or junk and goes unread (sized in bench/lab/inflate-budget.ts).
  * A session whose waiting backlog exceeds twice the message limit stops being measured.
  */
 const INFLATE_TURN = 512 * 1024
@@ -202,8 +202,22 @@ export class RealtimeSession implements RelayObserver {
     return this.#tReq
   }
 
+  get path(): string {
+    return this.#path
+  }
+
   get responsesInFlight(): number {
     return this.#protocol?.inFlight ?? 0
+  }
+
+  /** Unique in this process (SessionIdentity's `seq`). */
+  get seq(): number {
+    return this.#seq
+  }
+
+  /** Its responses in flight, for the cluster's progress reports (RealtimeProtocol#forEachInFlight). */
+  forEachResponseInFlight(visit: InFlightVisitor): void {
+    this.#protocol?.forEachInFlight(visit)
   }
 
   get held(): number {

@@ -176,9 +176,13 @@ export function errorTypeOf(f: FailureFacts): ErrorType {
   return byStatus
 }
 
-/** The class of a finished realtime response: `detail` is the provider's reason (an error code, a status detail). */
-export function realtimeErrorTypeOf(outcome: string, detail: string | undefined): ErrorType {
+/**
+ * The class of a finished realtime response: `detail` is the provider's reason (an error code, a status detail),
+ * `failure` the proxy's own (the worker serving it exited), which prevails.
+ */
+export function realtimeErrorTypeOf(outcome: string, detail: string | undefined, failure?: string): ErrorType {
   if (outcome === 'ok') return ErrorType.none
   if (outcome === 'cancelled') return ErrorType.clientCancelled
+  if (failure !== undefined) return errorTypeOfFailure(failure)
   return (detail === undefined ? undefined : errorTypeOfProviderError(detail)) ?? ErrorType.streamError
 }

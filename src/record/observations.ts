@@ -388,7 +388,7 @@ export class RecordPolicy {
       labels: set.labels,
       labelSet: set,
       outcome: r.outcome,
-      errorType: realtimeErrorTypeOf(r.outcome, r.detail),
+      errorType: realtimeErrorTypeOf(r.outcome, r.detail, r.failure),
       ttft: t.ttft,
       ttfa: t.ttfa,
       itl: t.itl,

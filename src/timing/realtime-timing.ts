@@ -1,3 +1,4 @@
+import type { FailureCode } from '../errors.ts'
 import { HistogramCore } from '../histogram/histogram-core.ts'
 import { Outcome } from './measurement.ts'
 
@@ -25,6 +26,8 @@ export interface FinishedResponse {
   readonly outcome: Outcome
   /** The provider's reason, when it gave one (a status detail, an error code); bounded. */
   readonly detail: string | undefined
+  /** The proxy's own reason, when the proxy ended it (the worker serving it exited). */
+  readonly failure?: FailureCode
   readonly timing: ResponseTiming
   readonly usage: RealtimeUsage | undefined
 }
@@ -53,6 +56,37 @@ const S = 1 / 1000
 
 /** The inter-token gaps a response keeps as they were (value and weight, 16 bytes each). */
 export const EXACT_ITL_GAPS = 4_096
+/**
+ * What a timeline has sent of itself to another process (cluster/realtime-progress.ts), kept by the
+ * sender: the deltas it had then, the exact gaps sent, and the later gaps' histogram as sent.
+ */
+export interface TimelineCursor {
+  deltas: number
+  gaps: number
+  more: HistogramCore | undefined
+}
+
+/** A new cursor: nothing sent yet. */
+export const timelineCursor = (): TimelineCursor => ({ deltas: -1, gaps: 0, more: undefined })
+
+/**
+ * A timeline's state past a cursor, bounded by what arrived since: its figures so far and the
+ * gaps not sent yet (pairs of value and weight; past EXACT_ITL_GAPS one pair per changed bucket).
+ */
+export interface TimelineProgress {
+  readonly start: number | undefined
+  readonly firstText: number | undefined
+  readonly lastText: number
+  readonly textDeltas: number
+  readonly tokens: number
+  readonly firstAudio: number | undefined
+  readonly audioDeltas: number
+  readonly audioSeconds: number
+  readonly playedTo: number
+  readonly silent: number
+  readonly gaps: Float64Array
+}
+
 /** Later gaps go into a bounded histogram at the live page's resolution (schema 6). */
 export const ITL_SCHEMA = 6
 const ITL_BUCKETS = 4_096
@@ -135,6 +169,57 @@ export class ResponseTimeline {
     this.#playedTo += seconds * 1000
     this.#audioSeconds += seconds
     this.#audioDeltas++
+  }
+
+  /** What changed since `cursor` (which moves past it), undefined when nothing did: a mirror `apply`s it. */
+  progress(cursor: TimelineCursor): TimelineProgress | undefined {
+    const deltas = this.#textDeltas + this.#audioDeltas
+    if (deltas === cursor.deltas) return undefined
+    cursor.deltas = deltas
+    const pairs: number[] = []
+    for (let i = cursor.gaps; i < this.#exactCount; i++) pairs.push(this.#exact[2 * i], this.#exact[2 * i + 1])
+    cursor.gaps = this.#exactCount
+    const more = this.#more
+    if (more !== undefined && more.count !== (cursor.more?.count ?? 0)) {
+      const sent = new HistogramCore({ schema: ITL_SCHEMA, maxBuckets: ITL_BUCKETS })
+      sent.merge(more)
+      const fresh = new HistogramCore({ schema: ITL_SCHEMA, maxBuckets: ITL_BUCKETS })
+      fresh.merge(more)
+      if (cursor.more !== undefined) fresh.subtract(cursor.more)
+      if (fresh.zeroCount > 0) pairs.push(0, fresh.zeroCount)
+      fresh.forEachBucket((index, weight) => {
+        if (weight > 0) pairs.push(fresh.representative(index), weight)
+      })
+      cursor.more = sent
+    }
+    return {
+      start: this.start,
+      firstText: this.#firstText,
+      lastText: this.#lastText,
+      textDeltas: this.#textDeltas,
+      tokens: this.#tokens,
+      firstAudio: this.#firstAudio,
+      audioDeltas: this.#audioDeltas,
+      audioSeconds: this.#audioSeconds,
+      playedTo: this.#playedTo,
+      silent: this.#silent,
+      gaps: Float64Array.from(pairs),
+    }
+  }
+
+  /** A mirror's (made with the sender's start + `shift`): takes another process's progress, its times + `shift` (ms). */
+  apply(p: TimelineProgress, shift: number): void {
+    const at = (t: number | undefined): number | undefined => (t === undefined ? undefined : t + shift)
+    this.#firstText = at(p.firstText)
+    this.#lastText = p.textDeltas === 0 ? 0 : p.lastText + shift
+    this.#textDeltas = p.textDeltas
+    this.#tokens = p.tokens
+    this.#firstAudio = at(p.firstAudio)
+    this.#audioDeltas = p.audioDeltas
+    this.#audioSeconds = p.audioSeconds
+    this.#playedTo = p.audioDeltas === 0 ? 0 : p.playedTo + shift
+    this.#silent = p.silent
+    for (let i = 0; i + 1 < p.gaps.length; i += 2) this.#gap(p.gaps[i], p.gaps[i + 1])
   }
 
   /** Whether any text, transcript or audio delta arrived. */

@@ -141,7 +141,7 @@ function sliceEnd(text: string, from: number): number {
 /**
  * One request's counting under a per-read budget of tokenizer time: past READ_BUDGET_MS the rest of
  * the read is estimated from this request's tokens per character, so counting never makes the gaps
- * the proxy measures (bench/tokenizer-stall.ts). A provider's usage still sets the final total.
+ * the proxy measures (bench/lab/tokenizer-stall.ts). A provider's usage still sets the final total.
  */
 export class ReadBudget {
   readonly #count: TokenCount

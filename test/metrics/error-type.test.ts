@@ -144,7 +144,7 @@ t.test('a request’s class: ok is none, the client leaving wins, then the failu
   t.equal(errorTypeOf(base), 'stream_error', 'an error outcome on a 2xx with nothing named')
 })
 
-t.test('a realtime response’s class: none, client_cancelled, or what its error code says (stream_error when nothing)', async (t) => {
+t.test('a realtime response’s class: none, client_cancelled, the proxy’s own failure (worker_exited), or what its error code says (stream_error when nothing)', async (t) => {
   t.same(
     [
       realtimeErrorTypeOf('ok', undefined),
@@ -153,7 +153,8 @@ t.test('a realtime response’s class: none, client_cancelled, or what its error
       realtimeErrorTypeOf('error', 'server_error'),
       realtimeErrorTypeOf('error', 'conversation_already_has_active_response'),
       realtimeErrorTypeOf('error', undefined),
+      realtimeErrorTypeOf('error', 'server_error', 'TOKENTAP_ERR_WORKER_EXITED'),
     ],
-    ['none', 'client_cancelled', 'upstream_rate_limited', 'upstream_error', 'client_rejected', 'stream_error'],
+    ['none', 'client_cancelled', 'upstream_rate_limited', 'upstream_error', 'client_rejected', 'stream_error', 'worker_exited'],
   )
 })

@@ -122,3 +122,21 @@ t.test('shapes it does not expect are ignored, never thrown on', async (t) => {
   p.end('ok', 2)
   t.equal(done.length, 0)
 })
+
+t.test('the turns in flight, for the cluster’s progress reports: one asked for with its start only, the open one with its timeline, one ended and waiting for its usage', async (t) => {
+  const { p } = protocol()
+  const seen = (): [number | undefined, boolean][] => {
+    const out: [number | undefined, boolean][] = []
+    p.forEachInFlight((_ref, start, timeline) => out.push([start, timeline !== undefined]))
+    return out
+  }
+  t.same(seen(), [], 'none')
+  p.client({ clientContent: { turnComplete: true } }, 10)
+  t.same(seen(), [[10, false]], 'asked for')
+  p.server({ serverContent: { modelTurn: { parts: [{ text: 'hi there' }] } } }, 30)
+  t.same(seen(), [[10, true]], 'begun')
+  p.server({ serverContent: { turnComplete: true } }, 40)
+  t.same(seen(), [[10, true]], 'ended, waiting for its usage: not recorded yet')
+  p.server({ usageMetadata: usage }, 45)
+  t.same(seen(), [], 'recorded')
+})

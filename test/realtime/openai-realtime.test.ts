@@ -190,3 +190,42 @@ t.test('shapes it does not expect are ignored, never thrown on', async (t) => {
   }
   t.equal(done.length, 0)
 })
+
+t.test(
+  'the responses in flight, for the cluster’s progress reports: one asked for and not begun with its start only, an open one with its timeline, the same object while it stays open',
+  async (t) => {
+    const { p } = protocol()
+    const seen = (): [object, number | undefined, boolean][] => {
+      const out: [object, number | undefined, boolean][] = []
+      p.forEachInFlight((ref, start, timeline) => out.push([ref, start, timeline !== undefined]))
+      return out
+    }
+    t.same(seen(), [], 'none')
+    p.client({ type: 'response.create' }, 10)
+    p.client({ type: 'response.create' }, 20)
+    const asked = seen()
+    t.same(
+      asked.map(([, start, timed]) => [start, timed]),
+      [
+        [10, false],
+        [20, false],
+      ],
+    )
+    p.server({ type: 'response.created', response: { id: 'resp_1' } }, 30)
+    p.server({ type: 'response.output_text.delta', response_id: 'resp_1', delta: 'hi' }, 40)
+    const open = seen()
+    t.same(
+      open.map(([, start, timed]) => [start, timed]),
+      [
+        [10, true],
+        [20, false],
+      ],
+      'the first begun (its start kept), the second still asked for',
+    )
+    t.equal(open[1][0], asked[1][0], 'the same object while it waits')
+    p.server({ type: 'response.output_text.delta', response_id: 'resp_1', delta: 'there' }, 50)
+    t.equal(seen()[0][0], open[0][0], 'and while it streams')
+    p.server({ type: 'response.done', response: { id: 'resp_1', status: 'completed' } }, 60)
+    t.equal(seen().length, 1, 'an ended one is not in flight')
+  },
+)

@@ -1,5 +1,7 @@
+import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
-import { EXACT_ITL_GAPS, ITL_SCHEMA, ResponseTimeline, sessionOutcome } from '../../src/timing/realtime-timing.ts'
+import { EXACT_ITL_GAPS, ITL_SCHEMA, ResponseTimeline, sessionOutcome, timelineCursor } from '../../src/timing/realtime-timing.ts'
+import type { TimelineProgress } from '../../src/timing/realtime-timing.ts'
 import { near } from '../helpers/virtual-time.ts'
 
 t.test('a text response: TTFT from the start to the first delta, ITL token-weighted between deltas, no audio figures', async (t) => {
@@ -105,6 +107,47 @@ t.test('gaps of no time (deltas of one read) past the exact ones count in the ze
   const itl = r.timing().itl
   t.equal(itl.length, EXACT_ITL_GAPS + 1)
   t.same(itl[EXACT_ITL_GAPS], [0, 10])
+})
+
+t.test('a timeline mirrored from its progress in another process has its figures: every gap once, times shifted, each send bounded by what came since', async (t) => {
+  const shift = 1_000_000
+  const source = new ResponseTimeline(100)
+  const mirror = new ResponseTimeline(100 + shift)
+  const cursor = timelineCursor()
+  // The cluster channel's structured clone.
+  const send = (): TimelineProgress | undefined => {
+    const p = source.progress(cursor)
+    return p === undefined ? undefined : (deserialize(serialize(p)) as TimelineProgress)
+  }
+  const sizes: number[] = []
+  let at = 100
+  // 12,000 deltas (past the exact gaps) of text and audio with gaps of 7 ms, then 25 ms, sent every 500.
+  for (let i = 0; i < 12_000; i++) {
+    at += i < 6_000 ? 7 : 25
+    if (i % 3 === 0) source.audio(at, 0.01)
+    else source.text(at, 1 + (i % 2))
+    if (i % 500 === 499) {
+      const p = send() as TimelineProgress
+      sizes.push(p.gaps.length / 2)
+      mirror.apply(p, shift)
+    }
+  }
+  t.equal(send(), undefined, 'nothing new: nothing to send')
+  const a = source.timing()
+  const b = mirror.timing()
+  t.same({ ...b, itl: [] }, { ...a, itl: [] }, 'TTFT, TTFA, underrun, audio, deltas and tokens as the source’s')
+  t.same(b.itl.slice(0, EXACT_ITL_GAPS), a.itl.slice(0, EXACT_ITL_GAPS), 'the exact gaps as they came')
+  const weight = (itl: readonly (readonly [number, number])[]): number => itl.reduce((n, [, w]) => n + w, 0)
+  t.equal(weight(b.itl), weight(a.itl), 'every later gap once')
+  t.same(b.itl.slice(EXACT_ITL_GAPS), a.itl.slice(EXACT_ITL_GAPS), 'in the same buckets')
+  t.ok(Math.max(...sizes) <= 500, `each send carries at most the gaps since the last (${Math.max(...sizes)})`)
+  t.ok((sizes.at(-1) as number) <= 4, `past the exact gaps, one pair per bucket that changed (${sizes.at(-1)} for the last 333 gaps)`)
+
+  const asked = new ResponseTimeline(5)
+  const empty = asked.progress(timelineCursor()) as TimelineProgress
+  const seen = new ResponseTimeline(5 + shift)
+  seen.apply(empty, shift)
+  t.same(seen.timing(), asked.timing(), 'a response with no delta yet: its start only')
 })
 
 t.test('how a session ended: the close handshake, who went first, the proxy', async (t) => {

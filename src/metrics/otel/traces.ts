@@ -250,7 +250,7 @@ export class OtelTraces {
       attributes['gen_ai.usage.audio.output_tokens'] = u.outputAudio
     }
     if (failed) attributes['error.type'] = r.detail ?? 'provider_error'
-    const errorClass = realtimeErrorTypeOf(r.outcome, r.detail)
+    const errorClass = realtimeErrorTypeOf(r.outcome, r.detail, r.failure)
     if (errorClass !== 'none') attributes['tokentap.error_type'] = errorClass
     if (r.detail !== undefined) attributes['tokentap.provider_detail'] = r.detail
     const timing = r.timing

@@ -1,18 +1,18 @@
 import { randomBytes } from 'node:crypto'
 import { constants, createDeflateRaw } from 'node:zlib'
-import { monotonicNow } from '../src/clock.ts'
-import { Opcode, encodeFrame } from '../src/realtime/frame.ts'
-import { RealtimeSession } from '../src/realtime/session.ts'
-import type { RealtimeDeps, SessionSummary } from '../src/realtime/session.ts'
-import type { RouteRuntime } from '../src/proxy/exchange.ts'
-import type { EncodingSelector } from '../src/tokens/tokenizer.ts'
-import { round } from './stats.ts'
+import { monotonicNow } from '../../src/clock.ts'
+import { Opcode, encodeFrame } from '../../src/realtime/frame.ts'
+import { RealtimeSession } from '../../src/realtime/session.ts'
+import type { RealtimeDeps, SessionSummary } from '../../src/realtime/session.ts'
+import type { RouteRuntime } from '../../src/proxy/exchange.ts'
+import type { EncodingSelector } from '../../src/tokens/tokenizer.ts'
+import { round } from '../stats.ts'
 
 /**
  * The event-loop time a realtime session's measuring side takes per 64 KiB read of compressed
  * client messages (permessage-deflate, context takeover), at compression ratios from audio's to
- * a decompression bomb's, in one process: `npm run build && node dist/bench/inflate-budget.js
- * [--reads 200]`. A read a turn of the event loop: each read is timed around `session.data()`
+ * a decompression bomb's, in one process: (run it with
+ * `npm run bench:lab -- inflate-budget [--reads 200]`). A read a turn of the event loop: each read is timed around `session.data()`
  * (frame decoding, unmasking, inflating, JSON, the protocol), then the turn after it (the messages
  * the session left for later); the target is ≤ 1 ms of CPU per turn at any ratio. A session whose
  * waiting messages pass its budget stops being measured (`not_measured`), so its later reads cost

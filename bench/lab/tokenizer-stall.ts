@@ -1,11 +1,11 @@
-import { OpenAIChatParser } from '../src/parsers/openai-chat.ts'
-import { counterFor, Encoding, ReadBudget } from '../src/tokens/tokenizer.ts'
-import { monotonicNow } from '../src/clock.ts'
-import { round } from './stats.ts'
+import { OpenAIChatParser } from '../../src/parsers/openai-chat.ts'
+import { counterFor, Encoding, ReadBudget } from '../../src/tokens/tokenizer.ts'
+import { monotonicNow } from '../../src/clock.ts'
+import { round } from '../stats.ts'
 
 /**
- * The event-loop time counting may take per read, in one process: `npm run build && node
- * dist/bench/tokenizer-stall.js [--reads 40]`. Each read is 64 KiB of OpenAI chat events whose
+ * The event-loop time counting may take per read, in one process: (run it with
+ * `npm run bench:lab -- tokenizer-stall [--reads 40]`). Each read is 64 KiB of OpenAI chat events whose
  * text is one script with no spaces or punctuation (the worst case for BPE: one pre-token), or
  * ordinary English, in events of 8 KiB and of 256 characters. A fresh request (ReadBudget) and a
  * fresh parser each time, so no memo or template helps; the target is ≤ 1 ms per read.

@@ -1,19 +1,19 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import pino from 'pino'
-import { validateConfig } from '../src/config/load-config.ts'
-import { OtelTraces } from '../src/metrics/otel/traces.ts'
-import type { RequestFacts } from '../src/record/observations.ts'
-import { TraceIdSource } from '../src/record/trace-context.ts'
-import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
-import { measure } from '../src/timing/measurement.ts'
-import { RecordPolicy } from '../src/record/observations.ts'
+import { validateConfig } from '../../src/config/load-config.ts'
+import { OtelTraces } from '../../src/metrics/otel/traces.ts'
+import type { RequestFacts } from '../../src/record/observations.ts'
+import { TraceIdSource } from '../../src/record/trace-context.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { RecordPolicy } from '../../src/record/observations.ts'
 
 /**
  * What a kept request's span costs in process: µs of CPU per span of a 3-chunk stream, built by
  * `OtelTraces.record()` and exported (batched, serialised to OTLP protobuf and POSTed to a sink in
  * this process), and what the ids and the sampling decision cost every request.
- * `npm run build && node dist/bench/trace-cost.js`. The whole-process figure at the default
+ * `npm run bench:lab -- trace-cost`. The whole-process figure at the default
  * sampling is the bench's traces round (`npm run bench -- --only traces`).
  */
 

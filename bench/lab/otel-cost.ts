@@ -1,13 +1,13 @@
 import pino from 'pino'
-import { OtelMetrics } from '../src/metrics/otel/otel-metrics.ts'
-import { ChunkLog, MarkKind } from '../src/timing/chunk-log.ts'
-import { measure } from '../src/timing/measurement.ts'
-import { RecordPolicy } from '../src/record/observations.ts'
+import { OtelMetrics } from '../../src/metrics/otel/otel-metrics.ts'
+import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
+import { measure } from '../../src/timing/measurement.ts'
+import { RecordPolicy } from '../../src/record/observations.ts'
 
 /**
  * What `OtelMetrics.record()` costs in process: µs of CPU per finished stream of 3 and of 100
  * one-token chunks (the hot-path part of the OpenTelemetry export; issue 15).
- * `npm run build && node dist/bench/otel-cost.js`. The whole-process figure, exports included
+ * `npm run bench:lab -- otel-cost`. The whole-process figure, exports included
  * (OTel on against off, CPU per short request), is the bench's OTel round:
  * `npm run bench -- --only otel` (bench/otel-phase.ts).
  */
