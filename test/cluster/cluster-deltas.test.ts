@@ -298,3 +298,42 @@ t.test('a collected gauge sends only the label sets whose count changed, a count
   t.equal(gauge === undefined ? 0 : (gauge.end - gauge.at) / 2, 2, '/b back at 0 and the new /c; /a unchanged is not sent')
   t.equal(r.families.length, 1, 'nor are the families with no change')
 })
+
+t.test('a report whose histogram state runs past its family fails the scrape clearly; a family never described refuses the report', async (t) => {
+  const one = families(NATIVE, new Map())
+  const w = new Worker(1, NATIVE)
+  let tamper: ((r: WorkerMetrics) => WorkerMetrics) | undefined
+  const primary: ClusterMetrics = new ClusterMetrics(async () => {
+    const r = w.report(primary.applied(1))
+    const out = tamper === undefined ? r : tamper(r)
+    tamper = undefined
+    return { reports: [out], workerIds: [1] }
+  })
+  record(w, one, 0)
+  // The first report without its definitions: the primary cannot read it, and asks again in full.
+  tamper = (r) => ({ ...r, families: r.families.map(({ def: _def, ...f }) => f) })
+  await read(primary.exposition(false))
+  t.equal(primary.applied(1), undefined, 'not applied')
+  await same(t, primary, one, 'the next, whole, is')
+  record(w, one, 1)
+  tamper = (r) => {
+    const data = Float64Array.from(r.families[0].data)
+    data[r.families[0].at + 1] = 1e6
+    return { ...r, families: r.families.map((f) => ({ ...f, data })) }
+  }
+  await t.rejects(read(primary.exposition(false)), /llm_time_to_first_token_seconds: series \d+ of contributor 1 has a state of 1000000 figures/)
+  await same(t, primary, one, 'after the repair')
+})
+
+t.test('a second reporter over the same families takes their changes over: the first one’s next report sends them all', async (t) => {
+  const w = new Worker(1, undefined)
+  for (let i = 0; i < 8; i++) w.f.requests.labels(`/r${i}`, 'ok').inc()
+  const first = w.reporter.report(w.f.all, undefined)
+  const other = new StateReporter()
+  other.report(w.f.all, undefined)
+  w.f.requests.labels('/r0', 'ok').inc()
+  const again = w.reporter.report(w.f.all, first.seq)
+  t.not(again.base, undefined, 'a report that adds to the one before')
+  const requests = again.families.find((f) => f.name === 'llm_requests_total')
+  t.equal(requests === undefined ? 0 : (requests.end - requests.at) / 2, 8, 'with every series of the family another reporter read last')
+})
