@@ -2,6 +2,9 @@ import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
 import type { Test } from 'tap'
 import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
+import { HistogramCore } from '../../src/histogram/histogram-core.ts'
+import { addIncrease, addState, coreFromState, coreState } from '../../src/histogram/state.ts'
+import type { CoreState } from '../../src/histogram/state.ts'
 import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
 import { Counter } from '../../src/metrics/prometheus/counter.ts'
 import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
@@ -336,4 +339,38 @@ t.test('a second reporter over the same families takes their changes over: the f
   t.not(again.base, undefined, 'a report that adds to the one before')
   const requests = again.families.find((f) => f.name === 'llm_requests_total')
   t.equal(requests === undefined ? 0 : (requests.end - requests.at) / 2, 8, 'with every series of the family another reporter read last')
+})
+
+t.test('an increase is added only between two states of one schema where no count fell; else the core is left as it was', async (t) => {
+  const bounds = Float64Array.from([0.1, 1])
+  const core = (schema: number | undefined, values: readonly number[]): HistogramCore => {
+    const c = new HistogramCore({ schema, maxBuckets: 0, bounds })
+    for (const v of values) c.observe(v)
+    return c
+  }
+  const spread = Array.from({ length: 60 }, (_, i) => 2 ** (i / 8))
+  const prev = coreState(core(3, [0.5, 2]))
+  const cases: [string, CoreState, boolean][] = [
+    ['no change', prev, true],
+    ['more in a bucket and a new one, a state longer than any before', coreState(core(3, [0.5, 2, 2, ...spread])), true],
+    ['another schema', coreState(core(2, [0.5, 2, 2])), false],
+    ['classic buckets only', coreState(core(undefined, [0.5, 2, 2])), false],
+    ['a classic count fell', coreState(core(3, [2, 2])), false],
+    ['a bucket gone, the next one above it', coreState(core(3, [0.6, 2, 2])), false],
+    ['a bucket gone, none above it', coreState(core(3, [0.5, 1.5])), false],
+  ]
+  for (const [what, next, ok] of cases) {
+    const merged = core(3, [])
+    addState(merged, prev)
+    const before = coreState(merged)
+    t.equal(addIncrease(merged, prev, next), ok, what)
+    if (ok) t.same([...coreState(merged)], [...coreState(coreFromState(next, bounds))], `${what}: the merged core holds the new state`)
+    else t.same([...coreState(merged)], [...before], `${what}: the merged core is untouched`)
+  }
+  const fewer = Float64Array.from(prev)
+  fewer[3] -= 1
+  t.notOk(addIncrease(core(3, []), prev, fewer), 'a count that fell')
+  const lessInBucket = Float64Array.from(coreState(core(3, [0.5, 2])))
+  lessInBucket[lessInBucket.length - 1] = 0.5
+  t.notOk(addIncrease(core(3, []), prev, lessInBucket), 'a bucket whose count fell')
 })
