@@ -11,7 +11,7 @@ import { Opcode } from './frame.ts'
 import { FrameDecoder } from './frame-decoder.ts'
 import { GeminiLive } from './gemini-live.ts'
 import { OpenAIRealtime } from './openai-realtime.ts'
-import { MessageInflater } from './permessage-deflate.ts'
+import { MORE, MessageInflater } from './permessage-deflate.ts'
 import type { DeflateTerms } from './permessage-deflate.ts'
 import type { FinishedResponse, InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 import type { RelayEnd, RelayObserver, Side } from './relay.ts'
@@ -75,12 +75,13 @@ const MAX_REASON = 123
 
 /**
  * Inflating is synchronous and its cost is not bounded by the bytes read, so one event-loop turn
- * inflates for one session at most INFLATE_TURN bytes (each call counted INFLATE_CALL more), and a
- * message inflating past that is audio or junk and goes unread (sized in bench/lab/inflate-budget.ts).
- * A session whose waiting backlog exceeds twice the message limit stops being measured.
+ * inflates for one session about INFLATE_TURN bytes of output (each message counted INFLATE_CALL
+ * more, for its parsing); a larger message goes on in the next turns, the later ones waiting behind
+ * it (sized in bench/lab/inflate-budget.ts). A session whose waiting backlog exceeds twice the message
+ * limit stops being measured.
  */
-const INFLATE_TURN = 512 * 1024
-const INFLATE_CALL = 32 * 1024
+const INFLATE_TURN = 128 * 1024
+const INFLATE_CALL = 2 * 1024
 const WAITING_OVERHEAD = 64
 
 interface Waiting {
@@ -132,6 +133,8 @@ export class RealtimeSession implements RelayObserver {
   #waiting: Waiting[] = []
   #waitingHead = 0
   #waitingBytes = 0
+  /** The compressed message being inflated over turns (its inflater holds it); later ones wait behind it. */
+  #inflating: { readonly from: Side; readonly opcode: number; readonly at: number } | undefined
   #scheduled = false
   /** The session's connections closed while messages were waiting: it finishes once they are read. */
   #ending: { readonly at: number; readonly end: RelayEnd } | undefined
@@ -221,7 +224,13 @@ export class RealtimeSession implements RelayObserver {
   }
 
   get held(): number {
-    return (this.#decoders?.client.held ?? 0) + (this.#decoders?.upstream.held ?? 0) + this.#waitingBytes
+    return (
+      (this.#decoders?.client.held ?? 0) +
+      (this.#decoders?.upstream.held ?? 0) +
+      (this.#inflaters?.client.held ?? 0) +
+      (this.#inflaters?.upstream.held ?? 0) +
+      this.#waitingBytes
+    )
   }
 
   opened(deflate: DeflateTerms | undefined): void {
@@ -232,10 +241,9 @@ export class RealtimeSession implements RelayObserver {
       upstream: new FrameDecoder(this.#sink('upstream'), max),
     }
     if (deflate !== undefined) {
-      const inflated = Math.min(max, INFLATE_TURN)
       this.#inflaters = {
-        client: new MessageInflater(!deflate.clientNoContextTakeover, inflated),
-        upstream: new MessageInflater(!deflate.serverNoContextTakeover, inflated),
+        client: new MessageInflater(!deflate.clientNoContextTakeover, max),
+        upstream: new MessageInflater(!deflate.serverNoContextTakeover, max),
       }
     }
   }
@@ -277,7 +285,7 @@ export class RealtimeSession implements RelayObserver {
     if (end.proxyReason === 'idle' || end.proxyReason === 'total')
       this.#failure ??=
         end.proxyReason === 'idle' ? 'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT' : 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'
-    if (this.#waitingHead < this.#waiting.length) this.#ending = { at, end }
+    if (this.#waitingHead < this.#waiting.length || this.#inflating !== undefined) this.#ending = { at, end }
     else this.finish(at, end)
   }
 
@@ -286,8 +294,9 @@ export class RealtimeSession implements RelayObserver {
     if (this.#finished) return
     this.#finished = true
     this.#deps.sessions.delete(this)
-    this.#unread += this.#waiting.length - this.#waitingHead
-    this.#dropWaiting()
+    this.#abandon()
+    this.#inflaters?.client.close()
+    this.#inflaters?.upstream.close()
     const clientLeft = (this.#close?.from ?? end?.first) === 'client'
     try {
       this.#protocol?.end(clientLeft ? Outcome.cancelled : Outcome.error, at)
@@ -369,6 +378,7 @@ export class RealtimeSession implements RelayObserver {
   #message(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean): void {
     this.#messages[from]++
     if (
+      this.#inflating !== undefined ||
       this.#waitingHead < this.#waiting.length ||
       (compressed && this.#inflateRoom <= 0 && this.#inflaters?.[from].broken === undefined)
     ) {
@@ -384,17 +394,23 @@ export class RealtimeSession implements RelayObserver {
     this.#waitingBytes += (message.payload?.length ?? 0) + WAITING_OVERHEAD
     if (this.#waitingBytes > 2 * this.#deps.maxMessageBytes) {
       this.#broken ??= `inflate budget: messages waiting to be inflated over ${2 * this.#deps.maxMessageBytes} bytes`
-      this.#unread += this.#waiting.length - this.#waitingHead
-      this.#dropWaiting()
+      this.#abandon()
       return
     }
-    if (!this.#scheduled) {
-      this.#scheduled = true
-      setImmediate(this.#nextTurn)
-    }
+    this.#schedule()
   }
 
-  #dropWaiting(): void {
+  #schedule(): void {
+    if (this.#scheduled) return
+    this.#scheduled = true
+    setImmediate(this.#nextTurn)
+  }
+
+  /** The messages not read yet are counted unread and let go. */
+  #abandon(): void {
+    this.#unread += this.#waiting.length - this.#waitingHead + (this.#inflating === undefined ? 0 : 1)
+    if (this.#inflating !== undefined) this.#inflaters?.[this.#inflating.from].close()
+    this.#inflating = undefined
     this.#waiting = []
     this.#waitingHead = 0
     this.#waitingBytes = 0
@@ -404,22 +420,26 @@ export class RealtimeSession implements RelayObserver {
     this.#scheduled = false
     if (this.#finished) return
     this.#inflateRoom = INFLATE_TURN
-    while (this.#waitingHead < this.#waiting.length && this.#broken === undefined && this.#inflateRoom > 0) {
-      const m = this.#waiting[this.#waitingHead++]
-      this.#waitingBytes -= (m.payload?.length ?? 0) + WAITING_OVERHEAD
-      try {
+    try {
+      if (this.#inflating !== undefined && this.#broken === undefined) this.#resume()
+      while (
+        this.#inflating === undefined &&
+        this.#waitingHead < this.#waiting.length &&
+        this.#broken === undefined &&
+        this.#inflateRoom > 0
+      ) {
+        const m = this.#waiting[this.#waitingHead++]
+        this.#waitingBytes -= (m.payload?.length ?? 0) + WAITING_OVERHEAD
         this.#read(m.from, m.opcode, m.payload, m.compressed, m.at)
-      } catch (err) {
-        this.#broken = `measuring failed: ${(err as Error).message}`.slice(0, 200)
       }
+    } catch (err) {
+      this.#broken = `measuring failed: ${(err as Error).message}`.slice(0, 200)
     }
-    if (this.#waitingHead < this.#waiting.length && this.#broken === undefined) {
-      this.#scheduled = true
-      setImmediate(this.#nextTurn)
+    if (this.#broken === undefined && (this.#inflating !== undefined || this.#waitingHead < this.#waiting.length)) {
+      this.#schedule()
       return
     }
-    if (this.#broken !== undefined) this.#unread += this.#waiting.length - this.#waitingHead
-    this.#dropWaiting()
+    this.#abandon()
     const ending = this.#ending
     if (ending !== undefined) this.finish(ending.at, ending.end)
   }
@@ -431,17 +451,37 @@ export class RealtimeSession implements RelayObserver {
       if (compressed) inflater?.missed()
       return
     }
-    let text = payload
-    if (compressed) {
-      const inflated = inflater?.inflate(payload)
-      // A message that failed may have inflated up to the limit before it did.
-      this.#inflateRoom -= (inflated?.length ?? this.#deps.maxMessageBytes) + INFLATE_CALL
-      if (inflated === undefined) {
-        this.#unread++
-        return
-      }
-      text = inflated
+    if (!compressed) {
+      this.#parse(from, opcode, payload, at)
+      return
     }
+    if (inflater === undefined) {
+      this.#unread++
+      return
+    }
+    this.#inflateRoom -= INFLATE_CALL
+    inflater.begin(payload)
+    this.#inflating = { from, opcode, at }
+    this.#resume()
+  }
+
+  /** Inflates the message begun as far as this turn's room goes; it is read once whole. */
+  #resume(): void {
+    const m = this.#inflating
+    const inflater = m === undefined ? undefined : this.#inflaters?.[m.from]
+    if (m === undefined || inflater === undefined) return
+    const text = inflater.step(this.#inflateRoom)
+    this.#inflateRoom -= inflater.produced
+    if (text === MORE) {
+      this.#schedule()
+      return
+    }
+    this.#inflating = undefined
+    if (text === undefined) this.#unread++
+    else this.#parse(m.from, m.opcode, text, m.at)
+  }
+
+  #parse(from: Side, opcode: number, text: Buffer, at: number): void {
     // Gemini Live sends its JSON messages as binary frames.
     if ((opcode !== Opcode.text && opcode !== Opcode.binary) || text.length === 0 || text[0] !== 0x7b /* { */) return
     let message: unknown

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { CloseCode, Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
 import { FrameDecoder } from '../../src/realtime/frame-decoder.ts'
@@ -165,4 +166,22 @@ t.test('a message of 100,000 one-byte frames, masked, read a frame at a time: on
     [[100_000, 100_000]],
   )
   t.equal(seen.messages[0].text, 'a'.repeat(100_000))
+})
+
+t.test('a masked payload unmasks to its bytes however reads cut it (mask phase and word alignment)', async (t) => {
+  const payload = randomBytes(5000)
+  const frames = [encodeFrame(Opcode.binary, payload, true), encodeFrame(Opcode.binary, payload.subarray(0, 300), true), encodeFrame(Opcode.text, Buffer.alloc(0), true)]
+  const stream = Buffer.concat(frames)
+  const wrong: number[] = []
+  for (let at = 1; at < 40; at++) {
+    const got: Buffer[] = []
+    const d = new FrameDecoder({ message: (_o, p) => got.push(Buffer.from(p ?? Buffer.alloc(0))), close: () => {} }, 10_000)
+    // The second piece starts at every offset from a word boundary in its own Buffer.
+    const rest = Buffer.alloc(stream.length - at + 8).subarray(at % 8)
+    stream.copy(rest, 0, at)
+    d.push(stream.subarray(0, at))
+    for (let i = 0; i < rest.length; i += 1000 + at) d.push(rest.subarray(i, i + 1000 + at))
+    if (!(got.length === 3 && got[0].equals(payload) && got[1].equals(payload.subarray(0, 300)) && got[2].length === 0)) wrong.push(at)
+  }
+  t.same(wrong, [], 'every cut reads back the payload')
 })

@@ -1,6 +1,7 @@
-import { constants, createDeflateRaw } from 'node:zlib'
+import { randomBytes } from 'node:crypto'
+import { constants, createDeflateRaw, deflateRawSync } from 'node:zlib'
 import t from 'tap'
-import { MessageInflater, negotiatedDeflate } from '../../src/realtime/permessage-deflate.ts'
+import { MORE, MessageInflater, negotiatedDeflate } from '../../src/realtime/permessage-deflate.ts'
 
 /** Compresses messages as a permessage-deflate sender does: one raw deflate stream, a sync flush per message, its 4-byte tail cut. */
 async function compressed(messages: string[], contextTakeover: boolean): Promise<Buffer[]> {
@@ -78,4 +79,54 @@ t.test('past its first MiB, a direction inflating more than 200 times what it wa
   t.match(inflater.broken, /^inflate budget: messages inflate more than 200×/)
   const [small] = await compressed(['{"type":"x"}'], false)
   t.equal(inflater.inflate(small), undefined, 'nor anything after it')
+})
+
+t.test('a message is inflated in slices of bounded output, across calls, and the next one still refers into it', async (t) => {
+  const big = JSON.stringify({ type: 'response.output_audio.delta', delta: randomBytes(300 * 1024).toString('base64') })
+  const [first, second] = await compressed([big, big.slice(-5000)], true)
+  t.ok(second.length < 200, 'the second message is a back-reference into the first')
+  const inflater = new MessageInflater(true, 1024 * 1024)
+  inflater.begin(first)
+  const sizes: number[] = []
+  let out = inflater.step(50_000)
+  while (out === MORE) {
+    sizes.push(inflater.produced)
+    t.ok(inflater.held >= first.length, 'the payload and the output so far are held')
+    out = inflater.step(50_000)
+  }
+  t.equal(out?.toString(), big)
+  t.ok(sizes.length >= 7, `${sizes.length + 1} slices`)
+  t.same(
+    sizes.filter((n) => n !== 50_000),
+    [],
+    'each slice but the last is the room given',
+  )
+  t.equal(inflater.held, 0)
+  t.equal(inflater.inflate(second)?.toString(), big.slice(-5000))
+})
+
+t.test('a message that ends the deflate stream (BFINAL) reads, and so do later ones only without context takeover', async (t) => {
+  const final = (text: string): Buffer => deflateRawSync(Buffer.from(text))
+  const fresh = new MessageInflater(false, 1000)
+  t.equal(fresh.inflate(final('{"type":"a"}'))?.toString(), '{"type":"a"}')
+  t.equal(fresh.inflate(final('{"type":"b"}'))?.toString(), '{"type":"b"}')
+  t.equal(fresh.broken, undefined)
+  const chained = new MessageInflater(true, 1000)
+  t.equal(chained.inflate(final('{"type":"a"}'))?.toString(), '{"type":"a"}')
+  t.equal(chained.broken, 'a compressed message ended the deflate stream')
+  t.equal(chained.inflate(final('{"type":"b"}')), undefined)
+})
+
+t.test('without context takeover, a message that fails or passes the limit mid-way leaves the next one readable', async (t) => {
+  const [ok] = await compressed(['{"type":"ok"}'], false)
+  const [long] = await compressed([randomBytes(3000).toString('base64')], false)
+  const inflater = new MessageInflater(false, 2000)
+  t.equal(inflater.inflate(long), undefined, 'past the limit')
+  t.equal(inflater.inflate(ok)?.toString(), '{"type":"ok"}')
+  t.equal(inflater.inflate(Buffer.from([0xff, 0xff, 0xff])), undefined, 'not deflate')
+  t.equal(inflater.inflate(ok)?.toString(), '{"type":"ok"}')
+  t.equal(inflater.broken, undefined)
+  inflater.close()
+  t.equal(inflater.inflate(ok)?.toString(), '{"type":"ok"}', 'a closed inflater opens a new stream')
+  t.equal(inflater.step(1000), undefined, 'no message begun')
 })

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { constants, deflateRawSync } from 'node:zlib'
 import t from 'tap'
 import { Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
@@ -109,12 +110,14 @@ function deflateSession(maxMessageBytes = 1024 * 1024, countTokens: (s: string) 
   return { s, responses, sessions, frame }
 }
 
+/** More small compressed messages than one turn inflates (each counts 2 KiB of a turn's 128 KiB). */
+const DELTAS = 150
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 t.test('compressed messages past one turn’s inflate budget wait, in order and with their arrival times, for the next turns', async (t) => {
   const { s, responses, frame } = deflateSession()
   s.data('client', frame({ type: 'response.create' }, true), 100)
-  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  const deltas = Array.from({ length: DELTAS }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
   s.data(
     'upstream',
     Buffer.concat([frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas, frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false)]),
@@ -131,14 +134,14 @@ t.test('compressed messages past one turn’s inflate budget wait, in order and 
   t.equal(s.held, 0)
   const r = responses[0]
   t.equal(r.timing.ttft, 0.15, 'the first delta keeps the time of its read')
-  t.equal(r.timing.textDeltas, 40)
+  t.equal(r.timing.textDeltas, DELTAS)
   t.equal(r.outcome, 'ok')
 })
 
 t.test('a session whose connections close while messages wait finishes once they are read', async (t) => {
   const { s, responses, sessions, frame } = deflateSession()
   s.data('client', frame({ type: 'response.create' }, true), 100)
-  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  const deltas = Array.from({ length: DELTAS }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
   s.data(
     'upstream',
     Buffer.concat([frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas, frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false)]),
@@ -166,27 +169,77 @@ t.test('messages waiting past twice the message limit: the session is measured n
 
 t.test('a session that finishes while messages wait (the upgrade path) counts them unread and reads no more', async (t) => {
   const { s, sessions, responses, frame } = deflateSession()
-  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  const deltas = Array.from({ length: DELTAS }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
   s.data('upstream', Buffer.concat(deltas), 10)
   s.finish(20)
   await nextTurn()
   t.equal(sessions.length, 1)
   t.ok(sessions[0].unread > 0, `${sessions[0].unread} unread`)
   t.equal(responses.length, 1, 'the open response ends with the session')
-  t.equal(responses[0].timing.textDeltas, 40 - sessions[0].unread)
+  t.equal(responses[0].timing.textDeltas, DELTAS - sessions[0].unread)
 })
 
 t.test('a bug in measuring a message that waited costs the session its figures, in a later turn, and throws nowhere', async (t) => {
   const { s, sessions, frame } = deflateSession(1024 * 1024, () => {
     throw new Error('tokenizer bug')
   })
-  const deltas = Array.from({ length: 40 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
-  // Twenty messages first, so the deltas wait for a later turn.
-  const fillers = Array.from({ length: 20 }, () => frame({ type: 'rate_limits.updated' }, false))
+  const deltas = Array.from({ length: DELTAS }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  // A turn's worth of messages first, so the deltas wait for a later turn.
+  const fillers = Array.from({ length: 100 }, () => frame({ type: 'rate_limits.updated' }, false))
   s.data('upstream', Buffer.concat([...fillers, frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas]), 10)
   t.equal(s.held > 0, true, 'the deltas wait')
   await nextTurn()
   s.closed({ first: 'client', abrupt: false }, 20)
   t.equal(sessions.length, 1)
   t.equal(sessions[0].parseError, 'measuring failed: tokenizer bug')
+})
+
+t.test('a compressed message larger than a turn’s inflate budget is read over several turns, with its arrival time, and those behind it wait', async (t) => {
+  const { s, responses, frame } = deflateSession()
+  s.data('client', frame({ type: 'response.create' }, true), 100)
+  const audio = randomBytes(360 * 1024).toString('base64')
+  s.data(
+    'upstream',
+    Buffer.concat([
+      frame({ type: 'response.created', response: { id: 'r1' } }, false),
+      frame({ type: 'response.output_audio.delta', response_id: 'r1', delta: audio }, false),
+      frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false),
+      frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false),
+    ]),
+    250,
+  )
+  t.ok(s.held > 360 * 1024, 'the message being inflated and those behind it are held')
+  let turns = 0
+  while (responses.length === 0) {
+    await nextTurn()
+    turns++
+  }
+  t.ok(turns >= 3, `read over ${turns} more turns`)
+  t.equal(s.held, 0)
+  const r = responses[0]
+  t.equal(r.timing.ttft, 0.15, 'the audio delta keeps the time of its read')
+  t.equal(r.timing.audioSeconds, (360 * 1024) / 48_000)
+  t.equal(r.timing.textDeltas, 1)
+  t.equal(r.outcome, 'ok')
+})
+
+t.test('a session that finishes while a message is half inflated counts it unread', async (t) => {
+  const { s, sessions, frame } = deflateSession()
+  s.data('upstream', frame({ type: 'response.output_audio.delta', response_id: 'r1', delta: randomBytes(360 * 1024).toString('base64') }, false), 10)
+  t.ok(s.held > 0)
+  s.closed({ first: 'upstream', abrupt: true }, 20)
+  t.equal(sessions.length, 0, 'not yet recorded: it waits for the message')
+  s.finish(30)
+  t.equal(s.held, 0)
+  t.match(sessions[0], { unread: 1, messagesFromUpstream: 1 })
+})
+
+t.test('a compressed frame on a session that agreed no compression is counted unread, not inflated', async (t) => {
+  const { s, sessions } = session('openai', '/v1/realtime')
+  const all = deflateRawSync(Buffer.from('{"type":"response.create"}'), { finishFlush: constants.Z_SYNC_FLUSH })
+  const f = encodeFrame(Opcode.text, all.subarray(0, all.length - 4), true)
+  f[0] |= 0x40
+  s.data('client', f, 1)
+  s.closed({ first: 'client', abrupt: false }, 2)
+  t.match(sessions[0].s, { unread: 1, messagesFromClient: 1, responses: 0 })
 })
