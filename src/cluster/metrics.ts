@@ -1,10 +1,19 @@
 import { AggregatorRegistry } from 'prom-client'
 import { Counter } from '../metrics/prometheus/counter.ts'
+import type { CounterSeries } from '../metrics/prometheus/counter.ts'
 import { CollectedGauge } from '../metrics/prometheus/gauge.ts'
+import type { GaugeSample } from '../metrics/prometheus/gauge.ts'
 import { Histogram } from '../metrics/prometheus/histogram.ts'
-import type { Exemplar, NativeOptions } from '../metrics/prometheus/histogram.ts'
-import type { HistogramCore } from '../histogram/histogram-core.ts'
-import { coreFromState, coreState, fillCore, stateSchema } from '../histogram/state.ts'
+import type { Exemplar, HistogramSeries, NativeOptions } from '../metrics/prometheus/histogram.ts'
+import {
+  CORE_STATE_MIN,
+  addIncrease,
+  addState,
+  coreFromState,
+  coreState,
+  stateLength,
+  writeState,
+} from '../histogram/state.ts'
 import type { CoreState } from '../histogram/state.ts'
 import { FOLDED_FAMILY } from '../record/label-fold.ts'
 import type { FoldPass, GroupLabelFold, SeriesMapper } from '../record/label-fold.ts'
@@ -15,32 +24,45 @@ import type { MetricsSource } from '../metrics/prometheus/source.ts'
 
 /**
  * The cluster primary's /metrics: what one process would serve had it proxied every worker's
- * requests. Workers send their families' *state* (only what changed), which the primary merges
- * exactly (HistogramCore#merge) and renders with the families' own exposition; a dead worker's
+ * requests. Workers send their families' *state* (only the series that changed), which the primary merges
+ * exactly (state.ts: a changed part adds its increase) and renders with the families' own exposition; a dead worker's
  * counters and histograms stay in the sums (`retire`), since a drop would read as a counter reset.
  */
 
-interface SeriesState {
-  readonly labels: readonly string[]
-  readonly value?: number
-  readonly core?: CoreState
-  /** A histogram's exemplar per classic slot. */
-  readonly exemplars?: readonly (Exemplar | undefined)[]
-}
-
-/** One family: its definition and its series; what a worker sends per family, and what the primary merges. */
-interface FamilyState {
-  readonly name: string
+/** A family's definition: sent with its first report (and every full one), which makes it at the primary. */
+interface FamilyDef {
   readonly help: string
   readonly type: 'counter' | 'gauge' | 'histogram'
   readonly labelNames: readonly string[]
   readonly buckets?: readonly number[]
   readonly native?: NativeOptions
-  readonly series: readonly SeriesState[]
+}
+
+/**
+ * One family in a report: the series that changed since the last report, packed so the structured clone stays cheap
+ * (one typed array a family, label values only the first time). Each series has an id from its contributor's
+ * StateReporter: the primary learns its labels once and finds it by id after.
+ */
+interface FamilyReport {
+  readonly name: string
+  /** With the family's first report from this reporter (and every full one). */
+  readonly def?: FamilyDef
+  /** The label values of series sent for the first time (`labelNames.length` each), ids `first`, `first + 1`, … */
+  readonly first: number
+  readonly labels: readonly string[]
+  /**
+   * The report's figures (one typed array for every family: one structured clone), this family's from `at` to `end`:
+   * per series, its id, then its value (counter, gauge), or its state's length and the state (histogram, state.ts).
+   */
+  readonly data: Float64Array
+  readonly at: number
+  readonly end: number
+  /** A histogram's exemplars per classic slot, by series id (only series that have some). */
+  readonly exemplars?: readonly (readonly [number, readonly (Exemplar | undefined)[]])[]
 }
 
 export interface WorkerMetrics {
-  readonly families: readonly FamilyState[]
+  readonly families: readonly FamilyReport[]
   /** prom-client's process metrics, summed by AggregatorRegistry. */
   readonly process: readonly MetricJson[]
   /** The last progress batch the worker sent before taking this state (cluster/progress.ts): the requests ended in it and before are counted here. */
@@ -61,62 +83,126 @@ export interface ClusterMetricsOptions {
   readonly fold?: GroupLabelFold
 }
 
-const labelValues = (labelNames: readonly string[], labels: Record<string, string | number>): string[] =>
-  labelNames.map((n) => String(labels[n]))
-
-/** A family's state (worker side); with `changed`, only the counters' and histograms' changed series (gauges always whole). */
-function stateOf(m: OwnMetric, changed: (series: object, now: number) => boolean): FamilyState {
-  const base = { name: m.name, help: m.help, labelNames: m.labelNames }
-  if (m instanceof Histogram) {
-    const series: SeriesState[] = []
-    for (const s of m.entries()) {
-      if (!changed(s, s.core.count)) continue
-      series.push({
-        labels: s.labelValues,
-        core: coreState(s.core),
-        ...(s.exemplars === undefined ? {} : { exemplars: [...s.exemplars] }),
-      })
-    }
-    return {
-      ...base,
-      type: 'histogram',
-      buckets: m.buckets,
-      ...(m.native === undefined ? {} : { native: m.native }),
-      series,
-    }
-  }
-  if (m instanceof Counter) {
-    const series: SeriesState[] = []
-    for (const s of m.entries()) if (changed(s, s.value)) series.push({ labels: s.labelValues, value: s.value })
-    return { ...base, type: 'counter', series }
-  }
-  const series = m.get().values.map((v) => ({ labels: labelValues(m.labelNames, v.labels), value: v.value }))
-  return { ...base, type: m.type, series }
+function defOf(m: OwnMetric): FamilyDef {
+  const base = { help: m.help, labelNames: m.labelNames }
+  if (m instanceof Histogram)
+    return { ...base, type: 'histogram', buckets: m.buckets, ...(m.native === undefined ? {} : { native: m.native }) }
+  return { ...base, type: m.type }
 }
 
+/** A family and the series a report sends of it. */
+type Picked =
+  | { readonly m: Histogram; readonly series: readonly HistogramSeries[] }
+  | { readonly m: Counter; readonly series: readonly CounterSeries[] }
+  | { readonly m: CollectedGauge; readonly series: readonly GaugeSample[] }
+
 /**
- * Worker side: only what changed since the report the primary applied last (`applied`), else
- * everything (a lost report, the first one): a scrape costs what changed, not every series.
+ * Worker side: only the series that changed since the report the primary applied last (`applied`; each family lists
+ * its changed series as they change, so a report costs what changed, not a scan of every series), else every series
+ * (a lost report, the first one). One reporter a family: it takes the family's list of changes.
  */
 export class StateReporter {
   #seq = 0
-  /** Per series: its count (histogram) or value (counter) in the last report. */
-  #sent = new WeakMap<object, number>()
+  /** Each series' id, and each family's next one, as the primary knows them (both start over with a full report). */
+  #ids = new WeakMap<object, number>()
+  #next = new WeakMap<object, number>()
 
   report(
     families: readonly OwnMetric[],
     applied: number | undefined,
   ): Pick<WorkerMetrics, 'families' | 'seq' | 'base'> {
     const full = applied !== this.#seq
-    if (full) this.#sent = new WeakMap()
-    const sent = this.#sent
-    const changed = (series: object, now: number): boolean => {
-      if (sent.get(series) === now) return false
-      sent.set(series, now)
-      return true
+    if (full) {
+      this.#ids = new WeakMap()
+      this.#next = new WeakMap()
     }
+    // The changed series of each family first: the report's figures go into one typed array.
+    const picked: Picked[] = []
+    let length = 0
+    for (const m of families) {
+      let p: Picked
+      if (m instanceof Histogram) {
+        p = { m, series: (full ? undefined : m.takeChanged(this)) ?? this.#every(m) }
+        for (const s of p.series) length += 2 + stateLength(s.core)
+      } else {
+        p =
+          m instanceof Counter
+            ? { m, series: (full ? undefined : m.takeChanged(this)) ?? this.#every(m) }
+            : { m, series: m.takeChangedValues(this, full) }
+        length += 2 * p.series.length
+      }
+      if (p.series.length > 0 || !this.#next.has(m)) picked.push(p)
+    }
+    const data = new Float64Array(length)
+    let at = 0
+    const out = picked.map((p) => {
+      const from = at
+      const r = this.#family(p, data, from)
+      at = r.end
+      return r.report
+    })
     const base = full ? undefined : this.#seq
-    return { families: families.map((f) => stateOf(f, changed)), seq: ++this.#seq, base }
+    return { families: out, seq: ++this.#seq, base }
+  }
+
+  /** A family's report, its figures written into `data` from `at`. */
+  #family(p: Picked, data: Float64Array, at: number): { report: FamilyReport; end: number } {
+    const m = p.m
+    const described = this.#next.has(m)
+    const first = this.#next.get(m) ?? 0
+    let next = first
+    const ids = this.#ids
+    const labels: string[] = []
+    const idOf = (s: object, labelValues: readonly string[]): number => {
+      let id = ids.get(s)
+      if (id === undefined) {
+        id = next++
+        ids.set(s, id)
+        for (const v of labelValues) labels.push(v)
+      }
+      return id
+    }
+    const from = at
+    let exemplars: [number, readonly (Exemplar | undefined)[]][] | undefined
+    if (p.m instanceof Histogram) {
+      for (const s of p.series as readonly HistogramSeries[]) {
+        const id = idOf(s, s.labelValues)
+        data[at] = id
+        const end = writeState(s.core, data, at + 2)
+        data[at + 1] = end - at - 2
+        at = end
+        if (s.exemplars === undefined) continue
+        exemplars ??= []
+        exemplars.push([id, [...s.exemplars]])
+      }
+    } else {
+      for (const s of p.series as readonly (CounterSeries | GaugeSample)[]) {
+        data[at] = idOf(s, s.labelValues)
+        data[at + 1] = s.value
+        at += 2
+      }
+    }
+    this.#next.set(m, next)
+    const report: FamilyReport = {
+      name: m.name,
+      ...(described ? {} : { def: defOf(m) }),
+      first,
+      labels,
+      data,
+      at: from,
+      end: at,
+      ...(exemplars === undefined ? {} : { exemplars }),
+    }
+    return { report, end: at }
+  }
+
+  /** Every series of a family, tracked for this reporter from now on. */
+  #every<S extends { readonly labelValues: readonly string[]; listed: boolean }>(m: {
+    trackChanges(owner: object): void
+    entries(): IterableIterator<S>
+  }): readonly S[] {
+    m.trackChanges(this)
+    return [...m.entries()]
   }
 }
 
@@ -165,30 +251,47 @@ const foldedTotal = (pass: FoldPass | undefined): number => {
 }
 
 interface Part {
-  readonly from: number
+  from: number
+  readonly slot: Slot
   /** The series' labels as its contributor sent them (the group's fold may merge several into one). */
-  readonly raw: string
+  readonly raw: readonly string[]
+  readonly rawKey: string
+  /** A counter's or gauge's value. */
+  value: number
+  /** A histogram's figures (state.ts): a view of `room`. */
+  state: CoreState | undefined
+  /** Where `state` is kept, with room to grow (a changed part is copied in place, not allocated). */
+  room: Float64Array | undefined
+  exemplars: readonly (Exemplar | undefined)[] | undefined
   /** Requests of llm_requests_total the group's budget folded into this series (they count in FOLDED_FAMILY). */
-  readonly folded?: number
-  readonly core?: HistogramCore
-  exemplars?: readonly (Exemplar | undefined)[]
-  value?: number
+  folded: number
 }
 
 interface Slot {
+  readonly key: string
   readonly labels: readonly string[]
   readonly parts: Part[]
+  /** The merged series (histogram, counter). */
+  readonly series: HistogramSeries | CounterSeries | undefined
 }
 
-/** A merged family kept between scrapes: only a series whose part changed is merged and rendered again. */
+/**
+ * A merged family kept between scrapes: each contributor's part of every series, found by the contributor's series
+ * id. A changed histogram part adds only its buckets' increase to the merged series (state.ts, `addIncrease`); a
+ * series is merged again from all its parts when that cannot be done (a part's schema lowered, a full report).
+ */
 class LiveFamily {
   readonly metric: OwnMetric
   readonly #slots = new Map<string, Slot>()
+  /** Each contributor's parts by its series ids. */
+  readonly #tables = new Map<number, (Part | undefined)[]>()
   readonly #gauge = new Map<string, number>()
+  /** Slots that have had requests folded by the group's budget (`folded`). */
+  readonly #foldedSlots = new Set<Slot>()
   readonly #bounds: Float64Array | undefined
 
-  constructor(def: FamilyState) {
-    const opts = { name: def.name, help: def.help, labelNames: def.labelNames }
+  constructor(name: string, def: FamilyDef) {
+    const opts = { name, help: def.help, labelNames: def.labelNames }
     if (def.type === 'histogram') {
       const h = new Histogram({ ...opts, buckets: def.buckets ?? [], native: def.native })
       this.#bounds = h.newCore().bounds
@@ -206,61 +309,131 @@ class LiveFamily {
     }
   }
 
-  /** A contributor's series, mapped by the group's fold; with `full` (and always for a gauge) its parts not in `state` go. */
-  apply(from: number, state: FamilyState, full: boolean, fold?: SeriesMapper, pass?: FoldPass): void {
-    const dirty = new Set<string>()
-    if (full || this.metric.type === 'gauge') {
-      for (const [key, slot] of this.#slots) {
-        const before = slot.parts.length
-        for (let i = slot.parts.length - 1; i >= 0; i--) if (slot.parts[i].from === from) slot.parts.splice(i, 1)
-        if (slot.parts.length !== before) dirty.add(key)
-      }
+  /** A contributor's report of this family, mapped by the group's fold; a full one replaces all the contributor's parts. */
+  apply(from: number, report: FamilyReport, full: boolean, fold?: SeriesMapper, pass?: FoldPass): void {
+    const dirty = new Set<Slot>()
+    let table = this.#tables.get(from)
+    if (full && table !== undefined) {
+      for (const p of table) if (p !== undefined) this.#remove(p, dirty)
+      table = undefined
     }
-    const counts = pass !== undefined && state.name === 'llm_requests_total'
-    for (const s of state.series) {
-      const raw = s.labels.join('\u0000')
-      const foldedBefore = counts ? foldedTotal(pass) : 0
-      const labels = fold === undefined ? s.labels : fold(s.labels, s.value)
-      const folded = counts ? foldedTotal(pass) - foldedBefore : 0
-      const key = labels === s.labels ? raw : labels.join('\u0000')
-      let slot = this.#slots.get(key)
-      if (slot === undefined) {
-        slot = { labels, parts: [] }
-        this.#slots.set(key, slot)
-      }
-      const i = slot.parts.findIndex((p) => p.from === from && p.raw === raw)
-      // A part's core is filled again when its schema has not changed (no garbage per series and scrape).
-      const had = i < 0 ? undefined : slot.parts[i].core
-      const reuse = s.core !== undefined && had !== undefined && had.schema === stateSchema(s.core)
-      if (reuse) had.clear()
-      const part: Part =
-        s.core === undefined
-          ? { from, raw, value: s.value ?? 0, ...(folded > 0 ? { folded } : {}) }
-          : {
-              from,
-              raw,
-              core: reuse ? fillCore(had, s.core) : coreFromState(s.core, this.#bounds),
-              exemplars: s.exemplars,
-            }
-      if (i < 0) slot.parts.push(part)
-      else slot.parts[i] = part
-      dirty.add(key)
+    if (table === undefined) {
+      table = []
+      this.#tables.set(from, table)
     }
-    for (const key of dirty) this.#merge(key)
+    const width = this.metric.labelNames.length
+    const histogram = this.metric instanceof Histogram
+    const counts = pass !== undefined && this.metric.name === 'llm_requests_total'
+    const data = report.data
+    let at = report.at
+    while (at < report.end) {
+      const id = data[at]
+      let state: CoreState | undefined
+      let value = 0
+      if (histogram) {
+        const length = data[at + 1]
+        if (!(length > CORE_STATE_MIN && at + 2 + length <= report.end))
+          throw new Error(`${this.metric.name}: series ${id} of contributor ${from} has a state of ${length} figures`)
+        state = data.subarray(at + 2, at + 2 + length)
+        at += 2 + length
+      } else {
+        value = data[at + 1]
+        at += 2
+      }
+      let part: Part | undefined = table[id]
+      let added = false
+      if (part === undefined) {
+        const k = id - report.first
+        if (!(k >= 0 && (k + 1) * width <= report.labels.length))
+          throw new Error(`${this.metric.name}: series ${id} of contributor ${from} came without its labels`)
+        part = this.#part(from, report.labels.slice(k * width, (k + 1) * width), fold)
+        table[id] = part
+        added = true
+      }
+      const slot = part.slot
+      if (counts && fold !== undefined) {
+        const before = foldedTotal(pass)
+        fold(part.raw, value)
+        part.folded = foldedTotal(pass) - before
+        if (part.folded > 0) this.#foldedSlots.add(slot)
+      }
+      if (state === undefined) {
+        part.value = value
+        this.#merge(slot)
+        continue
+      }
+      const prev = part.state
+      const series = slot.series as HistogramSeries
+      if (dirty.size === 0 || !dirty.has(slot)) {
+        if (added) addState(series.core, state)
+        else if (prev === undefined || !addIncrease(series.core, prev, state)) dirty.add(slot)
+        invalidate(series)
+      }
+      keep(part, state)
+    }
+    for (const [id, exemplars] of report.exemplars ?? []) {
+      const part = table[id]
+      if (part === undefined) continue
+      part.exemplars = exemplars
+      const series = part.slot.series as HistogramSeries
+      if (dirty.has(part.slot)) continue
+      series.exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
+      mergeExemplars(series.exemplars, exemplars)
+    }
+    for (const slot of dirty) this.#merge(slot)
+  }
+
+  /** A new part of contributor `from`, in the slot its labels map to. */
+  #part(from: number, raw: readonly string[], fold: SeriesMapper | undefined): Part {
+    const rawKey = raw.join('\u0000')
+    const labels = fold === undefined ? raw : fold(raw, undefined)
+    const slot = this.#slot(labels === raw ? rawKey : labels.join('\u0000'), labels)
+    const part: Part = {
+      from,
+      slot,
+      raw,
+      rawKey,
+      value: 0,
+      state: undefined,
+      room: undefined,
+      exemplars: undefined,
+      folded: 0,
+    }
+    slot.parts.push(part)
+    return part
+  }
+
+  #slot(key: string, labels: readonly string[]): Slot {
+    let slot = this.#slots.get(key)
+    if (slot === undefined) {
+      const m = this.metric
+      const series = m instanceof CollectedGauge ? undefined : m.labels(...labels)
+      if (m instanceof CollectedGauge) m.touch(labels)
+      slot = { key, labels, parts: [], series }
+      this.#slots.set(key, slot)
+    }
+    return slot
+  }
+
+  #remove(part: Part, dirty: Set<Slot>): void {
+    const parts = part.slot.parts
+    const i = parts.indexOf(part)
+    if (i >= 0) parts.splice(i, 1)
+    dirty.add(part.slot)
   }
 
   /** Requests the group's budget folded, by the overflow series they went to (labels by name). */
   folded(): Map<string, { labels: Record<string, string>; count: number }> {
     const out = new Map<string, { labels: Record<string, string>; count: number }>()
-    for (const [key, slot] of this.#slots) {
+    for (const slot of this.#foldedSlots) {
       let n = 0
-      for (const p of slot.parts) n += p.folded ?? 0
+      for (const p of slot.parts) n += p.folded
       if (n === 0) continue
       const labels: Record<string, string> = {}
       this.metric.labelNames.forEach((name, i) => {
         labels[name] = slot.labels[i]
       })
-      out.set(key, { labels, count: n })
+      out.set(slot.key, { labels, count: n })
     }
     return out
   }
@@ -268,78 +441,114 @@ class LiveFamily {
   /** The total of a counter family's series, parts of contributor `except` left out. */
   total(except: number): number {
     let n = 0
-    for (const slot of this.#slots.values()) for (const p of slot.parts) if (p.from !== except) n += p.value ?? 0
+    for (const slot of this.#slots.values()) for (const p of slot.parts) if (p.from !== except) n += p.value
     return n
   }
 
   /** Sets contributor `from`'s value of the series with these labels (a counter the primary adds to). */
   set(from: number, labels: readonly string[], value: number): void {
     const key = labels.join('\u0000')
-    let slot = this.#slots.get(key)
-    if (slot === undefined) {
-      slot = { labels, parts: [] }
-      this.#slots.set(key, slot)
-    }
-    const i = slot.parts.findIndex((p) => p.from === from)
-    if (i < 0) slot.parts.push({ from, raw: key, value })
-    else slot.parts[i] = { from, raw: key, value }
-    this.#merge(key)
+    const slot = this.#slot(key, labels)
+    const part = slot.parts.find((p) => p.from === from)
+    if (part === undefined)
+      slot.parts.push({
+        from,
+        slot,
+        raw: labels,
+        rawKey: key,
+        value,
+        state: undefined,
+        room: undefined,
+        exemplars: undefined,
+        folded: 0,
+      })
+    else part.value = value
+    this.#merge(slot)
   }
 
   /** A dead contributor's counts move into the dead workers' part (the sums stay as they are); its gauges go. */
   retire(from: number): void {
-    for (const [key, slot] of this.#slots) {
-      const i = slot.parts.findIndex((p) => p.from === from)
-      if (i < 0) continue
-      const [part] = slot.parts.splice(i, 1)
+    const table = this.#tables.get(from)
+    if (table === undefined) return
+    this.#tables.delete(from)
+    for (const part of table) {
+      if (part === undefined) continue
+      const slot = part.slot
       if (this.metric.type === 'gauge') {
-        this.#merge(key)
+        this.#remove(part, new Set())
+        this.#merge(slot)
         continue
       }
-      const dead = slot.parts.find((p) => p.from === DEAD && p.raw === part.raw)
-      if (dead === undefined) slot.parts.push({ ...part, from: DEAD })
-      else if (dead.core !== undefined && part.core !== undefined) {
-        dead.core.merge(part.core)
-        if (part.exemplars !== undefined) {
-          const into = [...(dead.exemplars ?? new Array<Exemplar | undefined>(part.exemplars.length).fill(undefined))]
-          mergeExemplars(into, part.exemplars)
-          dead.exemplars = into
-        }
-      } else {
-        dead.value = (dead.value ?? 0) + (part.value ?? 0)
-        if (part.folded !== undefined)
-          slot.parts[slot.parts.indexOf(dead)] = { ...dead, folded: (dead.folded ?? 0) + part.folded }
+      const dead = slot.parts.find((p) => p.from === DEAD && p.rawKey === part.rawKey)
+      if (dead === undefined) {
+        part.from = DEAD
+        continue
+      }
+      slot.parts.splice(slot.parts.indexOf(part), 1)
+      dead.value += part.value
+      dead.folded += part.folded
+      if (dead.state !== undefined && part.state !== undefined) {
+        const core = coreFromState(dead.state, this.#bounds)
+        addState(core, part.state)
+        keep(dead, coreState(core))
+      }
+      if (part.exemplars !== undefined) {
+        const into = [...(dead.exemplars ?? new Array<Exemplar | undefined>(part.exemplars.length).fill(undefined))]
+        mergeExemplars(into, part.exemplars)
+        dead.exemplars = into
       }
     }
   }
 
-  #merge(key: string): void {
-    const slot = this.#slots.get(key) as Slot
+  /** A series merged again from all its parts. */
+  #merge(slot: Slot): void {
     const m = this.metric
     if (m instanceof Histogram) {
-      const series = m.labels(...slot.labels)
+      const series = slot.series as HistogramSeries
       series.core.clear()
       let exemplars: (Exemplar | undefined)[] | undefined
       for (const p of slot.parts) {
-        if (p.core !== undefined) series.core.merge(p.core)
+        if (p.state !== undefined) addState(series.core, p.state)
         if (p.exemplars === undefined) continue
         exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
         mergeExemplars(exemplars, p.exemplars)
       }
       series.exemplars = exemplars
-      series.exposition = undefined
-      series.expositionWithExemplars = undefined
-      series.protobuf = undefined
+      invalidate(series)
       return
     }
     let value = 0
-    for (const p of slot.parts) value += p.value ?? 0
-    if (m instanceof Counter) m.labels(...slot.labels).value = value
+    for (const p of slot.parts) value += p.value
+    if (m instanceof Counter) (slot.series as CounterSeries).value = value
     else {
-      this.#gauge.set(key, value)
+      this.#gauge.set(slot.key, value)
       m.touch(slot.labels)
     }
   }
+}
+
+/** A merged series' rendered forms go: it is rendered again at the next scrape. */
+function invalidate(series: HistogramSeries): void {
+  series.exposition = undefined
+  series.expositionWithExemplars = undefined
+  series.protobuf = undefined
+}
+
+/** Slots a kept state grows by beyond its length (a few more buckets before it moves). */
+const STATE_ROOM = 8
+
+/** A copy of `state` kept as `part`'s, in its room when it fits. */
+function keep(part: Part, state: CoreState): void {
+  let room = part.room
+  if (room === undefined || room.length < state.length) {
+    room = new Float64Array(state.length + STATE_ROOM)
+    part.room = room
+  }
+  room.set(state)
+  part.state =
+    part.state?.length === state.length && part.state.buffer === room.buffer
+      ? part.state
+      : room.subarray(0, state.length)
 }
 
 /**
@@ -398,15 +607,17 @@ export class ClusterMetrics implements MetricsSource {
     const applied = this.#applied.get(from)
     if (!full && report.base !== applied) return false
     if (full && report.seq !== undefined && applied !== undefined && applied >= report.seq) return false
+    // A family the primary has not seen comes with its definition (else this report cannot be read: a full one next).
+    if (report.families.some((f) => f.def === undefined && !this.#families.has(f.name))) return false
     const pass = this.#options.fold?.pass()
     for (const state of report.families) {
       let f = this.#families.get(state.name)
       if (f === undefined) {
-        f = new LiveFamily(state)
+        f = new LiveFamily(state.name, state.def as FamilyDef)
         this.#families.set(state.name, f)
         this.#registry.register(f.metric)
       }
-      f.apply(from, state, full, pass?.family(state.name, state.labelNames), pass)
+      f.apply(from, state, full, pass?.family(state.name, f.metric.labelNames), pass)
     }
     this.#applied.set(from, report.seq)
     return true

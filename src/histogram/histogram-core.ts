@@ -104,6 +104,20 @@ export class HistogramCore {
     else this.#add(coarser(index, schema - (this.schema as number)), weight)
   }
 
+  /**
+   * Adds `weight` to the exponential bucket holding `index` at `schema` (this core lowered to `schema` first when
+   * finer); count, sum and the rest are the caller's (state.ts adds another core's figures this way).
+   */
+  addBucket(index: number, schema: number, weight: number): void {
+    this.lowerTo(schema)
+    this.#add(coarser(index, schema - (this.schema as number)), weight)
+  }
+
+  /** Lowers the schema to `schema` when it is finer (no-op with classic buckets only). */
+  lowerTo(schema: number): void {
+    if (this.schema !== undefined && schema < this.schema) this.#lower(this.schema - schema)
+  }
+
   #add(index: number, weight: number): void {
     const buckets = this.buckets
     let added = buckets.increment(index, weight)

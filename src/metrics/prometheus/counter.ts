@@ -1,6 +1,7 @@
 import { lineChunks } from './byte-writer.ts'
 import { header, renderLabels } from './format.ts'
 import { Metric } from './metric.ts'
+import type { ChangeLog } from './metric.ts'
 import { MetricTypeCode, VALUE_FIELD, familyChunks, valueMetric } from './protobuf.ts'
 import type { MetricOptions, SampleJson } from './metric.ts'
 
@@ -16,15 +17,21 @@ export class CounterSeries {
   /** `line` as UTF-8, made at the first scrape. */
   lineBytes: Buffer | undefined
   value = 0
+  /** Listed as changed in its family's ChangeLog since the tracking reader last took it (or no one tracks). */
+  listed = true
+  readonly #changes: ChangeLog<CounterSeries> | undefined
 
-  constructor(labelValues: readonly string[], rendered: string, line: string) {
+  constructor(labelValues: readonly string[], rendered: string, line: string, changes?: ChangeLog<CounterSeries>) {
     this.labelValues = labelValues
     this.rendered = rendered
     this.line = line
+    this.#changes = changes
   }
 
   inc(by = 1): void {
-    if (by > 0) this.value += by
+    if (!(by > 0)) return
+    this.value += by
+    if (!this.listed) this.#changes?.note(this)
   }
 }
 
@@ -39,7 +46,12 @@ export class Counter extends Metric<CounterSeries> {
   labels(...values: string[]): CounterSeries {
     return this.seriesFor(values, () => {
       const rendered = renderLabels(this.labelNames, values)
-      return new CounterSeries(values, rendered, `${this.name}${rendered.length > 0 ? `{${rendered}}` : ''} `)
+      return new CounterSeries(
+        values,
+        rendered,
+        `${this.name}${rendered.length > 0 ? `{${rendered}}` : ''} `,
+        this.changes,
+      )
     })
   }
 

@@ -17,6 +17,16 @@ interface Entry {
   /** `name{labels} ` as UTF-8, made at the first scrape. */
   line: Buffer | undefined
   value: number
+  /** Not tracked (Metric's ChangeLog): a collected gauge's reader compares values (`takeChangedValues`). */
+  listed: boolean
+  /** The value the tracking reader last took. */
+  sent: number
+}
+
+/** A label set of a collected gauge and its count now. */
+export interface GaugeSample {
+  readonly labelValues: readonly string[]
+  readonly value: number
 }
 
 /** At most this many label sets are remembered at 0; older ones are dropped first. */
@@ -25,6 +35,8 @@ const MAX_REMEMBERED = 10_000
 export class CollectedGauge extends Metric<Entry> {
   readonly type = 'gauge'
   readonly #collect: CollectedGaugeOptions['collect']
+  /** Who last took the changed values (`takeChangedValues`). */
+  #owner: object | undefined
 
   constructor(opts: CollectedGaugeOptions) {
     super(opts)
@@ -58,10 +70,28 @@ export class CollectedGauge extends Metric<Entry> {
         rendered: renderLabels(this.labelNames, labelValues),
         line: undefined,
         value: 0,
+        listed: true,
+        sent: Number.NaN,
       }
       entries.set(key, e)
     }
     return e
+  }
+
+  /**
+   * Counts now, and of them the label sets whose count changed since `owner` (the cluster worker's StateReporter)
+   * last took them: every one with `all`, or when another reader took them last.
+   */
+  takeChangedValues(owner: object, all: boolean): readonly GaugeSample[] {
+    const every = all || this.#owner !== owner
+    this.#owner = owner
+    const out: Entry[] = []
+    for (const e of this.#snapshot().values()) {
+      if (!every && e.value === e.sent) continue
+      e.sent = e.value
+      out.push(e)
+    }
+    return out
   }
 
   #snapshot(): Map<string, Entry> {

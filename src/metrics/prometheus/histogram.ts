@@ -3,7 +3,7 @@ import { escapeLabelValue, formatValue, header, renderLabels } from './format.ts
 import { HistogramCore } from '../../histogram/histogram-core.ts'
 import { Metric } from './metric.ts'
 import { MetricTypeCode, familyChunks, histogramMetric } from './protobuf.ts'
-import type { MetricOptions, SampleJson } from './metric.ts'
+import type { ChangeLog, MetricOptions, SampleJson } from './metric.ts'
 import type { TraceIds } from '../../record/trace-context.ts'
 
 /**
@@ -85,12 +85,21 @@ export class HistogramSeries {
   lineBytes: LineBytes | undefined
   /** This series' protobuf Metric field (classic and native buckets, exemplars), cached like `exposition`. */
   protobuf: Buffer | undefined
+  /** Listed as changed in its family's ChangeLog since the tracking reader last took it (or no one tracks). */
+  listed = true
+  readonly #changes: ChangeLog<HistogramSeries> | undefined
 
-  constructor(core: HistogramCore, labelValues: readonly string[], rendered: string) {
+  constructor(
+    core: HistogramCore,
+    labelValues: readonly string[],
+    rendered: string,
+    changes?: ChangeLog<HistogramSeries>,
+  ) {
     this.core = core
     this.counts = core.classic as Float64Array
     this.labelValues = labelValues
     this.rendered = rendered
+    this.#changes = changes
   }
 
   get sum(): number {
@@ -108,6 +117,7 @@ export class HistogramSeries {
       this.exposition = undefined
       this.expositionWithExemplars = undefined
       this.protobuf = undefined
+      if (!this.listed) this.#changes?.note(this)
     }
     return slot
   }
@@ -155,7 +165,7 @@ export class Histogram extends Metric<HistogramSeries> {
   labels(...values: string[]): HistogramSeries {
     return this.seriesFor(
       values,
-      () => new HistogramSeries(this.newCore(), values, renderLabels(this.labelNames, values)),
+      () => new HistogramSeries(this.newCore(), values, renderLabels(this.labelNames, values), this.changes),
     )
   }
 

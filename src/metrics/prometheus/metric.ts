@@ -31,7 +31,23 @@ export interface MetricOptions {
 /** The map key of a label set. */
 export const seriesKey = (values: readonly string[]): string => values.join('\u0000')
 
-export abstract class Metric<S extends { readonly labelValues: readonly string[] }> {
+/**
+ * The series of a family changed since the one reader tracking them (the cluster worker's StateReporter) last took
+ * them, so its report costs what changed rather than a scan of every series. A series is listed once
+ * (`listed`); a family no one tracks lists nothing.
+ */
+export class ChangeLog<S extends { listed: boolean }> {
+  owner: object | undefined
+  list: S[] = []
+
+  /** A series' first change since it was last taken: listed, when someone tracks. */
+  note(s: S): void {
+    s.listed = true
+    if (this.owner !== undefined) this.list.push(s)
+  }
+}
+
+export abstract class Metric<S extends { readonly labelValues: readonly string[]; listed: boolean }> {
   readonly name: string
   readonly help: string
   readonly labelNames: readonly string[]
@@ -39,6 +55,8 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
   /** Workers' values add up in the cluster primary. */
   readonly aggregator = 'sum'
   protected readonly series = new Map<string, S>()
+  /** Series changed since the tracking reader last took them (`trackChanges`, `takeChanged`). */
+  protected readonly changes = new ChangeLog<S>()
 
   constructor(opts: MetricOptions) {
     this.name = opts.name
@@ -62,8 +80,27 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
     if (s === undefined) {
       s = create()
       this.series.set(key, s)
+      // A new series is a change (its first report sends its labels).
+      this.changes.note(s)
     }
     return s
+  }
+
+  /** From now on `owner` reads this family's changes (`takeChanged`): every series counts as taken. */
+  trackChanges(owner: object): void {
+    this.changes.owner = owner
+    this.changes.list = []
+    for (const s of this.series.values()) s.listed = false
+  }
+
+  /** The series changed since `owner` last took them, each once; undefined when `owner` does not track this family. */
+  takeChanged(owner: object): readonly S[] | undefined {
+    const changes = this.changes
+    if (changes.owner !== owner) return undefined
+    const out = changes.list
+    changes.list = []
+    for (const s of out) s.listed = false
+    return out
   }
 
   /** `{name: value}` of a series' labels, for the JSON form. */
