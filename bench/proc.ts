@@ -148,7 +148,7 @@ export async function startTokentap(
   const routes = [{ prefix: '/t', upstream: `http://127.0.0.1:${simPort}` }, ...(opts.extraRoutes ?? [])].map((r) => route(r.prefix, r.upstream)).join('')
   writeFileSync(
     config,
-    `server: { host: 127.0.0.1, port: ${port} }\nadmin: { host: 127.0.0.1, port: ${adminPort} }\nlimits: { max_models_per_route: ${opts.maxModels} }\nlog: { level: info }\n${otel}${traces}routes:\n${routes}`,
+    `server: { host: 127.0.0.1, port: ${port} }\nadmin: { host: 127.0.0.1, port: ${adminPort} }\nlimits: { max_models_per_route: ${opts.maxModels}, max_label_sets: ${opts.maxModels} }\nlog: { level: info }\n${otel}${traces}routes:\n${routes}`,
   )
   const args = [...(opts.flags ?? []), '--expose-gc', '--import', join(dist, 'bench', 'el-probe.js'), join(dist, 'src', 'server.js'), '--config', config]
   const [cmd, argv] = wrapped(opts.wrap ?? [], args)
