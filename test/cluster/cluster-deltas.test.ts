@@ -6,13 +6,13 @@ import { HistogramCore } from '../../src/histogram/histogram-core.ts'
 import { addIncrease, addState, coreFromState, coreState } from '../../src/histogram/state.ts'
 import type { CoreState } from '../../src/histogram/state.ts'
 import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
-import { Counter } from '../../src/metrics/prometheus/counter.ts'
-import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
-import { Histogram, requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
+import { requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
 import type { NativeOptions } from '../../src/metrics/prometheus/histogram.ts'
 import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
 import type { OwnMetric } from '../../src/metrics/prometheus/registry.ts'
 import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
+import { families } from '../helpers/cluster-families.ts'
+import type { Families } from '../helpers/cluster-families.ts'
 
 /**
  * A worker's reports after its first hold only the series that changed since the report the primary
@@ -21,27 +21,6 @@ import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
  * one process that observed every request serves, after a lost report, a report refused, a lowered
  * schema and a worker's death as well.
  */
-
-interface Families {
-  readonly latency: Histogram
-  readonly requests: Counter
-  readonly inFlight: CollectedGauge
-  readonly all: OwnMetric[]
-}
-
-function families(native: NativeOptions | undefined, gauge: Map<string, number>): Families {
-  const latency = new Histogram({ name: 'llm_time_to_first_token_seconds', help: 'TTFT.', labelNames: ['route', 'model'], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5], native })
-  const requests = new Counter({ name: 'llm_requests_total', help: 'Requests.', labelNames: ['route', 'outcome'] })
-  const inFlight = new CollectedGauge({
-    name: 'llm_requests_in_flight',
-    help: 'In flight.',
-    labelNames: ['route'],
-    collect: (add) => {
-      for (const [route, n] of gauge) add([route], n)
-    },
-  })
-  return { latency, requests, inFlight, all: [latency, requests, inFlight] }
-}
 
 const NATIVE: NativeOptions = { schema: 3, zeroThreshold: 2 ** -128, maxBuckets: 160 }
 

@@ -2,13 +2,12 @@ import { deserialize, serialize } from 'node:v8'
 import t from 'tap'
 import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
 import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
-import { Counter } from '../../src/metrics/prometheus/counter.ts'
-import { CollectedGauge } from '../../src/metrics/prometheus/gauge.ts'
-import { Histogram, requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
-import type { NativeOptions } from '../../src/metrics/prometheus/histogram.ts'
+import { requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
 import { MetricsRegistry } from '../../src/metrics/prometheus/registry.ts'
 import type { OwnMetric } from '../../src/metrics/prometheus/registry.ts'
 import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
+import { families } from '../helpers/cluster-families.ts'
+import type { Families } from '../helpers/cluster-families.ts'
 
 /**
  * The cluster primary's /metrics merges each worker's metric state (cluster/metrics.ts): the
@@ -16,27 +15,6 @@ import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
  * text formats, exemplars and native (exponential) buckets included. The states cross the same
  * structured clone as the cluster channel's `serialization: 'advanced'` (v8 serialize).
  */
-
-interface Families {
-  readonly latency: Histogram
-  readonly requests: Counter
-  readonly inFlight: CollectedGauge
-  readonly all: OwnMetric[]
-}
-
-function families(native: NativeOptions | undefined, gauge: Map<string, number>): Families {
-  const latency = new Histogram({ name: 'llm_time_to_first_token_seconds', help: 'TTFT.', labelNames: ['route', 'model'], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5], native })
-  const requests = new Counter({ name: 'llm_requests_total', help: 'Requests.', labelNames: ['route', 'outcome'] })
-  const inFlight = new CollectedGauge({
-    name: 'llm_requests_in_flight',
-    help: 'In flight.',
-    labelNames: ['route'],
-    collect: (add) => {
-      for (const [route, n] of gauge) add([route], n)
-    },
-  })
-  return { latency, requests, inFlight, all: [latency, requests, inFlight] }
-}
 
 /** A deterministic spread of values, dyadic (sums are exact in any order, as a float sum of durations is not). */
 const sampleValue = (i: number): number => ((i * 37) % 4099) / 1024 + (i % 7) / 65536
