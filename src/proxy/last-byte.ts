@@ -6,7 +6,7 @@
 interface EndingResponse {
   readonly writableEnded: boolean
   readonly socket: { readonly writableLength: number } | null
-  once(event: 'prefinish' | 'finish', listener: () => void): unknown
+  on(event: 'prefinish' | 'finish', listener: () => void): unknown
 }
 
 export class LastByte {
@@ -17,9 +17,10 @@ export class LastByte {
   constructor(res: EndingResponse, now: () => number) {
     this.#res = res
     this.#now = now
-    // 'prefinish' comes within end() once the response handed its last bytes to the socket.
-    res.once('prefinish', () => this.settle())
-    res.once('finish', () => {
+    // 'prefinish' comes within end() once the response handed its last bytes to the socket. Both
+    // come once per response: plain listeners, not once wrappers (a bound function each, per request).
+    res.on('prefinish', () => this.settle())
+    res.on('finish', () => {
       this.#at ??= now()
     })
   }
