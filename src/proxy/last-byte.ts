@@ -13,7 +13,6 @@ export class LastByte {
   readonly #res: EndingResponse
   readonly #now: () => number
   #at: number | undefined
-  #watching = false
 
   constructor(res: EndingResponse, now: () => number) {
     this.#res = res
@@ -21,12 +20,10 @@ export class LastByte {
   }
 
   /**
-   * Listens for the end; call before `end()`. Not at the start: two `once` listeners held for a
-   * stream's whole life cost each open stream about 0.7 KiB (bench/lab/heap-per-stream.ts).
+   * Listens for the end; call once, before `end()`. Not at the start: two `once` listeners held
+   * for a stream's whole life cost each open stream about 0.7 KiB (bench/lab/heap-per-stream.ts).
    */
   watch(): void {
-    if (this.#watching) return
-    this.#watching = true
     const res = this.#res
     // 'prefinish' comes within end() once the response handed its last bytes to the socket.
     res.once('prefinish', () => this.settle())
