@@ -11,10 +11,11 @@ import { Opcode } from './frame.ts'
 import { FrameDecoder } from './frame-decoder.ts'
 import { GeminiLive } from './gemini-live.ts'
 import { OpenAIRealtime } from './openai-realtime.ts'
-import { MORE, MessageInflater } from './permessage-deflate.ts'
+import { MORE, MessageInflater, SHARED_UP_TO } from './permessage-deflate.ts'
 import type { DeflateTerms } from './permessage-deflate.ts'
 import type { FinishedResponse, InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 import type { RelayEnd, RelayObserver, Side } from './relay.ts'
+import { SteppedJson } from './stepped-json.ts'
 
 /**
  * One realtime session's measuring state: per direction a frame decoder (and inflater) over a
@@ -77,11 +78,13 @@ const MAX_REASON = 123
  * Inflating is synchronous and its cost is not bounded by the bytes read, so one event-loop turn
  * inflates for one session about INFLATE_TURN bytes of output (each message counted INFLATE_CALL
  * more, for its parsing); a larger message goes on in the next turns, the later ones waiting behind
- * it (sized in bench/lab/inflate-budget.ts). A session whose waiting backlog exceeds twice the message
- * limit stops being measured.
+ * it (sized in bench/lab/inflate-budget.ts). An inflated message over STEPPED_FROM bytes is parsed
+ * in steps too, its bytes counted in the same budget: one `JSON.parse` of 1 MiB takes milliseconds.
+ * A session whose waiting backlog exceeds twice the message limit stops being measured.
  */
 const INFLATE_TURN = 128 * 1024
 const INFLATE_CALL = 2 * 1024
+const STEPPED_FROM = SHARED_UP_TO
 const WAITING_OVERHEAD = 64
 
 interface Waiting {
@@ -133,8 +136,13 @@ export class RealtimeSession implements RelayObserver {
   #waiting: Waiting[] = []
   #waitingHead = 0
   #waitingBytes = 0
-  /** The compressed message being inflated over turns (its inflater holds it); later ones wait behind it. */
-  #inflating: { readonly from: Side; readonly opcode: number; readonly at: number } | undefined
+  /**
+   * The compressed message being inflated over turns (its inflater holds it), then parsed over turns
+   * (`json` holds it); later ones wait behind it.
+   */
+  #inflating:
+    | { readonly from: Side; readonly opcode: number; readonly at: number; json: SteppedJson | undefined }
+    | undefined
   #scheduled = false
   /** The session's connections closed while messages were waiting: it finishes once they are read. */
   #ending: { readonly at: number; readonly end: RelayEnd } | undefined
@@ -229,6 +237,7 @@ export class RealtimeSession implements RelayObserver {
       (this.#decoders?.upstream.held ?? 0) +
       (this.#inflaters?.client.held ?? 0) +
       (this.#inflaters?.upstream.held ?? 0) +
+      (this.#inflating?.json?.held ?? 0) +
       this.#waitingBytes
     )
   }
@@ -461,29 +470,43 @@ export class RealtimeSession implements RelayObserver {
     }
     this.#inflateRoom -= INFLATE_CALL
     inflater.begin(payload)
-    this.#inflating = { from, opcode, at }
+    this.#inflating = { from, opcode, at, json: undefined }
     this.#resume()
   }
 
-  /** Inflates the message begun as far as this turn's room goes; it is read once whole. */
+  /** Inflates (then parses) the message begun as far as this turn's room goes; it is read once whole. */
   #resume(): void {
     const m = this.#inflating
     const inflater = m === undefined ? undefined : this.#inflaters?.[m.from]
     if (m === undefined || inflater === undefined) return
-    const text = inflater.step(this.#inflateRoom)
-    this.#inflateRoom -= inflater.produced
-    if (text === MORE) {
+    if (m.json === undefined) {
+      const text = inflater.step(this.#inflateRoom)
+      this.#inflateRoom -= inflater.produced
+      if (text === MORE) {
+        this.#schedule()
+        return
+      }
+      if (text === undefined || text.length <= STEPPED_FROM || !isJsonMessage(m.opcode, text)) {
+        this.#inflating = undefined
+        if (text === undefined) this.#unread++
+        else this.#parse(m.from, m.opcode, text, m.at)
+        return
+      }
+      m.json = new SteppedJson(text)
+    }
+    const done = m.json.step(this.#inflateRoom)
+    this.#inflateRoom -= m.json.used
+    if (!done) {
       this.#schedule()
       return
     }
     this.#inflating = undefined
-    if (text === undefined) this.#unread++
-    else this.#parse(m.from, m.opcode, text, m.at)
+    if (m.json.failed) this.#unread++
+    else this.#dispatch(m.from, m.json.value, m.at)
   }
 
   #parse(from: Side, opcode: number, text: Buffer, at: number): void {
-    // Gemini Live sends its JSON messages as binary frames.
-    if ((opcode !== Opcode.text && opcode !== Opcode.binary) || text.length === 0 || text[0] !== 0x7b /* { */) return
+    if (!isJsonMessage(opcode, text)) return
     let message: unknown
     try {
       message = JSON.parse(text.toString('utf8'))
@@ -491,6 +514,10 @@ export class RealtimeSession implements RelayObserver {
       this.#unread++
       return
     }
+    this.#dispatch(from, message, at)
+  }
+
+  #dispatch(from: Side, message: unknown, at: number): void {
     if (!isObject(message)) return
     if (this.#protocol === undefined) {
       const kind = protocolOf(message)
@@ -501,6 +528,11 @@ export class RealtimeSession implements RelayObserver {
     if (from === 'client') this.#protocol.client(message, at)
     else this.#protocol.server(message, at)
   }
+}
+
+/** Only a data message that starts as a JSON object is read (Gemini Live sends its JSON as binary frames). */
+function isJsonMessage(opcode: number, text: Buffer): boolean {
+  return (opcode === Opcode.text || opcode === Opcode.binary) && text.length > 0 && text[0] === 0x7b /* { */
 }
 
 /**

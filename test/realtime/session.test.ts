@@ -223,6 +223,57 @@ t.test('a compressed message larger than a turn’s inflate budget is read over 
   t.equal(r.outcome, 'ok')
 })
 
+t.test('a large inflated message is parsed over turns too: its text read exactly, a broken one unread, and those behind it read in order', async (t) => {
+  const counted: string[] = []
+  const { s, responses, sessions, frame } = deflateSession(1024 * 1024, (text) => {
+    counted.push(text)
+    return 1
+  })
+  s.data('client', frame({ type: 'response.create' }, true), 100)
+  // About 300 KiB of words with escapes and characters of every UTF-8 length.
+  const text = Array.from({ length: 30_000 }, (_, i) => ['a\\"b', 'é€', '😀\n', 'tab\t'][i % 4]).join(' ')
+  const broken = Buffer.from(JSON.stringify({ type: 'response.output_text.delta', response_id: 'r1', delta: text }).replace(/}$/, ','))
+  const brokenFrame = (() => {
+    const all = deflateRawSync(broken, { finishFlush: constants.Z_SYNC_FLUSH })
+    const f = encodeFrame(Opcode.text, all.subarray(0, all.length - 4), false)
+    f[0] |= 0x40
+    return f
+  })()
+  s.data(
+    'upstream',
+    Buffer.concat([
+      frame({ type: 'response.created', response: { id: 'r1' } }, false),
+      frame({ type: 'response.output_text.delta', response_id: 'r1', delta: text }, false),
+      brokenFrame,
+      frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'last' }, false),
+      frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false),
+    ]),
+    250,
+  )
+  let turns = 0
+  while (responses.length === 0) {
+    await nextTurn()
+    turns++
+    if (turns === 1) t.ok(s.held > text.length, 'the message being parsed is held')
+  }
+  t.ok(turns >= 4, `read over ${turns} more turns`)
+  t.equal(s.held, 0)
+  t.equal(responses[0].timing.textDeltas, 2)
+  t.same(counted, [text, 'last'], 'the large delta’s text is exactly the one sent, then the last delta’s')
+  s.closed({ first: 'client', abrupt: false }, 300)
+  t.match(sessions[0], { unread: 1, parseError: undefined, messagesFromUpstream: 5 })
+})
+
+t.test('a session that finishes while a large message is half parsed counts it unread', async (t) => {
+  const { s, sessions, frame } = deflateSession()
+  s.data('upstream', frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word '.repeat(100_000) }, false), 10)
+  while (s.held > 400_000) await nextTurn()
+  t.ok(s.held > 0, 'parsing, not yet read')
+  s.finish(30)
+  t.equal(s.held, 0)
+  t.match(sessions[0], { unread: 1, messagesFromUpstream: 1 })
+})
+
 t.test('a session that finishes while a message is half inflated counts it unread', async (t) => {
   const { s, sessions, frame } = deflateSession()
   s.data('upstream', frame({ type: 'response.output_audio.delta', response_id: 'r1', delta: randomBytes(360 * 1024).toString('base64') }, false), 10)
