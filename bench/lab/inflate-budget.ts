@@ -31,6 +31,8 @@ const arg = (name: string, dflt: string): string => {
 }
 const READS = Number(arg('--reads', '200'))
 const RUNS = Number(arg('--runs', '5'))
+/** `--worst N`: each row's N costliest reads (index: median ms), to see where a p99 comes from. */
+const WORST = Number(arg('--worst', '0'))
 const READ_BYTES = 64 * 1024
 const MAX_MESSAGE = 1024 * 1024
 
@@ -161,14 +163,22 @@ for (const [name, make] of SCENARIOS) {
   }
   // A read's figure is its median over the runs: the same read costs the same work in every run,
   // what other processes add to one run's figure does not.
-  const cpu = input
-    .map((_, i) =>
-      quantile(
-        runs.map((run) => run[i]).sort((a, b) => a - b),
-        0.5,
-      ),
+  const medians = input.map((_, i) =>
+    quantile(
+      runs.map((run) => run[i]).sort((a, b) => a - b),
+      0.5,
+    ),
+  )
+  if (WORST > 0)
+    console.log(
+      `${name}: ${medians
+        .map((ms, i) => [i, ms])
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, WORST)
+        .map(([i, ms]) => `read ${i} ${round(ms, 2)} ms`)
+        .join(', ')}`,
     )
-    .sort((a, b) => a - b)
+  const cpu = medians.sort((a, b) => a - b)
   const p99s = runs
     .map((run) =>
       quantile(
