@@ -4,8 +4,8 @@
  * `limits.max_event_bytes` inflated over turns is parsed over turns too, since one `JSON.parse`
  * of 1 MiB holds the event loop for milliseconds (docs/performance.md, "Inflating realtime
  * messages per turn"). The grammar is RFC 8259's (https://www.rfc-editor.org/rfc/rfc8259), as V8
- * reads it. A string is decoded in pieces cut only before a byte that does not continue a UTF-8
- * sequence and never inside an escape, so the pieces decode to the whole's code units; a piece with
+ * reads it. A string is decoded in pieces cut only where UTF-8 decoding is at a character's start
+ * (`cutsClean`) and never inside an escape, so the pieces decode to the whole's code units; a piece with
  * escapes goes through `JSON.parse` as a string literal of its own (a surrogate pair split across
  * pieces joins again as the same code units).
  */
@@ -36,6 +36,18 @@ const isSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d |
 const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39
 /** A JSON string holds no raw control character (RFC 8259 §7): none below U+0020. */
 const CONTROL = /[^ -\uffff]/
+
+const continues = (c: number): boolean => (c & 0xc0) === 0x80
+
+/**
+ * Whether UTF-8 decoding is at a character's start before `b[p]`, so both sides of a cut there
+ * decode alone to the whole's code units: `b[p]` does not continue a sequence, or the three bytes
+ * before it all do (a sequence is at most four bytes; a byte continuing none is one U+FFFD on its
+ * own). Of any four bytes in a row, one is such a place.
+ */
+function cutsClean(b: Buffer, p: number): boolean {
+  return !continues(b[p]) || (continues(b[p - 1]) && continues(b[p - 2]) && continues(b[p - 3]))
+}
 
 export class SteppedJson {
   readonly #b: Buffer
@@ -236,9 +248,8 @@ export class SteppedJson {
         return close + 1
       }
       if (limit >= end) return this.#failAt(end)
-      // A cut before a byte that starts a character (or is not UTF-8): both sides decode alone.
       let cut = limit
-      while (cut > i && (b[cut] & 0xc0) === 0x80) cut--
+      while (cut > i && !cutsClean(b, cut)) cut--
       if (cut === i) {
         i = limit
         continue

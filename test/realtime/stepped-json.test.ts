@@ -133,6 +133,17 @@ t.test('a string of malformed UTF-8 cut into pieces decodes to the same replacem
     }
   }
   t.pass('200 texts of 5,000 malformed bytes, three step sizes')
+  // No byte that starts a character for longer than a step (each is a U+FFFD of its own): cut inside the run.
+  const run = Buffer.concat([Buffer.from('{"a":"'), Buffer.alloc(3000, 0x80), Buffer.from('é"}')])
+  t.same(stepped(run, 1024), { ...reference(run), steps: 3, largest: 1024 })
+  t.equal((reference(run).value as { a: string }).a.length, 3001)
+  for (const lead of [[0xf0, 0x9f, 0x98], [0xe2, 0x82], [0xc3], [0xf0, 0x9f]]) {
+    // A sequence (complete or not) across the step's end, then stray bytes.
+    for (let at = 1015; at < 1025; at++) {
+      const text = Buffer.concat([Buffer.from('{"a":"'), Buffer.alloc(at - 6, 0x41), Buffer.from(lead), Buffer.alloc(50, 0x80), Buffer.from('"}')])
+      if (!same(stepped(text, 1024).value, reference(text).value)) t.fail(`differs: lead ${lead} at ${at}`)
+    }
+  }
 })
 
 t.test('a step goes through about the room it is given: a 1 MiB audio event in 128 KiB steps, its string in pieces', async (t) => {
