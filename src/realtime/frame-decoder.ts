@@ -318,6 +318,20 @@ export class FrameBoundary {
         if (this.#skip === 0 && this.#ends) this.messages++
         continue
       }
+      if (this.#headHave === 0 && length - i >= 2) {
+        // The whole header in this read (the common case): read in place, no copy.
+        const b1 = chunk[i + 1]
+        const len7 = b1 & 0x7f
+        const need = 2 + (len7 === 126 ? 2 : len7 === 127 ? 8 : 0) + (b1 & 0x80 ? 4 : 0)
+        if (length - i >= need) {
+          this.#ends = (chunk[i] & 0x88) === 0x80
+          this.#skip =
+            len7 === 126 ? chunk.readUInt16BE(i + 2) : len7 === 127 ? Number(chunk.readBigUInt64BE(i + 2)) : len7
+          i += need
+          if (this.#skip === 0 && this.#ends) this.messages++
+          continue
+        }
+      }
       const head = this.#head
       head[this.#headHave++] = chunk[i++]
       if (this.#headHave < 2) continue
