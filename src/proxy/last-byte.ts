@@ -17,11 +17,19 @@ export class LastByte {
   constructor(res: EndingResponse, now: () => number) {
     this.#res = res
     this.#now = now
+  }
+
+  /**
+   * Listens for the end; call once, before `end()`. Not at the start: two listeners held
+   * for a stream's whole life cost each open stream about 0.7 KiB (bench/lab/heap-per-stream.ts).
+   */
+  watch(): void {
+    const res = this.#res
     // 'prefinish' comes within end() once the response handed its last bytes to the socket. Both
     // come once per response: plain listeners, not once wrappers (a bound function each, per request).
     res.on('prefinish', () => this.settle())
     res.on('finish', () => {
-      this.#at ??= now()
+      this.#at ??= this.#now()
     })
   }
 
