@@ -21,7 +21,7 @@ import { describeTarget, targetList } from '../verdict.ts'
  * same window, `tokentap@TREE`: the server of another build (TREE/dist, e.g. an older commit's
  * `git worktree`, built), for a before/after of a change; each `--node-flag F` goes to every
  * tokentap process (`--node-flag --perf-basic-prof`: /tmp/perf-PID.map names the JIT code the
- * dumps show as bare addresses).
+ * dumps show as bare addresses; V8 also leaves an isolate-*-v8.log in the working directory).
  * Instruction counts per short request, tokentap against the Fastify relay (issue 29: a measure
  * that does not flip). The CPU time of a round moves with whatever else the machine runs; the
  * instructions a process executes for the same requests do not. Both proxies run under
