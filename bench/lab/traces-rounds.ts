@@ -1,6 +1,6 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -75,6 +75,32 @@ async function startSink() {
   }
 }
 
+/** CPU µs of each thread of a process, by thread id (/proc/PID/task/TID/schedstat). */
+function threadMicros(pid: number): Map<number, number> {
+  const out = new Map<number, number>()
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        out.set(Number(tid), Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1000)
+      } catch {
+        // the thread ended
+      }
+    }
+  } catch {
+    // no such process
+  }
+  return out
+}
+
+/** A window's CPU µs split: the main thread, the newest thread (the span export's worker, when there is one), the rest. */
+function split(pid: number, before: Map<number, number>, after: Map<number, number>): { main: number; last: number; rest: number } {
+  const newest = Math.max(...after.keys())
+  let rest = 0
+  for (const [tid, us] of after) if (tid !== pid && tid !== newest) rest += us - (before.get(tid) ?? 0)
+  const d = (tid: number): number => (after.get(tid) ?? 0) - (before.get(tid) ?? 0)
+  return { main: d(pid), last: d(newest), rest }
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 async function main(): Promise<void> {
@@ -117,16 +143,26 @@ async function main(): Promise<void> {
         for (let k = 0; k < 300 && variants.some((v, j) => v.exports && sinks[j].exports() === before[j]); k++) await sleep(50)
         await all((i) => load.job(streams(procs[i], WARM, `w3-${r}-${i}`)))
         const c0 = procs.map((p) => cpuMicros([pidOf(p.proc)]))
+        const t0 = procs.map((p) => threadMicros(pidOf(p.proc)))
         await all((i) => load.job(streams(procs[i], REQUESTS, `r-${r}-${i}`)))
         await sleep(100)
         const atEnd = sinks.map((s) => s.exports())
         for (let k = 0; k < 300 && variants.some((v, j) => v.exports && sinks[j].exports() === atEnd[j]); k++) await sleep(50)
         await sleep(100)
         const us = procs.map((p, i) => (cpuMicros([pidOf(p.proc)]) - c0[i]) / REQUESTS)
+        const threads = procs.map((p, i) => split(pidOf(p.proc), t0[i], threadMicros(pidOf(p.proc))))
         const row: Record<string, number> = {}
-        for (const [i, n] of names.entries()) row[n] = us[i]
+        for (const [i, n] of names.entries()) {
+          row[n] = us[i]
+          row[`${n} main`] = threads[i].main / REQUESTS
+          row[`${n} newest thread`] = threads[i].last / REQUESTS
+          row[`${n} other threads`] = threads[i].rest / REQUESTS
+        }
         perRound.push(row)
         loads.push(loadavg()[0])
+        log(
+          `  threads µs/request (main, newest, others): ${names.map((n, i) => `${n.split(':')[0]} ${round(threads[i].main / REQUESTS, 1)}/${round(threads[i].last / REQUESTS, 1)}/${round(threads[i].rest / REQUESTS, 1)}`).join(', ')}`,
+        )
         log(`round ${r} (load ${round(loadavg()[0], 1)}): ${names.map((n, i) => `${n} ${round(us[i], 1)}${i === 0 ? '' : ` (${round(us[i] / us[0], 3)})`}`).join(', ')}`)
       } finally {
         await Promise.all(
@@ -149,6 +185,11 @@ async function main(): Promise<void> {
     const s = spread(perRound.map((row) => row[v.name] / row.off))
     return { variant: v.name, median: round(s.median, 3), q1: round(s.q1, 3), q3: round(s.q3, 3), n: s.n }
   })
+  for (const v of variants)
+    for (const part of ['main', 'newest thread', 'other threads']) {
+      const x = spread(perRound.map((row) => row[`${v.name} ${part}`] - row[`off ${part}`]))
+      log(`  ${v.name} ${part}: ${round(x.median, 1)} µs/request more than off (quartiles ${round(x.q1, 1)}–${round(x.q3, 1)})`)
+    }
   for (const s of summary) log(`${s.variant}: ${s.median}× (quartiles ${s.q1}–${s.q3}, ${s.n} rounds)`)
   const off = spread(perRound.map((row) => row.off))
   log(`off: ${round(off.median, 1)} µs/request (quartiles ${round(off.q1, 1)}–${round(off.q3, 1)}); load average ${loads.map((x) => round(x, 1)).join(' → ')}`)

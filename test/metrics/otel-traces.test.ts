@@ -247,6 +247,19 @@ t.test('with propagate, the upstream request names tokentap’s span; ratio 1 ke
   t.equal(s.receiver.spans.length, 2)
 })
 
+t.test('closing the proxy exports every span still waiting in either thread, and the export’s thread stops', async (t) => {
+  const s = await setup(t, { sample: { ratio: 1 } })
+  await replay(s, 'first', NORMAL)
+  await replay(s, 'second', NORMAL)
+  const traces = s.proxy.app.tokentap.otelTraces
+  // No flush: the two spans are in the main thread's batch (under 64, within its second) or the worker's batch processor.
+  await s.proxy.close()
+  t.same(s.receiver.spans.map((x) => x.attributes['tokentap.request_id']).sort(), ['first', 'second'])
+  await traces?.flush()
+  await traces?.shutdown()
+  t.equal(s.receiver.spans.length, 2, 'after the shutdown, a flush or a second shutdown has nothing to wait for')
+})
+
 t.test('a caller’s traceparent is read by the W3C rules; anything invalid is ignored', async (t) => {
   const ok = parseTraceparent({ traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01`, tracestate: 'a=b' })
   t.same(ok, { traceId: CALLER_TRACE, spanId: CALLER_SPAN, sampled: true, traceState: 'a=b' })
