@@ -19,6 +19,7 @@ import { validateConfig } from '../../src/config/load-config.ts'
 import pino from 'pino'
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
 import { OtelTraces } from '../../src/metrics/otel/traces.ts'
+import { TraceThread } from '../../src/metrics/otel/trace-thread.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
@@ -258,6 +259,23 @@ t.test('closing the proxy exports every span still waiting in either thread, and
   await traces?.flush()
   await traces?.shutdown()
   t.equal(s.receiver.spans.length, 2, 'after the shutdown, a flush or a second shutdown has nothing to wait for')
+})
+
+t.test('an export thread that cannot start costs one error line and no span, and never holds a flush or the shutdown', async (t) => {
+  const lines: Record<string, unknown>[] = []
+  const logger = pino({ level: 'debug', base: undefined }, { write: (l: string) => void lines.push(JSON.parse(l)) })
+  // The OTLP exporter refuses a URL it cannot parse when the thread builds it.
+  const thread = new TraceThread({ url: 'not a url', headers: undefined, timeoutMillis: undefined }, logger)
+  const span = { name: 'chat m', traceId: CALLER_TRACE, spanId: CALLER_SPAN, parent: undefined, startMs: 1, endMs: 2, durationMs: 1, attributes: {}, events: [], status: 0, statusMessage: undefined }
+  thread.add(span)
+  await thread.flush()
+  thread.add(span)
+  await thread.flush()
+  await thread.shutdown()
+  t.same(
+    lines.filter((l) => l.level === 50).map((l) => l.msg),
+    ['the OTLP traces thread failed: spans are no longer exported'],
+  )
 })
 
 t.test('a caller’s traceparent is read by the W3C rules; anything invalid is ignored', async (t) => {
