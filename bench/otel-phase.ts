@@ -138,10 +138,10 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
         const pair = { off, on }
         await both((name) => o.job(warmUpJob(url(pair[name]), `otel-warm-${r}-${name}`)))
         // The first export of a process is a start-up cost, so the short requests warm both after
-        // it: it compiles the exporter and its serialiser, and its HTTP client's sockets, requests
-        // and timers are new shapes to the Node stream, socket and timer code the byte path runs,
-        // whose optimised code V8 then drops and rebuilds over the next requests. A round right
-        // after it paid for that rebuild (docs/performance.md, "Spans").
+        // it: it compiles the exporter and its serialiser, and (the OTLP metrics' exporter, which
+        // runs in the main thread) its HTTP client's sockets, requests and timers are new shapes to
+        // the Node stream, socket and timer code the byte path runs, whose optimised code V8 then
+        // drops and rebuilds over the next requests (docs/performance.md, "Spans").
         // (The span processor exports every 5 s or at 512 spans: a traces round waits longer.)
         for (let i = 0; i < (o.signal === 'traces' ? 200 : 100) && o.control !== true && sink.exports() === exportsBefore; i++) await new Promise((res) => setTimeout(res, 50))
         await both((name) => o.job(streams(pair[name], o.warmRequests, `otel-warm3-${r}-${name}`)))

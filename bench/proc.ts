@@ -136,19 +136,22 @@ export async function startTokentap(
     /** The OTLP metrics export, to `endpoint` every `intervalMs`. */
     otel?: { endpoint: string; intervalMs: number }
     /** Spans on (`otel.traces`, default sampling), exported to `endpoint`. */
-    traces?: { endpoint: string }
+    traces?: { endpoint: string; ratio?: number }
     wrap?: readonly string[]
     /** Leave `limits.max_label_sets` out (a build from before the label-set budget, bench:lab's `--base`). */
     noLabelSetBudget?: boolean
     /** The dist/ whose src/server.js runs (another build of tokentap); the probe stays this one's. */
     serverDist?: string
+    /** The process's environment (default: this one's). */
+    env?: NodeJS.ProcessEnv
   },
 ): Promise<TokentapProcess> {
   const [port, adminPort] = [await freePort(), await freePort()]
   const config = join(dir, 'tokentap.yaml')
   const route = (prefix: string, upstream: string): string => `  - prefix: ${prefix}\n    upstream: ${upstream}\n    provider: openai\n`
   const otel = opts.otel === undefined ? '' : `otel: { endpoint: "${opts.otel.endpoint}", interval_ms: ${opts.otel.intervalMs} }\n`
-  const traces = opts.traces === undefined ? '' : `otel: { traces: { endpoint: "${opts.traces.endpoint}" } }\n`
+  const sample = opts.traces?.ratio === undefined ? '' : `, sample: { ratio: ${opts.traces.ratio} }`
+  const traces = opts.traces === undefined ? '' : `otel: { traces: { endpoint: "${opts.traces.endpoint}"${sample} } }\n`
   const routes = [{ prefix: '/t', upstream: `http://127.0.0.1:${simPort}` }, ...(opts.extraRoutes ?? [])].map((r) => route(r.prefix, r.upstream)).join('')
   writeFileSync(
     config,
@@ -156,7 +159,7 @@ export async function startTokentap(
   )
   const args = [...(opts.flags ?? []), '--expose-gc', '--import', join(dist, 'bench', 'el-probe.js'), join(opts.serverDist ?? dist, 'src', 'server.js'), '--config', config]
   const [cmd, argv] = wrapped(opts.wrap ?? [], args)
-  const proc = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
+  const proc = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: opts.env })
   await new Promise<void>((listening) => {
     createInterface({ input: piped(proc.stdout, 'stdout') }).on('line', (text) => {
       if (text.includes('"msg":"tokentap listening"')) listening()

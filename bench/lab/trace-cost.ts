@@ -10,9 +10,11 @@ import { measure } from '../../src/timing/measurement.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
 
 /**
- * What a kept request's span costs in process: µs of CPU per span of a 3-chunk stream, built by
- * `OtelTraces.record()` and exported (batched, serialised to OTLP protobuf and POSTed to a sink in
- * this process), and what the ids and the sampling decision cost every request.
+ * What a kept request's span costs in process: µs of CPU per span of a 3-chunk stream (all threads:
+ * `OtelTraces.record()` builds its record in this one, the export's worker thread builds the SDK's
+ * span, batches it, serialises it to OTLP protobuf and POSTs it to a sink in this process; "built"
+ * is the time while records are handed over, "exported" the wait for the flush), and what the ids
+ * and the sampling decision cost every request.
  * `npm run bench:lab -- trace-cost`. The whole-process figure at the default
  * sampling is the bench's traces round (`npm run bench -- --only traces`).
  */

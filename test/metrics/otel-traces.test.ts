@@ -19,6 +19,7 @@ import { validateConfig } from '../../src/config/load-config.ts'
 import pino from 'pino'
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
 import { OtelTraces } from '../../src/metrics/otel/traces.ts'
+import { TraceThread } from '../../src/metrics/otel/trace-thread.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
@@ -245,6 +246,36 @@ t.test('with propagate, the upstream request names tokentap’s span; ratio 1 ke
   t.equal(spanOf(s, 'unsampled'), undefined, 'the caller’s unsampled flag wins over the ratio')
   t.match(s.seen[2].traceparent, new RegExp(`^00-${CALLER_TRACE}-[0-9a-f]{16}-00$`), 'and goes upstream unsampled')
   t.equal(s.receiver.spans.length, 2)
+})
+
+t.test('closing the proxy exports every span still waiting in either thread, and the export’s thread stops', async (t) => {
+  const s = await setup(t, { sample: { ratio: 1 } })
+  await replay(s, 'first', NORMAL)
+  await replay(s, 'second', NORMAL)
+  const traces = s.proxy.app.tokentap.otelTraces
+  // No flush: the two spans are in the main thread's batch (under 64, within its second) or the worker's batch processor.
+  await s.proxy.close()
+  t.same(s.receiver.spans.map((x) => x.attributes['tokentap.request_id']).sort(), ['first', 'second'])
+  await traces?.flush()
+  await traces?.shutdown()
+  t.equal(s.receiver.spans.length, 2, 'after the shutdown, a flush or a second shutdown has nothing to wait for')
+})
+
+t.test('an export thread that cannot start costs one error line and no span, and never holds a flush or the shutdown', async (t) => {
+  const lines: Record<string, unknown>[] = []
+  const logger = pino({ level: 'debug', base: undefined }, { write: (l: string) => void lines.push(JSON.parse(l)) })
+  // The OTLP exporter refuses a URL it cannot parse when the thread builds it.
+  const thread = new TraceThread({ url: 'not a url', headers: undefined, timeoutMillis: undefined }, logger)
+  const span = { name: 'chat m', traceId: CALLER_TRACE, spanId: CALLER_SPAN, parent: undefined, startMs: 1, endMs: 2, durationMs: 1, attributes: {}, events: [], status: 0, statusMessage: undefined }
+  thread.add(span)
+  await thread.flush()
+  thread.add(span)
+  await thread.flush()
+  await thread.shutdown()
+  t.same(
+    lines.filter((l) => l.level === 50).map((l) => l.msg),
+    ['the OTLP traces thread failed: spans are no longer exported'],
+  )
 })
 
 t.test('a caller’s traceparent is read by the W3C rules; anything invalid is ignored', async (t) => {

@@ -1,11 +1,6 @@
-import { SpanKind, SpanStatusCode, TraceFlags, createTraceState } from '@opentelemetry/api'
-import type { Attributes, HrTime, SpanContext, SpanStatus } from '@opentelemetry/api'
-import { ExportResultCode, millisToHrTime } from '@opentelemetry/core'
-import type { ExportResult, InstrumentationScope } from '@opentelemetry/core'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
-import type { Resource } from '@opentelemetry/resources'
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
-import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
+import { SpanStatusCode } from '@opentelemetry/api'
+import type { Attributes } from '@opentelemetry/api'
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base'
 import type { Logger } from 'pino'
 import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
 import { TraceIdSource } from '../../record/trace-context.ts'
@@ -17,14 +12,17 @@ import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
 import { Outcome } from '../../timing/measurement.ts'
 import type { Observations } from '../../record/observations.ts'
 import { sampledAtStart } from '../../timing/trace-sampling.ts'
-import { tokentapResource } from './resource.ts'
+import { SpanExport } from './span-export.ts'
+import type { EventRecord, ParentRecord, SpanRecord } from './span-export.ts'
+import { TraceThread } from './trace-thread.ts'
 import { genAiProvider, tracesEndpoint } from './config.ts'
 
 /**
  * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
- * (docs/otel.md, "Traces"), through a BasicTracerProvider of tokentap's own, built when the request
- * has ended so nothing runs on the byte path. It is handed to the processor as a finished
- * ReadableSpan: the SDK's Tracer re-validates and re-times figures that are already typed and timed.
+ * (docs/otel.md, "Traces"), built when the request has ended so nothing runs on the byte path.
+ * This thread only gathers a kept request's figures into a plain record; the SDK's spans, the
+ * batch processor and the OTLP exporter run in a worker thread of their own (trace-thread.ts), or
+ * here when an exporter object is injected.
  */
 
 /** A stall event per gap longer than `metrics.stall_seconds`, up to this many (the rest are counted in `tokentap.stalls`). */
@@ -56,11 +54,7 @@ export interface OtelTracesOptions {
 const S = 1 / 1000
 
 export class OtelTraces {
-  readonly #provider: BasicTracerProvider
-  readonly #processor: BatchSpanProcessor
-  readonly #resource: Resource
-  readonly #scope: InstrumentationScope = { name: 'tokentap' }
-  readonly #logger: Logger
+  readonly #export: SpanSink
   readonly #options: OtelTracesOptions
   readonly #wallMs: () => number
   /** Span ids of realtime responses (made when they end: nothing is sent upstream with them). */
@@ -70,56 +64,19 @@ export class OtelTraces {
 
   constructor(options: OtelTracesOptions) {
     this.#options = options
-    this.#logger = options.logger
     this.#wallMs = options.wallMs ?? Date.now
-    const { config } = options
-    const exporter = new LoggedSpanExporter(
-      options.exporter ??
-        new OTLPTraceExporter({
-          url: tracesEndpoint(config),
-          headers: Object.keys(config.headers).length === 0 ? undefined : { ...config.headers },
-          timeoutMillis: config.timeout_ms,
-        }),
-      options.logger,
-    )
-    this.#resource = tokentapResource()
-    this.#processor = new BatchSpanProcessor(exporter)
-    // The provider owns the processor: its forceFlush and shutdown are the export's.
-    this.#provider = new BasicTracerProvider({ resource: this.#resource, spanProcessors: [this.#processor] })
-  }
-
-  /** Hands a finished span to the batch processor (every span that gets here is kept: the policy decided). */
-  #emit(
-    name: string,
-    context: SpanContext,
-    parent: SpanContext | undefined,
-    start: HrTime,
-    end: HrTime,
-    durationMs: number,
-    attributes: Attributes,
-    events: TimedEvent[],
-    status: SpanStatus,
-  ): void {
-    const span: ReadableSpan = {
-      name,
-      kind: SpanKind.CLIENT,
-      spanContext: () => context,
-      parentSpanContext: parent,
-      startTime: start,
-      endTime: end,
-      status,
-      attributes,
-      links: [],
-      events,
-      duration: millisToHrTime(Math.max(0, durationMs)),
-      ended: true,
-      resource: this.#resource,
-      instrumentationScope: this.#scope,
-      droppedAttributesCount: 0,
-      droppedEventsCount: 0,
-      droppedLinksCount: 0,
-    }
-    this.#processor.onEnd(span)
+    const { config, logger } = options
+    this.#export =
+      options.exporter === undefined
+        ? new TraceThread(
+            {
+              url: tracesEndpoint(config),
+              headers: Object.keys(config.headers).length === 0 ? undefined : { ...config.headers },
+              timeoutMillis: config.timeout_ms,
+            },
+            logger,
+          )
+        : inProcess(options.exporter, logger)
   }
 
   /** Builds and ends the span of one finished request the recording policy kept (`o.trace` set). */
@@ -129,7 +86,6 @@ export class OtelTraces {
     if (o.trace === undefined || start === undefined) return
     // Monotonic ms → epoch: one reading of both clocks per request, at its end (as the metrics' timestamps are read when recorded).
     const offset = this.#wallMs() - this.#options.now()
-    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
     const m = o.measured
     const operation = o.operation
     const model = who.model ?? 'unknown'
@@ -179,12 +135,12 @@ export class OtelTraces {
 
     const name = operation === undefined ? who.method : `${operation} ${model}`
     const chunks = m.marks
-    const events: TimedEvent[] = []
+    const events: EventRecord[] = []
     if (chunks.count > 0)
       events.push({
         name: 'tokentap.first_token',
         attributes: { 'tokentap.tokens': chunks.tokens(0) },
-        time: at(chunks.at(0)),
+        timeMs: chunks.at(0) + offset,
       })
     const limitMs = this.#options.stallSeconds * 1000
     for (let i = 1, stalls = 0; i < chunks.count && stalls < MAX_STALL_EVENTS; i++) {
@@ -194,18 +150,27 @@ export class OtelTraces {
         events.push({
           name: 'tokentap.stall',
           attributes: { 'tokentap.gap': gap * S, 'tokentap.chunk': i },
-          time: at(chunks.at(i)),
+          timeMs: chunks.at(i) + offset,
         })
         stalls++
       }
     }
-    const end = at(o.endedAt)
-    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': o.outcome }, time: end })
-    const status: SpanStatus =
-      o.outcome === Outcome.error ? { code: SpanStatusCode.ERROR, message: o.errorType } : UNSET
-    const parent = parentContext(start)
-    const context = ownContext(start, parent)
-    this.#emit(name, context, parent, at(who.tReq), end, o.endedAt - who.tReq, attributes, events, status)
+    const end = o.endedAt + offset
+    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': o.outcome }, timeMs: end })
+    const failed = o.outcome === Outcome.error
+    this.#export.add({
+      name,
+      traceId: start.traceId,
+      spanId: start.spanId,
+      parent: parentOf(start),
+      startMs: who.tReq + offset,
+      endMs: end,
+      durationMs: o.endedAt - who.tReq,
+      attributes,
+      events,
+      status: failed ? SpanStatusCode.ERROR : SpanStatusCode.UNSET,
+      statusMessage: failed ? o.errorType : undefined,
+    })
   }
 
   /**
@@ -228,7 +193,6 @@ export class OtelTraces {
     if (!sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors())) return
     this.#sessionsWithSpans.add(who.seq)
     const offset = this.#wallMs() - this.#options.now()
-    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
     const began = r.start ?? r.end
     const attributes: Attributes = {
       'gen_ai.operation.name': 'realtime_inference',
@@ -261,28 +225,32 @@ export class OtelTraces {
     attributes['tokentap.text_deltas'] = timing.textDeltas
     attributes['tokentap.audio_deltas'] = timing.audioDeltas
     this.#server(who.route.label, attributes)
-    const session: SpanContext = { traceId: start.traceId, spanId: start.spanId, traceFlags: TraceFlags.SAMPLED }
-    const context: SpanContext = {
+    // Under its session's span (tokentap's own, local to this process).
+    const session: ParentRecord = {
+      traceId: start.traceId,
+      spanId: start.spanId,
+      sampled: true,
+      traceState: undefined,
+      remote: false,
+    }
+    const events: EventRecord[] = []
+    if (timing.ttft !== undefined)
+      events.push({ name: 'tokentap.first_token', timeMs: began + timing.ttft * 1000 + offset })
+    const end = r.end + offset
+    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': r.outcome }, timeMs: end })
+    this.#export.add({
+      name: `realtime_inference ${who.model ?? 'unknown'}`,
       traceId: start.traceId,
       spanId: this.#responseIds.spanId(),
-      traceFlags: TraceFlags.SAMPLED,
-    }
-    const events: TimedEvent[] = []
-    if (timing.ttft !== undefined) events.push({ name: 'tokentap.first_token', time: at(began + timing.ttft * 1000) })
-    const end = at(r.end)
-    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': r.outcome }, time: end })
-    const status: SpanStatus = failed ? { code: SpanStatusCode.ERROR, message: r.detail } : UNSET
-    this.#emit(
-      `realtime_inference ${who.model ?? 'unknown'}`,
-      context,
-      session,
-      at(began),
-      end,
-      r.end - began,
+      parent: session,
+      startMs: began + offset,
+      endMs: end,
+      durationMs: r.end - began,
       attributes,
       events,
-      status,
-    )
+      status: failed ? SpanStatusCode.ERROR : SpanStatusCode.UNSET,
+      statusMessage: failed ? r.detail : undefined,
+    })
   }
 
   #session(who: SessionIdentity, summary: SessionSummary): void {
@@ -293,7 +261,6 @@ export class OtelTraces {
     if (!withSpans && !sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors()))
       return
     const offset = this.#wallMs() - this.#options.now()
-    const at = (ms: number): HrTime => millisToHrTime(ms + offset)
     const attributes: Attributes = {
       'gen_ai.provider.name': genAiProvider(who.provider),
       'gen_ai.live_session.id': who.id,
@@ -313,22 +280,19 @@ export class OtelTraces {
         summary.failure ?? (summary.close?.code !== undefined ? String(summary.close.code) : String(summary.statusCode))
     this.#server(who.route.label, attributes)
     const end = who.tReq + summary.duration * 1000
-    const parent = parentContext(start)
-    const context = ownContext(start, parent)
-    const status: SpanStatus = failed
-      ? { code: SpanStatusCode.ERROR, message: String(attributes['error.type']) }
-      : UNSET
-    this.#emit(
-      `realtime_session ${who.model ?? 'unknown'}`,
-      context,
-      parent,
-      at(who.tReq),
-      at(end),
-      end - who.tReq,
+    this.#export.add({
+      name: `realtime_session ${who.model ?? 'unknown'}`,
+      traceId: start.traceId,
+      spanId: start.spanId,
+      parent: parentOf(start),
+      startMs: who.tReq + offset,
+      endMs: end + offset,
+      durationMs: end - who.tReq,
       attributes,
-      [],
-      status,
-    )
+      events: [],
+      status: failed ? SpanStatusCode.ERROR : SpanStatusCode.UNSET,
+      statusMessage: failed ? String(attributes['error.type']) : undefined,
+    })
   }
 
   #server(route: string, attributes: Attributes): void {
@@ -340,70 +304,47 @@ export class OtelTraces {
   }
 
   /** Exports the spans ended so far. Never throws. */
-  async flush(): Promise<void> {
-    await this.#provider.forceFlush().catch((err: unknown) => this.#logger.debug({ err }, 'OTLP traces flush failed'))
+  flush(): Promise<void> {
+    return this.#export.flush()
   }
 
   /** Exports what is left and stops. Never throws. */
-  async shutdown(): Promise<void> {
-    await this.#provider.shutdown().catch((err: unknown) => this.#logger.debug({ err }, 'OTLP traces shutdown failed'))
+  shutdown(): Promise<void> {
+    return this.#export.shutdown()
   }
 }
 
-const UNSET: SpanStatus = { code: SpanStatusCode.UNSET }
+/** Where finished spans go: the export's thread, or the export in this one. */
+interface SpanSink {
+  add(span: SpanRecord): void
+  /** Never throws. */
+  flush(): Promise<void>
+  /** Never throws. */
+  shutdown(): Promise<void>
+}
 
-/** The caller's span (a remote span context), the parent of tokentap's; undefined when there was none. */
-/** A kept request's own span context; a child carries its parent's tracestate, as the SDK's Tracer does. */
-function ownContext(start: TraceStart, parent: SpanContext | undefined): SpanContext {
+/** The export in this thread, with an injected exporter (tests, benchmarks): what the worker thread runs, without the thread. */
+function inProcess(exporter: SpanExporter, logger: Logger): SpanSink {
+  const spans = new SpanExport(exporter, {
+    failed: (err) => logger.warn({ err }, 'OTLP traces export failed'),
+    recovered: () => logger.info('OTLP traces export works again'),
+  })
   return {
-    traceId: start.traceId,
-    spanId: start.spanId,
-    traceFlags: TraceFlags.SAMPLED,
-    traceState: parent?.traceState,
+    add: (span) => spans.add(span),
+    flush: () => spans.flush().catch((err: unknown) => logger.debug({ err }, 'OTLP traces flush failed')),
+    shutdown: () => spans.shutdown().catch((err: unknown) => logger.debug({ err }, 'OTLP traces shutdown failed')),
   }
 }
 
-function parentContext(start: TraceStart): SpanContext | undefined {
+/** The caller's span (from its traceparent), the parent of tokentap's; undefined when there was none. */
+function parentOf(start: TraceStart): ParentRecord | undefined {
   const parent = start.parent
   if (parent === undefined) return undefined
   return {
     traceId: parent.traceId,
     spanId: parent.spanId,
-    traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
-    traceState: parent.traceState === undefined ? undefined : createTraceState(parent.traceState),
-    isRemote: true,
-  }
-}
-
-/** Logs an exporter's failures: one warning per outage and a line when it works again (the SDK reports only to `diag`). */
-class LoggedSpanExporter implements SpanExporter {
-  readonly #inner: SpanExporter
-  readonly #logger: Logger
-  #failing = false
-
-  constructor(inner: SpanExporter, logger: Logger) {
-    this.#inner = inner
-    this.#logger = logger
-  }
-
-  export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
-    this.#inner.export(spans, (result) => {
-      if (result.code === ExportResultCode.SUCCESS) {
-        if (this.#failing) this.#logger.info('OTLP traces export works again')
-        this.#failing = false
-      } else {
-        if (!this.#failing) this.#logger.warn({ err: result.error?.message }, 'OTLP traces export failed')
-        this.#failing = true
-      }
-      resultCallback(result)
-    })
-  }
-
-  async forceFlush(): Promise<void> {
-    await this.#inner.forceFlush?.()
-  }
-
-  shutdown(): Promise<void> {
-    return this.#inner.shutdown()
+    sampled: parent.sampled,
+    traceState: parent.traceState,
+    remote: true,
   }
 }
