@@ -95,8 +95,13 @@ async function main(): Promise<void> {
   stopOnExit(sim.proc)
   const tt = await startTokentap(DIST, dir, sim.port, { maxModels: 100 })
   stopOnExit(tt.proc)
-  const paths: { name: string; url: string; pid: number; ask: Ask; proc: ChildProcess }[] = [
-    { name: 'tokentap', url: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`, pid: pidOf(tt.proc), ask: tt.ask, proc: tt.proc },
+  // tokentap's requests in flight and their content chunks so far (/debug/streams).
+  const streams = async (): Promise<{ n: number; chunks: number }> => {
+    const r = (await (await fetch(`http://127.0.0.1:${tt.adminPort}/debug/streams`)).json()) as { in_flight: number; streams: { chunks: number }[] }
+    return { n: r.in_flight, chunks: r.streams.reduce((a, s) => a + s.chunks, 0) }
+  }
+  const paths: { name: string; url: string; pid: number; ask: Ask; proc: ChildProcess; streams?: typeof streams }[] = [
+    { name: 'tokentap', url: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`, pid: pidOf(tt.proc), ask: tt.ask, proc: tt.proc, streams },
   ]
   if (RELAY) {
     const relay = await startPortPrinter(join(DIST, 'bench', 'node-relay.js'), ['--upstream', `http://127.0.0.1:${sim.port}`], join(DIST, 'bench', 'el-probe.js'))
@@ -114,23 +119,34 @@ async function main(): Promise<void> {
       await sleep(200)
       return { heap: m.heapUsed, external: m.external, rss: rssBytes([p.pid]) }
     }
-    const figures = { held: [] as number[], heap: [] as number[], external: [] as number[], rss: [] as number[] }
+    // As the memory phase: until no request is in flight, so a baseline never holds the streams before it.
+    const idle = async (): Promise<void> => {
+      if (p.streams === undefined) return sleep(2500)
+      for (let i = 0; i < 100 && (await p.streams()).n > 0; i++) await sleep(100)
+    }
+    const figures = { held: [] as number[], heap: [] as number[], external: [] as number[], rss: [] as number[], chunks: [] as number[] }
     // With --snapshot, one more run after the measured ones takes the snapshots: a snapshot's own
     // collection drops caches a full GC keeps (≈ 4 KiB a stream of it here), which would skew its run's figures.
     for (let r = 0; r < RUNS + (SNAPSHOT ? 1 : 0); r++) {
       const snapshotting = r === RUNS
       await sleep(1000)
+      await idle()
       const before = await sample()
       const snapBefore = join(dir, `before-${r}.heapsnapshot`)
       if (snapshotting) await snapshot(p.proc, snapBefore)
-      const opened = await job<number>({ kind: 'hold', ...request(p.url, evenPlan(600, 100)), count: STREAMS })
+      const t0 = performance.now()
+      const opened = await job<number>({ kind: 'hold', ...request(p.url, evenPlan(600, 100)), count: STREAMS, timeoutMs: 60_000 })
       if (opened !== STREAMS) throw new Error(`${p.name}: ${opened} of ${STREAMS} streams opened`)
+      const openingMs = performance.now() - t0
       await sleep(1500)
       const open = await sample()
+      // Each stream's chunk log grows with its age (8 bytes a mark, its first page doubling from 8
+      // marks): the longer the streams took to open, the more every stream holds at this sample.
+      const chunks = p.streams === undefined ? NaN : (await p.streams()).chunks / STREAMS
       const snapOpen = join(dir, `open-${r}.heapsnapshot`)
       if (snapshotting) await snapshot(p.proc, snapOpen)
       await job({ kind: 'release' })
-      await sleep(2500)
+      await idle()
       const after = await sample()
       if (snapshotting) {
         printDiff(tally(snapBefore), tally(snapOpen))
@@ -140,12 +156,13 @@ async function main(): Promise<void> {
       figures.heap.push(kib(open.heap - after.heap))
       figures.external.push(kib(open.external - after.external))
       figures.rss.push(kib(open.rss - before.rss))
+      figures.chunks.push(Math.round(chunks))
       process.stdout.write(
-        `${p.name} run ${r + 1}: heap+external ${figures.held.at(-1)} KiB/stream (heap ${figures.heap.at(-1)}, external ${figures.external.at(-1)}), RSS ${figures.rss.at(-1)}; after − before: heap+external ${kib(after.heap + after.external - before.heap - before.external)}\n`,
+        `${p.name} run ${r + 1}: heap+external ${figures.held.at(-1)} KiB/stream (heap ${figures.heap.at(-1)}, external ${figures.external.at(-1)}), RSS ${figures.rss.at(-1)}; after − before: heap+external ${kib(after.heap + after.external - before.heap - before.external)}; opened in ${Math.round(openingMs)} ms, ${figures.chunks.at(-1)} chunks a stream at the sample\n`,
       )
     }
     process.stdout.write(
-      `${p.name} median of ${RUNS}: heap+external ${median(figures.held)} KiB/stream (heap ${median(figures.heap)}, external ${median(figures.external)}), RSS ${median(figures.rss)} KiB/stream\n`,
+      `${p.name} median of ${RUNS}: heap+external ${median(figures.held)} KiB/stream (heap ${median(figures.heap)}, external ${median(figures.external)}), RSS ${median(figures.rss)} KiB/stream, ${median(figures.chunks)} chunks a stream\n`,
     )
   }
   if (SNAPSHOT) process.stdout.write(`snapshots kept in ${dir}\n`)

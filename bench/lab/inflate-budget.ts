@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { PerformanceObserver, performance } from 'node:perf_hooks'
 import { constants, createDeflateRaw } from 'node:zlib'
 import { monotonicNow } from '../../src/clock.ts'
 import { Opcode, encodeFrame } from '../../src/realtime/frame.ts'
@@ -12,11 +13,16 @@ import { round } from '../stats.ts'
  * The event-loop time a realtime session's measuring side takes per 64 KiB read of compressed
  * client messages (permessage-deflate, context takeover), at compression ratios from audio's to
  * a decompression bomb's, in one process: (run it with
- * `npm run bench:lab -- inflate-budget [--reads 200]`). A read a turn of the event loop: each read is timed around `session.data()`
- * (frame decoding, unmasking, inflating, JSON, the protocol), then the turn after it (the messages
- * the session left for later); the target is ≤ 1 ms of CPU per turn at any ratio. `cpu_*` are per
- * read: its turn and the one after it together. A session whose waiting messages pass its budget
- * stops being measured (`not_measured`), so its later reads cost the decoding alone.
+ * `npm run bench:lab -- inflate-budget [--reads 200] [--runs 5]`). A read a turn of the event loop:
+ * each read is timed around `session.data()` (frame decoding, unmasking, inflating, JSON, the
+ * protocol), then the turn after it (the messages the session left for later); the target is
+ * ≤ 1 ms of CPU per read at any ratio. `cpu_*` are per read: its turn and the one after it
+ * together, the process's CPU (process.cpuUsage, so V8's compiler and GC threads are in it). Each
+ * row's reads are run `--runs` times, each time by a fresh session after a full GC (the garbage of
+ * building the input and of the run before is not collected inside the reads); a read's figure
+ * is its median over the runs, and `runs_p99_ms` the range of the runs' own p99s. `gc_ms`: the GC
+ * pauses inside a run's reads. A session whose waiting messages pass its budget stops being
+ * measured (`not_measured`), so its later reads cost the decoding alone.
  */
 
 const arg = (name: string, dflt: string): string => {
@@ -24,6 +30,9 @@ const arg = (name: string, dflt: string): string => {
   return i < 0 ? dflt : process.argv[i + 1]
 }
 const READS = Number(arg('--reads', '200'))
+const RUNS = Number(arg('--runs', '5'))
+/** `--worst N`: each row's N costliest reads (index: median ms), to see where a p99 comes from. */
+const WORST = Number(arg('--worst', '0'))
 const READ_BYTES = 64 * 1024
 const MAX_MESSAGE = 1024 * 1024
 
@@ -56,15 +65,9 @@ function frame(payload: Buffer): Buffer {
 
 /** The frames cut into reads of 64 KiB (a frame may span two reads, as on the wire). */
 function reads(frames: readonly Buffer[], n: number): Buffer[] {
-  const out: Buffer[] = []
-  let i = 0
-  let pending = Buffer.alloc(0)
-  while (out.length < n) {
-    while (pending.length < READ_BYTES) pending = Buffer.concat([pending, frames[i++ % frames.length]])
-    out.push(pending.subarray(0, READ_BYTES))
-    pending = pending.subarray(READ_BYTES)
-  }
-  return out
+  const once = Buffer.concat(frames)
+  const all = Buffer.concat(Array.from({ length: Math.ceil((n * READ_BYTES) / once.length) }, () => once))
+  return Array.from({ length: n }, (_, i) => all.subarray(i * READ_BYTES, (i + 1) * READ_BYTES))
 }
 
 const textDelta = (i: number): string => JSON.stringify({ type: 'response.create', event_id: `event_${randomBytes(11).toString('base64url')}`, response: { instructions: ` word${i % 50}` } })
@@ -102,8 +105,16 @@ function session(): { s: RealtimeSession; summary: () => SessionSummary | undefi
   return { s, summary: () => summary }
 }
 
+const gcPauses: [number, number][] = []
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcPauses.push([e.startTime, e.startTime + e.duration])
+}).observe({ entryTypes: ['gc'] })
+const collect = (globalThis as { gc?: () => void }).gc ?? (() => {})
+
 const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
-console.log(`${READS} reads of 64 KiB of compressed client messages per row, one session each, a read a turn: ms per turn (wall), CPU ms per read (its turn and the next)`)
+console.log(
+  `${READS} reads of 64 KiB of compressed client messages per row, ${RUNS} runs of a fresh session each, a read a turn: ms per turn (wall), CPU ms per read (its turn and the next; a read's median over the runs)`,
+)
 const rows: Record<string, unknown>[] = []
 // Warm-up: JIT, zlib.
 for (const [, make] of SCENARIOS.slice(0, 2)) {
@@ -114,9 +125,12 @@ for (const [name, make] of SCENARIOS) {
   const messages = await make()
   const compressed = messages.reduce((n, m) => n + m.length, 0)
   const input = reads(messages.map(frame), READS)
-  const { s, summary } = session()
   const times: number[] = []
-  const cpu: number[] = []
+  /** CPU ms per read, by run. */
+  const runs: number[][] = []
+  let gcMs = 0
+  let held = 0
+  let notMeasured = ''
   const turn = async (work: () => Promise<void> | void): Promise<number> => {
     const c0 = process.cpuUsage()
     const t0 = monotonicNow()
@@ -125,15 +139,55 @@ for (const [name, make] of SCENARIOS) {
     const c = process.cpuUsage(c0)
     return (c.user + c.system) / 1000
   }
-  for (let i = 0; i < input.length; i++) {
-    const read = await turn(() => s.data('client', input[i], i))
-    // The turn the session took for the messages it left waiting (queued before this one).
-    cpu.push(read + (await turn(() => new Promise<void>((resolve) => setImmediate(resolve)))))
+  for (let r = 0; r < RUNS; r++) {
+    const { s, summary } = session()
+    const cpu: number[] = []
+    // The garbage of building the input (and of the run before) is not collected inside the reads.
+    collect()
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    const from = performance.now()
+    for (let i = 0; i < input.length; i++) {
+      const read = await turn(() => s.data('client', input[i], i))
+      // The turn the session took for the messages it left waiting (queued before this one).
+      cpu.push(read + (await turn(() => new Promise<void>((resolve) => setImmediate(resolve)))))
+    }
+    const to = performance.now()
+    // GC entries arrive asynchronously.
+    await new Promise<void>((resolve) => setTimeout(resolve, 20))
+    gcMs += gcPauses.reduce((n, [a, b]) => n + Math.max(0, Math.min(b, to) - Math.max(a, from)), 0) / RUNS
+    gcPauses.length = 0
+    held = s.held
+    s.finish(READS)
+    notMeasured = summary()?.parseError ?? ''
+    runs.push(cpu)
   }
-  const held = s.held
-  s.finish(READS)
+  // A read's figure is its median over the runs: the same read costs the same work in every run,
+  // what other processes add to one run's figure does not.
+  const medians = input.map((_, i) =>
+    quantile(
+      runs.map((run) => run[i]).sort((a, b) => a - b),
+      0.5,
+    ),
+  )
+  if (WORST > 0)
+    console.log(
+      `${name}: ${medians
+        .map((ms, i) => [i, ms])
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, WORST)
+        .map(([i, ms]) => `read ${i} ${round(ms, 2)} ms`)
+        .join(', ')}`,
+    )
+  const cpu = medians.sort((a, b) => a - b)
+  const p99s = runs
+    .map((run) =>
+      quantile(
+        [...run].sort((a, b) => a - b),
+        0.99,
+      ),
+    )
+    .sort((a, b) => a - b)
   times.sort((a, b) => a - b)
-  cpu.sort((a, b) => a - b)
   rows.push({
     messages: name,
     compressed_bytes: Math.round(compressed / messages.length),
@@ -142,12 +196,14 @@ for (const [name, make] of SCENARIOS) {
     cpu_p50_ms: round(quantile(cpu, 0.5), 3),
     cpu_p99_ms: round(quantile(cpu, 0.99), 3),
     cpu_max_ms: round(cpu[cpu.length - 1], 3),
+    runs_p99_ms: `${round(p99s[0], 2)}–${round(p99s[p99s.length - 1], 2)}`,
     cpu_total_ms: round(
       cpu.reduce((a, b) => a + b, 0),
       1,
     ),
+    gc_ms: round(gcMs, 1),
     held_at_end: held,
-    not_measured: summary()?.parseError ?? '',
+    not_measured: notMeasured,
   })
 }
 console.table(rows)

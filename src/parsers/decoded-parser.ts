@@ -16,7 +16,10 @@ export abstract class DecodedParser implements StreamParser {
     if (this.#failed) return NO_EVENTS
     this.#out = undefined
     this.decode(chunk)
-    return this.#out ?? NO_EVENTS
+    // Not kept until the next read: a stream waiting between chunks would hold the last read's events.
+    const out = this.#out ?? NO_EVENTS
+    this.#out = undefined
+    return out
   }
 
   end(): StreamSummary {

@@ -207,6 +207,7 @@ export class ClientWriter implements Dispatcher.DispatchHandler {
   }
 
   #end(): void {
+    this.#lastByte.watch()
     const filter = this.#filter
     if (filter !== undefined) this.#res.end(filter.end())
     else this.#res.end()

@@ -139,7 +139,9 @@ export class ExchangeOpener {
   }
 
   finishOnClose(ex: Exchange, res: ClosingResponse): void {
+    // The helper's reply ends the response itself: listen from the start.
     const last = new LastByte(res, this.now)
+    last.watch()
     res.once('close', () => this.finish(ex, !res.writableFinished, last.at))
   }
 }

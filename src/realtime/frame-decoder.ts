@@ -9,8 +9,11 @@ import { Opcode } from './frame.ts'
  */
 
 export interface FrameSink {
-  /** `compressed`: RSV1 on its first frame (permessage-deflate); `payload` undefined when over the limit. */
-  message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): void
+  /**
+   * `compressed`: RSV1 on its first frame (permessage-deflate); `payload` undefined when over the
+   * limit. False: decode no further in this `push` (the sink is out of room for this turn).
+   */
+  message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): boolean | undefined
   close(code: number | undefined, reason: string): void
 }
 
@@ -64,6 +67,8 @@ export class FrameDecoder {
   readonly #control = Buffer.alloc(125)
   #controlHave = 0
   #failure: string | undefined
+  /** The sink said stop after the message it was just given. */
+  #paused = false
 
   constructor(sink: FrameSink, maxMessageBytes: number) {
     this.#sink = sink
@@ -84,12 +89,18 @@ export class FrameDecoder {
     return this.#state === HEAD && this.#headHave === 0
   }
 
-  push(chunk: Buffer): void {
-    let i = 0
-    while (i < chunk.length && this.#state !== FAILED) {
+  /**
+   * Decodes `chunk` from `start`; returns where it stopped: `chunk.length`, or just after a message
+   * whose sink said stop (then the rest is pushed again later, from there).
+   */
+  push(chunk: Buffer, start = 0): number {
+    let i = start
+    this.#paused = false
+    while (i < chunk.length && this.#state !== FAILED && !this.#paused) {
       if (this.#state === HEAD) i = this.#readHead(chunk, i)
       else i = this.#readPayload(chunk, i)
     }
+    return this.#state === FAILED ? chunk.length : i
   }
 
   #fail(reason: string): void {
@@ -272,6 +283,66 @@ export class FrameDecoder {
     const messageOpcode = this.#messageOpcode
     this.#messageOpcode = 0
     this.#drop()
-    this.#sink.message(messageOpcode, payload, this.#compressed, this.#size)
+    if (this.#sink.message(messageOpcode, payload, this.#compressed, this.#size) === false) this.#paused = true
+  }
+}
+
+/**
+ * Where a direction's frame boundaries are, and how many data messages have ended, from the headers
+ * alone (payloads are skipped, never read). It is fed every read: the relay asks it before writing a
+ * frame of its own while the measuring decoder may be behind (a session's backlog is decoded over
+ * turns) or stopped, and a backlog let go is counted from it.
+ */
+export class FrameBoundary {
+  /** Header bytes gathered so far, then the payload bytes still to skip. */
+  readonly #head = Buffer.alloc(14)
+  #headHave = 0
+  #skip = 0
+  /** The frame being skipped ends a data message (FIN, not a control frame). */
+  #ends = false
+  /** Data messages whose last byte has come. */
+  messages = 0
+
+  get atBoundary(): boolean {
+    return this.#headHave === 0 && this.#skip === 0
+  }
+
+  push(chunk: Buffer): void {
+    const length = chunk.length
+    let i = 0
+    while (i < length) {
+      if (this.#skip > 0) {
+        const take = Math.min(this.#skip, length - i)
+        i += take
+        this.#skip -= take
+        if (this.#skip === 0 && this.#ends) this.messages++
+        continue
+      }
+      if (this.#headHave === 0 && length - i >= 2) {
+        // The whole header in this read (the common case): read in place, no copy.
+        const b1 = chunk[i + 1]
+        const len7 = b1 & 0x7f
+        const need = 2 + (len7 === 126 ? 2 : len7 === 127 ? 8 : 0) + (b1 & 0x80 ? 4 : 0)
+        if (length - i >= need) {
+          this.#ends = (chunk[i] & 0x88) === 0x80
+          this.#skip =
+            len7 === 126 ? chunk.readUInt16BE(i + 2) : len7 === 127 ? Number(chunk.readBigUInt64BE(i + 2)) : len7
+          i += need
+          if (this.#skip === 0 && this.#ends) this.messages++
+          continue
+        }
+      }
+      const head = this.#head
+      head[this.#headHave++] = chunk[i++]
+      if (this.#headHave < 2) continue
+      const b1 = head[1]
+      const len7 = b1 & 0x7f
+      if (this.#headHave < 2 + (len7 === 126 ? 2 : len7 === 127 ? 8 : 0) + (b1 & 0x80 ? 4 : 0)) continue
+      this.#headHave = 0
+      this.#ends = (head[0] & 0x88) === 0x80
+      // A length over 2^53 never ends (the decoder calls it bytes that are not frames).
+      this.#skip = len7 === 126 ? head.readUInt16BE(2) : len7 === 127 ? Number(head.readBigUInt64BE(2)) : len7
+      if (this.#skip === 0 && this.#ends) this.messages++
+    }
   }
 }

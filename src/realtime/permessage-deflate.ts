@@ -62,6 +62,8 @@ interface ZlibInternals {
 
 /** One inflate call writes at most this much; every inflater writes here, and a result is read before the next call. */
 const SLICE = 64 * 1024
+/** A whole message up to this size is a view of the shared output buffer; a larger one is a Buffer of its own. */
+export const SHARED_UP_TO = SLICE
 const scratch = Buffer.allocUnsafe(SLICE)
 
 /** `step` returns this while the message is not yet whole. */
@@ -124,8 +126,8 @@ export class MessageInflater {
 
   /**
    * Inflates up to `room` more output bytes (at least 1 KiB) of the message begun: the message once
-   * whole (valid until the next call on any inflater), MORE before, undefined when it
-   * cannot be read.
+   * whole (up to SHARED_UP_TO bytes valid until the next call on any inflater), MORE before,
+   * undefined when it cannot be read.
    */
   step(room: number): Buffer | undefined | typeof MORE {
     this.produced = 0

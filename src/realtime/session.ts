@@ -8,13 +8,14 @@ import type { EncodingSelector, TokenCount } from '../tokens/tokenizer.ts'
 import type { RouteRuntime } from '../proxy/exchange.ts'
 import type { TraceStart } from '../record/trace-context.ts'
 import { Opcode } from './frame.ts'
-import { FrameDecoder } from './frame-decoder.ts'
+import { FrameBoundary, FrameDecoder } from './frame-decoder.ts'
 import { GeminiLive } from './gemini-live.ts'
 import { OpenAIRealtime } from './openai-realtime.ts'
-import { MORE, MessageInflater } from './permessage-deflate.ts'
+import { MORE, MessageInflater, SHARED_UP_TO } from './permessage-deflate.ts'
 import type { DeflateTerms } from './permessage-deflate.ts'
 import type { FinishedResponse, InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 import type { RelayEnd, RelayObserver, Side } from './relay.ts'
+import { SteppedJson } from './stepped-json.ts'
 
 /**
  * One realtime session's measuring state: per direction a frame decoder (and inflater) over a
@@ -76,20 +77,23 @@ const MAX_REASON = 123
 /**
  * Inflating is synchronous and its cost is not bounded by the bytes read, so one event-loop turn
  * inflates for one session about INFLATE_TURN bytes of output (each message counted INFLATE_CALL
- * more, for its parsing); a larger message goes on in the next turns, the later ones waiting behind
- * it (sized in bench/lab/inflate-budget.ts). A session whose waiting backlog exceeds twice the message
- * limit stops being measured.
+ * more, for its parsing); a larger message goes on in the next turns (sized in
+ * bench/lab/inflate-budget.ts). An inflated message over STEPPED_FROM bytes is parsed in steps too,
+ * its bytes counted in the same budget: one `JSON.parse` of 1 MiB takes milliseconds. Once a turn's
+ * budget is spent, the frames after it wait undecoded (a read of thousands of tiny compressed
+ * frames costs the budget, not thousands of messages), and so do later reads, in order, with their
+ * arrival times. A session whose waiting bytes exceed twice the message limit stops being measured.
  */
 const INFLATE_TURN = 128 * 1024
 const INFLATE_CALL = 2 * 1024
-const WAITING_OVERHEAD = 64
+const STEPPED_FROM = SHARED_UP_TO
+const BROKEN_CALL = 256
 
+/** A read, or its rest, not decoded yet. */
 interface Waiting {
   readonly from: Side
-  readonly opcode: number
-  /** Undefined: over the size limit, not held. */
-  readonly payload: Buffer | undefined
-  readonly compressed: boolean
+  readonly chunk: Buffer
+  offset: number
   readonly at: number
 }
 
@@ -126,6 +130,7 @@ export class RealtimeSession implements RelayObserver {
   #counter: TokenCount | undefined
   #protocol: RealtimeProtocol | undefined
   #decoders: Record<Side, FrameDecoder> | undefined
+  #boundaries: Record<Side, FrameBoundary> | undefined
   #inflaters: Record<Side, MessageInflater> | undefined
   /** A message takes the arrival time of the read that completed it. */
   #at = 0
@@ -133,8 +138,13 @@ export class RealtimeSession implements RelayObserver {
   #waiting: Waiting[] = []
   #waitingHead = 0
   #waitingBytes = 0
-  /** The compressed message being inflated over turns (its inflater holds it); later ones wait behind it. */
-  #inflating: { readonly from: Side; readonly opcode: number; readonly at: number } | undefined
+  /**
+   * The compressed message being inflated over turns (its inflater holds it), then parsed over turns
+   * (`json` holds it); later ones wait behind it.
+   */
+  #inflating:
+    | { readonly from: Side; readonly opcode: number; readonly at: number; json: SteppedJson | undefined }
+    | undefined
   #scheduled = false
   /** The session's connections closed while messages were waiting: it finishes once they are read. */
   #ending: { readonly at: number; readonly end: RelayEnd } | undefined
@@ -229,6 +239,7 @@ export class RealtimeSession implements RelayObserver {
       (this.#decoders?.upstream.held ?? 0) +
       (this.#inflaters?.client.held ?? 0) +
       (this.#inflaters?.upstream.held ?? 0) +
+      (this.#inflating?.json?.held ?? 0) +
       this.#waitingBytes
     )
   }
@@ -240,6 +251,7 @@ export class RealtimeSession implements RelayObserver {
       client: new FrameDecoder(this.#sink('client'), max),
       upstream: new FrameDecoder(this.#sink('upstream'), max),
     }
+    this.#boundaries = { client: new FrameBoundary(), upstream: new FrameBoundary() }
     if (deflate !== undefined) {
       this.#inflaters = {
         client: new MessageInflater(!deflate.clientNoContextTakeover, max),
@@ -264,21 +276,28 @@ export class RealtimeSession implements RelayObserver {
 
   data(from: Side, chunk: Buffer, at: number): void {
     this.#bytes[from] += chunk.length
-    const decoder = this.#decoders?.[from]
-    if (decoder === undefined || this.#broken !== undefined) return
-    this.#at = at
+    this.#boundaries?.[from].push(chunk)
+    if (this.#decoders === undefined || this.#broken !== undefined) return
+    const read: Waiting = { from, chunk, offset: 0, at }
+    if (this.#behind()) {
+      this.#wait(read)
+      return
+    }
     this.#inflateRoom = INFLATE_TURN
     try {
-      decoder.push(chunk)
+      this.#decode(read)
     } catch (err) {
       // A bug in measuring costs this session its figures, never the relay or the process.
       this.#broken = `measuring failed: ${(err as Error).message}`.slice(0, 200)
+      return
     }
+    if (read.offset < chunk.length) this.#wait(read)
   }
 
   atFrameBoundary(to: Side): boolean {
     // What goes to the client is what the upstream sends, and the other way round.
-    return this.#decoders?.[to === 'client' ? 'upstream' : 'client'].atBoundary === true
+    const from = to === 'client' ? 'upstream' : 'client'
+    return this.#boundaries?.[from].atBoundary === true && this.#decoders?.[from].failure === undefined
   }
 
   closed(end: RelayEnd, at: number): void {
@@ -364,7 +383,7 @@ export class RealtimeSession implements RelayObserver {
   }
 
   #sink(from: Side): {
-    message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): void
+    message(opcode: number, payload: Buffer | undefined, compressed: boolean, size: number): boolean
     close(code: number | undefined, reason: string): void
   } {
     return {
@@ -375,23 +394,28 @@ export class RealtimeSession implements RelayObserver {
     }
   }
 
-  #message(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean): void {
+  /** Read at once; false (decode no further this turn) once the turn's budget is spent or a message goes on over turns. */
+  #message(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean): boolean {
     this.#messages[from]++
-    if (
-      this.#inflating !== undefined ||
-      this.#waitingHead < this.#waiting.length ||
-      (compressed && this.#inflateRoom <= 0 && this.#inflaters?.[from].broken === undefined)
-    ) {
-      this.#wait({ from, opcode, payload, compressed, at: this.#at })
-      return
-    }
     this.#read(from, opcode, payload, compressed, this.#at)
+    return this.#inflating === undefined && this.#inflateRoom > 0
   }
 
-  /** A message must not pass those before it, so it waits in order. */
-  #wait(message: Waiting): void {
-    this.#waiting.push(message)
-    this.#waitingBytes += (message.payload?.length ?? 0) + WAITING_OVERHEAD
+  /** Messages are read in order, so a read waits while one before it is being read or waits. */
+  #behind(): boolean {
+    return this.#inflating !== undefined || this.#waitingHead < this.#waiting.length
+  }
+
+  /** Decodes (and reads) the read's frames from its offset until the turn's budget is spent; moves its offset. */
+  #decode(read: Waiting): void {
+    this.#at = read.at
+    const decoder = this.#decoders?.[read.from]
+    read.offset = decoder === undefined ? read.chunk.length : decoder.push(read.chunk, read.offset)
+  }
+
+  #wait(read: Waiting): void {
+    this.#waiting.push(read)
+    this.#waitingBytes += read.chunk.length - read.offset
     if (this.#waitingBytes > 2 * this.#deps.maxMessageBytes) {
       this.#broken ??= `inflate budget: messages waiting to be inflated over ${2 * this.#deps.maxMessageBytes} bytes`
       this.#abandon()
@@ -406,9 +430,19 @@ export class RealtimeSession implements RelayObserver {
     setImmediate(this.#nextTurn)
   }
 
-  /** The messages not read yet are counted unread and let go. */
+  /** The messages not read yet (those whose bytes came, from the frame headers) are counted unread and let go. */
   #abandon(): void {
-    this.#unread += this.#waiting.length - this.#waitingHead + (this.#inflating === undefined ? 0 : 1)
+    if (this.#waitingHead < this.#waiting.length && this.#boundaries !== undefined)
+      for (const side of ['client', 'upstream'] as const) {
+        if (this.#decoders?.[side].failure !== undefined) continue
+        const undecoded = this.#boundaries[side].messages - this.#messages[side]
+        // A message whose bytes came only in part is counted by neither.
+        if (undecoded > 0) {
+          this.#unread += undecoded
+          this.#messages[side] += undecoded
+        }
+      }
+    this.#unread += this.#inflating === undefined ? 0 : 1
     if (this.#inflating !== undefined) this.#inflaters?.[this.#inflating.from].close()
     this.#inflating = undefined
     this.#waiting = []
@@ -428,9 +462,11 @@ export class RealtimeSession implements RelayObserver {
         this.#broken === undefined &&
         this.#inflateRoom > 0
       ) {
-        const m = this.#waiting[this.#waitingHead++]
-        this.#waitingBytes -= (m.payload?.length ?? 0) + WAITING_OVERHEAD
-        this.#read(m.from, m.opcode, m.payload, m.compressed, m.at)
+        const read = this.#waiting[this.#waitingHead]
+        const offset = read.offset
+        this.#decode(read)
+        this.#waitingBytes -= read.offset - offset
+        if (read.offset === read.chunk.length) this.#waitingHead++
       }
     } catch (err) {
       this.#broken = `measuring failed: ${(err as Error).message}`.slice(0, 200)
@@ -459,31 +495,46 @@ export class RealtimeSession implements RelayObserver {
       this.#unread++
       return
     }
-    this.#inflateRoom -= INFLATE_CALL
+    // A direction whose deflate context broke inflates nothing more: its messages cost their decoding.
+    this.#inflateRoom -= inflater.broken === undefined ? INFLATE_CALL : payload.length + BROKEN_CALL
     inflater.begin(payload)
-    this.#inflating = { from, opcode, at }
+    this.#inflating = { from, opcode, at, json: undefined }
     this.#resume()
   }
 
-  /** Inflates the message begun as far as this turn's room goes; it is read once whole. */
+  /** Inflates (then parses) the message begun as far as this turn's room goes; it is read once whole. */
   #resume(): void {
     const m = this.#inflating
     const inflater = m === undefined ? undefined : this.#inflaters?.[m.from]
     if (m === undefined || inflater === undefined) return
-    const text = inflater.step(this.#inflateRoom)
-    this.#inflateRoom -= inflater.produced
-    if (text === MORE) {
+    if (m.json === undefined) {
+      const text = inflater.step(this.#inflateRoom)
+      this.#inflateRoom -= inflater.produced
+      if (text === MORE) {
+        this.#schedule()
+        return
+      }
+      if (text === undefined || text.length <= STEPPED_FROM || !isJsonMessage(m.opcode, text)) {
+        this.#inflating = undefined
+        if (text === undefined) this.#unread++
+        else this.#parse(m.from, m.opcode, text, m.at)
+        return
+      }
+      m.json = new SteppedJson(text)
+    }
+    const done = m.json.step(this.#inflateRoom)
+    this.#inflateRoom -= m.json.used
+    if (!done) {
       this.#schedule()
       return
     }
     this.#inflating = undefined
-    if (text === undefined) this.#unread++
-    else this.#parse(m.from, m.opcode, text, m.at)
+    if (m.json.failed) this.#unread++
+    else this.#dispatch(m.from, m.json.value, m.at)
   }
 
   #parse(from: Side, opcode: number, text: Buffer, at: number): void {
-    // Gemini Live sends its JSON messages as binary frames.
-    if ((opcode !== Opcode.text && opcode !== Opcode.binary) || text.length === 0 || text[0] !== 0x7b /* { */) return
+    if (!isJsonMessage(opcode, text)) return
     let message: unknown
     try {
       message = JSON.parse(text.toString('utf8'))
@@ -491,6 +542,10 @@ export class RealtimeSession implements RelayObserver {
       this.#unread++
       return
     }
+    this.#dispatch(from, message, at)
+  }
+
+  #dispatch(from: Side, message: unknown, at: number): void {
     if (!isObject(message)) return
     if (this.#protocol === undefined) {
       const kind = protocolOf(message)
@@ -501,6 +556,11 @@ export class RealtimeSession implements RelayObserver {
     if (from === 'client') this.#protocol.client(message, at)
     else this.#protocol.server(message, at)
   }
+}
+
+/** Only a data message that starts as a JSON object is read (Gemini Live sends its JSON as binary frames). */
+function isJsonMessage(opcode: number, text: Buffer): boolean {
+  return (opcode === Opcode.text || opcode === Opcode.binary) && text.length > 0 && text[0] === 0x7b /* { */
 }
 
 /**

@@ -1,5 +1,5 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
-import type { Server } from 'node:http'
+import type { Server, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import Fastify from 'fastify'
@@ -57,6 +57,33 @@ t.test('a route’s E2E ends at the last byte written: time after it, before the
   t.equal(clock.now(), 1000 + 250 + JUMP_MS, 'the clock did jump after the last write')
   const m = await proxy.scrape()
   t.ok(near(sumOf(m, 'llm_request_duration_seconds_sum', { route: '/up' }), 0.25), 'llm_request_duration_seconds: 250 ms')
+})
+
+t.test('an open stream’s response has no listener for its end until the upstream ends, and E2E still ends at the last byte', async (t) => {
+  const clock = new VirtualClock(1000)
+  const upstream = await sseUpstream(t)
+  const proxy = await startProxy({ routes: [{ prefix: '/up', upstream: upstream.url, provider: 'openai' }] }, { now: clock.now })
+  t.teardown(() => proxy.close())
+  jumpOnFinish(t, clock, () => proxy.app.server)
+  const responses: ServerResponse[] = []
+  const onStart = (message: unknown): void => {
+    const { server, response } = message as { server: Server; response: ServerResponse }
+    if (server === proxy.app.server) responses.push(response)
+  }
+  subscribe('http.server.request.start', onStart)
+  t.teardown(() => unsubscribe('http.server.request.start', onStart))
+  const received = new Received()
+  const call = rawCall(received, `${proxy.url}/up/v1/chat/completions`, { headers: { 'content-type': 'application/json' }, body: BODY })
+  const held = await playSteps(clock, upstream, received, { times: [40, 250], steps: 1 })
+  t.equal(responses.length, 1)
+  // Listeners held for a stream's whole life cost every open stream (bench/lab/heap-per-stream.ts).
+  t.equal(responses[0].listenerCount('prefinish'), 0, 'mid-stream, nothing waits for prefinish')
+  clock.set(1000 + 250)
+  held.send()
+  t.equal((await call.done).status, 200)
+  const [line] = await proxy.waitForRequests(1)
+  t.equal(line.e2e_ms, 250, 'the log line’s E2E: request to the last write')
+  t.equal(clock.now(), 1000 + 250 + JUMP_MS, 'the clock did jump after the last write')
 })
 
 t.test('the @fastify/http-proxy helper’s E2E ends at the last byte written too', async (t) => {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { CloseCode, Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
-import { FrameDecoder } from '../../src/realtime/frame-decoder.ts'
+import { FrameBoundary, FrameDecoder } from '../../src/realtime/frame-decoder.ts'
 
 interface Seen {
   messages: { opcode: number; text: string | undefined; compressed: boolean; size: number }[]
@@ -12,7 +12,10 @@ function decoder(max = 1024): { d: FrameDecoder; seen: Seen } {
   const seen: Seen = { messages: [], closes: [] }
   const d = new FrameDecoder(
     {
-      message: (opcode, payload, compressed, size) => seen.messages.push({ opcode, text: payload?.toString('utf8'), compressed, size }),
+      message: (opcode, payload, compressed, size) => {
+        seen.messages.push({ opcode, text: payload?.toString('utf8'), compressed, size })
+        return undefined
+      },
       close: (code, reason) => seen.closes.push({ code, reason }),
     },
     max,
@@ -175,7 +178,16 @@ t.test('a masked payload unmasks to its bytes however reads cut it (mask phase a
   const wrong: number[] = []
   for (let at = 1; at < 40; at++) {
     const got: Buffer[] = []
-    const d = new FrameDecoder({ message: (_o, p) => got.push(Buffer.from(p ?? Buffer.alloc(0))), close: () => {} }, 10_000)
+    const d = new FrameDecoder(
+      {
+        message: (_o, p) => {
+          got.push(Buffer.from(p ?? Buffer.alloc(0)))
+          return undefined
+        },
+        close: () => {},
+      },
+      10_000,
+    )
     // The second piece starts at every offset from a word boundary in its own Buffer.
     const rest = Buffer.alloc(stream.length - at + 8).subarray(at % 8)
     stream.copy(rest, 0, at)
@@ -184,4 +196,55 @@ t.test('a masked payload unmasks to its bytes however reads cut it (mask phase a
     if (!(got.length === 3 && got[0].equals(payload) && got[1].equals(payload.subarray(0, 300)) && got[2].length === 0)) wrong.push(at)
   }
   t.same(wrong, [], 'every cut reads back the payload')
+})
+
+t.test('the boundary walker knows, from the headers alone, where frames end and how many data messages ended, at every split', async (t) => {
+  const stream = Buffer.concat([
+    frame(Opcode.text, '{"type":"a"}', { masked: true }),
+    frame(Opcode.text, 'part one ', { fin: false, masked: true }),
+    frame(Opcode.ping, 'ping!', { masked: true }),
+    frame(Opcode.continuation, 'and two', { masked: true }),
+    frame(Opcode.binary, '', { masked: false }),
+    frame(Opcode.text, 'y'.repeat(70_000), { masked: false }),
+    closeFrame(4001, 'bye', true),
+  ])
+  const ends = new Set<number>()
+  const d = decoder(100_000)
+  for (let at = 0; at < stream.length; at++) {
+    d.d.push(stream.subarray(at, at + 1))
+    if (d.d.atBoundary) ends.add(at + 1)
+  }
+  let same = true
+  for (let at = 1; at < stream.length; at += at < 300 ? 1 : 499) {
+    const w = new FrameBoundary()
+    w.push(stream.subarray(0, at))
+    same &&= w.atBoundary === ends.has(at)
+    w.push(stream.subarray(at))
+    same &&= w.atBoundary && w.messages === 4
+  }
+  t.ok(same, 'at a boundary exactly where the decoder is, and four messages once all came')
+  const w = new FrameBoundary()
+  t.equal(w.atBoundary, true)
+  w.push(stream.subarray(0, 3))
+  t.same([w.atBoundary, w.messages], [false, 0], 'inside the first header')
+})
+
+t.test('a sink that says stop ends the push after that message; pushing again from there gives the rest', async (t) => {
+  const stream = Buffer.concat(['a', 'b', 'c', 'd'].map((x) => frame(Opcode.text, x, { masked: true })))
+  const got: string[] = []
+  const d = new FrameDecoder(
+    {
+      message: (_o, p) => {
+        got.push(p?.toString() ?? '')
+        return got.length % 2 === 1 ? undefined : false
+      },
+      close: () => {},
+    },
+    100,
+  )
+  const first = d.push(stream)
+  t.same(got, ['a', 'b'])
+  t.equal(first, stream.length / 2)
+  t.equal(d.push(stream, first), stream.length)
+  t.same(got, ['a', 'b', 'c', 'd'])
 })

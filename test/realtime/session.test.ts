@@ -223,6 +223,96 @@ t.test('a compressed message larger than a turn’s inflate budget is read over 
   t.equal(r.outcome, 'ok')
 })
 
+t.test('a large inflated message is parsed over turns too: its text read exactly, a broken one unread, and those behind it read in order', async (t) => {
+  const counted: string[] = []
+  const { s, responses, sessions, frame } = deflateSession(1024 * 1024, (text) => {
+    counted.push(text)
+    return 1
+  })
+  s.data('client', frame({ type: 'response.create' }, true), 100)
+  // About 300 KiB of words with escapes and characters of every UTF-8 length.
+  const text = Array.from({ length: 30_000 }, (_, i) => ['a\\"b', 'é€', '😀\n', 'tab\t'][i % 4]).join(' ')
+  const broken = Buffer.from(JSON.stringify({ type: 'response.output_text.delta', response_id: 'r1', delta: text }).replace(/}$/, ','))
+  const brokenFrame = (() => {
+    const all = deflateRawSync(broken, { finishFlush: constants.Z_SYNC_FLUSH })
+    const f = encodeFrame(Opcode.text, all.subarray(0, all.length - 4), false)
+    f[0] |= 0x40
+    return f
+  })()
+  s.data(
+    'upstream',
+    Buffer.concat([
+      frame({ type: 'response.created', response: { id: 'r1' } }, false),
+      frame({ type: 'response.output_text.delta', response_id: 'r1', delta: text }, false),
+      brokenFrame,
+      frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'last' }, false),
+      frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false),
+    ]),
+    250,
+  )
+  let turns = 0
+  while (responses.length === 0) {
+    await nextTurn()
+    turns++
+    if (turns === 1) t.ok(s.held > text.length, 'the message being parsed is held')
+  }
+  t.ok(turns >= 4, `read over ${turns} more turns`)
+  t.equal(s.held, 0)
+  t.equal(responses[0].timing.textDeltas, 2)
+  t.same(counted, [text, 'last'], 'the large delta’s text is exactly the one sent, then the last delta’s')
+  s.closed({ first: 'client', abrupt: false }, 300)
+  t.match(sessions[0], { unread: 1, parseError: undefined, messagesFromUpstream: 5 })
+})
+
+t.test('a session that finishes while a large message is half parsed counts it unread', async (t) => {
+  const { s, sessions, frame } = deflateSession()
+  s.data('upstream', frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word '.repeat(100_000) }, false), 10)
+  while (s.held > 400_000) await nextTurn()
+  t.ok(s.held > 0, 'parsing, not yet read')
+  s.finish(30)
+  t.equal(s.held, 0)
+  t.match(sessions[0], { unread: 1, messagesFromUpstream: 1 })
+})
+
+t.test('a read of thousands of tiny compressed frames is decoded a turn’s budget at a time: every message read, in order, with its read’s time', async (t) => {
+  const { s, responses, sessions, frame } = deflateSession()
+  s.data('client', frame({ type: 'response.create' }, true), 100)
+  const deltas = Array.from({ length: 3000 }, () => frame({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, false))
+  s.data('upstream', Buffer.concat([frame({ type: 'response.created', response: { id: 'r1' } }, false), ...deltas.slice(0, 1500)]), 250)
+  s.data('upstream', Buffer.concat([...deltas.slice(1500), frame({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, false)]), 400)
+  s.closed({ first: 'client', abrupt: false }, 500)
+  // Each compressed message counts 2 KiB of a turn's 128 KiB: about 64 a turn.
+  let turns = 0
+  while (sessions.length === 0) {
+    await nextTurn()
+    turns++
+  }
+  t.ok(turns >= 3002 / 64, `read over ${turns} turns`)
+  t.equal(responses.length, 1)
+  t.equal(responses[0].timing.textDeltas, 3000)
+  t.equal(responses[0].timing.ttft, 0.15, 'the first delta keeps the time of its read')
+  t.equal(responses[0].end, 400, 'the last message keeps the time of its own read')
+  t.match(sessions[0], { messagesFromUpstream: 3002, unread: 0, parseError: undefined })
+})
+
+t.test('a session behind on measuring, or measured no more, still knows where each direction’s frames end (the proxy’s own close frame goes there)', async (t) => {
+  const { s, sessions, frame } = deflateSession(4096)
+  const many = Buffer.concat(Array.from({ length: 300 }, (_, i) => frame({ type: 'input_audio_buffer.append', audio: `${i}` }, true)))
+  s.data('client', many.subarray(0, 5000), 10)
+  t.equal(s.atFrameBoundary('upstream'), false, 'mid-frame')
+  s.data('client', many.subarray(5000), 20)
+  t.equal(s.atFrameBoundary('upstream'), true, 'between frames, though not all decoded')
+  const big = frame({ type: 'input_audio_buffer.append', audio: randomBytes(20_000).toString('base64') }, true)
+  s.data('client', big.subarray(0, 100), 30)
+  t.equal(s.atFrameBoundary('upstream'), false, 'mid-frame again')
+  s.data('client', big.subarray(100), 40)
+  t.equal(s.atFrameBoundary('upstream'), true)
+  s.closed({ first: 'client', abrupt: false }, 50)
+  t.match(sessions[0].parseError, /^inflate budget/)
+  t.equal(sessions[0].messagesFromClient, 300, 'the messages let go undecoded are counted, from their headers')
+  t.ok(sessions[0].unread > 200 && sessions[0].unread < 300, `${sessions[0].unread} unread: those not decoded when it stopped`)
+})
+
 t.test('a session that finishes while a message is half inflated counts it unread', async (t) => {
   const { s, sessions, frame } = deflateSession()
   s.data('upstream', frame({ type: 'response.output_audio.delta', response_id: 'r1', delta: randomBytes(360 * 1024).toString('base64') }, false), 10)

@@ -1,0 +1,303 @@
+/**
+ * One JSON text parsed from its UTF-8 bytes in steps bounded by bytes, with exactly the result of
+ * `JSON.parse(bytes.toString('utf8'))` (or its failure): a realtime message of up to
+ * `limits.max_event_bytes` inflated over turns is parsed over turns too, since one `JSON.parse`
+ * of 1 MiB holds the event loop for milliseconds (docs/performance.md, "Inflating realtime
+ * messages per turn"). The grammar is RFC 8259's (https://www.rfc-editor.org/rfc/rfc8259), as V8
+ * reads it. A string is decoded in pieces cut only where UTF-8 decoding is at a character's start
+ * (`cutsClean`) and never inside an escape, so the pieces decode to the whole's code units; a piece with
+ * escapes goes through `JSON.parse` as a string literal of its own (a surrogate pair split across
+ * pieces joins again as the same code units).
+ */
+
+const VALUE = 0
+/** After `[`: a value or `]`. */
+const VALUE_OR_CLOSE = 1
+/** After `{`: a key or `}`. */
+const KEY_OR_CLOSE = 2
+const KEY = 3
+const COLON = 4
+/** A value ended: `,`, the container's closer, or the end of the text. */
+const AFTER = 5
+const STRING = 6
+const DONE = 7
+const FAILED = 8
+
+/** A step goes through at least this many bytes, so a session short of room still advances. */
+const MIN_STEP = 1024
+
+interface Container {
+  readonly array: boolean
+  readonly value: unknown[] | Record<string, unknown>
+  key: string
+}
+
+const isSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09
+const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39
+/** A JSON string holds no raw control character (RFC 8259 §7): none below U+0020. */
+const CONTROL = /[^ -\uffff]/
+
+const continues = (c: number): boolean => (c & 0xc0) === 0x80
+
+/**
+ * Whether UTF-8 decoding is at a character's start before `b[p]`, so both sides of a cut there
+ * decode alone to the whole's code units: `b[p]` does not continue a sequence, or the three bytes
+ * before it all do (a sequence is at most four bytes; a byte continuing none is one U+FFFD on its
+ * own). Of any four bytes in a row, one is such a place.
+ */
+function cutsClean(b: Buffer, p: number): boolean {
+  return !continues(b[p]) || (continues(b[p - 1]) && continues(b[p - 2]) && continues(b[p - 3]))
+}
+
+export class SteppedJson {
+  readonly #b: Buffer
+  #i = 0
+  #state = VALUE
+  readonly #stack: Container[] = []
+  /** The string being read: a key, else a value; its text so far and where its unread piece starts. */
+  #isKey = false
+  #text = ''
+  #piece = 0
+  #escaped = false
+  #value: unknown
+  /** Bytes the last `step` went through. */
+  used = 0
+
+  constructor(text: Buffer) {
+    this.#b = text
+  }
+
+  /** The parsed value once `step` returned true; undefined when the text is not JSON. */
+  get value(): unknown {
+    return this.#value
+  }
+
+  get failed(): boolean {
+    return this.#state === FAILED
+  }
+
+  /** Bytes held (the text). */
+  get held(): number {
+    return this.#b.length
+  }
+
+  /** Parses about `room` more bytes (at least MIN_STEP); true once the text is parsed or failed. */
+  step(room: number): boolean {
+    const b = this.#b
+    const end = b.length
+    const start = this.#i
+    const stop = Math.min(end, start + Math.max(MIN_STEP, room))
+    let i = start
+    for (;;) {
+      if (this.#state === FAILED) break
+      if (this.#state === STRING) {
+        i = this.#string(i, stop)
+        if (this.#state === STRING) break
+        continue
+      }
+      while (i < stop && isSpace(b[i])) i++
+      // Out of room between two tokens (or in a run of whitespace).
+      if (i >= stop && i < end) break
+      if (this.#state === DONE) {
+        if (i < end) this.#fail()
+        break
+      }
+      if (i >= end) {
+        this.#fail()
+        break
+      }
+      i = this.#token(i)
+    }
+    this.used = i - start
+    this.#i = i
+    return this.#state === DONE || this.#state === FAILED
+  }
+
+  #fail(): void {
+    this.#state = FAILED
+    this.#value = undefined
+    this.#stack.length = 0
+    this.#text = ''
+  }
+
+  /** Reads the token at `i` (not whitespace) in the current state; returns where it ends. */
+  #token(i: number): number {
+    const c = this.#b[i]
+    switch (this.#state) {
+      case VALUE_OR_CLOSE:
+        if (c === 0x5d /* ] */) return this.#close(i)
+        return this.#startValue(i, c)
+      case VALUE:
+        return this.#startValue(i, c)
+      case KEY_OR_CLOSE:
+        if (c === 0x7d /* } */) return this.#close(i)
+        return this.#startKey(i, c)
+      case KEY:
+        return this.#startKey(i, c)
+      case COLON:
+        if (c !== 0x3a /* : */) return this.#failAt(i)
+        this.#state = VALUE
+        return i + 1
+      default: {
+        // AFTER: the stack is not empty (an empty one is DONE).
+        const top = this.#stack[this.#stack.length - 1]
+        if (c === 0x2c /* , */) {
+          this.#state = top.array ? VALUE : KEY
+          return i + 1
+        }
+        if (c === (top.array ? 0x5d : 0x7d)) return this.#close(i)
+        return this.#failAt(i)
+      }
+    }
+  }
+
+  #failAt(i: number): number {
+    this.#fail()
+    return i
+  }
+
+  #startKey(i: number, c: number): number {
+    if (c !== 0x22) return this.#failAt(i)
+    this.#isKey = true
+    return this.#open(i + 1)
+  }
+
+  #startValue(i: number, c: number): number {
+    const b = this.#b
+    if (c === 0x22 /* " */) {
+      this.#isKey = false
+      return this.#open(i + 1)
+    }
+    if (c === 0x7b /* { */) {
+      this.#stack.push({ array: false, value: {}, key: '' })
+      this.#state = KEY_OR_CLOSE
+      return i + 1
+    }
+    if (c === 0x5b /* [ */) {
+      this.#stack.push({ array: true, value: [], key: '' })
+      this.#state = VALUE_OR_CLOSE
+      return i + 1
+    }
+    if (c === 0x74 /* t */ && b[i + 1] === 0x72 && b[i + 2] === 0x75 && b[i + 3] === 0x65)
+      return this.#emit(true, i + 4)
+    if (c === 0x66 /* f */ && b[i + 1] === 0x61 && b[i + 2] === 0x6c && b[i + 3] === 0x73 && b[i + 4] === 0x65)
+      return this.#emit(false, i + 5)
+    if (c === 0x6e /* n */ && b[i + 1] === 0x75 && b[i + 2] === 0x6c && b[i + 3] === 0x6c)
+      return this.#emit(null, i + 4)
+    return this.#number(i)
+  }
+
+  /** -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, converted as JSON.parse converts it. */
+  #number(i: number): number {
+    const b = this.#b
+    let j = i
+    if (b[j] === 0x2d /* - */) j++
+    if (b[j] === 0x30) j++
+    else if (isDigit(b[j])) while (isDigit(b[j])) j++
+    else return this.#failAt(i)
+    if (b[j] === 0x2e /* . */) {
+      j++
+      if (!isDigit(b[j])) return this.#failAt(i)
+      while (isDigit(b[j])) j++
+    }
+    if (b[j] === 0x65 || b[j] === 0x45 /* e E */) {
+      j++
+      if (b[j] === 0x2b || b[j] === 0x2d) j++
+      if (!isDigit(b[j])) return this.#failAt(i)
+      while (isDigit(b[j])) j++
+    }
+    return this.#emit(Number(b.toString('latin1', i, j)), j)
+  }
+
+  #open(i: number): number {
+    this.#state = STRING
+    this.#text = ''
+    this.#piece = i
+    this.#escaped = false
+    return i
+  }
+
+  /**
+   * Reads the open string from `i`, up to its end or a cut at about `stop`. The bytes are searched
+   * natively (a loop over them in JavaScript costs as much as JSON.parse before it is compiled):
+   * `"` and `\\` by `indexOf`, each escape skipped whole; `#take` has JSON.parse check the escapes.
+   */
+  #string(i: number, stop: number): number {
+    const b = this.#b
+    const end = b.length
+    for (;;) {
+      const limit = Math.max(stop, i + 1)
+      const view = b.subarray(i, limit)
+      const quote = view.indexOf(0x22)
+      const slash = view.indexOf(0x5c)
+      if (slash >= 0 && (quote < 0 || slash < quote)) {
+        // `\uXXXX` or a two-byte escape; a malformed one fails in `#take`.
+        i += slash + (b[i + slash + 1] === 0x75 ? 6 : 2)
+        this.#escaped = true
+        if (i > end) return this.#failAt(end)
+        continue
+      }
+      if (quote >= 0) {
+        const close = i + quote
+        if (!this.#take(close)) return this.#failAt(close)
+        const text = this.#text
+        this.#text = ''
+        if (!this.#isKey) return this.#emit(text, close + 1)
+        this.#stack[this.#stack.length - 1].key = text
+        this.#state = COLON
+        return close + 1
+      }
+      if (limit >= end) return this.#failAt(end)
+      let cut = limit
+      while (cut > i && !cutsClean(b, cut)) cut--
+      if (cut === i) {
+        i = limit
+        continue
+      }
+      if (!this.#take(cut)) return this.#failAt(cut)
+      this.#piece = cut
+      this.#escaped = false
+      return cut
+    }
+  }
+
+  /** Appends the string's piece up to `i`; false when it holds what a JSON string may not. */
+  #take(i: number): boolean {
+    if (i === this.#piece) return true
+    const piece = this.#b.toString('utf8', this.#piece, i)
+    if (!this.#escaped) {
+      if (CONTROL.test(piece)) return false
+      this.#text += piece
+      return true
+    }
+    try {
+      // A string literal of its own: JSON.parse checks its escapes and characters.
+      this.#text += JSON.parse(`"${piece}"`) as string
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  #close(i: number): number {
+    const done = this.#stack.pop() as Container
+    return this.#emit(done.value, i + 1)
+  }
+
+  /** A value is whole: into its container, else it is the text's. */
+  #emit(value: unknown, next: number): number {
+    const top = this.#stack[this.#stack.length - 1]
+    if (top === undefined) {
+      this.#value = value
+      this.#state = DONE
+    } else {
+      if (top.array) (top.value as unknown[]).push(value)
+      // JSON.parse defines every key as an own property, `__proto__` too (an assignment would set the prototype).
+      else if (top.key === '__proto__')
+        Object.defineProperty(top.value, top.key, { value, writable: true, enumerable: true, configurable: true })
+      else (top.value as Record<string, unknown>)[top.key] = value
+      this.#state = AFTER
+    }
+    return next
+  }
+}

@@ -1,0 +1,194 @@
+import { isDeepStrictEqual } from 'node:util'
+import t from 'tap'
+import { SteppedJson } from '../../src/realtime/stepped-json.ts'
+import { createRng } from '../../src/sim/rng.ts'
+
+/** Parses `text` in steps of `room` bytes; the largest step's bytes beside the result. */
+function stepped(text: Buffer, room: number): { value: unknown; failed: boolean; steps: number; largest: number } {
+  const json = new SteppedJson(text)
+  let steps = 0
+  let largest = 0
+  for (;;) {
+    const done = json.step(room)
+    steps++
+    largest = Math.max(largest, json.used)
+    if (done) return { value: json.value, failed: json.failed, steps, largest }
+    if (steps > text.length + 2) throw new Error('no progress')
+  }
+}
+
+/** JSON.parse's verdict on the same bytes, as the session read them before. */
+function reference(text: Buffer): { value: unknown; failed: boolean } {
+  try {
+    return { value: JSON.parse(text.toString('utf8')), failed: false }
+  } catch {
+    return { value: undefined, failed: true }
+  }
+}
+
+/** Same values, prototypes, -0s and key order. */
+function same(a: unknown, b: unknown): boolean {
+  return isDeepStrictEqual(a, b) && JSON.stringify(a) === JSON.stringify(b)
+}
+
+const CHARS = ['a', 'Z', '0', ' ', '"', '\\', '/', '\n', '\t', '\u0001', '\u007f', 'é', 'ß', '€', '中', '😀', '\u2028', '\ud800', '\udc00']
+
+/** Random JSON text: strings with every kind of character (raw or escaped), numbers in every form, nesting, odd keys, whitespace. */
+function generate(rnd: () => number, depth: number, long: boolean): string {
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]
+  const ws = (): string => (rnd() < 0.7 ? '' : pick([' ', '\n', '\t', '\r', '  \n ']))
+  const str = (n: number): string => {
+    let s = '"'
+    for (let i = 0; i < n; i++) {
+      const c = pick(CHARS)
+      const code = c.charCodeAt(0)
+      if (c === '"' || c === '\\' || code < 0x20 || rnd() < 0.1)
+        s +=
+          rnd() < 0.5 && c.length === 1
+            ? `\\u${code
+                .toString(16)
+                .padStart(4, rnd() < 0.5 ? '0' : '0')
+                .toUpperCase()}`
+            : JSON.stringify(c).slice(1, -1)
+      else if (code >= 0xd800 && code < 0xe000) s += `\\u${code.toString(16)}`
+      else s += c
+    }
+    return `${s}"`
+  }
+  const r = rnd()
+  if (depth <= 0 || r < 0.35) {
+    const k = rnd()
+    if (k < 0.4) return str(long && rnd() < 0.3 ? 500 + Math.floor(rnd() * 3000) : Math.floor(rnd() * 12))
+    if (k < 0.7) return pick(['0', '-0', '12', '-3.25', '1e5', '2E-3', '6.02e+23', '1e400', '-1.5E-400', '123456789012345678901234567890', '0.1'])
+    return pick(['true', 'false', 'null'])
+  }
+  if (r < 0.65) {
+    const n = Math.floor(rnd() * 6)
+    return `[${ws()}${Array.from({ length: n }, () => ws() + generate(rnd, depth - 1, long) + ws()).join(',')}${ws()}]`
+  }
+  const n = Math.floor(rnd() * 6)
+  const keys = ['type', 'a', '__proto__', '1', '0', 'constructor', 'toString', 'é', 'a']
+  return `{${ws()}${Array.from({ length: n }, () => `${ws()}${rnd() < 0.7 ? JSON.stringify(pick(keys)) : str(4)}${ws()}:${ws()}${generate(rnd, depth - 1, long)}${ws()}`).join(',')}${ws()}}`
+}
+
+t.test('parsed in steps, a JSON text gives exactly JSON.parse’s value: every character, escape, number form, nesting and key', async (t) => {
+  const rnd = createRng(36)
+  let compared = 0
+  for (let n = 0; n < 400; n++) {
+    const text = Buffer.from(`${generate(rnd, 5, n % 2 === 0)}`)
+    const want = reference(text)
+    t.notOk(want.failed, 'the generator writes JSON')
+    for (const room of [0, 1500, 4096, Number.POSITIVE_INFINITY]) {
+      const got = stepped(text, room)
+      if (!same(got.value, want.value) || got.failed) t.fail(`differs at room ${room}: ${text.toString().slice(0, 200)}`)
+      compared++
+    }
+  }
+  t.equal(compared, 1600)
+})
+
+t.test('a text JSON.parse refuses is refused too, and one it reads after changed bytes reads the same, at any step size', async (t) => {
+  const rnd = createRng(7)
+  let refused = 0
+  let read = 0
+  const bytes = [0x22, 0x5c, 0x7b, 0x7d, 0x5b, 0x5d, 0x2c, 0x3a, 0x30, 0x2d, 0x2e, 0x65, 0x75, 0x01, 0x20, 0x0a, 0x80, 0xc3, 0xe2, 0xf0, 0xff, 0x74, 0x6e]
+  for (let n = 0; n < 1500; n++) {
+    const text = Buffer.from(generate(rnd, 4, n % 3 === 0))
+    const edits = 1 + Math.floor(rnd() * 3)
+    let changed = text
+    for (let e = 0; e < edits; e++) {
+      const at = Math.floor(rnd() * changed.length)
+      const kind = rnd()
+      const b = bytes[Math.floor(rnd() * bytes.length)]
+      if (kind < 0.4) changed[at] = b
+      else if (kind < 0.7) changed = Buffer.concat([changed.subarray(0, at), Buffer.from([b]), changed.subarray(at)])
+      else changed = Buffer.concat([changed.subarray(0, at), changed.subarray(at + 1)])
+    }
+    const want = reference(changed)
+    for (const room of [0, 2000, Number.POSITIVE_INFINITY]) {
+      const got = stepped(changed, room)
+      if (got.failed !== want.failed || !same(got.value, want.value)) t.fail(`differs at room ${room}: ${JSON.stringify(changed.toString('latin1').slice(0, 300))}`)
+    }
+    if (want.failed) refused++
+    else read++
+  }
+  t.ok(refused > 300 && read > 100, `both kinds were tried (${refused} refused, ${read} read)`)
+})
+
+t.test('a string of malformed UTF-8 cut into pieces decodes to the same replacement characters as the whole', async (t) => {
+  const rnd = createRng(11)
+  const tails = [0x80, 0xbf, 0xc2, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80, 0xed, 0xa0, 0xc0, 0xff, 0x41, 0x5c]
+  for (let n = 0; n < 200; n++) {
+    const body: number[] = []
+    for (let i = 0; i < 5000; i++) {
+      const b = tails[Math.floor(rnd() * tails.length)]
+      if (b === 0x5c) body.push(0x5c, 0x6e)
+      else body.push(b)
+    }
+    const text = Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, ...body, 0x22, 0x7d])
+    const want = reference(text)
+    for (const room of [0, 1024, 3000]) {
+      const got = stepped(text, room)
+      if (got.failed !== want.failed || !same(got.value, want.value)) t.fail(`differs at room ${room}, text ${n}`)
+    }
+  }
+  t.pass('200 texts of 5,000 malformed bytes, three step sizes')
+  // No byte that starts a character for longer than a step (each is a U+FFFD of its own): cut inside the run.
+  const run = Buffer.concat([Buffer.from('{"a":"'), Buffer.alloc(3000, 0x80), Buffer.from('é"}')])
+  t.same(stepped(run, 1024), { ...reference(run), steps: 3, largest: 1024 })
+  t.equal((reference(run).value as { a: string }).a.length, 3001)
+  for (const lead of [[0xf0, 0x9f, 0x98], [0xe2, 0x82], [0xc3], [0xf0, 0x9f]]) {
+    // A sequence (complete or not) across the step's end, then stray bytes.
+    for (let at = 1015; at < 1025; at++) {
+      const text = Buffer.concat([Buffer.from('{"a":"'), Buffer.alloc(at - 6, 0x41), Buffer.from(lead), Buffer.alloc(50, 0x80), Buffer.from('"}')])
+      if (!same(stepped(text, 1024).value, reference(text).value)) t.fail(`differs: lead ${lead} at ${at}`)
+    }
+  }
+})
+
+t.test('a step goes through about the room it is given: a 1 MiB audio event in 128 KiB steps, its string in pieces', async (t) => {
+  const audio = Buffer.alloc(768 * 1024, 7).toString('base64')
+  const text = Buffer.from(JSON.stringify({ type: 'input_audio_buffer.append', event_id: 'e1', audio }))
+  const got = stepped(text, 128 * 1024)
+  t.equal(got.steps, Math.ceil(text.length / (128 * 1024)))
+  t.equal(got.largest, 128 * 1024)
+  t.same(got.value, { type: 'input_audio_buffer.append', event_id: 'e1', audio })
+  const tiny = stepped(Buffer.from('{"a":[1,2,3]}'), 0)
+  t.same(tiny, { value: { a: [1, 2, 3] }, failed: false, steps: 1, largest: 13 })
+})
+
+t.test('a key named __proto__ is an own property, as JSON.parse defines it, never the object’s prototype', async (t) => {
+  const got = stepped(Buffer.from('{"__proto__":{"polluted":true},"b":1,"b":2}'), 0)
+  const value = got.value as Record<string, unknown>
+  t.equal(Object.getPrototypeOf(value), Object.prototype)
+  t.same(Object.keys(value), ['__proto__', 'b'])
+  t.equal(value.b, 2)
+  t.equal(({} as Record<string, unknown>).polluted, undefined)
+})
+
+t.test('whitespace, truncation and trailing bytes: refused where JSON.parse refuses', async (t) => {
+  for (const [text, ok] of [
+    [' {"a":1} \n', true],
+    ['{"a":1} x', false],
+    ['{"a":1', false],
+    ['{"a":"x', false],
+    ['{"a":tru}', false],
+    ['{"a":01}', false],
+    ['{"a":1.}', false],
+    ['{"a":-}', false],
+    ['{"a":1e}', false],
+    ['{"a" 1}', false],
+    ['{"a":1,}', false],
+    ['[1,]', false],
+    ['{"a":"\\x"}', false],
+    ['{"a":"\\u12G4"}', false],
+    ['\ufeff{}', false],
+    ['', false],
+    ['"s"', true],
+    ['[]', true],
+  ] as const) {
+    const got = stepped(Buffer.from(`${text}${' '.repeat(text.length % 2 === 0 ? 3000 : 0)}`), 0)
+    t.equal(got.failed, !ok, JSON.stringify(text))
+    t.equal(got.failed, reference(Buffer.from(text)).failed, `as JSON.parse: ${JSON.stringify(text)}`)
+  }
+})
