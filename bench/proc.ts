@@ -138,6 +138,10 @@ export async function startTokentap(
     /** Spans on (`otel.traces`, default sampling), exported to `endpoint`. */
     traces?: { endpoint: string }
     wrap?: readonly string[]
+    /** Leave `limits.max_label_sets` out (a build from before the label-set budget, bench:lab's `--base`). */
+    noLabelSetBudget?: boolean
+    /** The dist/ whose src/server.js runs (another build of tokentap); the probe stays this one's. */
+    serverDist?: string
   },
 ): Promise<TokentapProcess> {
   const [port, adminPort] = [await freePort(), await freePort()]
@@ -148,9 +152,9 @@ export async function startTokentap(
   const routes = [{ prefix: '/t', upstream: `http://127.0.0.1:${simPort}` }, ...(opts.extraRoutes ?? [])].map((r) => route(r.prefix, r.upstream)).join('')
   writeFileSync(
     config,
-    `server: { host: 127.0.0.1, port: ${port} }\nadmin: { host: 127.0.0.1, port: ${adminPort} }\nlimits: { max_models_per_route: ${opts.maxModels}, max_label_sets: ${opts.maxModels} }\nlog: { level: info }\n${otel}${traces}routes:\n${routes}`,
+    `server: { host: 127.0.0.1, port: ${port} }\nadmin: { host: 127.0.0.1, port: ${adminPort} }\nlimits: { max_models_per_route: ${opts.maxModels}${opts.noLabelSetBudget === true ? '' : `, max_label_sets: ${opts.maxModels}`} }\nlog: { level: info }\n${otel}${traces}routes:\n${routes}`,
   )
-  const args = [...(opts.flags ?? []), '--expose-gc', '--import', join(dist, 'bench', 'el-probe.js'), join(dist, 'src', 'server.js'), '--config', config]
+  const args = [...(opts.flags ?? []), '--expose-gc', '--import', join(dist, 'bench', 'el-probe.js'), join(opts.serverDist ?? dist, 'src', 'server.js'), '--config', config]
   const [cmd, argv] = wrapped(opts.wrap ?? [], args)
   const proc = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] })
   await new Promise<void>((listening) => {

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import type { Job } from '../load-client.ts'
@@ -12,10 +12,16 @@ import { round } from '../stats.ts'
 import { describeTarget, targetList } from '../verdict.ts'
 
 /**
- * `npm run bench:lab -- instructions [--quick] [--callgrind-dir DIR]` (valgrind needed): writes
+ * `npm run bench:lab -- instructions [--quick] [--callgrind-dir DIR] [--chunks N] [--base DIST]… [--node-flag F]…` (valgrind needed): writes
  * bench/results/instructions.json with the target "CPU per short request ≤ 1.3 × the Fastify
  * relay's" judged on the instructions outside V8's compilers; `--callgrind-dir DIR` keeps
  * callgrind's dumps there (`callgrind_annotate DIR/tokentap.PID.1` shows where they go).
+ * `--chunks N` streams N content chunks a request instead of the short request's 3 (two runs
+ * give the cost a request and the cost a chunk); each `--base DIST` counts one more path in the
+ * same window, `tokentap@TREE`: the server of another build (TREE/dist, e.g. an older commit's
+ * `git worktree`, built), for a before/after of a change; each `--node-flag F` goes to every
+ * tokentap process (`--node-flag --perf-basic-prof`: /tmp/perf-PID.map names the JIT code the
+ * dumps show as bare addresses; V8 also leaves an isolate-*-v8.log in the working directory).
  * Instruction counts per short request, tokentap against the Fastify relay (issue 29: a measure
  * that does not flip). The CPU time of a round moves with whatever else the machine runs; the
  * instructions a process executes for the same requests do not. Both proxies run under
@@ -48,6 +54,10 @@ interface InstructionOptions {
   readonly chunks: number
   readonly concurrency: number
   readonly log?: (line: string) => void
+  /** Other builds' dist/ folders, each counted as `tokentap@` and its tree's folder name. */
+  readonly bases?: readonly string[]
+  /** Node flags for every tokentap process (e.g. --perf-basic-prof, to name JIT code in the dumps). */
+  readonly nodeFlags?: readonly string[]
 }
 
 interface InstructionFigures {
@@ -85,13 +95,22 @@ async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigu
   const probe = join(o.dist, 'bench', 'el-probe.js')
   const upstream = `http://127.0.0.1:${o.simPort}`
   // Started one after the other: start-up under valgrind is CPU-bound for seconds.
-  const tt = await startTokentap(o.dist, o.dir, o.simPort, { maxModels: 100, wrap: wrap('tokentap') })
+  const tt = await startTokentap(o.dist, o.dir, o.simPort, { maxModels: 100, wrap: wrap('tokentap'), flags: o.nodeFlags })
   stopOnExit(tt.proc)
   const relay = await startPortPrinter(join(o.dist, 'bench', 'node-relay.js'), ['--upstream', upstream, '--fastify'], probe, wrap('fastify-relay'))
   stopOnExit(relay.proc)
   const paths: Record<string, { url: string; proc: ChildProcess }> = {
     tokentap: { url: `http://127.0.0.1:${tt.port}/t/v1/chat/completions`, proc: tt.proc },
     'fastify-relay': { url: `http://127.0.0.1:${relay.port}/v1/chat/completions`, proc: relay.proc },
+  }
+  for (const dist of o.bases ?? []) {
+    const name = `tokentap@${basename(dirname(dist))}`
+    const baseDir = join(o.dir, name)
+    mkdirSync(baseDir, { recursive: true })
+    // The label-set budget's key is left out: an older build's schema may not know it (the bench has one model).
+    const base = await startTokentap(o.dist, baseDir, o.simPort, { maxModels: 100, wrap: wrap(name), serverDist: dist, noLabelSetBudget: true, flags: o.nodeFlags })
+    stopOnExit(base.proc)
+    paths[name] = { url: `http://127.0.0.1:${base.port}/t/v1/chat/completions`, proc: base.proc }
   }
   const plan = evenPlan(o.chunks, 0)
   const streams = (p: string, count: number, id: string): Job => ({ kind: 'streams', ...request(paths[p].url, plan), count, concurrency: o.concurrency, phaseMs: 0, idPrefix: id, detail: false })
@@ -193,7 +212,7 @@ function splitDump(text: string): Split {
 /** One line for the report. */
 function describeInstructions(f: InstructionFigures): string {
   const one = (p: string): string => `${p} ${f.per_request[p].toLocaleString('en')} (compilers ${f.compiler_per_request[p].toLocaleString('en')}, GC ${f.gc_per_request[p].toLocaleString('en')})`
-  return `instructions a request: ${one('tokentap')}, ${one('fastify-relay')}: ${f.ratio}×, ${f.steady_ratio}× without the compilers (${f.requests} counted requests after ${f.warm_up} uncounted, ${f.seconds} s)`
+  return `instructions a request: ${Object.keys(f.per_request).map(one).join(', ')}: ${f.ratio}×, ${f.steady_ratio}× without the compilers (${f.requests} counted requests after ${f.warm_up} uncounted, ${f.seconds} s)`
 }
 
 const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -205,6 +224,8 @@ if (!(await haveValgrind())) {
   process.exit(1)
 }
 const dirArg = process.argv.indexOf('--callgrind-dir')
+const chunksArg = process.argv.indexOf('--chunks')
+const bases = process.argv.flatMap((a, i) => (a === '--base' ? [resolve(process.argv[i + 1])] : []))
 const work = mkdtempSync(join(tmpdir(), 'tokentap-instructions-'))
 const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
 stopOnExit(load.proc)
@@ -217,8 +238,10 @@ const f = await instructionsPhase({
   simPort: sim.port,
   requests: QUICK ? 200 : 2000,
   warmUp: QUICK ? 300 : 5000,
-  chunks: SHORT_CHUNKS,
+  chunks: chunksArg < 0 ? SHORT_CHUNKS : Number(process.argv[chunksArg + 1]),
   concurrency: SHORT_CONCURRENCY,
+  bases,
+  nodeFlags: process.argv.flatMap((a, i) => (a === '--node-flag' ? [process.argv[i + 1]] : [])),
   log: (line) => process.stderr.write(`[instructions] ${line}\n`),
 })
 const list = targetList()

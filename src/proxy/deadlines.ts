@@ -84,8 +84,13 @@ export class Deadlines {
   }
 
   clearAll(): void {
-    this.#state.fill(State.over)
+    this.#allOver()
     this.#disarm()
+  }
+
+  // A loop, not Array#fill: fill is a call into the runtime, and this runs on every request's close.
+  #allOver(): void {
+    for (let k = 0; k < KINDS; k++) this.#state[k] = State.over
   }
 
   #set(kind: Deadline, ms: number | undefined): void {
@@ -137,7 +142,7 @@ export class Deadlines {
       this.#arm(next, at)
       return
     }
-    this.#state.fill(State.over)
+    this.#allOver()
     this.#onExpired(first as Deadline)
   }
 }

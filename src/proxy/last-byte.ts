@@ -6,7 +6,7 @@
 interface EndingResponse {
   readonly writableEnded: boolean
   readonly socket: { readonly writableLength: number } | null
-  once(event: 'prefinish' | 'finish', listener: () => void): unknown
+  on(event: 'prefinish' | 'finish', listener: () => void): unknown
 }
 
 export class LastByte {
@@ -20,14 +20,15 @@ export class LastByte {
   }
 
   /**
-   * Listens for the end; call once, before `end()`. Not at the start: two `once` listeners held
+   * Listens for the end; call once, before `end()`. Not at the start: two listeners held
    * for a stream's whole life cost each open stream about 0.7 KiB (bench/lab/heap-per-stream.ts).
    */
   watch(): void {
     const res = this.#res
-    // 'prefinish' comes within end() once the response handed its last bytes to the socket.
-    res.once('prefinish', () => this.settle())
-    res.once('finish', () => {
+    // 'prefinish' comes within end() once the response handed its last bytes to the socket. Both
+    // come once per response: plain listeners, not once wrappers (a bound function each, per request).
+    res.on('prefinish', () => this.settle())
+    res.on('finish', () => {
       this.#at ??= this.#now()
     })
   }

@@ -57,7 +57,8 @@ interface ClosingResponse {
   readonly writableFinished: boolean
   readonly writableEnded: boolean
   readonly socket: { readonly writableLength: number } | null
-  once(event: 'close' | 'prefinish' | 'finish', listener: () => void): unknown
+  once(event: 'close', listener: () => void): unknown
+  on(event: 'prefinish' | 'finish', listener: () => void): unknown
 }
 
 export class ExchangeOpener {

@@ -6,6 +6,7 @@ import type { NativeOptions } from '../prometheus/histogram.ts'
 import { LabelSlot, SERIES_LABELS } from '../../record/labels.ts'
 import type { LabelSet } from '../../record/labels.ts'
 import type { Observations } from '../../record/observations.ts'
+import type { ErrorType } from '../../record/error-type.ts'
 import type { Outcome, TokenSource } from '../../timing/measurement.ts'
 import { FOLDED_FAMILY } from '../../record/label-fold.ts'
 import { buildFamilies } from './families.ts'
@@ -280,6 +281,9 @@ const SERIES: readonly SeriesSpec[] = [
 /** Room per SeriesSpec in `Bound.series`, one place per band of the widest band label. */
 const BANDS = 6
 
+/** Each SeriesSpec's band label (its family's `labels`), looked up once here rather than per request. */
+const SERIES_KIND: readonly FamilySpec['labels'][] = SERIES.map((spec) => (FAMILIES[spec.family] as FamilySpec).labels)
+
 type Series = HistogramSeries | CounterSeries
 
 /** What one label set bound (on its LabelSet): each series made once. */
@@ -292,7 +296,8 @@ interface Bound {
   readonly itl: (HistogramSeries | undefined)[]
   /** E2E by input-length band and outcome. */
   readonly e2e: (Partial<Record<Outcome, HistogramSeries>> | undefined)[]
-  readonly requests: Map<string, CounterSeries>
+  /** llm_requests_total by outcome, error type and status code. */
+  readonly requests: Partial<Record<Outcome, Partial<Record<ErrorType, Map<number, CounterSeries>>>>>
   readonly bySource: Partial<
     Record<TokenSource, { readonly tokens: CounterSeries; readonly perRequest: HistogramSeries }>
   >
@@ -340,7 +345,7 @@ export class LlmMetrics {
       tokensPerChunk: f.tokensPerChunk.labels(...v),
       itl: [],
       e2e: [],
-      requests: new Map(),
+      requests: {},
       bySource: {},
       reported: {},
     })
@@ -359,7 +364,7 @@ export class LlmMetrics {
       const spec = SERIES[i]
       const value = spec.value(o)
       if (value === undefined && spec.made === 'value') continue
-      const kind = (FAMILIES[spec.family] as FamilySpec).labels
+      const kind = SERIES_KIND[i]
       const band = kind === 'banded' ? o.lengthBand : kind === 'inputBanded' ? o.inputLengthBand : 0
       const at = i * BANDS + band
       let s = b.series[at]
@@ -377,17 +382,21 @@ export class LlmMetrics {
       if (s instanceof HistogramSeries) observe(s, value, 1, spec.exemplar === true ? exemplar : undefined, now)
       else s.inc(value)
     }
-    const requestsKey = `${o.outcome}\u0000${o.statusCode}\u0000${o.errorClass}`
-    let requests = b.requests.get(requestsKey)
+    // Looked up by value, not by a key string built per request.
+    b.requests[o.outcome] ??= {}
+    const byOutcome = b.requests[o.outcome] as Partial<Record<ErrorType, Map<number, CounterSeries>>>
+    byOutcome[o.errorClass] ??= new Map()
+    const byStatus = byOutcome[o.errorClass] as Map<number, CounterSeries>
+    let requests = byStatus.get(o.statusCode)
     if (requests === undefined) {
       requests = f.requests.labels(...set.values, o.outcome, String(o.statusCode), o.errorClass)
-      b.requests.set(requestsKey, requests)
+      byStatus.set(o.statusCode, requests)
     }
     requests.inc()
     b.e2e[o.inputLengthBand] ??= {}
-    const byOutcome = b.e2e[o.inputLengthBand] as Partial<Record<Outcome, HistogramSeries>>
-    byOutcome[o.outcome] ??= f.e2e.labels(...set.inputBanded[o.inputLengthBand].values, o.outcome)
-    const e2e = byOutcome[o.outcome] as HistogramSeries
+    const e2eByOutcome = b.e2e[o.inputLengthBand] as Partial<Record<Outcome, HistogramSeries>>
+    e2eByOutcome[o.outcome] ??= f.e2e.labels(...set.inputBanded[o.inputLengthBand].values, o.outcome)
+    const e2e = e2eByOutcome[o.outcome] as HistogramSeries
     observe(e2e, o.e2e, 1, exemplar, now)
     const runs = o.chunkTokens
     for (let r = 0; r < runs.count; r++) b.tokensPerChunk.observe(runs.tokens[r], runs.times[r])
