@@ -17,7 +17,7 @@ import {
 import type { CoreState } from '../histogram/state.ts'
 import { FOLDED_FAMILY } from '../record/label-fold.ts'
 import type { FoldPass, GroupLabelFold, SeriesMapper } from '../record/label-fold.ts'
-import type { MetricJson } from '../metrics/prometheus/metric.ts'
+import type { Metric, MetricJson, Tracked } from '../metrics/prometheus/metric.ts'
 import { MetricsRegistry } from '../metrics/prometheus/registry.ts'
 import type { OwnMetric, ProcessSource } from '../metrics/prometheus/registry.ts'
 import type { MetricsSource } from '../metrics/prometheus/source.ts'
@@ -47,6 +47,8 @@ interface FamilyReport {
   readonly name: string
   /** With the family's first report from this reporter (and every full one). */
   readonly def?: FamilyDef
+  /** Every series of the family, numbered again: they replace the contributor's parts (as a full report does). */
+  readonly whole?: true
   /** The label values of series sent for the first time (`labelNames.length` each), ids `first`, `first + 1`, … */
   readonly first: number
   readonly labels: readonly string[]
@@ -90,117 +92,123 @@ function defOf(m: OwnMetric): FamilyDef {
   return { ...base, type: m.type }
 }
 
-/** A family and the series a report sends of it. */
-type Picked =
-  | { readonly m: Histogram; readonly series: readonly HistogramSeries[] }
-  | { readonly m: Counter; readonly series: readonly CounterSeries[] }
-  | { readonly m: CollectedGauge; readonly series: readonly GaugeSample[] }
+/** A family in the report being written: where its figures are, until they are copied out. */
+interface Written {
+  readonly m: OwnMetric
+  readonly def: FamilyDef | undefined
+  readonly whole: boolean
+  readonly first: number
+  readonly labels: readonly string[]
+  readonly at: number
+  readonly end: number
+  readonly exemplars: [number, readonly (Exemplar | undefined)[]][] | undefined
+}
 
 /**
  * Worker side: only the series that changed since the report the primary applied last (`applied`; each family lists
  * its changed series as they change, so a report costs what changed, not a scan of every series), else every series
- * (a lost report, the first one). One reporter a family: it takes the family's list of changes.
+ * (a lost report, the first one). One reporter a family: it takes the family's list of changes, and numbers its
+ * series on the series themselves (`reportId`); a family another reporter took over is numbered again and sent whole.
  */
 export class StateReporter {
   #seq = 0
-  /** Each series' id, and each family's next one, as the primary knows them (both start over with a full report). */
-  #ids = new WeakMap<object, number>()
+  /** Each family's next series id, as the primary knows them (every family starts over with a full report). */
   #next = new WeakMap<object, number>()
+  /** Where a report's figures are written, then copied out at their length (grown as needed, kept). */
+  #scratch = new Float64Array(4096)
 
   report(
     families: readonly OwnMetric[],
     applied: number | undefined,
   ): Pick<WorkerMetrics, 'families' | 'seq' | 'base'> {
     const full = applied !== this.#seq
-    if (full) {
-      this.#ids = new WeakMap()
-      this.#next = new WeakMap()
-    }
-    // The changed series of each family first: the report's figures go into one typed array.
-    const picked: Picked[] = []
-    let length = 0
-    for (const m of families) {
-      let p: Picked
-      if (m instanceof Histogram) {
-        p = { m, series: (full ? undefined : m.takeChanged(this)) ?? this.#every(m) }
-        for (const s of p.series) length += 2 + stateLength(s.core)
-      } else {
-        p =
-          m instanceof Counter
-            ? { m, series: (full ? undefined : m.takeChanged(this)) ?? this.#every(m) }
-            : { m, series: m.takeChangedValues(this, full) }
-        length += 2 * p.series.length
-      }
-      if (p.series.length > 0 || !this.#next.has(m)) picked.push(p)
-    }
-    const data = new Float64Array(length)
+    if (full) this.#next = new WeakMap()
+    const written: Written[] = []
     let at = 0
-    const out = picked.map((p) => {
-      const from = at
-      const r = this.#family(p, data, from)
-      at = r.end
-      return r.report
-    })
+    for (const m of families) {
+      const w = this.#family(m, full, at)
+      if (w === undefined) continue
+      written.push(w)
+      at = w.end
+    }
+    // One typed array for the whole report: one structured clone.
+    const data = this.#scratch.slice(0, at)
+    const out = written.map(
+      (w): FamilyReport => ({
+        name: w.m.name,
+        ...(w.def === undefined ? {} : { def: w.def }),
+        ...(w.whole ? { whole: true } : {}),
+        first: w.first,
+        labels: w.labels,
+        data,
+        at: w.at,
+        end: w.end,
+        ...(w.exemplars === undefined ? {} : { exemplars: w.exemplars }),
+      }),
+    )
     const base = full ? undefined : this.#seq
     return { families: out, seq: ++this.#seq, base }
   }
 
-  /** A family's report, its figures written into `data` from `at`. */
-  #family(p: Picked, data: Float64Array, at: number): { report: FamilyReport; end: number } {
-    const m = p.m
+  /** A family's changed series (every one when `full` or taken over) written from `at`; undefined: nothing to send. */
+  #family(m: OwnMetric, full: boolean, at: number): Written | undefined {
     const described = this.#next.has(m)
-    const first = this.#next.get(m) ?? 0
-    let next = first
-    const ids = this.#ids
-    const labels: string[] = []
-    const idOf = (s: object, labelValues: readonly string[]): number => {
-      let id = ids.get(s)
-      if (id === undefined) {
-        id = next++
-        ids.set(s, id)
-        for (const v of labelValues) labels.push(v)
-      }
-      return id
+    // Another reader numbered this family's series since: they are numbered again and replace this reporter's parts.
+    const whole = !full && described && !m.trackedBy(this)
+    let series: readonly (HistogramSeries | CounterSeries | GaugeSample)[]
+    if (m instanceof CollectedGauge) series = m.takeChangedValues(this, full)
+    else {
+      const changed: readonly (HistogramSeries | CounterSeries)[] | undefined = full
+        ? undefined
+        : (m as Metric<HistogramSeries | CounterSeries>).takeChanged(this)
+      series = changed ?? this.#every(m as Metric<HistogramSeries | CounterSeries>)
     }
+    if (described && !whole && series.length === 0) return undefined
+    const renumber = full || whole || !described
+    const first = renumber ? 0 : (this.#next.get(m) as number)
+    let next = first
+    const labels: string[] = []
     const from = at
     let exemplars: [number, readonly (Exemplar | undefined)[]][] | undefined
-    if (p.m instanceof Histogram) {
-      for (const s of p.series as readonly HistogramSeries[]) {
-        const id = idOf(s, s.labelValues)
+    const histogram = m instanceof Histogram
+    for (const s of series) {
+      let id = s.reportId
+      if (renumber || id < 0) {
+        id = next++
+        s.reportId = id
+        for (const v of s.labelValues) labels.push(v)
+      }
+      if (histogram) {
+        const h = s as HistogramSeries
+        const room = at + 2 + stateLength(h.core)
+        if (room > this.#scratch.length) this.#grow(room)
+        const data = this.#scratch
         data[at] = id
-        const end = writeState(s.core, data, at + 2)
+        const end = writeState(h.core, data, at + 2)
         data[at + 1] = end - at - 2
         at = end
-        if (s.exemplars === undefined) continue
+        if (h.exemplars === undefined) continue
         exemplars ??= []
-        exemplars.push([id, [...s.exemplars]])
-      }
-    } else {
-      for (const s of p.series as readonly (CounterSeries | GaugeSample)[]) {
-        data[at] = idOf(s, s.labelValues)
-        data[at + 1] = s.value
+        exemplars.push([id, [...h.exemplars]])
+      } else {
+        if (at + 2 > this.#scratch.length) this.#grow(at + 2)
+        this.#scratch[at] = id
+        this.#scratch[at + 1] = (s as CounterSeries | GaugeSample).value
         at += 2
       }
     }
     this.#next.set(m, next)
-    const report: FamilyReport = {
-      name: m.name,
-      ...(described ? {} : { def: defOf(m) }),
-      first,
-      labels,
-      data,
-      at: from,
-      end: at,
-      ...(exemplars === undefined ? {} : { exemplars }),
-    }
-    return { report, end: at }
+    return { m, def: described ? undefined : defOf(m), whole, first, labels, at: from, end: at, exemplars }
+  }
+
+  #grow(length: number): void {
+    const grown = new Float64Array(Math.max(length, 2 * this.#scratch.length))
+    grown.set(this.#scratch)
+    this.#scratch = grown
   }
 
   /** Every series of a family, tracked for this reporter from now on. */
-  #every<S extends { readonly labelValues: readonly string[]; listed: boolean }>(m: {
-    trackChanges(owner: object): void
-    entries(): IterableIterator<S>
-  }): readonly S[] {
+  #every<S extends Tracked>(m: Metric<S>): readonly S[] {
     m.trackChanges(this)
     return [...m.entries()]
   }
@@ -258,10 +266,12 @@ interface Part {
   readonly rawKey: string
   /** A counter's or gauge's value. */
   value: number
-  /** A histogram's figures (state.ts): a view of `room`. */
+  /**
+   * A histogram's figures (state.ts): the first `length` of `state`, which has room to grow (a changed part is copied
+   * in place, not allocated; read in place, not through a view).
+   */
   state: CoreState | undefined
-  /** Where `state` is kept, with room to grow (a changed part is copied in place, not allocated). */
-  room: Float64Array | undefined
+  length: number
   exemplars: readonly (Exemplar | undefined)[] | undefined
   /** Requests of llm_requests_total the group's budget folded into this series (they count in FOLDED_FAMILY). */
   folded: number
@@ -328,14 +338,15 @@ class LiveFamily {
     let at = report.at
     while (at < report.end) {
       const id = data[at]
-      let state: CoreState | undefined
+      // A histogram's state is figures `state` to `at` of the report's (read in place).
+      let state = -1
       let value = 0
       if (histogram) {
         const length = data[at + 1]
         if (!(length > CORE_STATE_MIN && at + 2 + length <= report.end))
           throw new Error(`${this.metric.name}: series ${id} of contributor ${from} has a state of ${length} figures`)
-        state = data.subarray(at + 2, at + 2 + length)
-        at += 2 + length
+        state = at + 2
+        at = state + length
       } else {
         value = data[at + 1]
         at += 2
@@ -357,7 +368,7 @@ class LiveFamily {
         part.folded = foldedTotal(pass) - before
         if (part.folded > 0) this.#foldedSlots.add(slot)
       }
-      if (state === undefined) {
+      if (state < 0) {
         part.value = value
         this.#merge(slot)
         continue
@@ -365,11 +376,11 @@ class LiveFamily {
       const prev = part.state
       const series = slot.series as HistogramSeries
       if (dirty.size === 0 || !dirty.has(slot)) {
-        if (added) addState(series.core, state)
-        else if (prev === undefined || !addIncrease(series.core, prev, state)) dirty.add(slot)
+        if (added) addState(series.core, data, state, at)
+        else if (prev === undefined || !addIncrease(series.core, prev, part.length, data, state, at)) dirty.add(slot)
         invalidate(series)
       }
-      keep(part, state)
+      keep(part, data, state, at)
     }
     for (const [id, exemplars] of report.exemplars ?? []) {
       const part = table[id]
@@ -395,7 +406,7 @@ class LiveFamily {
       rawKey,
       value: 0,
       state: undefined,
-      room: undefined,
+      length: 0,
       exemplars: undefined,
       folded: 0,
     }
@@ -458,7 +469,7 @@ class LiveFamily {
         rawKey: key,
         value,
         state: undefined,
-        room: undefined,
+        length: 0,
         exemplars: undefined,
         folded: 0,
       })
@@ -488,9 +499,10 @@ class LiveFamily {
       dead.value += part.value
       dead.folded += part.folded
       if (dead.state !== undefined && part.state !== undefined) {
-        const core = coreFromState(dead.state, this.#bounds)
-        addState(core, part.state)
-        keep(dead, coreState(core))
+        const core = coreFromState(dead.state.subarray(0, dead.length), this.#bounds)
+        addState(core, part.state, 0, part.length)
+        const state = coreState(core)
+        keep(dead, state, 0, state.length)
       }
       if (part.exemplars !== undefined) {
         const into = [...(dead.exemplars ?? new Array<Exemplar | undefined>(part.exemplars.length).fill(undefined))]
@@ -508,7 +520,7 @@ class LiveFamily {
       series.core.clear()
       let exemplars: (Exemplar | undefined)[] | undefined
       for (const p of slot.parts) {
-        if (p.state !== undefined) addState(series.core, p.state)
+        if (p.state !== undefined) addState(series.core, p.state, 0, p.length)
         if (p.exemplars === undefined) continue
         exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
         mergeExemplars(exemplars, p.exemplars)
@@ -537,18 +549,17 @@ function invalidate(series: HistogramSeries): void {
 /** Slots a kept state grows by beyond its length (a few more buckets before it moves). */
 const STATE_ROOM = 8
 
-/** A copy of `state` kept as `part`'s, in its room when it fits. */
-function keep(part: Part, state: CoreState): void {
-  let room = part.room
-  if (room === undefined || room.length < state.length) {
-    room = new Float64Array(state.length + STATE_ROOM)
-    part.room = room
+/** A copy of figures `at` to `end` of `data` kept as `part`'s state, in its room when it fits. */
+function keep(part: Part, data: Float64Array, at: number, end: number): void {
+  const length = end - at
+  let room = part.state
+  if (room === undefined || room.length < length) {
+    room = new Float64Array(length + STATE_ROOM)
+    part.state = room
   }
-  room.set(state)
-  part.state =
-    part.state?.length === state.length && part.state.buffer === room.buffer
-      ? part.state
-      : room.subarray(0, state.length)
+  // Copied figure by figure: a view to copy from (`subarray`) costs more than the copy.
+  for (let i = 0; i < length; i++) room[i] = data[at + i]
+  part.length = length
 }
 
 /**
@@ -617,7 +628,7 @@ export class ClusterMetrics implements MetricsSource {
         this.#families.set(state.name, f)
         this.#registry.register(f.metric)
       }
-      f.apply(from, state, full, pass?.family(state.name, f.metric.labelNames), pass)
+      f.apply(from, state, full || state.whole === true, pass?.family(state.name, f.metric.labelNames), pass)
     }
     this.#applied.set(from, report.seq)
     return true

@@ -2,13 +2,16 @@ import { HistogramCore } from './histogram-core.ts'
 
 /**
  * A HistogramCore's figures in one Float64Array, cheap to structured-clone to the cluster primary: schema (NaN:
- * classic only), zero threshold, bucket limit, count, sum, zero count, min, max, classic slot count (−1: none) and
- * their counts, then the exponential buckets as ascending index, count pairs.
+ * classic only), zero threshold, bucket limit, count, sum, zero count, min, max; then the classic counts as how many
+ * are sent (−1: no classic buckets), the slot of the first, and those counts: from the first slot that is not 0 to the
+ * last (most slots of a series are 0, at either end); then the exponential buckets as ascending index, count pairs.
  */
 export type CoreState = Float64Array
 const CLASSIC_AT = 8
+/** Where the classic counts sent begin. */
+const CLASSIC_FROM = CLASSIC_AT + 2
 /** Every state has more figures than this (the fixed ones). */
-export const CORE_STATE_MIN = CLASSIC_AT
+export const CORE_STATE_MIN = CLASSIC_FROM - 1
 
 export function coreState(core: HistogramCore): CoreState {
   const out = new Float64Array(stateLength(core))
@@ -18,12 +21,10 @@ export function coreState(core: HistogramCore): CoreState {
 
 /** The length of a core's state (at most: `writeState` may write less). */
 export const stateLength = (core: HistogramCore): number =>
-  CLASSIC_AT + 1 + (core.classic?.length ?? 0) + 2 * core.bucketCount
+  CLASSIC_FROM + (core.classic?.length ?? 0) + 2 * core.bucketCount
 
 /** Writes a core's state into `out` from `at` (room: `stateLength`); returns where it ends. */
 export function writeState(core: HistogramCore, out: Float64Array, at: number): number {
-  const classic = core.classic
-  const n = classic === undefined ? 0 : classic.length
   out[at] = core.schema ?? Number.NaN
   out[at + 1] = core.zeroThreshold
   out[at + 2] = core.maxBuckets
@@ -32,9 +33,20 @@ export function writeState(core: HistogramCore, out: Float64Array, at: number): 
   out[at + 5] = core.zeroCount
   out[at + 6] = core.min
   out[at + 7] = core.max
-  out[at + CLASSIC_AT] = classic === undefined ? -1 : n
-  if (classic !== undefined) out.set(classic, at + CLASSIC_AT + 1)
-  let i = at + CLASSIC_AT + 1 + n
+  let i = at + CLASSIC_FROM
+  const classic = core.classic
+  if (classic === undefined) {
+    out[at + CLASSIC_AT] = -1
+    out[at + CLASSIC_AT + 1] = 0
+  } else {
+    let lo = 0
+    let hi = classic.length
+    while (lo < hi && classic[lo] === 0) lo++
+    while (hi > lo && classic[hi - 1] === 0) hi--
+    out[at + CLASSIC_AT] = hi - lo
+    out[at + CLASSIC_AT + 1] = hi > lo ? lo : 0
+    for (let j = lo; j < hi; j++) out[i++] = classic[j]
+  }
   // The dense counts read in place (Buckets#forEach's order), not through a callback: a report writes hundreds.
   const counts = core.buckets.counts
   if (counts !== undefined) {
@@ -49,7 +61,8 @@ export function writeState(core: HistogramCore, out: Float64Array, at: number): 
 }
 
 /** The schema a state was taken at (undefined: classic buckets only). */
-export const stateSchema = (state: CoreState): number | undefined => (Number.isNaN(state[0]) ? undefined : state[0])
+export const stateSchema = (state: CoreState, at = 0): number | undefined =>
+  Number.isNaN(state[at]) ? undefined : state[at]
 
 /** A HistogramCore holding exactly a state's figures (classic bounds from the reading family). */
 export function coreFromState(state: CoreState, bounds: Float64Array | undefined): HistogramCore {
@@ -65,89 +78,102 @@ export function fillCore(core: HistogramCore, state: CoreState): HistogramCore {
   const n = Math.max(0, state[CLASSIC_AT])
   // Each bucket at its own index (the core's schema is the state's).
   if (schema !== undefined)
-    for (let i = CLASSIC_AT + 1 + n; i + 1 < state.length; i += 2)
-      core.observeIndexed(0, state[i + 1], state[i], schema)
+    for (let i = CLASSIC_FROM + n; i + 1 < state.length; i += 2) core.observeIndexed(0, state[i + 1], state[i], schema)
   core.count = state[3]
   core.sum = state[4]
   core.zeroCount = state[5]
   core.min = state[6]
   core.max = state[7]
-  if (core.classic !== undefined && state[CLASSIC_AT] >= 0)
-    core.classic.set(state.subarray(CLASSIC_AT + 1, CLASSIC_AT + 1 + Math.min(n, core.classic.length)))
+  const classic = core.classic
+  if (classic !== undefined) {
+    const lo = state[CLASSIC_AT + 1]
+    for (let j = 0; j < n && lo + j < classic.length; j++) classic[lo + j] = state[CLASSIC_FROM + j]
+  }
   return core
 }
 
-/** Adds a state's figures to `core` (at the lower of the two schemas): as `core.merge(coreFromState(state))`. */
-export function addState(core: HistogramCore, state: CoreState): void {
-  const schema = stateSchema(state)
-  const n = Math.max(0, state[CLASSIC_AT])
+/**
+ * Adds a state's figures to `core` (at the lower of the two schemas): as `core.merge(coreFromState(state))`. The state is
+ * `state`'s figures `at` to `end` (a report's packed figures are read in place).
+ */
+export function addState(core: HistogramCore, state: CoreState, at = 0, end = state.length): void {
+  const schema = stateSchema(state, at)
+  const n = Math.max(0, state[at + CLASSIC_AT])
   if (schema !== undefined && core.schema !== undefined) {
     core.lowerTo(schema)
-    for (let i = CLASSIC_AT + 1 + n; i + 1 < state.length; i += 2) core.addBucket(state[i], schema, state[i + 1])
+    for (let i = at + CLASSIC_FROM + n; i + 1 < end; i += 2) core.addBucket(state[i], schema, state[i + 1])
   }
-  addFigures(core, state)
-}
-
-/** count, sum, zero count, min, max and classic counts of `state` added to `core`'s. */
-function addFigures(core: HistogramCore, state: CoreState): void {
-  if (state[3] === 0) return
-  core.count += state[3]
-  core.sum += state[4]
-  core.zeroCount += state[5]
-  if (state[6] < core.min) core.min = state[6]
-  if (state[7] > core.max) core.max = state[7]
+  if (state[at + 3] === 0) return
+  core.count += state[at + 3]
+  core.sum += state[at + 4]
+  core.zeroCount += state[at + 5]
+  if (state[at + 6] < core.min) core.min = state[at + 6]
+  if (state[at + 7] > core.max) core.max = state[at + 7]
   const classic = core.classic
-  const n = state[CLASSIC_AT]
-  if (classic !== undefined && n > 0)
-    for (let i = 0; i < classic.length && i < n; i++) classic[i] += state[CLASSIC_AT + 1 + i]
+  if (classic !== undefined) {
+    const lo = state[at + CLASSIC_AT + 1]
+    const from = at + CLASSIC_FROM
+    for (let j = 0; j < n && lo + j < classic.length; j++) classic[lo + j] += state[from + j]
+  }
 }
-
-/** The increases `addIncrease` found, as index, count pairs (reused). */
-let increases = new Float64Array(64)
 
 /**
- * What `next` adds to `prev` (two states of one part of a merged series, one schema) added to `core`, the merged
- * series: a changed part costs its changed buckets, not a merge of every part. Counts are whole numbers, so the
- * increase is exact; the sum grows by its increase, never back. False, `core` untouched, when the schemas differ or a
- * count fell: merge every part again (`clear`, then `addState` each).
+ * What `next` (figures `at` to `end`) adds to `prev` (figures 0 to `prevEnd`), two states of one part of a merged
+ * series at one schema, added to `core`, the merged series: a changed part costs its changed buckets, not a merge of
+ * every part. Counts are whole numbers, so the increase is exact; the sum grows by its increase, never back. False when
+ * the schemas differ or a count fell, with `core` partly added to: merge every part again (`clear`, then `addState`).
  */
-export function addIncrease(core: HistogramCore, prev: CoreState, next: CoreState): boolean {
-  const schema = stateSchema(next)
-  const n = next[CLASSIC_AT]
-  if (stateSchema(prev) !== schema || prev[CLASSIC_AT] !== n || next[3] < prev[3] || next[5] < prev[5]) return false
-  const start = CLASSIC_AT + 1 + Math.max(0, n)
-  for (let i = CLASSIC_AT + 1; i < start; i++) if (next[i] < prev[i]) return false
-  let found = 0
+export function addIncrease(
+  core: HistogramCore,
+  prev: CoreState,
+  prevEnd: number,
+  next: CoreState,
+  at = 0,
+  end = next.length,
+): boolean {
+  const schema = stateSchema(next, at)
+  const n = next[at + CLASSIC_AT]
+  const p = prev[CLASSIC_AT]
+  if (stateSchema(prev, 0) !== schema || p < 0 !== n < 0 || next[at + 3] < prev[3] || next[at + 5] < prev[5])
+    return false
+  // The classic counts sent: slots `lo` … `lo + n − 1` of next, `plo` … `plo + p − 1` of prev, within next's (else
+  // one fell to 0).
+  const lo = next[at + CLASSIC_AT + 1]
+  const plo = prev[CLASSIC_AT + 1]
+  if (p > 0 && (plo < lo || plo + p > lo + n)) return false
+  const classic = core.classic
+  const from = at + CLASSIC_FROM
+  for (let j = 0; j < n; j++) {
+    const k = lo + j - plo
+    const more = next[from + j] - (k >= 0 && k < p ? prev[CLASSIC_FROM + k] : 0)
+    if (more < 0) return false
+    if (classic !== undefined && lo + j < classic.length) classic[lo + j] += more
+  }
   if (schema !== undefined && core.schema !== undefined) {
     // Both ascending by index, in one pass: every bucket of prev must be in next, with no less.
-    if (increases.length < next.length) increases = new Float64Array(next.length)
-    let i = start
-    for (let k = start; k < next.length; k += 2) {
+    let i = CLASSIC_FROM + Math.max(0, p)
+    for (let k = from + Math.max(0, n); k < end; k += 2) {
       const index = next[k]
-      if (i < prev.length && prev[i] < index) return false
       let had = 0
-      if (i < prev.length && prev[i] === index) {
-        had = prev[i + 1]
-        i += 2
+      if (i < prevEnd) {
+        const was = prev[i]
+        if (was < index) return false
+        if (was === index) {
+          had = prev[i + 1]
+          i += 2
+        }
       }
       const more = next[k + 1] - had
       if (more < 0) return false
-      if (more > 0) {
-        increases[found++] = index
-        increases[found++] = more
-      }
+      if (more > 0) core.addBucket(index, schema, more)
     }
-    if (i < prev.length) return false
+    if (i < prevEnd) return false
   }
-  for (let k = 0; k < found; k += 2) core.addBucket(increases[k], schema as number, increases[k + 1])
-  if (next[3] === prev[3]) return true
-  core.count += next[3] - prev[3]
-  core.sum += next[4] - prev[4]
-  core.zeroCount += next[5] - prev[5]
-  if (next[6] < core.min) core.min = next[6]
-  if (next[7] > core.max) core.max = next[7]
-  const classic = core.classic
-  if (classic !== undefined)
-    for (let i = 0; i < classic.length && i < n; i++) classic[i] += next[CLASSIC_AT + 1 + i] - prev[CLASSIC_AT + 1 + i]
+  if (next[at + 3] === prev[3]) return true
+  core.count += next[at + 3] - prev[3]
+  core.sum += next[at + 4] - prev[4]
+  core.zeroCount += next[at + 5] - prev[5]
+  if (next[at + 6] < core.min) core.min = next[at + 6]
+  if (next[at + 7] > core.max) core.max = next[at + 7]
   return true
 }

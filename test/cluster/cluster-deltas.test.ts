@@ -320,7 +320,55 @@ t.test('a second reporter over the same families takes their changes over: the f
   t.equal(requests === undefined ? 0 : (requests.end - requests.at) / 2, 8, 'with every series of the family another reporter read last')
 })
 
-t.test('an increase is added only between two states of one schema where no count fell; else the core is left as it was', async (t) => {
+t.test('a family another reporter numbered since is sent whole and replaces the parts the primary had: nothing counts twice', async (t) => {
+  const one = families(NATIVE, new Map())
+  const w = new Worker(1, NATIVE, new Map([['/a', 2]]))
+  const sent: WorkerMetrics[] = []
+  // From the counter family sent whole on, its first `n` ids are numbered backwards on the way: they no longer match the
+  // parts the primary had for them.
+  let n = 0
+  const backwards = (r: WorkerMetrics): WorkerMetrics => ({
+    ...r,
+    families: r.families.map((f) => {
+      if (f.name !== 'llm_requests_total' || (f.whole !== true && n === 0)) return f
+      let labels = f.labels
+      if (f.whole === true) {
+        n = (f.end - f.at) / 2
+        const reversed: string[] = []
+        for (let k = n - 1; k >= 0; k--) reversed.push(...f.labels.slice(2 * k, 2 * k + 2))
+        labels = reversed
+      }
+      const data = Float64Array.from(f.data)
+      for (let at = f.at; at < f.end; at += 2) if (data[at] < n) data[at] = n - 1 - data[at]
+      return { ...f, data, labels }
+    }),
+  })
+  const primary: ClusterMetrics = new ClusterMetrics(async () => {
+    sent.push(w.report(primary.applied(1)))
+    return { reports: [backwards(sent[sent.length - 1])], workerIds: [1] }
+  })
+  for (let i = 0; i < 20; i++) record(w, one, i)
+  await same(t, primary, one, 'before')
+  for (let i = 20; i < 26; i++) record(w, one, i)
+  new StateReporter().report(w.f.all, undefined)
+  for (let i = 26; i < 30; i++) record(w, one, i)
+  await same(t, primary, one, 'after the other reader')
+  const taken = sent[sent.length - 2]
+  t.not(taken.base, undefined, 'a report that adds to the one before')
+  t.same(
+    taken.families.map((f) => [f.name, f.whole === true, f.first, f.labels.length > 0]),
+    w.f.all.map((m) => [m.name, true, 0, true]),
+    'every family whole, numbered from 0 with its labels',
+  )
+  for (let i = 30; i < 40; i++) record(w, one, i)
+  await same(t, primary, one, 'and the report after')
+  t.notOk(
+    sent[sent.length - 2].families.some((f) => f.whole === true),
+    'then only what changed again',
+  )
+})
+
+t.test('an increase is added only between two states of one schema where no count fell; else false, and every part is merged again', async (t) => {
   const bounds = Float64Array.from([0.1, 1])
   const core = (schema: number | undefined, values: readonly number[]): HistogramCore => {
     const c = new HistogramCore({ schema, maxBuckets: 0, bounds })
@@ -341,15 +389,36 @@ t.test('an increase is added only between two states of one schema where no coun
   for (const [what, next, ok] of cases) {
     const merged = core(3, [])
     addState(merged, prev)
-    const before = coreState(merged)
-    t.equal(addIncrease(merged, prev, next), ok, what)
+    t.equal(addIncrease(merged, prev, prev.length, next), ok, what)
     if (ok) t.same([...coreState(merged)], [...coreState(coreFromState(next, bounds))], `${what}: the merged core holds the new state`)
-    else t.same([...coreState(merged)], [...before], `${what}: the merged core is untouched`)
   }
   const fewer = Float64Array.from(prev)
   fewer[3] -= 1
-  t.notOk(addIncrease(core(3, []), prev, fewer), 'a count that fell')
+  t.notOk(addIncrease(core(3, []), prev, prev.length, fewer), 'a count that fell')
   const lessInBucket = Float64Array.from(coreState(core(3, [0.5, 2])))
   lessInBucket[lessInBucket.length - 1] = 0.5
-  t.notOk(addIncrease(core(3, []), prev, lessInBucket), 'a bucket whose count fell')
+  t.notOk(addIncrease(core(3, []), prev, prev.length, lessInBucket), 'a bucket whose count fell')
+  const wide = Float64Array.from([0.05, 1.5, 0.5, 0.5, 2])
+  const three = new HistogramCore({ schema: 3, maxBuckets: 0, bounds: Float64Array.from([0.1, 1, 2]) })
+  for (const v of wide) three.observe(v)
+  const before = coreState(three)
+  const middle = Float64Array.from(before)
+  middle[11] -= 1
+  middle[3] += 1
+  t.notOk(addIncrease(core(3, []), before, before.length, middle), 'a classic count between two others that fell')
+})
+
+t.test('a state sends the classic counts from the first slot that is not 0 to the last, and reads back whole', async (t) => {
+  const bounds = Float64Array.from([0.01, 0.1, 1, 10, 100])
+  const c = new HistogramCore({ schema: 3, maxBuckets: 0, bounds })
+  const empty = coreState(c)
+  for (const v of [0.5, 0.7, 50]) c.observe(v)
+  const state = coreState(c)
+  t.same([...state.subarray(8, 13)], [3, 2, 2, 0, 1], 'three counts sent, slots 2 to 4 (the one between at 0)')
+  t.same([...coreState(coreFromState(state, bounds))], [...state], 'the same state again from the core it fills')
+  t.same([...(coreFromState(state, bounds).classic ?? [])], [0, 0, 2, 0, 1, 0], 'every slot in its place')
+  t.same([...empty.subarray(8, 10)], [0, 0], 'no observation: no count sent')
+  const merged = new HistogramCore({ schema: 3, maxBuckets: 0, bounds })
+  t.ok(addIncrease(merged, empty, empty.length, state), 'from nothing to three observations')
+  t.same([...(merged.classic ?? [])], [0, 0, 2, 0, 1, 0], 'the increase in the slots it fell in')
 })

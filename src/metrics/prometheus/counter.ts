@@ -19,6 +19,8 @@ export class CounterSeries {
   value = 0
   /** Listed as changed in its family's ChangeLog since the tracking reader last took it (or no one tracks). */
   listed = true
+  /** Its number in the tracking reader's reports (metric.ts, `Tracked`). */
+  reportId = -1
   readonly #changes: ChangeLog<CounterSeries> | undefined
 
   constructor(labelValues: readonly string[], rendered: string, line: string, changes?: ChangeLog<CounterSeries>) {

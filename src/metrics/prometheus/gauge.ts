@@ -21,12 +21,14 @@ interface Entry {
   listed: boolean
   /** The value the tracking reader last took. */
   sent: number
+  reportId: number
 }
 
-/** A label set of a collected gauge and its count now. */
+/** A label set of a collected gauge and its count now (`reportId`: Metric's `Tracked`). */
 export interface GaugeSample {
   readonly labelValues: readonly string[]
   readonly value: number
+  reportId: number
 }
 
 /** At most this many label sets are remembered at 0; older ones are dropped first. */
@@ -35,8 +37,6 @@ const MAX_REMEMBERED = 10_000
 export class CollectedGauge extends Metric<Entry> {
   readonly type = 'gauge'
   readonly #collect: CollectedGaugeOptions['collect']
-  /** Who last took the changed values (`takeChangedValues`). */
-  #owner: object | undefined
 
   constructor(opts: CollectedGaugeOptions) {
     super(opts)
@@ -72,6 +72,7 @@ export class CollectedGauge extends Metric<Entry> {
         value: 0,
         listed: true,
         sent: Number.NaN,
+        reportId: -1,
       }
       entries.set(key, e)
     }
@@ -83,8 +84,8 @@ export class CollectedGauge extends Metric<Entry> {
    * last took them: every one with `all`, or when another reader took them last.
    */
   takeChangedValues(owner: object, all: boolean): readonly GaugeSample[] {
-    const every = all || this.#owner !== owner
-    this.#owner = owner
+    const every = all || !this.trackedBy(owner)
+    this.changes.owner = owner
     const out: Entry[] = []
     for (const e of this.#snapshot().values()) {
       if (!every && e.value === e.sent) continue

@@ -87,6 +87,8 @@ export class HistogramSeries {
   protobuf: Buffer | undefined
   /** Listed as changed in its family's ChangeLog since the tracking reader last took it (or no one tracks). */
   listed = true
+  /** Its number in the tracking reader's reports (metric.ts, `Tracked`). */
+  reportId = -1
   readonly #changes: ChangeLog<HistogramSeries> | undefined
 
   constructor(

@@ -36,6 +36,15 @@ export const seriesKey = (values: readonly string[]): string => values.join('\u0
  * them, so its report costs what changed rather than a scan of every series. A series is listed once
  * (`listed`); a family no one tracks lists nothing.
  */
+/** What a family's series carry for the one reader tracking its changes (the cluster worker's StateReporter). */
+export interface Tracked {
+  readonly labelValues: readonly string[]
+  /** Listed as changed since the tracking reader last took it (or no one tracks). */
+  listed: boolean
+  /** Its number in the tracking reader's reports (−1: none yet); a reader that takes a family over numbers it again. */
+  reportId: number
+}
+
 export class ChangeLog<S extends { listed: boolean }> {
   owner: object | undefined
   list: S[] = []
@@ -47,7 +56,7 @@ export class ChangeLog<S extends { listed: boolean }> {
   }
 }
 
-export abstract class Metric<S extends { readonly labelValues: readonly string[]; listed: boolean }> {
+export abstract class Metric<S extends Tracked> {
   readonly name: string
   readonly help: string
   readonly labelNames: readonly string[]
@@ -91,6 +100,11 @@ export abstract class Metric<S extends { readonly labelValues: readonly string[]
     this.changes.owner = owner
     this.changes.list = []
     for (const s of this.series.values()) s.listed = false
+  }
+
+  /** Whether `owner` is the reader tracking this family's changes (the last to call `trackChanges`). */
+  trackedBy(owner: object): boolean {
+    return this.changes.owner === owner
   }
 
   /** The series changed since `owner` last took them, each once; undefined when `owner` does not track this family. */
