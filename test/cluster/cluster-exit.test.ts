@@ -1,9 +1,11 @@
 import { execFileSync } from 'node:child_process'
 import t from 'tap'
+import type { Test } from 'tap'
 import { startDirectSim } from '../helpers/provider-e2e.ts'
 import { parseMetrics, select, sumOf } from '../helpers/prometheus.ts'
 import type { Sample } from '../helpers/prometheus.ts'
 import { startServerProcess } from '../helpers/server-process.ts'
+import type { ServerProcess } from '../helpers/server-process.ts'
 import { eventually } from '../helpers/eventually.ts'
 import { tapedClient } from '../helpers/realtime.ts'
 import type { TapedClient } from '../helpers/realtime.ts'
@@ -55,6 +57,24 @@ async function firstEvent<T>(url: string, pick: (msg: Record<string, unknown>) =
 }
 
 /** Scrapes `/metrics` every 200 ms, as Prometheus would, comparing each scrape with the one before: a counter-like series that drops or vanishes is a reset. */
+/**
+ * SIGKILLs the first of the primary's two workers and waits for the primary's line about its death;
+ * `atKill` is the scrapes taken before it.
+ */
+async function killOneWorker(t: Test, server: ServerProcess, scraper: { readonly scrapes: number }): Promise<{ victim: number; atKill: number }> {
+  const workers = execFileSync('pgrep', ['-P', String(server.child.pid)], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map(Number)
+  t.equal(workers.length, 2, 'the primary runs two workers')
+  const victim = workers[0]
+  process.kill(victim, 'SIGKILL')
+  const atKill = scraper.scrapes
+  const died = await server.waitForLog((l) => l.msg === 'worker died: starting a new one' && l.pid === victim, 60_000)
+  t.equal(died.signal, 'SIGKILL')
+  return { victim, atKill }
+}
+
 function monotonicScraper(adminUrl: string) {
   let previous = new Map<string, number>()
   const decreases: string[] = []
@@ -165,16 +185,7 @@ t.test('with workers: 2 a worker killed mid-stream leaves every request it had c
   )
   await scraper.next()
 
-  const workers = execFileSync('pgrep', ['-P', String(server.child.pid)], { encoding: 'utf8' })
-    .trim()
-    .split('\n')
-    .map(Number)
-  t.equal(workers.length, 2, 'the primary runs two workers')
-  const victim = workers[0]
-  process.kill(victim, 'SIGKILL')
-  const atKill = scraper.scrapes
-  const died = await server.waitForLog((l) => l.msg === 'worker died: starting a new one' && l.pid === victim, 60_000)
-  t.equal(died.signal, 'SIGKILL')
+  const { atKill } = await killOneWorker(t, server, scraper)
 
   const settled = await Promise.all(results)
   const broken = settled.filter((r) => r.broken).map((r) => r.id)
@@ -299,16 +310,7 @@ t.test(
     // The next scrape makes each worker send the primary its sessions' progress first.
     await scraper.next()
 
-    const workers = execFileSync('pgrep', ['-P', String(server.child.pid)], { encoding: 'utf8' })
-      .trim()
-      .split('\n')
-      .map(Number)
-    t.equal(workers.length, 2, 'the primary runs two workers')
-    const victim = workers[0]
-    process.kill(victim, 'SIGKILL')
-    const atKill = scraper.scrapes
-    const died = await server.waitForLog((l) => l.msg === 'worker died: starting a new one' && l.pid === victim, 60_000)
-    t.equal(died.signal, 'SIGKILL')
+    const { victim, atKill } = await killOneWorker(t, server, scraper)
     // The death is handled (its counts kept, its sessions recorded) before that line: a scrape begun after it sees all of it.
     await scraper.next()
     const m = await scraper.until('the scrape after the death', () => true)
