@@ -228,14 +228,18 @@ export class SteppedJson {
     for (;;) {
       const limit = Math.max(stop, i + 1)
       const view = b.subarray(i, limit)
-      const quote = view.indexOf(0x22)
-      const slash = view.indexOf(0x5c)
-      if (slash >= 0 && (quote < 0 || slash < quote)) {
+      // The window is searched once for each byte: a quote found inside an escape (`\"`) is
+      // searched for again after it, and the escapes before the closing quote are skipped whole.
+      let quote = view.indexOf(0x22)
+      let slash = view.indexOf(0x5c)
+      let at = 0
+      while (slash >= 0 && (quote < 0 || slash < quote)) {
         // `\uXXXX` or a two-byte escape; a malformed one fails in `#take`.
-        i += slash + (b[i + slash + 1] === 0x75 ? 6 : 2)
+        at = slash + (b[i + slash + 1] === 0x75 ? 6 : 2)
         this.#escaped = true
-        if (i > end) return this.#failAt(end)
-        continue
+        if (i + at > end) return this.#failAt(end)
+        if (quote >= 0 && quote < at) quote = view.indexOf(0x22, at)
+        slash = view.indexOf(0x5c, at)
       }
       if (quote >= 0) {
         const close = i + quote
@@ -248,8 +252,10 @@ export class SteppedJson {
         return close + 1
       }
       if (limit >= end) return this.#failAt(end)
-      let cut = limit
-      while (cut > i && !cutsClean(b, cut)) cut--
+      // Past the window's last escape: an escape's end is a clean cut, as is a byte starting a character.
+      const from = i + at
+      let cut = Math.max(limit, from)
+      while (cut > from && !cutsClean(b, cut)) cut--
       if (cut === i) {
         i = limit
         continue

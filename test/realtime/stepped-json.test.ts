@@ -157,6 +157,15 @@ t.test('a step goes through about the room it is given: a 1 MiB audio event in 1
   t.same(tiny, { value: { a: [1, 2, 3] }, failed: false, steps: 1, largest: 13 })
 })
 
+t.test('a string made of escapes is cut into steps of the room like any other, and a quote inside an escape does not end it', async (t) => {
+  const value = `${'\n'.repeat(300_000)}"${'\u00e9'.repeat(100_000)}`
+  const text = Buffer.from(JSON.stringify({ text: value }))
+  const got = stepped(text, 128 * 1024)
+  t.same(got.value, { text: value })
+  t.ok(got.steps >= Math.floor(text.length / (128 * 1024)), `${got.steps} steps for ${text.length} bytes`)
+  t.ok(got.largest <= 128 * 1024 + 6, `the largest step went through ${got.largest} bytes`)
+})
+
 t.test('a key named __proto__ is an own property, as JSON.parse defines it, never the object’s prototype', async (t) => {
   const got = stepped(Buffer.from('{"__proto__":{"polluted":true},"b":1,"b":2}'), 0)
   const value = got.value as Record<string, unknown>
