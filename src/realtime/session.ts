@@ -523,7 +523,7 @@ export class RealtimeSession implements RelayObserver {
       m.json = new SteppedJson(text)
     }
     const done = m.json.step(this.#inflateRoom)
-    this.#inflateRoom -= m.json.used
+    this.#inflateRoom -= m.json.spent
     if (!done) {
       this.#schedule()
       return

@@ -153,8 +153,9 @@ t.test('a step goes through about the room it is given: a 1 MiB audio event in 1
   t.equal(got.steps, Math.ceil(text.length / (128 * 1024)))
   t.equal(got.largest, 128 * 1024)
   t.same(got.value, { type: 'input_audio_buffer.append', event_id: 'e1', audio })
+  // No room still goes through MIN_STEP's worth: these 13 bytes' tokens, eight in the first step.
   const tiny = stepped(Buffer.from('{"a":[1,2,3]}'), 0)
-  t.same(tiny, { value: { a: [1, 2, 3] }, failed: false, steps: 1, largest: 13 })
+  t.same(tiny, { value: { a: [1, 2, 3] }, failed: false, steps: 2, largest: 10 })
 })
 
 t.test('a string made of escapes is cut into steps of the room like any other, and a quote inside an escape does not end it', async (t) => {
@@ -164,6 +165,24 @@ t.test('a string made of escapes is cut into steps of the room like any other, a
   t.same(got.value, { text: value })
   t.ok(got.steps >= Math.floor(text.length / (128 * 1024)), `${got.steps} steps for ${text.length} bytes`)
   t.ok(got.largest <= 128 * 1024 + 6, `the largest step went through ${got.largest} bytes`)
+})
+
+t.test('a text of tiny tokens costs each token beyond its bytes: deep nesting and many keys go in many steps, each within its room', async (t) => {
+  const room = 128 * 1024
+  for (const text of ['['.repeat(1_000) + ']'.repeat(1_000), `{${Array.from({ length: 20_000 }, (_, i) => `"k${i}":${i}`).join(',')}}`]) {
+    const json = new SteppedJson(Buffer.from(text))
+    let steps = 0
+    let spent = 0
+    let over = 0
+    while (!json.step(room)) {
+      steps++
+      spent += json.spent
+      if (json.spent > room + 128) over++
+    }
+    t.equal(over, 0, 'no step spends more than its room and one token')
+    t.ok(json.spent >= json.used && spent > 4 * text.length, `${steps + 1} steps spent ${spent} for ${text.length} bytes`)
+    t.ok(isDeepStrictEqual(json.value, JSON.parse(text)), 'the same value as JSON.parse')
+  }
 })
 
 t.test('a key named __proto__ is an own property, as JSON.parse defines it, never the object’s prototype', async (t) => {
