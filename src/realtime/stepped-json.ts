@@ -30,20 +30,26 @@ const MIN_STEP = 1024
  * objects costs more than reading bytes, so a text of tiny tokens (`[[[[…`, 60,000 one-letter
  * keys) would otherwise take 50–100 ms a 128 KiB step.
  */
-export const TOKEN_COST = 128
+const TOKEN_COST = 128
 
 /** One of these precedes every key and value of a JSON text but its first value. */
 const SEPARATORS = [',', '[', '{'] as const
+/**
+ * What a separator costs a whole `JSON.parse` of a turn's room. JSON.parse spends far less a token
+ * than SteppedJson: a text costing a whole turn's room (128 KiB) at 64 a separator took at most
+ * 0.38 ms on Node 20 in the costliest shapes measured (1,800 distinct keys in one object, 2,000
+ * nested arrays or objects; 0.85 ms at 32 a separator).
+ */
+const SEPARATOR_COST = 64
 
 /**
  * What reading a JSON text whole, with one `JSON.parse`, costs of a turn's room, in SteppedJson's
- * units: its bytes, and TOKEN_COST for each `,` `[` `{` in it (a key or a value follows each, so
+ * units: its bytes, and SEPARATOR_COST for each `,` `[` `{` in it (a key or a value follows each, so
  * they bound its tokens; those inside strings count too). Node 20 spends 0.6–5 ns a byte (base64
- * to multi-byte UTF-8) and 20–400 ns a separator (arrays of numbers to many distinct keys or deep
- * nesting), so a text costing `limit` = 128 KiB takes at most about 0.7 ms. Undefined when it costs
- * more than `limit`, found without looking further: deciding costs at most `limit / TOKEN_COST`
- * searches, native ones over the decoded text (`indexOf`; a loop over the bytes in JavaScript
- * costs 10–30 times more for an audio event). The text comes back decoded for `JSON.parse`.
+ * to multi-byte UTF-8). Undefined when it costs more than `limit`, found without looking further:
+ * deciding costs at most `limit / SEPARATOR_COST` searches, native ones over the decoded text
+ * (`indexOf`; a loop over the bytes in JavaScript costs 10–30 times more for an audio event). The
+ * text comes back decoded for `JSON.parse`.
  */
 export function wholeCost(bytes: Buffer, limit: number): { readonly text: string; readonly cost: number } | undefined {
   if (bytes.length > limit) return undefined
@@ -51,7 +57,7 @@ export function wholeCost(bytes: Buffer, limit: number): { readonly text: string
   let cost = bytes.length
   for (const c of SEPARATORS) {
     for (let i = text.indexOf(c); i >= 0; i = text.indexOf(c, i + 1)) {
-      cost += TOKEN_COST
+      cost += SEPARATOR_COST
       if (cost > limit) return undefined
     }
   }

@@ -267,8 +267,8 @@ t.test('a large inflated message is parsed over turns too: its text read exactly
 t.test('an uncompressed message whose parse fits a turn but not what is left of this one is parsed whole at the next turn’s start, keeping its arrival time', async (t) => {
   const { s, responses, fromServer } = session('openai', '/v1/realtime')
   const append = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'input_audio_buffer.append', audio: 'A'.repeat(100 * 1024) })), true)
-  // 300 keys: about 3 KB, and 300 tokens' cost of a turn's room (42 KB in all).
-  const pad = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, i]))
+  // 600 keys: about 7 KB, costing 45 KB of a turn's room in all; 28 KB are left after the append.
+  const pad = Object.fromEntries(Array.from({ length: 600 }, (_, i) => [`k${i}`, i]))
   const create = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'response.create', response: { metadata: pad } })), true)
   s.data('client', Buffer.concat([append, create]), 100)
   t.ok(s.held >= create.length - 8, 'the response.create waits for the next turn')
