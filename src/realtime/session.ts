@@ -78,7 +78,8 @@ const MAX_REASON = 123
  * Inflating and parsing are synchronous and their cost is not bounded by the bytes read, so one
  * event-loop turn does about INFLATE_TURN of work for one session, counted as bytes of output
  * inflated (each compressed message INFLATE_CALL more, for the call) and what parsing costs
- * (`wholeCost`, SteppedJson's `spent`: a text of tiny tokens costs far more than its bytes); a
+ * (`wholeCost`, SteppedJson's `spent`: a text of tiny tokens costs far more than its bytes; the
+ * bytes of a message parsed whole are counted once, as inflated when it was compressed); a
  * message costing more goes on in the next turns (sized in bench/lab/inflate-budget.ts). Once a
  * turn's budget is spent, the frames after it wait undecoded (a read of thousands of tiny frames
  * costs the budget, not thousands of messages), and so do later reads, in order, with their
@@ -551,28 +552,31 @@ export class RealtimeSession implements RelayObserver {
 
   /**
    * How a data message's JSON is parsed within the budget, decided here only: whole with one
-   * `JSON.parse` now when its cost fits what is left of this turn's room, whole at the start of the
-   * next turn when it fits a turn, else in steps over turns (SteppedJson), with exactly
-   * `JSON.parse`'s result. `inflated`: a message up to SHARED_UP_TO bytes is a view of the
-   * inflaters' shared output, copied to be kept.
+   * `JSON.parse` now when its cost (`wholeCost`) fits what is left of this turn's room, whole at
+   * the start of the next turn when it fits a turn, else in steps over turns (SteppedJson, its
+   * steps' `spent`), with exactly `JSON.parse`'s result. `inflated`: its bytes were counted, and
+   * a message up to SHARED_UP_TO bytes is a view of the inflaters' shared output, copied to be kept.
    */
   #parse(from: Side, opcode: number, bytes: Buffer, at: number, inflated: boolean): void {
     if (!isJsonMessage(opcode, bytes)) return
     const whole = wholeCost(bytes, INFLATE_TURN)
-    if (whole !== undefined && whole.cost <= this.#inflateRoom) {
-      this.#inflateRoom -= whole.cost
-      this.#parseWhole(from, whole.text, at)
-      return
-    }
     if (whole !== undefined) {
-      this.#reading = { from, opcode, at, inflating: false, whole, json: undefined }
-      this.#schedule()
+      // An inflated message's bytes were counted as they were inflated (inflating a byte costs
+      // about what parsing it whole does), so an audio read is still read in its own turn.
+      const cost = inflated ? whole.cost - bytes.length : whole.cost
+      if (cost <= this.#inflateRoom) {
+        this.#inflateRoom -= cost
+        this.#parseWhole(from, whole.text, at)
+      } else {
+        this.#reading = { from, opcode, at, inflating: false, whole: { text: whole.text, cost }, json: undefined }
+        this.#schedule()
+      }
       return
     }
     const json = new SteppedJson(inflated && bytes.length <= SHARED_UP_TO ? Buffer.from(bytes) : bytes)
     this.#reading = { from, opcode, at, inflating: false, whole: undefined, json }
-    if (this.#inflateRoom > 0) this.#resume()
-    else this.#schedule()
+    // Out of room, a step still goes through SteppedJson's least (1 KiB, a few tokens).
+    this.#resume()
   }
 
   #parseWhole(from: Side, text: string, at: number): void {

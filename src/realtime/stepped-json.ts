@@ -32,8 +32,6 @@ const MIN_STEP = 1024
  */
 const TOKEN_COST = 128
 
-/** One of these precedes every key and value of a JSON text but its first value. */
-const SEPARATORS = [',', '[', '{'] as const
 /**
  * What a separator costs a whole `JSON.parse` of a turn's room. JSON.parse spends far less a token
  * than SteppedJson: a text costing a whole turn's room (128 KiB) at 64 a separator took at most
@@ -41,6 +39,13 @@ const SEPARATORS = [',', '[', '{'] as const
  * nested arrays or objects; 0.85 ms at 32 a separator).
  */
 const SEPARATOR_COST = 64
+
+/** How many times `c` is in `text`, counted up to `most` + 1 at the most. */
+function occurrences(text: string, c: string, most: number): number {
+  let n = 0
+  for (let i = text.indexOf(c); i >= 0 && n <= most; i = text.indexOf(c, i + 1)) n++
+  return n
+}
 
 /**
  * What reading a JSON text whole, with one `JSON.parse`, costs of a turn's room, in SteppedJson's
@@ -54,14 +59,12 @@ const SEPARATOR_COST = 64
 export function wholeCost(bytes: Buffer, limit: number): { readonly text: string; readonly cost: number } | undefined {
   if (bytes.length > limit) return undefined
   const text = bytes.toString('utf8')
-  let cost = bytes.length
-  for (const c of SEPARATORS) {
-    for (let i = text.indexOf(c); i >= 0; i = text.indexOf(c, i + 1)) {
-      cost += SEPARATOR_COST
-      if (cost > limit) return undefined
-    }
-  }
-  return { text, cost }
+  // One of these precedes every key and value but the first value.
+  const most = Math.floor((limit - bytes.length) / SEPARATOR_COST)
+  let n = occurrences(text, ',', most)
+  if (n <= most) n += occurrences(text, '[', most - n)
+  if (n <= most) n += occurrences(text, '{', most - n)
+  return n > most ? undefined : { text, cost: bytes.length + n * SEPARATOR_COST }
 }
 
 interface Container {
