@@ -278,6 +278,8 @@ const foldedTotal = (pass: FoldPass | undefined): number => {
 interface Part {
   from: number
   readonly slot: Slot
+  /** The slot's merged series, held here too: applying a report reads the part, then the series, not the slot between. */
+  readonly series: HistogramSeries | CounterSeries | undefined
   /** The series' labels as its contributor sent them (the group's fold may merge several into one). */
   readonly raw: readonly string[]
   readonly rawKey: string
@@ -396,7 +398,7 @@ class LiveFamily {
         continue
       }
       const prev = part.state
-      const series = slot.series as HistogramSeries
+      const series = part.series as HistogramSeries
       if (observations) {
         if (prev === undefined)
           throw new Error(`${this.metric.name}: series ${id} of contributor ${from} sent observations before its state`)
@@ -416,7 +418,7 @@ class LiveFamily {
       const part = table[id]
       if (part === undefined) continue
       part.exemplars = exemplars
-      const series = part.slot.series as HistogramSeries
+      const series = part.series as HistogramSeries
       if (dirty.has(part.slot)) continue
       series.exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
       mergeExemplars(series.exemplars, exemplars)
@@ -432,6 +434,7 @@ class LiveFamily {
     const part: Part = {
       from,
       slot,
+      series: slot.series,
       raw,
       rawKey,
       value: 0,
@@ -495,6 +498,7 @@ class LiveFamily {
       slot.parts.push({
         from,
         slot,
+        series: slot.series,
         raw: labels,
         rawKey: key,
         value,
