@@ -137,8 +137,9 @@ export class HistogramSeries {
       if (!this.listed) this.#changes?.note(this)
       if (this.logging) {
         const since = this.since
+        // Arrays of their exact length: a push grows one with spare room, kept by every series observed twice until its report.
         if (since === undefined) this.since = [value, weight]
-        else if (since.length < SINCE_MAX) since.push(value, weight)
+        else if (since.length < SINCE_MAX) this.since = [...since, value, weight]
         else {
           this.logging = false
           this.since = undefined
