@@ -475,15 +475,17 @@ t.test('a series observed once or twice since its last report sends those observ
   const sizes = (): number[] => {
     const f = sent[sent.length - 2].families.find((x) => x.name === 'llm_time_to_first_token_seconds')
     const out: number[] = []
-    for (let at = f?.at ?? 0; at < (f?.end ?? 0); at += 2 + Math.abs((f as { data: Float64Array }).data[at + 1]))
-      out.push((f as { data: Float64Array }).data[at + 1])
+    for (let at = f?.at ?? 0; at < (f?.end ?? 0); at += 2 + Math.abs((f as { data: Float64Array }).data[at + 1])) out.push((f as { data: Float64Array }).data[at + 1])
     return out
   }
   observe('once', 0.3)
   observe('twice', 0.3)
   observe('thrice', 0.3)
   await same(t, primary, one, 'first')
-  t.ok(sizes().every((n) => n > 0), 'a series new to the primary sends its state')
+  t.ok(
+    sizes().every((n) => n > 0),
+    'a series new to the primary sends its state',
+  )
   observe('once', 0.4)
   observe('twice', 0.01, 7)
   observe('thrice', 0.3, 0.5, 0.9)
@@ -499,4 +501,23 @@ t.test('a series observed once or twice since its last report sends those observ
   observe('twice', 2 ** 20)
   await same(t, primary, one, 'and after that, its observations again')
   t.equal(sizes()[0], -2, 'at its new schema')
+})
+
+t.test('observations for a series whose state the primary does not hold fail the scrape clearly; the next report, whole, repairs it', async (t) => {
+  const one = families(NATIVE, new Map())
+  const w = new Worker(1, NATIVE)
+  let tamper = false
+  const primary: ClusterMetrics = new ClusterMetrics(async () => {
+    const r = w.report(primary.applied(1))
+    if (!tamper) return { reports: [r], workerIds: [1] }
+    tamper = false
+    // The first series' state sent as two figures of observations: the primary has no state to add them to.
+    const data = Float64Array.from(r.families[0].data)
+    data[r.families[0].at + 1] = -2
+    return { reports: [{ ...r, families: r.families.map((f) => ({ ...f, data })) }], workerIds: [1] }
+  })
+  tamper = true
+  record(w, one, 0)
+  await t.rejects(read(primary.exposition(false)), /llm_time_to_first_token_seconds: series 0 of contributor 1 sent observations before its state/)
+  await same(t, primary, one, 'after the repair')
 })
