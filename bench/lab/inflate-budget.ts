@@ -12,8 +12,9 @@ import { round } from '../stats.ts'
 /**
  * The event-loop time a realtime session's measuring side takes per 64 KiB read of compressed
  * client messages (permessage-deflate, context takeover), at compression ratios from audio's to
- * a decompression bomb's, in one process: (run it with
- * `npm run bench:lab -- inflate-budget [--reads 200] [--runs 5]`). A read a turn of the event loop:
+ * a decompression bomb's, and of uncompressed ones, from audio to texts of tiny tokens whose parse
+ * costs far more than their bytes, in one process: (run it with
+ * `npm run bench:lab -- inflate-budget [--reads 200] [--runs 5] [--only NAME]`). A read a turn of the event loop:
  * each read is timed around `session.data()` (frame decoding, unmasking, inflating, JSON, the
  * protocol), then the turn after it (the messages the session left for later); the target is
  * ≤ 1 ms of CPU per read at any ratio. `cpu_*` are per read: its turn and the one after it
@@ -56,10 +57,13 @@ async function compress(messages: readonly string[]): Promise<Buffer[]> {
   return out
 }
 
-/** A masked client frame with RSV1 (compressed). */
-function frame(payload: Buffer): Buffer {
+/** The messages as they are (sent uncompressed). */
+const plain = async (messages: readonly string[]): Promise<Buffer[]> => messages.map((m) => Buffer.from(m))
+
+/** A masked client frame, with RSV1 when compressed. */
+function frame(payload: Buffer, compressed: boolean): Buffer {
   const f = encodeFrame(Opcode.text, payload, true)
-  f[0] |= 0x40
+  if (compressed) f[0] |= 0x40
   return f
 }
 
@@ -78,13 +82,35 @@ function ratioMessage(ratio: number): string {
   return JSON.stringify({ type: 'input_audio_buffer.append', audio: random + 'A'.repeat(MAX_MESSAGE - 200 - random.length) })
 }
 
-const SCENARIOS: readonly [string, () => Promise<Buffer[]>][] = [
-  ['audio appends (speech)', () => compress(Array.from({ length: 40 }, () => append(randomBytes(4800))))],
-  ['text events', () => compress(Array.from({ length: 2000 }, (_, i) => textDelta(i)))],
-  ['audio appends (silence)', () => compress(Array.from({ length: 400 }, () => append(Buffer.alloc(4800))))],
-  ['1 MiB messages at 50×', () => compress(Array.from({ length: 4 }, () => ratioMessage(50)))],
-  ['1 MiB messages at 150×', () => compress(Array.from({ length: 4 }, () => ratioMessage(150)))],
-  ['bombs: 1 MiB from 1 KiB', () => compress(Array.from({ length: 4 }, () => ratioMessage(1000)))],
+/** An event of about `bytes` whose parse costs far more than its bytes: nested arrays. */
+const nested = (bytes: number): string => `{"type":"session.update","pad":${'['.repeat((bytes - 40) >> 1)}${']'.repeat((bytes - 40) >> 1)}}`
+/** An event of about `bytes` of distinct keys. */
+function keys(bytes: number): string {
+  const parts: string[] = []
+  for (let n = 40, i = 0; n < bytes; i++) {
+    parts.push(`"k${i}":${i}`)
+    n += parts[parts.length - 1].length + 1
+  }
+  return `{"type":"session.update","pad":{${parts.join(',')}}}`
+}
+/** A small event of tiny tokens (1 KiB: 500 numbers). */
+const numbers = (): string => `{"type":"session.update","pad":[${Array.from({ length: 490 }, () => '0').join(',')}]}`
+
+/** Each row: its name, whether its messages are compressed, the messages (compressed ones as permessage-deflate payloads). */
+const SCENARIOS: readonly [string, boolean, () => Promise<Buffer[]>][] = [
+  ['audio appends (speech)', true, () => compress(Array.from({ length: 40 }, () => append(randomBytes(4800))))],
+  ['text events', true, () => compress(Array.from({ length: 2000 }, (_, i) => textDelta(i)))],
+  ['audio appends (silence)', true, () => compress(Array.from({ length: 400 }, () => append(Buffer.alloc(4800))))],
+  ['1 MiB messages at 50×', true, () => compress(Array.from({ length: 4 }, () => ratioMessage(50)))],
+  ['1 MiB messages at 150×', true, () => compress(Array.from({ length: 4 }, () => ratioMessage(150)))],
+  ['bombs: 1 MiB from 1 KiB', true, () => compress(Array.from({ length: 4 }, () => ratioMessage(1000)))],
+  ['uncompressed: speech', false, () => plain(Array.from({ length: 40 }, () => append(randomBytes(4800))))],
+  ['uncompressed: text events', false, () => plain(Array.from({ length: 2000 }, (_, i) => textDelta(i)))],
+  ['uncompressed: 1 KiB of numbers', false, () => plain(Array.from({ length: 200 }, numbers))],
+  ['uncompressed: 64 KiB nested', false, () => plain([nested(64 * 1024)])],
+  ['uncompressed: 64 KiB of keys', false, () => plain([keys(64 * 1024)])],
+  ['uncompressed: 1 MiB nested', false, () => plain([nested(MAX_MESSAGE - 64)])],
+  ['uncompressed: 1 MiB of keys', false, () => plain([keys(MAX_MESSAGE - 64)])],
 ]
 
 function session(): { s: RealtimeSession; summary: () => SessionSummary | undefined } {
@@ -113,18 +139,27 @@ const collect = (globalThis as { gc?: () => void }).gc ?? (() => {})
 
 const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
 console.log(
-  `${READS} reads of 64 KiB of compressed client messages per row, ${RUNS} runs of a fresh session each, a read a turn: ms per turn (wall), CPU ms per read (its turn and the next; a read's median over the runs)`,
+  `${READS} reads of 64 KiB of client messages per row, ${RUNS} runs of a fresh session each, a read a turn: ms per turn (wall), CPU ms per read (its turn and the next; a read's median over the runs)`,
 )
 const rows: Record<string, unknown>[] = []
 // Warm-up: JIT, zlib.
-for (const [, make] of SCENARIOS.slice(0, 2)) {
+for (const [, compressed, make] of SCENARIOS.slice(0, 2)) {
   const { s } = session()
-  for (const r of reads((await make()).map(frame), 20)) s.data('client', r, 0)
+  for (const r of reads(
+    (await make()).map((m) => frame(m, compressed)),
+    20,
+  ))
+    s.data('client', r, 0)
 }
-for (const [name, make] of SCENARIOS) {
+const only = arg('--only', '')
+for (const [name, isCompressed, make] of SCENARIOS) {
+  if (!name.includes(only)) continue
   const messages = await make()
   const compressed = messages.reduce((n, m) => n + m.length, 0)
-  const input = reads(messages.map(frame), READS)
+  const input = reads(
+    messages.map((m) => frame(m, isCompressed)),
+    READS,
+  )
   const times: number[] = []
   /** CPU ms per read, by run. */
   const runs: number[][] = []
@@ -190,7 +225,7 @@ for (const [name, make] of SCENARIOS) {
   times.sort((a, b) => a - b)
   rows.push({
     messages: name,
-    compressed_bytes: Math.round(compressed / messages.length),
+    wire_bytes: Math.round(compressed / messages.length),
     turn_p50_ms: round(quantile(times, 0.5), 3),
     turn_max_ms: round(times[times.length - 1], 3),
     cpu_p50_ms: round(quantile(cpu, 0.5), 3),

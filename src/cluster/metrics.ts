@@ -11,6 +11,7 @@ import {
   addState,
   coreFromState,
   coreState,
+  observeState,
   stateLength,
   writeState,
 } from '../histogram/state.ts'
@@ -54,7 +55,9 @@ interface FamilyReport {
   readonly labels: readonly string[]
   /**
    * The report's figures (one typed array for every family: one structured clone), this family's from `at` to `end`:
-   * per series, its id, then its value (counter, gauge), or its state's length and the state (histogram, state.ts).
+   * per series, its id, then its value (counter, gauge), or its state's length and the state (histogram, state.ts),
+   * or minus the number of figures and the observations since its last report as value, weight pairs (a histogram
+   * whose last state the primary holds, while they are few: HistogramSeries#since).
    */
   readonly data: Float64Array
   readonly at: number
@@ -180,13 +183,27 @@ export class StateReporter {
       }
       if (histogram) {
         const h = s as HistogramSeries
-        const room = at + 2 + stateLength(h.core)
-        if (room > this.#scratch.length) this.#grow(room)
-        const data = this.#scratch
-        data[at] = id
-        const end = writeState(h.core, data, at + 2)
-        data[at + 1] = end - at - 2
-        at = end
+        const since = h.since
+        // The observations since its last report (a few), when the primary holds that state at this schema.
+        if (!renumber && h.logging && since !== undefined && h.core.schema === h.sinceSchema) {
+          if (at + 2 + since.length > this.#scratch.length) this.#grow(at + 2 + since.length)
+          const data = this.#scratch
+          data[at] = id
+          data[at + 1] = -since.length
+          for (let i = 0; i < since.length; i++) data[at + 2 + i] = since[i]
+          at += 2 + since.length
+        } else {
+          const length = stateLength(h.core)
+          if (at + 2 + length > this.#scratch.length) this.#grow(at + 2 + length)
+          const data = this.#scratch
+          data[at] = id
+          const end = writeState(h.core, data, at + 2)
+          data[at + 1] = end - at - 2
+          at = end
+        }
+        h.logging = true
+        h.since = undefined
+        h.sinceSchema = h.core.schema
         if (h.exemplars === undefined) continue
         exemplars ??= []
         exemplars.push([id, [...h.exemplars]])
@@ -261,6 +278,8 @@ const foldedTotal = (pass: FoldPass | undefined): number => {
 interface Part {
   from: number
   readonly slot: Slot
+  /** The slot's merged series, held here too: applying a report reads the part, then the series, not the slot between. */
+  readonly series: HistogramSeries | CounterSeries | undefined
   /** The series' labels as its contributor sent them (the group's fold may merge several into one). */
   readonly raw: readonly string[]
   readonly rawKey: string
@@ -341,9 +360,14 @@ class LiveFamily {
       // A histogram's state is figures `state` to `at` of the report's (read in place).
       let state = -1
       let value = 0
+      let observations = false
       if (histogram) {
-        const length = data[at + 1]
-        if (!(length > CORE_STATE_MIN && at + 2 + length <= report.end))
+        let length = data[at + 1]
+        if (length < 0) {
+          observations = true
+          length = -length
+        }
+        if (!((observations ? length % 2 === 0 : length > CORE_STATE_MIN) && at + 2 + length <= report.end))
           throw new Error(`${this.metric.name}: series ${id} of contributor ${from} has a state of ${length} figures`)
         state = at + 2
         at = state + length
@@ -374,7 +398,15 @@ class LiveFamily {
         continue
       }
       const prev = part.state
-      const series = slot.series as HistogramSeries
+      const series = part.series as HistogramSeries
+      if (observations) {
+        if (prev === undefined)
+          throw new Error(`${this.metric.name}: series ${id} of contributor ${from} sent observations before its state`)
+        const merged = dirty.size === 0 || !dirty.has(slot)
+        observeState(part, data, state, at, this.#bounds, merged ? series.core : undefined)
+        if (merged) invalidate(series)
+        continue
+      }
       if (dirty.size === 0 || !dirty.has(slot)) {
         if (added) addState(series.core, data, state, at)
         else if (prev === undefined || !addIncrease(series.core, prev, part.length, data, state, at)) dirty.add(slot)
@@ -386,7 +418,7 @@ class LiveFamily {
       const part = table[id]
       if (part === undefined) continue
       part.exemplars = exemplars
-      const series = part.slot.series as HistogramSeries
+      const series = part.series as HistogramSeries
       if (dirty.has(part.slot)) continue
       series.exemplars ??= new Array<Exemplar | undefined>(series.counts.length).fill(undefined)
       mergeExemplars(series.exemplars, exemplars)
@@ -402,6 +434,7 @@ class LiveFamily {
     const part: Part = {
       from,
       slot,
+      series: slot.series,
       raw,
       rawKey,
       value: 0,
@@ -465,6 +498,7 @@ class LiveFamily {
       slot.parts.push({
         from,
         slot,
+        series: slot.series,
         raw: labels,
         rawKey: key,
         value,

@@ -1,4 +1,5 @@
 import { HistogramCore } from './histogram-core.ts'
+import { bucketIndex } from './mapping.ts'
 
 /**
  * A HistogramCore's figures in one Float64Array, cheap to structured-clone to the cluster primary: schema (NaN:
@@ -176,4 +177,126 @@ export function addIncrease(
   if (next[at + 6] < core.min) core.min = next[at + 6]
   if (next[at + 7] > core.max) core.max = next[at + 7]
   return true
+}
+
+/** A kept state with room to grow in place (the cluster primary's part of a merged series): its first `length` figures. */
+export interface StateRoom {
+  state: CoreState | undefined
+  length: number
+}
+
+/** Figures a kept state grows by when it moves (a few more buckets before it moves again). */
+const ROOM = 8
+
+/** `room`'s state with room for `more` figures beyond its length (moved when it has not). */
+function roomFor(room: StateRoom, more: number): CoreState {
+  const state = room.state as CoreState
+  if (room.length + more <= state.length) return state
+  const grown = new Float64Array(room.length + more + ROOM)
+  grown.set(state.subarray(0, room.length))
+  room.state = grown
+  return grown
+}
+
+/**
+ * Observations (value, weight pairs, figures `at` to `end` of `values`) added to a kept state in place, exactly as
+ * `HistogramCore#observe` adds them to the core the state was taken from (same order: the same float sum), and their
+ * increase added to `core` (the merged series; undefined: merged again later) as `addIncrease` would add it. The
+ * sender's core kept its schema meanwhile (else it sends its state), so no observation lowers it here.
+ */
+export function observeState(
+  room: StateRoom,
+  values: Float64Array,
+  at: number,
+  end: number,
+  bounds: Float64Array | undefined,
+  core: HistogramCore | undefined,
+): void {
+  let state = room.state as CoreState
+  const schema = stateSchema(state)
+  const zero = state[1]
+  const count = state[3]
+  const sum = state[4]
+  const zeroCount = state[5]
+  for (let i = at; i + 1 < end; i += 2) {
+    const value = values[i]
+    const weight = values[i + 1]
+    state[3] += weight
+    state[4] += value * weight
+    if (value < state[6]) state[6] = value
+    if (value > state[7]) state[7] = value
+    if (schema !== undefined) {
+      if ((value <= zero && value >= -zero) || value < 0) state[5] += weight
+      else {
+        const index = bucketIndex(value, schema)
+        state = addPair(room, state, index, weight)
+        if (core !== undefined && core.schema !== undefined) core.addBucket(index, schema, weight)
+      }
+    }
+    if (bounds === undefined || state[CLASSIC_AT] < 0) continue
+    let lo = 0
+    let hi = bounds.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (bounds[mid] < value) lo = mid + 1
+      else hi = mid
+    }
+    state = addClassic(room, state, lo, weight)
+    if (core?.classic !== undefined) core.classic[lo] += weight
+  }
+  if (core === undefined || state[3] === count) return
+  core.count += state[3] - count
+  core.sum += state[4] - sum
+  core.zeroCount += state[5] - zeroCount
+  if (state[6] < core.min) core.min = state[6]
+  if (state[7] > core.max) core.max = state[7]
+}
+
+/** `weight` added to exponential bucket `index` of a kept state (a pair inserted in index order when new). */
+function addPair(room: StateRoom, state: CoreState, index: number, weight: number): CoreState {
+  const first = CLASSIC_FROM + Math.max(0, state[CLASSIC_AT])
+  // The first pair whose index is not below `index` (pairs ascend by index).
+  let lo = 0
+  let hi = (room.length - first) / 2
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (state[first + 2 * mid] < index) lo = mid + 1
+    else hi = mid
+  }
+  const k = first + 2 * lo
+  if (k < room.length && state[k] === index) {
+    state[k + 1] += weight
+    return state
+  }
+  const out = roomFor(room, 2)
+  out.copyWithin(k + 2, k, room.length)
+  out[k] = index
+  out[k + 1] = weight
+  room.length += 2
+  return out
+}
+
+/** `weight` added to classic slot `slot` of a kept state (its run of counts widened to the slot when outside it). */
+function addClassic(room: StateRoom, state: CoreState, slot: number, weight: number): CoreState {
+  const n = state[CLASSIC_AT]
+  const lo = state[CLASSIC_AT + 1]
+  if (n > 0 && slot >= lo && slot < lo + n) {
+    state[CLASSIC_FROM + slot - lo] += weight
+    return state
+  }
+  const from = n > 0 ? Math.min(lo, slot) : slot
+  const to = n > 0 ? Math.max(lo + n, slot + 1) : slot + 1
+  const more = to - from - n
+  const out = roomFor(room, more)
+  // The pairs move up by the slots added; the run's counts by those added below it.
+  out.copyWithin(CLASSIC_FROM + n + more, CLASSIC_FROM + n, room.length)
+  const below = n > 0 ? lo - from : 0
+  if (below > 0) out.copyWithin(CLASSIC_FROM + below, CLASSIC_FROM, CLASSIC_FROM + n)
+  out.fill(0, CLASSIC_FROM, CLASSIC_FROM + below)
+  out.fill(0, CLASSIC_FROM + below + n, CLASSIC_FROM + to - from)
+  out[CLASSIC_FROM + slot - from] += weight
+  out[CLASSIC_AT] = to - from
+  out[CLASSIC_AT + 1] = from
+  room.length += more
+  return out
 }

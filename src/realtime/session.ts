@@ -15,7 +15,7 @@ import { MORE, MessageInflater, SHARED_UP_TO } from './permessage-deflate.ts'
 import type { DeflateTerms } from './permessage-deflate.ts'
 import type { FinishedResponse, InFlightVisitor, ProtocolContext, RealtimeProtocol } from './protocol.ts'
 import type { RelayEnd, RelayObserver, Side } from './relay.ts'
-import { SteppedJson } from './stepped-json.ts'
+import { SteppedJson, wholeCost } from './stepped-json.ts'
 
 /**
  * One realtime session's measuring state: per direction a frame decoder (and inflater) over a
@@ -75,18 +75,18 @@ export interface RealtimeDeps {
 const MAX_REASON = 123
 
 /**
- * Inflating is synchronous and its cost is not bounded by the bytes read, so one event-loop turn
- * inflates for one session about INFLATE_TURN bytes of output (each message counted INFLATE_CALL
- * more, for its parsing); a larger message goes on in the next turns (sized in
- * bench/lab/inflate-budget.ts). An inflated message over STEPPED_FROM bytes is parsed in steps too,
- * its bytes counted in the same budget: one `JSON.parse` of 1 MiB takes milliseconds. Once a turn's
- * budget is spent, the frames after it wait undecoded (a read of thousands of tiny compressed
- * frames costs the budget, not thousands of messages), and so do later reads, in order, with their
+ * Inflating and parsing are synchronous and their cost is not bounded by the bytes read, so one
+ * event-loop turn does about INFLATE_TURN of work for one session, counted as bytes of output
+ * inflated (each compressed message INFLATE_CALL more, for the call) and what parsing costs
+ * (`wholeCost`, SteppedJson's `spent`: a text of tiny tokens costs far more than its bytes; the
+ * bytes of a message parsed whole are counted once, as inflated when it was compressed); a
+ * message costing more goes on in the next turns (sized in bench/lab/inflate-budget.ts). Once a
+ * turn's budget is spent, the frames after it wait undecoded (a read of thousands of tiny frames
+ * costs the budget, not thousands of messages), and so do later reads, in order, with their
  * arrival times. A session whose waiting bytes exceed twice the message limit stops being measured.
  */
 const INFLATE_TURN = 128 * 1024
 const INFLATE_CALL = 2 * 1024
-const STEPPED_FROM = SHARED_UP_TO
 const BROKEN_CALL = 256
 
 /** A read, or its rest, not decoded yet. */
@@ -95,6 +95,20 @@ interface Waiting {
   readonly chunk: Buffer
   offset: number
   readonly at: number
+}
+
+/**
+ * The message being read over turns (later ones wait behind it): being inflated (its inflater holds
+ * it), to be parsed whole at the start of the next turn (`whole`: its cost fits a turn, not what was
+ * left of this one), or being parsed in steps (`json`).
+ */
+interface Reading {
+  readonly from: Side
+  readonly opcode: number
+  readonly at: number
+  readonly inflating: boolean
+  readonly whole: { readonly text: string; readonly cost: number } | undefined
+  readonly json: SteppedJson | undefined
 }
 
 /** Which protocol a message speaks: OpenAI's events have a string `type`, Gemini's a known top-level key. */
@@ -138,13 +152,7 @@ export class RealtimeSession implements RelayObserver {
   #waiting: Waiting[] = []
   #waitingHead = 0
   #waitingBytes = 0
-  /**
-   * The compressed message being inflated over turns (its inflater holds it), then parsed over turns
-   * (`json` holds it); later ones wait behind it.
-   */
-  #inflating:
-    | { readonly from: Side; readonly opcode: number; readonly at: number; json: SteppedJson | undefined }
-    | undefined
+  #reading: Reading | undefined
   #scheduled = false
   /** The session's connections closed while messages were waiting: it finishes once they are read. */
   #ending: { readonly at: number; readonly end: RelayEnd } | undefined
@@ -239,7 +247,8 @@ export class RealtimeSession implements RelayObserver {
       (this.#decoders?.upstream.held ?? 0) +
       (this.#inflaters?.client.held ?? 0) +
       (this.#inflaters?.upstream.held ?? 0) +
-      (this.#inflating?.json?.held ?? 0) +
+      (this.#reading?.json?.held ?? 0) +
+      (this.#reading?.whole?.text.length ?? 0) +
       this.#waitingBytes
     )
   }
@@ -304,7 +313,7 @@ export class RealtimeSession implements RelayObserver {
     if (end.proxyReason === 'idle' || end.proxyReason === 'total')
       this.#failure ??=
         end.proxyReason === 'idle' ? 'TOKENTAP_ERR_UPSTREAM_IDLE_TIMEOUT' : 'TOKENTAP_ERR_UPSTREAM_TIMEOUT'
-    if (this.#waitingHead < this.#waiting.length || this.#inflating !== undefined) this.#ending = { at, end }
+    if (this.#waitingHead < this.#waiting.length || this.#reading !== undefined) this.#ending = { at, end }
     else this.finish(at, end)
   }
 
@@ -398,12 +407,12 @@ export class RealtimeSession implements RelayObserver {
   #message(from: Side, opcode: number, payload: Buffer | undefined, compressed: boolean): boolean {
     this.#messages[from]++
     this.#read(from, opcode, payload, compressed, this.#at)
-    return this.#inflating === undefined && this.#inflateRoom > 0
+    return this.#reading === undefined && this.#inflateRoom > 0
   }
 
   /** Messages are read in order, so a read waits while one before it is being read or waits. */
   #behind(): boolean {
-    return this.#inflating !== undefined || this.#waitingHead < this.#waiting.length
+    return this.#reading !== undefined || this.#waitingHead < this.#waiting.length
   }
 
   /** Decodes (and reads) the read's frames from its offset until the turn's budget is spent; moves its offset. */
@@ -417,7 +426,7 @@ export class RealtimeSession implements RelayObserver {
     this.#waiting.push(read)
     this.#waitingBytes += read.chunk.length - read.offset
     if (this.#waitingBytes > 2 * this.#deps.maxMessageBytes) {
-      this.#broken ??= `inflate budget: messages waiting to be inflated over ${2 * this.#deps.maxMessageBytes} bytes`
+      this.#broken ??= `inflate budget: messages waiting to be read over ${2 * this.#deps.maxMessageBytes} bytes`
       this.#abandon()
       return
     }
@@ -442,9 +451,11 @@ export class RealtimeSession implements RelayObserver {
           this.#messages[side] += undecoded
         }
       }
-    this.#unread += this.#inflating === undefined ? 0 : 1
-    if (this.#inflating !== undefined) this.#inflaters?.[this.#inflating.from].close()
-    this.#inflating = undefined
+    if (this.#reading !== undefined) {
+      this.#unread++
+      if (this.#reading.inflating) this.#inflaters?.[this.#reading.from].close()
+    }
+    this.#reading = undefined
     this.#waiting = []
     this.#waitingHead = 0
     this.#waitingBytes = 0
@@ -455,9 +466,9 @@ export class RealtimeSession implements RelayObserver {
     if (this.#finished) return
     this.#inflateRoom = INFLATE_TURN
     try {
-      if (this.#inflating !== undefined && this.#broken === undefined) this.#resume()
+      if (this.#reading !== undefined && this.#broken === undefined) this.#resume()
       while (
-        this.#inflating === undefined &&
+        this.#reading === undefined &&
         this.#waitingHead < this.#waiting.length &&
         this.#broken === undefined &&
         this.#inflateRoom > 0
@@ -471,7 +482,7 @@ export class RealtimeSession implements RelayObserver {
     } catch (err) {
       this.#broken = `measuring failed: ${(err as Error).message}`.slice(0, 200)
     }
-    if (this.#broken === undefined && (this.#inflating !== undefined || this.#waitingHead < this.#waiting.length)) {
+    if (this.#broken === undefined && (this.#reading !== undefined || this.#waitingHead < this.#waiting.length)) {
       this.#schedule()
       return
     }
@@ -488,7 +499,7 @@ export class RealtimeSession implements RelayObserver {
       return
     }
     if (!compressed) {
-      this.#parse(from, opcode, payload, at)
+      this.#parse(from, opcode, payload, at, false)
       return
     }
     if (inflater === undefined) {
@@ -498,46 +509,80 @@ export class RealtimeSession implements RelayObserver {
     // A direction whose deflate context broke inflates nothing more: its messages cost their decoding.
     this.#inflateRoom -= inflater.broken === undefined ? INFLATE_CALL : payload.length + BROKEN_CALL
     inflater.begin(payload)
-    this.#inflating = { from, opcode, at, json: undefined }
+    this.#reading = { from, opcode, at, inflating: true, whole: undefined, json: undefined }
     this.#resume()
   }
 
-  /** Inflates (then parses) the message begun as far as this turn's room goes; it is read once whole. */
+  /** Goes on with the message being read as far as this turn's room goes; it is dispatched once parsed. */
   #resume(): void {
-    const m = this.#inflating
-    const inflater = m === undefined ? undefined : this.#inflaters?.[m.from]
-    if (m === undefined || inflater === undefined) return
-    if (m.json === undefined) {
+    const m = this.#reading
+    if (m === undefined) return
+    if (m.inflating) {
+      const inflater = this.#inflaters?.[m.from]
+      if (inflater === undefined) return
       const text = inflater.step(this.#inflateRoom)
       this.#inflateRoom -= inflater.produced
       if (text === MORE) {
         this.#schedule()
         return
       }
-      if (text === undefined || text.length <= STEPPED_FROM || !isJsonMessage(m.opcode, text)) {
-        this.#inflating = undefined
-        if (text === undefined) this.#unread++
-        else this.#parse(m.from, m.opcode, text, m.at)
-        return
-      }
-      m.json = new SteppedJson(text)
+      this.#reading = undefined
+      if (text === undefined) this.#unread++
+      else this.#parse(m.from, m.opcode, text, m.at, true)
+      return
     }
-    const done = m.json.step(this.#inflateRoom)
-    this.#inflateRoom -= m.json.spent
+    if (m.whole !== undefined) {
+      // The start of a turn: its room holds the whole message's cost.
+      this.#reading = undefined
+      this.#inflateRoom -= m.whole.cost
+      this.#parseWhole(m.from, m.whole.text, m.at)
+      return
+    }
+    const json = m.json as SteppedJson
+    const done = json.step(this.#inflateRoom)
+    this.#inflateRoom -= json.spent
     if (!done) {
       this.#schedule()
       return
     }
-    this.#inflating = undefined
-    if (m.json.failed) this.#unread++
-    else this.#dispatch(m.from, m.json.value, m.at)
+    this.#reading = undefined
+    if (json.failed) this.#unread++
+    else this.#dispatch(m.from, json.value, m.at)
   }
 
-  #parse(from: Side, opcode: number, text: Buffer, at: number): void {
-    if (!isJsonMessage(opcode, text)) return
+  /**
+   * How a data message's JSON is parsed within the budget, decided here only: whole with one
+   * `JSON.parse` now when its cost (`wholeCost`) fits what is left of this turn's room, whole at
+   * the start of the next turn when it fits a turn, else in steps over turns (SteppedJson, its
+   * steps' `spent`), with exactly `JSON.parse`'s result. `inflated`: its bytes were counted, and
+   * a message up to SHARED_UP_TO bytes is a view of the inflaters' shared output, copied to be kept.
+   */
+  #parse(from: Side, opcode: number, bytes: Buffer, at: number, inflated: boolean): void {
+    if (!isJsonMessage(opcode, bytes)) return
+    const whole = wholeCost(bytes, INFLATE_TURN)
+    if (whole !== undefined) {
+      // An inflated message's bytes were counted as they were inflated (inflating a byte costs
+      // about what parsing it whole does), so an audio read is still read in its own turn.
+      const cost = inflated ? whole.cost - bytes.length : whole.cost
+      if (cost <= this.#inflateRoom) {
+        this.#inflateRoom -= cost
+        this.#parseWhole(from, whole.text, at)
+      } else {
+        this.#reading = { from, opcode, at, inflating: false, whole: { text: whole.text, cost }, json: undefined }
+        this.#schedule()
+      }
+      return
+    }
+    const json = new SteppedJson(inflated && bytes.length <= SHARED_UP_TO ? Buffer.from(bytes) : bytes)
+    this.#reading = { from, opcode, at, inflating: false, whole: undefined, json }
+    // Out of room, a step still goes through SteppedJson's least (1 KiB, a few tokens).
+    this.#resume()
+  }
+
+  #parseWhole(from: Side, text: string, at: number): void {
     let message: unknown
     try {
-      message = JSON.parse(text.toString('utf8'))
+      message = JSON.parse(text)
     } catch {
       this.#unread++
       return

@@ -3,7 +3,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { ClusterMetrics, StateReporter } from '../../src/cluster/metrics.ts'
 import { HistogramCore } from '../../src/histogram/histogram-core.ts'
-import { addIncrease, addState, coreFromState, coreState } from '../../src/histogram/state.ts'
+import { addIncrease, addState, coreFromState, coreState, observeState } from '../../src/histogram/state.ts'
 import type { CoreState } from '../../src/histogram/state.ts'
 import type { WorkerMetrics } from '../../src/cluster/metrics.ts'
 import { requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
@@ -86,12 +86,12 @@ async function same(t: Test, primary: ClusterMetrics, one: Families, what: strin
   t.same(decoded(await read(primary.protobuf())), decoded(await read((single.protobuf as () => AsyncGenerator<Buffer[]>)())), `${what}: the protobuf series`)
 }
 
-/** The series a report carries: its families' ids (histogram states skipped). */
+/** The series a report carries: its families' ids (histogram states and observations skipped). */
 function seriesIn(report: WorkerMetrics): Map<string, number> {
   const out = new Map<string, number>()
   for (const f of report.families) {
     let n = 0
-    for (let at = f.at; at < f.end; n++) at += f.name === 'llm_time_to_first_token_seconds' ? 2 + f.data[at + 1] : 2
+    for (let at = f.at; at < f.end; n++) at += f.name === 'llm_time_to_first_token_seconds' ? 2 + Math.abs(f.data[at + 1]) : 2
     out.set(f.name, n)
   }
   return out
@@ -421,4 +421,103 @@ t.test('a state sends the classic counts from the first slot that is not 0 to th
   const merged = new HistogramCore({ schema: 3, maxBuckets: 0, bounds })
   t.ok(addIncrease(merged, empty, empty.length, state), 'from nothing to three observations')
   t.same([...(merged.classic ?? [])], [0, 0, 2, 0, 1, 0], 'the increase in the slots it fell in')
+})
+
+t.test('observations added to a kept state give exactly the state of the core that observed them, and add to the merge what its increase would', async (t) => {
+  const bounds = Float64Array.from([0.01, 0.1, 1, 10, 100])
+  // Each run starts from a core holding `from` and observes `then` (value, weight pairs): new buckets below, between and
+  // above those held, classic slots below and above the counts sent, the zero bucket, a negative value, +Inf.
+  const cases: [string, number | undefined, number[], number[]][] = [
+    ['into buckets held', 3, [0.5, 0.7], [0.5, 1, 0.7, 2]],
+    ['a new bucket below, between and above, a classic slot below and above', 3, [0.5, 50], [0.002, 1, 5, 3, 500, 1, 0.3, 1]],
+    ['from an empty core', 3, [], [0.5, 1, 0.05, 2]],
+    ['the zero bucket, a negative value, past the last bound', 3, [2], [0, 1, -1, 1, 1e6, 3]],
+    ['classic buckets only', undefined, [0.5], [0.002, 1, 500, 2]],
+    ['many new buckets: the state moves to a larger room', 3, [1], Array.from({ length: 40 }, (_, i) => [2 ** (i / 3 - 6), 1]).flat()],
+  ]
+  for (const [what, schema, from, then] of cases) {
+    const worker = new HistogramCore({ schema, maxBuckets: 0, bounds })
+    for (const v of from) worker.observe(v)
+    const kept = coreState(worker)
+    const merged = coreFromState(kept, bounds)
+    const room = { state: Float64Array.from(kept), length: kept.length }
+    for (let i = 0; i < then.length; i += 2) worker.observe(then[i], then[i + 1])
+    observeState(room, Float64Array.from(then), 0, then.length, bounds, merged)
+    const now = coreState(worker)
+    t.same([...(room.state as Float64Array).subarray(0, room.length)], [...now], `${what}: the kept state is the core's`)
+    t.same([...coreState(merged)], [...now], `${what}: the merge grew by what the core did`)
+    const dirty = { state: Float64Array.from(kept), length: kept.length }
+    observeState(dirty, Float64Array.from(then), 0, then.length, bounds, undefined)
+    t.same([...(dirty.state as Float64Array).subarray(0, dirty.length)], [...now], `${what}: without a merge to add to, the same state`)
+  }
+  const none = new HistogramCore({ schema: 3, maxBuckets: 0 })
+  none.observe(0.5)
+  const room = { state: coreState(none), length: coreState(none).length }
+  none.observe(4, 2)
+  observeState(room, Float64Array.from([4, 2]), 0, 2, undefined, undefined)
+  t.same([...(room.state as Float64Array).subarray(0, room.length)], [...coreState(none)], 'a family with no classic buckets')
+})
+
+t.test('a series observed once or twice since its last report sends those observations, one observed more or whose schema was lowered sends its state, and the merge stays exact', async (t) => {
+  // At schema 3 and 12 buckets at most, the values below stay in 12 buckets until the far apart ones.
+  const narrow: NativeOptions = { schema: 3, zeroThreshold: 2 ** -128, maxBuckets: 12 }
+  const one = families(narrow, new Map())
+  const w = new Worker(1, narrow)
+  const sent: WorkerMetrics[] = []
+  const primary: ClusterMetrics = new ClusterMetrics(async () => {
+    sent.push(w.report(primary.applied(1)))
+    return { reports: [sent[sent.length - 1]], workerIds: [1] }
+  })
+  const observe = (model: string, ...values: number[]): void => {
+    for (const v of values) for (const f of [w.f, one]) f.latency.labels('/a', model).observe(v)
+  }
+  /** Each TTFT series of the report before the last (`same` scrapes twice): its state's length, or minus its observations' figures. */
+  const sizes = (): number[] => {
+    const f = sent[sent.length - 2].families.find((x) => x.name === 'llm_time_to_first_token_seconds')
+    const out: number[] = []
+    for (let at = f?.at ?? 0; at < (f?.end ?? 0); at += 2 + Math.abs((f as { data: Float64Array }).data[at + 1])) out.push((f as { data: Float64Array }).data[at + 1])
+    return out
+  }
+  observe('once', 0.3)
+  observe('twice', 0.3)
+  observe('thrice', 0.3)
+  await same(t, primary, one, 'first')
+  t.ok(
+    sizes().every((n) => n > 0),
+    'a series new to the primary sends its state',
+  )
+  observe('once', 0.4)
+  observe('twice', 0.01, 7)
+  observe('thrice', 0.3, 0.5, 0.9)
+  await same(t, primary, one, 'after one, two and three observations')
+  const [once, twice, thrice] = sizes()
+  t.same([once, twice], [-2, -4], 'one and two observations go as value, weight pairs')
+  t.ok(thrice > 0, 'three go as the state')
+  // Far apart values: their range is too wide for 12 buckets at schema 3, so the worker lowers its schema.
+  observe('once', 0.5)
+  observe('twice', 2 ** 20, 2 ** -20)
+  await same(t, primary, one, 'after a lowered schema')
+  t.ok(sizes()[1] > 0, 'a series whose schema was lowered since its last report sends its state')
+  observe('twice', 2 ** 20)
+  await same(t, primary, one, 'and after that, its observations again')
+  t.equal(sizes()[0], -2, 'at its new schema')
+})
+
+t.test('observations for a series whose state the primary does not hold fail the scrape clearly; the next report, whole, repairs it', async (t) => {
+  const one = families(NATIVE, new Map())
+  const w = new Worker(1, NATIVE)
+  let tamper = false
+  const primary: ClusterMetrics = new ClusterMetrics(async () => {
+    const r = w.report(primary.applied(1))
+    if (!tamper) return { reports: [r], workerIds: [1] }
+    tamper = false
+    // The first series' state sent as two figures of observations: the primary has no state to add them to.
+    const data = Float64Array.from(r.families[0].data)
+    data[r.families[0].at + 1] = -2
+    return { reports: [{ ...r, families: r.families.map((f) => ({ ...f, data })) }], workerIds: [1] }
+  })
+  tamper = true
+  record(w, one, 0)
+  await t.rejects(read(primary.exposition(false)), /llm_time_to_first_token_seconds: series 0 of contributor 1 sent observations before its state/)
+  await same(t, primary, one, 'after the repair')
 })

@@ -162,7 +162,7 @@ t.test('messages waiting past twice the message limit: the session is measured n
   s.data('client', frame({ type: 'response.create' }, true), 20)
   s.closed({ first: 'client', abrupt: false }, 30)
   t.equal(sessions.length, 1)
-  t.match(sessions[0].parseError, /^inflate budget: messages waiting to be inflated over 8192 bytes/)
+  t.match(sessions[0].parseError, /^inflate budget: messages waiting to be read over 8192 bytes/)
   t.ok(sessions[0].unread > 0 && sessions[0].unread < 300, `${sessions[0].unread} messages unread`)
   t.equal(sessions[0].messagesFromClient, 300, 'the later message was not decoded')
 })
@@ -262,6 +262,45 @@ t.test('a large inflated message is parsed over turns too: its text read exactly
   t.same(counted, [text, 'last'], 'the large delta’s text is exactly the one sent, then the last delta’s')
   s.closed({ first: 'client', abrupt: false }, 300)
   t.match(sessions[0], { unread: 1, parseError: undefined, messagesFromUpstream: 5 })
+})
+
+t.test('an uncompressed message whose parse fits a turn but not what is left of this one is parsed whole at the next turn’s start, keeping its arrival time', async (t) => {
+  const { s, responses, fromServer } = session('openai', '/v1/realtime')
+  const append = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'input_audio_buffer.append', audio: 'A'.repeat(100 * 1024) })), true)
+  // 600 keys: about 7 KB, costing 45 KB of a turn's room in all; 28 KB are left after the append.
+  const pad = Object.fromEntries(Array.from({ length: 600 }, (_, i) => [`k${i}`, i]))
+  const create = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'response.create', response: { metadata: pad } })), true)
+  s.data('client', Buffer.concat([append, create]), 100)
+  t.ok(s.held >= create.length - 8, 'the response.create waits for the next turn')
+  fromServer({ type: 'response.created', response: { id: 'r1' } }, 200)
+  fromServer({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' }, 250)
+  fromServer({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, 300)
+  t.equal(responses.length, 0, 'the upstream’s messages wait behind it')
+  await nextTurn()
+  t.equal(s.held, 0, 'read in one more turn')
+  t.equal(responses.length, 1)
+  t.equal(responses[0].timing.ttft, 0.15, 'from the response.create’s own read')
+})
+
+t.test('a small compressed message of tiny tokens is parsed in steps from a copy: another session inflating meanwhile changes nothing', async (t) => {
+  const counted: string[] = []
+  const one = deflateSession(1024 * 1024, (text) => {
+    counted.push(text)
+    return 1
+  })
+  const other = deflateSession()
+  const pad = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`k${i}`, i]))
+  one.s.data('upstream', one.frame({ type: 'response.created', response: { id: 'r1' } }, false), 10)
+  one.s.data('upstream', one.frame({ type: 'response.output_text.delta', response_id: 'r1', pad, delta: 'exact words' }, false), 20)
+  t.ok(one.s.held > 0, 'parsing in steps')
+  let turns = 0
+  while (one.s.held > 0) {
+    other.s.data('upstream', other.frame({ type: 'response.output_text.delta', response_id: 'r9', delta: 'z'.repeat(30_000) }, false), 30)
+    await nextTurn()
+    turns++
+  }
+  t.ok(turns >= 2, `read over ${turns} turns`)
+  t.same(counted, ['exact words'], 'the text sent, though the shared output was written over')
 })
 
 t.test('a session that finishes while a large message is half parsed counts it unread', async (t) => {

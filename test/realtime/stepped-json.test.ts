@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
-import { SteppedJson } from '../../src/realtime/stepped-json.ts'
+import { SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
 import { createRng } from '../../src/sim/rng.ts'
 
 /** Parses `text` in steps of `room` bytes; the largest step's bytes beside the result. */
@@ -183,6 +183,24 @@ t.test('a text of tiny tokens costs each token beyond its bytes: deep nesting an
     t.ok(json.spent >= json.used && spent > 4 * text.length, `${steps + 1} steps spent ${spent} for ${text.length} bytes`)
     t.ok(isDeepStrictEqual(json.value, JSON.parse(text)), 'the same value as JSON.parse')
   }
+})
+
+t.test('what a whole JSON.parse costs: the bytes and 64 a separator, undefined past the limit; the text decoded as JSON.parse reads it', async (t) => {
+  const limit = 128 * 1024
+  const SEPARATOR = 64
+  const audio = Buffer.from(JSON.stringify({ type: 'input_audio_buffer.append', audio: 'QUJD+/=='.repeat(800) }))
+  t.same(wholeCost(audio, limit), { text: audio.toString('utf8'), cost: audio.length + 2 * SEPARATOR }, 'an audio event: its bytes, its brace and its comma')
+  const delta = Buffer.from('{"type":"response.output_text.delta","delta":"a, [b] {c}"}')
+  t.equal(wholeCost(delta, limit)?.cost, delta.length + 5 * SEPARATOR, 'separators inside strings count too: a bound')
+  const invalid = Buffer.from([0x7b, 0x22, 0xff, 0xe2, 0x82, 0x22, 0x3a, 0x31, 0x7d])
+  t.equal(wholeCost(invalid, limit)?.text, invalid.toString('utf8'), 'malformed UTF-8 decoded as the session decodes it for JSON.parse')
+  const nested = Buffer.from(`${'['.repeat(2047)}${']'.repeat(2047)}`)
+  t.equal(wholeCost(nested, limit), undefined, '2,047 nested arrays cost more than 128 KiB')
+  t.equal(wholeCost(nested, 4094 + 2047 * SEPARATOR)?.cost, 4094 + 2047 * SEPARATOR, 'exactly at the limit is whole')
+  t.equal(wholeCost(Buffer.alloc(limit + 1, 0x20), limit), undefined, 'more bytes than the limit, undecoded')
+  const keys = Buffer.from(`{${Array.from({ length: 2000 }, (_, i) => `"k${i}":${i}`).join(',')}}`)
+  t.equal(wholeCost(keys, limit), undefined, '2,000 keys in 25 KB cost more than 128 KiB')
+  t.equal(wholeCost(keys.subarray(0, 1000), limit)?.cost, 1000 + 111 * SEPARATOR, 'what a text holds, parsed or not, is what counts')
 })
 
 t.test('a key named __proto__ is an own property, as JSON.parse defines it, never the object’s prototype', async (t) => {

@@ -64,6 +64,12 @@ interface LineBytes {
   readonly count: Buffer
 }
 
+/**
+ * Figures of observations a series keeps for its next report: two observations, what a request adds to most series
+ * (beyond them the state is sent, which the primary merges for less than many observations one by one).
+ */
+const SINCE_MAX = 4
+
 export class HistogramSeries {
   readonly labelValues: readonly string[]
   /** Rendered `a="x",b="y"` of this series' labels. */
@@ -89,6 +95,15 @@ export class HistogramSeries {
   listed = true
   /** Its number in the tracking reader's reports (metric.ts, `Tracked`). */
   reportId = -1
+  /**
+   * Set by the tracking reader once it has sent this series' state: the observations since are kept (`since`, value and
+   * weight pairs, at most SINCE_MAX figures) for its next report to send instead of the state (cluster/metrics.ts). Off
+   * in a process no one reads, which keeps nothing.
+   */
+  logging = false
+  since: number[] | undefined
+  /** The schema when `since` began: a series whose schema was lowered meanwhile sends its state. */
+  sinceSchema: number | undefined
   readonly #changes: ChangeLog<HistogramSeries> | undefined
 
   constructor(
@@ -120,6 +135,16 @@ export class HistogramSeries {
       this.expositionWithExemplars = undefined
       this.protobuf = undefined
       if (!this.listed) this.#changes?.note(this)
+      if (this.logging) {
+        const since = this.since
+        // Arrays of their exact length: a push grows one with spare room, kept by every series observed twice until its report.
+        if (since === undefined) this.since = [value, weight]
+        else if (since.length < SINCE_MAX) this.since = [...since, value, weight]
+        else {
+          this.logging = false
+          this.since = undefined
+        }
+      }
     }
     return slot
   }
