@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Job } from './load-client.ts'
 import { evenPlan, requestBody, warmUpJob } from './plans.ts'
-import { cpuMicros, pidOf, startTokentap, stopOnExit } from './proc.ts'
+import { cpuMicros, mainThreadCpuMicros, pidOf, startTokentap, stopOnExit } from './proc.ts'
 import type { TokentapProcess } from './proc.ts'
 import { round } from './stats.ts'
 import { spread } from './verdict.ts'
@@ -74,6 +74,8 @@ export interface OtelPhaseResult {
   readonly ratio_p50: number
   readonly ratios: number[]
   readonly rounds: { readonly off: number; readonly on: number }[]
+  /** Each round's CPU µs per request of the main threads; the rest of a process's is its other threads' (V8's compiler and GC helpers, libuv's pool, the span export's thread). */
+  readonly main_thread_rounds: { readonly off: number; readonly on: number }[]
   readonly requests_per_round: number
   readonly concurrency: number
   readonly chunks: number
@@ -120,7 +122,9 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
   const body = requestBody(evenPlan(o.chunks, 0))
   const streams = (p: TokentapProcess, count: number, id: string): Job => ({ kind: 'streams', url: url(p), body, count, concurrency: o.concurrency, phaseMs: 0, idPrefix: id, detail: false })
   const cpu = (p: TokentapProcess): number => cpuMicros([pidOf(p.proc)])
+  const mainCpu = (p: TokentapProcess): number => mainThreadCpuMicros(pidOf(p.proc))
   const rounds: { off: number; on: number }[] = []
+  const mainRounds: { off: number; on: number }[] = []
   let exportsInRounds = 0
   try {
     for (let r = 0; r < o.rounds; r++) {
@@ -146,6 +150,7 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
         for (let i = 0; i < (o.signal === 'traces' ? 200 : 100) && o.control !== true && sink.exports() === exportsBefore; i++) await new Promise((res) => setTimeout(res, 50))
         await both((name) => o.job(streams(pair[name], o.warmRequests, `otel-warm3-${r}-${name}`)))
         const c0 = { off: cpu(off), on: cpu(on) }
+        const m0 = { off: mainCpu(off), on: mainCpu(on) }
         const g0 = { off: { ...gc.off }, on: { ...gc.on } }
         const exportsAtStart = sink.exports()
         await both((name) => o.job(streams(pair[name], o.requests, `otel-r${r}-${name}`)))
@@ -161,8 +166,10 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
         }
         exportsInRounds += sink.exports() - exportsAtStart
         const one = { off: (cpu(off) - c0.off) / o.requests, on: (cpu(on) - c0.on) / o.requests }
+        const main = { off: (mainCpu(off) - m0.off) / o.requests, on: (mainCpu(on) - m0.on) / o.requests }
         rounds.push(one)
-        o.log?.(`  otel round ${r}: off ${round(one.off, 1)}, on ${round(one.on, 1)} µs CPU/request (${round(one.on / one.off, 3)})`)
+        mainRounds.push(main)
+        o.log?.(`  otel round ${r}: off ${round(one.off, 1)}, on ${round(one.on, 1)} µs CPU/request (${round(one.on / one.off, 3)}; main threads ${round(main.off, 1)}, ${round(main.on, 1)})`)
         if (traceGc) for (const name of ['off', 'on'] as const) o.log?.(`    gc ${name}: ${describeGc(gc[name], g0[name])}`)
       } finally {
         await Promise.all([stop(off), stop(on)])
@@ -179,6 +186,7 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
     ratio_p50: round(ratio, 3),
     ratios: ratios.map((x) => round(x, 3)),
     rounds: rounds.map((x) => ({ off: round(x.off, 1), on: round(x.on, 1) })),
+    main_thread_rounds: mainRounds.map((x) => ({ off: round(x.off, 1), on: round(x.on, 1) })),
     requests_per_round: o.requests,
     concurrency: o.concurrency,
     chunks: o.chunks,

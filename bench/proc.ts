@@ -36,6 +36,12 @@ function processCpuMicros(pid: number): number {
   return f === undefined ? 0 : (Number(f[11]) + Number(f[12])) * 10_000
 }
 
+/** A process's main thread's CPU time, µs (/proc/PID/task/PID/schedstat; 0 when gone): beside `cpuMicros`, what the other threads spent. */
+export function mainThreadCpuMicros(pid: number): number {
+  const ns = Number(read(`/proc/${pid}/task/${pid}/schedstat`)?.split(' ')[0])
+  return Number.isFinite(ns) ? ns / 1000 : 0
+}
+
 /** CPU time of the processes, µs. */
 export const cpuMicros = (pids: readonly number[]): number => pids.reduce((us, pid) => us + processCpuMicros(pid), 0)
 

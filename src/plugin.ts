@@ -140,7 +140,7 @@ const tokentapPlugin: FastifyPluginAsync<TokentapOptions> = async (app, options)
         : () => logger.warn({ max_label_sets: config.limits.max_label_sets }, FOLD_MESSAGE),
     lengthBandLabel: config.metrics.length_band_label,
     inputLengthBandLabel: config.metrics.input_length_band_label,
-    genAi: otelOn || traces !== undefined,
+    genAi: otelOn,
     tenant: tenant !== undefined,
     traces: traces === undefined ? undefined : traceSampling(traces),
     prices,

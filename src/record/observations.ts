@@ -160,7 +160,7 @@ export interface Observations {
   readonly slo: SloVerdict | undefined
   readonly usageInjected: boolean
   readonly parseError: string | undefined
-  /** `gen_ai.operation.name`, when the request is a GenAI operation and OpenTelemetry is on. */
+  /** `gen_ai.operation.name`, when the request is a GenAI operation and the OTel metrics are on or its span is kept. */
   readonly operation: string | undefined
   /** The response's model, bounded like the model label (OpenTelemetry only). */
   readonly responseModel: string | undefined
@@ -196,7 +196,7 @@ export interface ResponseObservations {
 }
 
 export interface RecordPolicyOptions extends LabelOptions {
-  /** OpenTelemetry is on: work out the GenAI operation and the bounded response model. */
+  /** The OTel metrics are on: work out every request's GenAI operation and bounded response model (spans alone need only a kept one's operation). */
   readonly genAi: boolean
   /** `otel.traces` is on: which requests' spans are kept (trace-sampling.ts). */
   readonly traces?: TraceSampling
@@ -304,6 +304,9 @@ export class RecordPolicy {
     const t = m.timing
     const ok = m.outcome === Outcome.ok
     const genAi = this.#options.genAi
+    const traces = this.#options.traces
+    const trace =
+      who.trace !== undefined && traces !== undefined && keepTrace(who.trace, m, traces) ? who.trace : undefined
     return {
       who,
       labels: set.labels,
@@ -348,15 +351,13 @@ export class RecordPolicy {
       slo: m.slo,
       usageInjected: who.usageInjected,
       parseError: m.parseError,
-      operation: genAi ? genAiOperation(who.method, who.path) : undefined,
+      // Only the OTel metrics read it for every request; a span only when kept (most are sampled out).
+      operation: genAi || trace !== undefined ? genAiOperation(who.method, who.path) : undefined,
       responseModel:
         genAi && who.responseModel !== undefined
           ? this.labels.model(`${route}\u0000response`, who.responseModel)
           : undefined,
-      trace:
-        who.trace !== undefined && this.#options.traces !== undefined && keepTrace(who.trace, m, this.#options.traces)
-          ? who.trace
-          : undefined,
+      trace,
       endedAt: who.tReq + t.e2e * 1000,
       measured: {
         failure: m.failure,

@@ -448,6 +448,16 @@ t.test('what a span carries when the provider reports more, and realtime failure
   }
   const o = policy.observe(who, m)
   t.same(o.trace, { traceId: start.traceId, spanId: start.spanId, parent: undefined }, 'kept by slo_miss at ratio 0')
+  // Spans without the OTel metrics: only a kept request's operation is worked out (its span's name), no bounded response model.
+  const spansOnly = new RecordPolicy({ maxModelsPerRoute: 10, lengthBandLabel: false, genAi: false, traces: { ratio: 0, keep: ['slo_miss'], slowSeconds: 10 } })
+  const kept = spansOnly.observe(who, m)
+  t.equal(kept.operation, 'generate_content', 'a kept span is named by its operation')
+  t.equal(kept.responseModel, undefined)
+  const dropped = spansOnly.observe(
+    { ...who, route: { ...route, slo: undefined } },
+    measure({ tReq: 9_000, tEnd: 9_600, tHeaders: 9_100, statusCode: 200, failure: undefined, clientGone: false, chunks: log, summary: {}, stallSeconds: 1 }),
+  )
+  t.same([dropped.trace, dropped.operation, dropped.responseModel], [undefined, undefined, undefined], 'a sampled-out request works out neither')
   // The SDK's in-memory exporter in place of OTLP: the spans as the processor hands them over.
   const mem = new OtelTraces({
     config,
