@@ -40,6 +40,16 @@ const TOKEN_COST = 128
  */
 const SEPARATOR_COST = 64
 
+/**
+ * The most keys one object of a text may hold (counted as written, a repeated key too); a text
+ * with more is refused, read no further (`failed`). V8 grows an object's dictionary by rehashing it
+ * whole as it passes each size, in one step: past 2,816 keys 0.4 ms, 5,632 0.6–1.4 ms, 11,008
+ * 1.3–2.5 ms, 22,016 2–7 ms, 43,776 5–13 ms (Node 20, adding keys 256 at a time, the worst add);
+ * 4,096 keys keep every rehash well under a turn's 1 ms. Realtime events hold at most hundreds
+ * of keys in one object (docs/realtime.md, docs/performance.md).
+ */
+export const MAX_OBJECT_KEYS = 4096
+
 /** How many times `c` is in `text`, counted up to `most` + 1 at the most. */
 function occurrences(text: string, c: string, most: number): number {
   let n = 0
@@ -54,7 +64,9 @@ function occurrences(text: string, c: string, most: number): number {
  * to multi-byte UTF-8). Undefined when it costs more than `limit`, found without looking further:
  * deciding costs at most `limit / SEPARATOR_COST` searches, native ones over the decoded text
  * (`indexOf`; a loop over the bytes in JavaScript costs 10–30 times more for an audio event). The
- * text comes back decoded for `JSON.parse`.
+ * text comes back decoded for `JSON.parse`. A text it admits holds at most `limit / SEPARATOR_COST`
+ * keys (2,048 for a turn's 128 KiB), within MAX_OBJECT_KEYS, so a whole parse never builds an
+ * object SteppedJson would refuse.
  */
 export function wholeCost(bytes: Buffer, limit: number): { readonly text: string; readonly cost: number } | undefined {
   if (bytes.length > limit) return undefined
@@ -71,6 +83,8 @@ interface Container {
   readonly array: boolean
   readonly value: unknown[] | Record<string, unknown>
   key: string
+  /** An object's keys so far (MAX_OBJECT_KEYS at most). */
+  keys: number
 }
 
 /** `#next`'s bytes: `"` and `\\`. */
@@ -121,7 +135,7 @@ export class SteppedJson {
     this.#b = text
   }
 
-  /** The parsed value once `step` returned true; undefined when the text is not JSON. */
+  /** The parsed value once `step` returned true; undefined when the text is not JSON or holds an object of more than MAX_OBJECT_KEYS keys. */
   get value(): unknown {
     return this.#value
   }
@@ -217,6 +231,7 @@ export class SteppedJson {
 
   #startKey(i: number, c: number): number {
     if (c !== 0x22) return this.#failAt(i)
+    if (++this.#stack[this.#stack.length - 1].keys > MAX_OBJECT_KEYS) return this.#failAt(i)
     this.#isKey = true
     return this.#open(i + 1)
   }
@@ -228,12 +243,12 @@ export class SteppedJson {
       return this.#open(i + 1)
     }
     if (c === 0x7b /* { */) {
-      this.#stack.push({ array: false, value: {}, key: '' })
+      this.#stack.push({ array: false, value: {}, key: '', keys: 0 })
       this.#state = KEY_OR_CLOSE
       return i + 1
     }
     if (c === 0x5b /* [ */) {
-      this.#stack.push({ array: true, value: [], key: '' })
+      this.#stack.push({ array: true, value: [], key: '', keys: 0 })
       this.#state = VALUE_OR_CLOSE
       return i + 1
     }

@@ -18,7 +18,8 @@ const MAX_EVENT = 1024 * 1024
 /** A response.create carrying `pad` (a JSON value) in its metadata. */
 const create = (pad: string): string => `{"type":"response.create","response":{"metadata":{"pad":${pad}}}}`
 const nested = (bytes: number): string => create(`${'['.repeat(bytes >> 1)}${']'.repeat(bytes >> 1)}`)
-const keys = (n: number): string => create(`{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(',')}}`)
+/** `n` distinct keys in objects of `per` keys (an object of more than MAX_OBJECT_KEYS is not read). */
+const keys = (n: number, per: number): string => create(`[${Array.from({ length: n / per }, (_, o) => `{${Array.from({ length: per }, (_, i) => `"k${o * per + i}":${i}`).join(',')}}`).join(',')}]`)
 
 /** The upstream answers each response.create with a response of three text deltas. */
 function answer(send: (event: unknown) => void, id: string): void {
@@ -84,8 +85,8 @@ t.test('a message of 1 MiB of nested arrays, sent uncompressed, is read over tur
   await hostileClient(t, [nested(MAX_EVENT - 100)])
 })
 
-t.test('a message of 60,000 keys, sent uncompressed, is read over turns while another session’s response passes', async (t) => {
-  await hostileClient(t, [keys(60_000)])
+t.test('a message of 60,000 keys in objects of 4,000, sent uncompressed, is read over turns while another session’s response passes', async (t) => {
+  await hostileClient(t, [keys(60_000, 4_000)])
 })
 
 t.test('sixteen messages of 60 KiB of nested arrays, each under the size read in steps before, are read over turns', async (t) => {

@@ -4,6 +4,7 @@ import t from 'tap'
 import { Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
 import type { FinishedResponse } from '../../src/realtime/protocol.ts'
 import { RealtimeSession } from '../../src/realtime/session.ts'
+import { MAX_OBJECT_KEYS } from '../../src/realtime/stepped-json.ts'
 import type { RealtimeDeps, SessionIdentity, SessionSummary } from '../../src/realtime/session.ts'
 import type { RouteRuntime } from '../../src/proxy/exchange.ts'
 import type { EncodingSelector } from '../../src/tokens/tokenizer.ts'
@@ -371,4 +372,29 @@ t.test('a compressed frame on a session that agreed no compression is counted un
   s.data('client', f, 1)
   s.closed({ first: 'client', abrupt: false }, 2)
   t.match(sessions[0].s, { unread: 1, messagesFromClient: 1, responses: 0 })
+})
+
+t.test('a message with an object of more keys than MAX_OBJECT_KEYS is counted unread, its bytes not measured, and the messages after it are read exactly', async (t) => {
+  for (const keys of [MAX_OBJECT_KEYS, MAX_OBJECT_KEYS + 1]) {
+    const counted: string[] = []
+    const { s, responses, sessions, fromServer, fromClient } = session('openai', '/v1/realtime', '', (text) => {
+      counted.push(text)
+      return 1
+    })
+    const pad = Object.fromEntries(Array.from({ length: keys }, (_, i) => [`k${i}`, i]))
+    fromClient({ type: 'response.create' }, 50)
+    fromServer({ type: 'response.created', response: { id: 'r1' } }, 100)
+    fromServer({ type: 'response.output_text.delta', response_id: 'r1', pad, delta: 'padded' }, 150)
+    fromServer({ type: 'response.output_text.delta', response_id: 'r1', delta: 'after é😀' }, 200)
+    fromServer({ type: 'response.output_text.delta', response_id: 'r1', delta: 'last' }, 250)
+    fromServer({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, 300)
+    t.ok(s.held > 0, `${keys} keys: read in steps`)
+    while (responses.length === 0) await nextTurn()
+    const over = keys > MAX_OBJECT_KEYS
+    t.same(counted, over ? ['after é😀', 'last'] : ['padded', 'after é😀', 'last'], `${keys} keys: the deltas read are exactly those sent`)
+    t.equal(responses[0].timing.textDeltas, over ? 2 : 3)
+    t.equal(responses[0].timing.ttft, over ? 0.15 : 0.1, 'the first delta read keeps its own arrival time')
+    s.closed({ first: 'client', abrupt: false }, 400)
+    t.match(sessions[0].s, { unread: over ? 1 : 0, parseError: undefined, messagesFromUpstream: 5 })
+  }
 })

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
-import { SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
+import { MAX_OBJECT_KEYS, SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
 import { createRng } from '../../src/sim/rng.ts'
 
 /** Parses `text` in steps of `room` bytes; the largest step's bytes beside the result. */
@@ -169,7 +169,8 @@ t.test('a string made of escapes is cut into steps of the room like any other, a
 
 t.test('a text of tiny tokens costs each token beyond its bytes: deep nesting and many keys go in many steps, each within its room', async (t) => {
   const room = 128 * 1024
-  for (const text of ['['.repeat(1_000) + ']'.repeat(1_000), `{${Array.from({ length: 20_000 }, (_, i) => `"k${i}":${i}`).join(',')}}`]) {
+  const object = (n: number, from: number): string => `{${Array.from({ length: n }, (_, i) => `"k${from + i}":${i}`).join(',')}}`
+  for (const text of ['['.repeat(1_000) + ']'.repeat(1_000), `[${Array.from({ length: 5 }, (_, i) => object(4_000, i * 4_000)).join(',')}]`]) {
     const json = new SteppedJson(Buffer.from(text))
     let steps = 0
     let spent = 0
@@ -237,4 +238,32 @@ t.test('whitespace, truncation and trailing bytes: refused where JSON.parse refu
     t.equal(got.failed, !ok, JSON.stringify(text))
     t.equal(got.failed, reference(Buffer.from(text)).failed, `as JSON.parse: ${JSON.stringify(text)}`)
   }
+})
+
+t.test('an object of MAX_OBJECT_KEYS keys parses as JSON.parse parses it; one key more refuses the text, as soon as that key starts', async (t) => {
+  t.equal(MAX_OBJECT_KEYS, 4096)
+  const members = (n: number): string => Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(',')
+  const atLimit = Buffer.from(`{"type":"session.update","pad":{${members(MAX_OBJECT_KEYS)}}}`)
+  for (const room of [0, 16 * 1024, 128 * 1024]) {
+    const got = stepped(atLimit, room)
+    t.notOk(got.failed, `at the limit, in steps of ${room}`)
+    t.ok(same(got.value, JSON.parse(atLimit.toString('utf8'))), 'the same value as JSON.parse')
+  }
+  const over = `{"type":"session.update","pad":{${members(MAX_OBJECT_KEYS + 1)}}}`
+  t.notOk(reference(Buffer.from(over)).failed, 'JSON.parse reads it')
+  for (const room of [0, 16 * 1024, 128 * 1024]) {
+    const got = stepped(Buffer.from(over), room)
+    t.ok(got.failed, `one key over the limit is refused, in steps of ${room}`)
+    t.equal(got.value, undefined)
+  }
+  const json = new SteppedJson(Buffer.from(over))
+  let read = 0
+  while (!json.step(1024)) read += json.used
+  t.ok(read + json.used < over.length - 4, 'refused at the key over the limit, the rest unread')
+  const siblings = `{"type":"session.update","a":{${members(MAX_OBJECT_KEYS)}},"b":[{${members(MAX_OBJECT_KEYS)}},{"c":{${members(MAX_OBJECT_KEYS - 3)}}}]}`
+  const got = stepped(Buffer.from(siblings), 64 * 1024)
+  t.notOk(got.failed, 'objects each within the limit, nested and side by side, read however many keys they hold together')
+  t.ok(same(got.value, JSON.parse(siblings)), 'the same value as JSON.parse')
+  const duplicates = `{${Array.from({ length: MAX_OBJECT_KEYS + 1 }, () => '"a":1').join(',')}}`
+  t.ok(stepped(Buffer.from(duplicates), 0).failed, 'keys count as written: a key repeated past the limit is refused too')
 })
