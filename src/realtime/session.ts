@@ -77,7 +77,8 @@ const MAX_REASON = 123
 /**
  * Inflating and parsing are synchronous and their cost is not bounded by the bytes read, so one
  * event-loop turn does about INFLATE_TURN of work for one session, counted as bytes of output
- * inflated (each compressed message INFLATE_CALL more, for the call) and what parsing costs
+ * inflated (each compressed message INFLATE_CALL more, for the call; each uncompressed one READ_CALL,
+ * for reading what it says: a text delta's tokens) and what parsing costs
  * (`wholeCost`, SteppedJson's `spent`: a text of tiny tokens costs far more than its bytes; the
  * bytes of a message parsed whole are counted once, as inflated when it was compressed); a
  * message costing more goes on in the next turns (sized in bench/lab/inflate-budget.ts). Once a
@@ -87,6 +88,7 @@ const MAX_REASON = 123
  */
 const INFLATE_TURN = 128 * 1024
 const INFLATE_CALL = 2 * 1024
+const READ_CALL = 512
 const BROKEN_CALL = 256
 
 /** A read, or its rest, not decoded yet. */
@@ -563,7 +565,7 @@ export class RealtimeSession implements RelayObserver {
     if (whole !== undefined) {
       // An inflated message's bytes were counted as they were inflated (inflating a byte costs
       // about what parsing it whole does), so an audio read is still read in its own turn.
-      const cost = inflated ? whole.cost - bytes.length : whole.cost
+      const cost = inflated ? whole.cost - bytes.length : whole.cost + READ_CALL
       if (cost <= this.#inflateRoom) {
         this.#inflateRoom -= cost
         this.#parseWhole(from, whole.text, at)
@@ -573,6 +575,7 @@ export class RealtimeSession implements RelayObserver {
       }
       return
     }
+    if (!inflated) this.#inflateRoom -= READ_CALL
     const json = new SteppedJson(inflated && bytes.length <= SHARED_UP_TO ? Buffer.from(bytes) : bytes)
     this.#reading = { from, opcode, at, inflating: false, whole: undefined, json }
     // Out of room, a step still goes through SteppedJson's least (1 KiB, a few tokens).

@@ -283,6 +283,23 @@ t.test('an uncompressed message whose parse fits a turn but not what is left of 
   t.equal(responses[0].timing.ttft, 0.15, 'from the response.create’s own read')
 })
 
+t.test('each uncompressed message costs the turn its reading too: 200 tiny text deltas in one read take two turns, in order, each with its read’s time', async (t) => {
+  const { s, responses, fromServer, fromClient } = session('openai', '/v1/realtime')
+  fromClient({ type: 'response.create' }, 100)
+  fromServer({ type: 'response.created', response: { id: 'r1' } }, 200)
+  const delta = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' })), false)
+  const done = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'response.done', response: { id: 'r1', status: 'completed' } })), false)
+  // Parsing alone, 200 deltas cost about 52 KB of a turn's 128 KiB; with reading what each says, about 155 KB.
+  s.data('upstream', Buffer.concat([...Array.from({ length: 200 }, () => delta), done]), 250)
+  t.equal(responses.length, 0, 'not all read in the turn they came in')
+  t.ok(s.held > 0, 'the rest of the read waits')
+  await nextTurn()
+  t.equal(s.held, 0, 'read in one more turn')
+  t.equal(responses.length, 1)
+  t.equal(responses[0].timing.textDeltas, 200)
+  t.equal(responses[0].timing.ttft, 0.15, 'the first delta keeps the time of its read')
+})
+
 t.test('a small compressed message of tiny tokens is parsed in steps from a copy: another session inflating meanwhile changes nothing', async (t) => {
   const counted: string[] = []
   const one = deflateSession(1024 * 1024, (text) => {
