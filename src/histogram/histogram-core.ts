@@ -78,16 +78,9 @@ export class HistogramCore {
     }
     const bounds = this.bounds
     if (bounds === undefined) return 0
-    // Smallest bound ≥ value (le is inclusive).
-    let lo = 0
-    let hi = bounds.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (bounds[mid] < value) lo = mid + 1
-      else hi = mid
-    }
-    ;(this.classic as Float64Array)[lo] += weight
-    return lo
+    const slot = classicSlot(bounds, value)
+    ;(this.classic as Float64Array)[slot] += weight
+    return slot
   }
 
   /**
@@ -229,4 +222,16 @@ export class HistogramCore {
   representative(index: number): number {
     return bucketMidpoint(index, this.schema as number)
   }
+}
+
+/** A value's classic bucket: the smallest bound ≥ value (`le` is inclusive); `bounds.length` is +Inf's. */
+export function classicSlot(bounds: ArrayLike<number>, value: number): number {
+  let lo = 0
+  let hi = bounds.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (bounds[mid] < value) lo = mid + 1
+    else hi = mid
+  }
+  return lo
 }

@@ -1,4 +1,4 @@
-import { HistogramCore } from './histogram-core.ts'
+import { classicSlot, HistogramCore } from './histogram-core.ts'
 import { bucketIndex } from './mapping.ts'
 
 /**
@@ -234,15 +234,9 @@ export function observeState(
       }
     }
     if (bounds === undefined || state[CLASSIC_AT] < 0) continue
-    let lo = 0
-    let hi = bounds.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (bounds[mid] < value) lo = mid + 1
-      else hi = mid
-    }
-    state = addClassic(room, state, lo, weight)
-    if (core?.classic !== undefined) core.classic[lo] += weight
+    const slot = classicSlot(bounds, value)
+    state = addClassic(room, state, slot, weight)
+    if (core?.classic !== undefined) core.classic[slot] += weight
   }
   if (core === undefined || state[3] === count) return
   core.count += state[3] - count
