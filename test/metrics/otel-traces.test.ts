@@ -1,6 +1,9 @@
 import t from 'tap'
 import type { Test } from 'tap'
+import { execFileSync } from 'node:child_process'
 import type { IncomingHttpHeaders } from 'node:http'
+import { pathToFileURL } from 'node:url'
+import { distPath } from '../helpers/paths.ts'
 import { fixture } from '../helpers/fixtures.ts'
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts'
 import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp-receiver.ts'
@@ -276,6 +279,16 @@ t.test('an export thread that cannot start costs one error line and no span, and
     lines.filter((l) => l.level === 50).map((l) => l.msg),
     ['the OTLP traces thread failed: spans are no longer exported'],
   )
+})
+
+t.test('the proxy’s thread loads no OpenTelemetry package for spans: the SDK, its serialiser and exporter load in the export’s thread', async (t) => {
+  // In a fresh process: this one has the SDK loaded already (the in-memory exporter below).
+  const script = `import { createRequire } from 'node:module'
+await import(${JSON.stringify(pathToFileURL(distPath('src/metrics/otel/traces.js')).href)})
+const loaded = Object.keys(createRequire(import.meta.url).cache).filter((k) => k.includes('@opentelemetry'))
+process.stdout.write(JSON.stringify(loaded))`
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })
+  t.same(JSON.parse(out), [], 'no @opentelemetry module in the importing thread')
 })
 
 t.test('a caller’s traceparent is read by the W3C rules; anything invalid is ignored', async (t) => {

@@ -1,5 +1,4 @@
-import { SpanStatusCode } from '@opentelemetry/api'
-import type { Attributes } from '@opentelemetry/api'
+import type { Attributes, SpanStatusCode } from '@opentelemetry/api'
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base'
 import type { Logger } from 'pino'
 import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
@@ -12,7 +11,6 @@ import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
 import { Outcome } from '../../timing/measurement.ts'
 import type { Observations } from '../../record/observations.ts'
 import { sampledAtStart } from '../../timing/trace-sampling.ts'
-import { SpanExport } from './span-export.ts'
 import type { EventRecord, ParentRecord, SpanRecord } from './span-export.ts'
 import { TraceThread } from './trace-thread.ts'
 import { genAiProvider, tracesEndpoint } from './config.ts'
@@ -52,6 +50,12 @@ export interface OtelTracesOptions {
 }
 
 const S = 1 / 1000
+/**
+ * `SpanStatusCode`'s values, typed by @opentelemetry/api: this thread never loads the API or the
+ * SDK (≈ 180 ms of CPU at start, docs/performance.md "Spans"), the export's thread does.
+ */
+const UNSET = 0 as SpanStatusCode.UNSET
+const ERROR = 2 as SpanStatusCode.ERROR
 
 export class OtelTraces {
   readonly #export: SpanSink
@@ -168,7 +172,7 @@ export class OtelTraces {
       durationMs: o.endedAt - who.tReq,
       attributes,
       events,
-      status: failed ? SpanStatusCode.ERROR : SpanStatusCode.UNSET,
+      status: failed ? ERROR : UNSET,
       statusMessage: failed ? o.errorType : undefined,
     })
   }
@@ -248,7 +252,7 @@ export class OtelTraces {
       durationMs: r.end - began,
       attributes,
       events,
-      status: failed ? SpanStatusCode.ERROR : SpanStatusCode.UNSET,
+      status: failed ? ERROR : UNSET,
       statusMessage: failed ? r.detail : undefined,
     })
   }
@@ -290,7 +294,7 @@ export class OtelTraces {
       durationMs: end - who.tReq,
       attributes,
       events: [],
-      status: failed ? SpanStatusCode.ERROR : SpanStatusCode.UNSET,
+      status: failed ? ERROR : UNSET,
       statusMessage: failed ? String(attributes['error.type']) : undefined,
     })
   }
@@ -323,16 +327,25 @@ interface SpanSink {
   shutdown(): Promise<void>
 }
 
-/** The export in this thread, with an injected exporter (tests, benchmarks): what the worker thread runs, without the thread. */
+/**
+ * The export in this thread, with an injected exporter (tests, benchmarks): what the worker thread
+ * runs, without the thread. The SDK is imported only here; spans added before it has loaded wait
+ * for it, in order (a flush comes after them).
+ */
 function inProcess(exporter: SpanExporter, logger: Logger): SpanSink {
-  const spans = new SpanExport(exporter, {
-    failed: (err) => logger.warn({ err }, 'OTLP traces export failed'),
-    recovered: () => logger.info('OTLP traces export works again'),
-  })
+  const spans = import('./span-export.ts').then(
+    ({ SpanExport }) =>
+      new SpanExport(exporter, {
+        failed: (err) => logger.warn({ err }, 'OTLP traces export failed'),
+        recovered: () => logger.info('OTLP traces export works again'),
+      }),
+  )
   return {
-    add: (span) => spans.add(span),
-    flush: () => spans.flush().catch((err: unknown) => logger.debug({ err }, 'OTLP traces flush failed')),
-    shutdown: () => spans.shutdown().catch((err: unknown) => logger.debug({ err }, 'OTLP traces shutdown failed')),
+    add: (span) => void spans.then((s) => s.add(span)),
+    flush: () =>
+      spans.then((s) => s.flush()).catch((err: unknown) => logger.debug({ err }, 'OTLP traces flush failed')),
+    shutdown: () =>
+      spans.then((s) => s.shutdown()).catch((err: unknown) => logger.debug({ err }, 'OTLP traces shutdown failed')),
   }
 }
 
