@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Job } from './load-client.ts'
-import { evenPlan, requestBody, warmUpJob } from './plans.ts'
+import { WARM_UP_COUNT, evenPlan, requestBody, warmUpJob } from './plans.ts'
 import { cpuMicros, mainThreadCpuMicros, pidOf, startTokentap, stopOnExit } from './proc.ts'
 import type { TokentapProcess } from './proc.ts'
 import { round } from './stats.ts'
@@ -19,6 +19,10 @@ import { spread } from './verdict.ts'
  * at once gives both the same contention on a shared machine, which taking turns does not (one
  * process's CPU per request moved by ±40% from turn to turn there). CPU: on-CPU time (all threads, bench/proc.ts) of each
  * tokentap process from /proc; the figure is the median of the rounds' on/off ratios.
+ * Spans (`steadyWarmRequests`): each pair is counted twice, over the first window (a fresh
+ * process, its export's code still being compiled) and, after more requests through both, over
+ * a steady one, which the target judges; the CPU the "on" process spent beyond the steady state
+ * until then is the one-off start cost, a figure of its own (docs/performance.md, "Spans").
  * `control`: both with the export off, how far apart two equal processes measure.
  */
 
@@ -54,6 +58,12 @@ export interface OtelPhaseOptions {
   readonly rounds: number
   /** Short requests through each process of a pair before its round counts (after the usual warm-up). */
   readonly warmRequests: number
+  /**
+   * Traces: after that first window, this many more short requests through both, then a second
+   * window, the steady one the ratio is taken from; the first window's ratio and the one-off start
+   * cost are figures of their own (0: one window, as the metrics round).
+   */
+  readonly steadyWarmRequests?: number
   /** The "on" process's export period (`otel.interval_ms`). */
   readonly intervalMs: number
   /** Both processes with the export off: how far apart two equal processes measure. */
@@ -86,6 +96,15 @@ export interface OtelPhaseResult {
   /** Of those, the exports received within the rounds' counted windows. */
   readonly exports_in_rounds: number
   readonly export_bytes: number
+  /** Traces with a steady window: short requests between the two windows (0 otherwise). */
+  readonly steady_warm_requests: number
+  /** Each round's on/off ratio over its first window (requests WARM_UP_COUNT + warmRequests on), a fresh process's; `ratios` are the steady window's. */
+  readonly fresh_ratios: number[]
+  /** Each round's one-off start cost: CPU ms the "on" process spent beyond "off" until the steady window, less the steady excess per request over its requests until then; and of that, the main thread's. */
+  readonly start_cost_ms: number[]
+  readonly start_cost_main_ms: number[]
+  /** Requests through each process before its first window and before its steady one. */
+  readonly windows_from: { readonly first: number; readonly steady: number }
 }
 
 /** With an even number of rounds (as many in each order), the mean of the two middle ones. */
@@ -125,7 +144,36 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
   const mainCpu = (p: TokentapProcess): number => mainThreadCpuMicros(pidOf(p.proc))
   const rounds: { off: number; on: number }[] = []
   const mainRounds: { off: number; on: number }[] = []
+  const freshRounds: { off: number; on: number }[] = []
+  const startCost: number[] = []
+  const startCostMain: number[] = []
+  const steadyWarm = o.signal === 'traces' && o.control !== true ? (o.steadyWarmRequests ?? 0) : 0
   let exportsInRounds = 0
+  /** One counted window: `o.requests` through both at once, CPU µs per request (all threads, and the main ones). */
+  const counted = async (pair: { off: TokentapProcess; on: TokentapProcess }, both: <T>(f: (p: 'off' | 'on') => Promise<T>) => Promise<[T, T]>, id: string) => {
+    const { off, on } = pair
+    const c0 = { off: cpu(off), on: cpu(on) }
+    const m0 = { off: mainCpu(off), on: mainCpu(on) }
+    const g0 = { off: { ...gc.off }, on: { ...gc.on } }
+    const exportsAtStart = sink.exports()
+    await both((name) => o.job(streams(pair[name], o.requests, `${id}-${name}`)))
+    // Requests are recorded once they end: the last ones are done within this pause.
+    await new Promise((res) => setTimeout(res, 100))
+    // Spans are exported in batches (every 5 s, or at 512): the window ends once a batch has
+    // gone out after its requests, so the export of its own spans is in the figure. Both are
+    // read at that moment, over the same window (the idle tail costs both the same).
+    if (o.signal === 'traces' && o.control !== true) {
+      const exportsAtEnd = sink.exports()
+      for (let i = 0; i < 200 && sink.exports() === exportsAtEnd; i++) await new Promise((res) => setTimeout(res, 50))
+      await new Promise((res) => setTimeout(res, 100))
+    }
+    exportsInRounds += sink.exports() - exportsAtStart
+    if (traceGc) for (const name of ['off', 'on'] as const) o.log?.(`    gc ${name} (${id}): ${describeGc(gc[name], g0[name])}`)
+    return {
+      one: { off: (cpu(off) - c0.off) / o.requests, on: (cpu(on) - c0.on) / o.requests },
+      main: { off: (mainCpu(off) - m0.off) / o.requests, on: (mainCpu(on) - m0.on) / o.requests },
+    }
+  }
   try {
     for (let r = 0; r < o.rounds; r++) {
       round_ = r
@@ -149,28 +197,31 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
         // (The span processor exports every 5 s or at 512 spans: a traces round waits longer.)
         for (let i = 0; i < (o.signal === 'traces' ? 200 : 100) && o.control !== true && sink.exports() === exportsBefore; i++) await new Promise((res) => setTimeout(res, 50))
         await both((name) => o.job(streams(pair[name], o.warmRequests, `otel-warm3-${r}-${name}`)))
-        const c0 = { off: cpu(off), on: cpu(on) }
-        const m0 = { off: mainCpu(off), on: mainCpu(on) }
-        const g0 = { off: { ...gc.off }, on: { ...gc.on } }
-        const exportsAtStart = sink.exports()
-        await both((name) => o.job(streams(pair[name], o.requests, `otel-r${r}-${name}`)))
-        // Requests are recorded once they end: the last ones are done within this pause.
-        await new Promise((res) => setTimeout(res, 100))
-        // Spans are exported in batches (every 5 s, or at 512): the round ends once a batch has
-        // gone out after its requests, so the export of its own spans is in the figure. Both are
-        // read at that moment, over the same window (the idle tail costs both the same).
-        if (o.signal === 'traces' && o.control !== true) {
-          const exportsAtEnd = sink.exports()
-          for (let i = 0; i < 200 && sink.exports() === exportsAtEnd; i++) await new Promise((res) => setTimeout(res, 50))
-          await new Promise((res) => setTimeout(res, 100))
+        const first = await counted(pair, both, `otel-r${r}`)
+        let one = first.one
+        let main = first.main
+        if (steadyWarm > 0) {
+          // The steady state: both warmed further (the export's code is still being compiled in the
+          // first window), then counted again; what the "on" process spent beyond it until then is
+          // its one-off start cost (its requests so far, the warm-up's counted as short ones, at the
+          // steady window's excess).
+          freshRounds.push(first.one)
+          await both((name) => o.job(streams(pair[name], steadyWarm, `otel-warm4-${r}-${name}`)))
+          const before = { off: cpu(off), on: cpu(on) }
+          const beforeMain = { off: mainCpu(off), on: mainCpu(on) }
+          const steady = await counted(pair, both, `otel-s${r}`)
+          one = steady.one
+          main = steady.main
+          const served = WARM_UP_COUNT + o.warmRequests + o.requests + steadyWarm
+          startCost.push((before.on - before.off - (one.on - one.off) * served) / 1000)
+          startCostMain.push((beforeMain.on - beforeMain.off - (main.on - main.off) * served) / 1000)
+          o.log?.(
+            `  round ${r}: requests ${served - o.requests - steadyWarm}–${served - steadyWarm}: ${round(first.one.on / first.one.off, 3)}; from ${served}: steady ${round(one.on / one.off, 3)}; start cost ${round(startCost[r], 0)} ms of CPU (main thread ${round(startCostMain[r], 0)})`,
+          )
         }
-        exportsInRounds += sink.exports() - exportsAtStart
-        const one = { off: (cpu(off) - c0.off) / o.requests, on: (cpu(on) - c0.on) / o.requests }
-        const main = { off: (mainCpu(off) - m0.off) / o.requests, on: (mainCpu(on) - m0.on) / o.requests }
         rounds.push(one)
         mainRounds.push(main)
         o.log?.(`  otel round ${r}: off ${round(one.off, 1)}, on ${round(one.on, 1)} µs CPU/request (${round(one.on / one.off, 3)}; main threads ${round(main.off, 1)}, ${round(main.on, 1)})`)
-        if (traceGc) for (const name of ['off', 'on'] as const) o.log?.(`    gc ${name}: ${describeGc(gc[name], g0[name])}`)
       } finally {
         await Promise.all([stop(off), stop(on)])
       }
@@ -195,6 +246,11 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
     exports_received: sink.exports(),
     exports_in_rounds: exportsInRounds,
     export_bytes: sink.bytes(),
+    steady_warm_requests: steadyWarm,
+    fresh_ratios: freshRounds.map((x) => round(x.on / x.off, 3)),
+    start_cost_ms: startCost.map((x) => round(x, 1)),
+    start_cost_main_ms: startCostMain.map((x) => round(x, 1)),
+    windows_from: { first: WARM_UP_COUNT + o.warmRequests, steady: WARM_UP_COUNT + o.warmRequests + o.requests + steadyWarm },
   }
 }
 
@@ -222,5 +278,8 @@ const describeGc = (t: GcTally, from: GcTally): string =>
 
 /** One line for the report: on vs off and the ratio against the target. */
 export function describeOtel(r: OtelPhaseResult): string {
-  return `${r.cpu_us_per_request.on} µs on vs ${r.cpu_us_per_request.off} µs off = ${r.ratio_p50}× (median of ${r.ratios.length} rounds: ${r.ratios.join(', ')}; ${r.exports_received} exports received, ${r.exports_in_rounds} within the rounds)`
+  const line = `${r.cpu_us_per_request.on} µs on vs ${r.cpu_us_per_request.off} µs off = ${r.ratio_p50}× (median of ${r.ratios.length} rounds: ${r.ratios.join(', ')}; ${r.exports_received} exports received, ${r.exports_in_rounds} within the rounds)`
+  if (r.steady_warm_requests === 0) return line
+  const start = spread(r.start_cost_ms)
+  return `steady: ${line}; first window ${round(median(r.fresh_ratios), 3)}× (${r.fresh_ratios.join(', ')}); one-off start cost ${round(start.median, 0)} ms of CPU (quartiles ${round(start.q1, 0)}–${round(start.q3, 0)}; main thread ${round(median(r.start_cost_main_ms), 0)})`
 }

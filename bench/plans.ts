@@ -46,9 +46,12 @@ export function loadJob(target: Target | string, streams: number, idPrefix: stri
   return { kind: 'streams', ...request(target, evenPlan(LOAD_CHUNKS, LOAD_GAP_MS)), count: streams, concurrency: streams, phaseMs: LOAD_GAP_MS, idPrefix, detail: true }
 }
 
+/** Requests in a warm-up job. */
+export const WARM_UP_COUNT = 300
+
 /** Warm-up before any phase (JIT, connection pools): 300 short streams, 8 at a time. */
 export function warmUpJob(target: Target | string, idPrefix: string): Job {
-  return { kind: 'streams', ...request(target, evenPlan(20, 0)), count: 300, concurrency: 8, phaseMs: 0, idPrefix, detail: false }
+  return { kind: 'streams', ...request(target, evenPlan(20, 0)), count: WARM_UP_COUNT, concurrency: 8, phaseMs: 0, idPrefix, detail: false }
 }
 
 /** The short requests whose CPU is measured: 3 content chunks, no gaps. */

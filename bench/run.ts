@@ -68,6 +68,12 @@ const P = {
   /** Even: as many rounds with either process started and loaded first. */
   otelRounds: QUICK ? 2 : 6,
   otelWarmRequests: QUICK ? 500 : 5000,
+  /**
+   * The traces round's requests between its first window and its steady one: a fresh process's
+   * export thread still spent 2–3 × its steady CPU per span 20–30 s in (bench/lab/trace-rate.ts);
+   * from ≈ 1,200 spans on (12,000 requests) it no longer falls.
+   */
+  tracesSteadyWarmRequests: QUICK ? 500 : 4000,
   otelIntervalMs: Number(argOf('--otel-interval-ms') ?? 1000),
   openStreams: QUICK ? 200 : 1000,
   memoryRepeats: QUICK ? 1 : 3,
@@ -246,13 +252,20 @@ async function main(dir: string): Promise<void> {
       intervalMs: P.otelIntervalMs,
       control: process.argv.includes('--otel-control'),
       signal,
+      steadyWarmRequests: signal === 'traces' ? P.tracesSteadyWarmRequests : 0,
       cpuProfDir,
       traceGc: process.argv.includes('--otel-trace-gc'),
       log,
     })
     log(`  ${describeOtel(r)}`)
     result[signal === 'metrics' ? 'otel_short_requests' : 'traces_short_requests'] = r
-    inputs[signal === 'metrics' ? 'otel' : 'traces'] = r.ratios
+    if (signal === 'metrics') inputs.otel = r.ratios
+    else {
+      inputs.traces = r.ratios
+      inputs.tracesFresh = r.fresh_ratios
+      inputs.tracesStartMs = r.start_cost_ms
+      inputs.tracesWindows = { fresh: r.windows_from.first, steady: r.windows_from.steady }
+    }
   }
   sim.kill()
 
