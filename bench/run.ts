@@ -69,11 +69,12 @@ const P = {
   otelRounds: QUICK ? 2 : 6,
   otelWarmRequests: QUICK ? 500 : 5000,
   /**
-   * The traces round's requests between its first window and its steady one: a fresh process's
-   * export thread still spent 2–3 × its steady CPU per span 20–30 s in (bench/lab/trace-rate.ts);
-   * from ≈ 1,200 spans on (12,000 requests) it no longer falls.
+   * The traces round's requests between its first window and its steady one: in a fresh process
+   * under this load V8 still compiles the export's serialiser and HTTP client between requests
+   * 3,000 and 16,000 (`--trace-opt`; the other threads' excess falls to ≈ 2 µs a request after
+   * 17,000), so the steady window starts at 18,300 (docs/performance.md, "Spans").
    */
-  tracesSteadyWarmRequests: QUICK ? 500 : 4000,
+  tracesSteadyWarmRequests: QUICK ? 500 : 10_000,
   otelIntervalMs: Number(argOf('--otel-interval-ms') ?? 1000),
   openStreams: QUICK ? 200 : 1000,
   memoryRepeats: QUICK ? 1 : 3,
