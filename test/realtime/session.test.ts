@@ -418,3 +418,22 @@ t.test('a message with an object of more keys than MAX_OBJECT_KEYS is counted un
     t.match(sessions[0].s, { unread: over ? 1 : 0, parseError: undefined, messagesFromUpstream: 5 })
   }
 })
+
+t.test('a turn gathers at most 128 KiB of payload: a message of 1 MiB in one read is gathered over eight turns, relayed meanwhile, and read once whole', async (t) => {
+  const { s, sessions, fromClient } = session('openai', '/v1/realtime')
+  const text = JSON.stringify({ type: 'input_audio_buffer.append', audio: 'A'.repeat(1024 * 1024 - 200) })
+  // Gathering a payload into its message costs about 1.8 ns a byte (a fresh buffer's pages): a
+  // turn that caught up on a backlog gathered up to the message limit at once, 1.5–2 ms.
+  s.data('client', encodeFrame(Opcode.text, Buffer.from(text), true), 100)
+  let turns = 1
+  while (s.held > Buffer.byteLength(text)) {
+    await nextTurn()
+    turns++
+  }
+  t.equal(turns, 8, 'eight turns of 128 KiB')
+  // The message read, its parse goes on in steps; a message after it waits its turn.
+  fromClient({ type: 'response.create' }, 200)
+  while (s.held > 0) await nextTurn()
+  s.closed({ first: 'client', abrupt: false }, 300)
+  t.match(sessions[0].s, { messagesFromClient: 2, unread: 0, parseError: undefined })
+})
