@@ -152,12 +152,16 @@ export class SteppedJson {
   #piece = 0
   #escaped = false
   /**
-   * The next `"` and `\\` at or after where they were last looked for (Infinity: none): the text is
-   * read forwards, so each byte is searched once, not once a string (a search for `\\` over the
-   * rest of a step's window at every key took 3–10 ms a step of 256 keys).
+   * The next `"` found (-1: none) at or after where it was last looked for (-1: not yet), and the
+   * same for `\\`: the text is read forwards, so each byte is searched once, not once a string (a
+   * search for `\\` over the rest of a step's window at every key took 3–10 ms a step of 256 keys).
+   * Whole numbers in fields of their own: an array that once held Infinity changed its map, and
+   * the optimized parser checking it was thrown away at the next full GC.
    */
-  readonly #found = [-1, -1]
-  readonly #from = [0, 0]
+  #quoteAt = -1
+  #quoteFrom = -1
+  #slashAt = -1
+  #slashFrom = -1
   #value: unknown
   /** Bytes the last `step` went through. */
   used = 0
@@ -387,8 +391,9 @@ export class SteppedJson {
 
   /** Where the next `QUOTE` or `SLASH` byte is at or after `from` (Infinity: none). */
   #next(which: typeof QUOTE | typeof SLASH, from: number): number {
-    const found = this.#found[which]
-    if (found >= from && this.#from[which] <= from) return found
+    const found = which === QUOTE ? this.#quoteAt : this.#slashAt
+    const after = which === QUOTE ? this.#quoteFrom : this.#slashFrom
+    if (after >= 0 && after <= from && (found < 0 || found >= from)) return found < 0 ? Number.POSITIVE_INFINITY : found
     const b = this.#b
     const byte = which === QUOTE ? 0x22 : 0x5c
     // A near one (a short key's quote, the next of a run of escapes) is found in a few bytes: a
@@ -397,9 +402,14 @@ export class SteppedJson {
     let at = from
     while (at < near && b[at] !== byte) at++
     if (at === near) at = near === b.length ? -1 : b.indexOf(byte, near)
-    this.#from[which] = from
-    this.#found[which] = at < 0 ? Number.POSITIVE_INFINITY : at
-    return this.#found[which]
+    if (which === QUOTE) {
+      this.#quoteAt = at
+      this.#quoteFrom = from
+    } else {
+      this.#slashAt = at
+      this.#slashFrom = from
+    }
+    return at < 0 ? Number.POSITIVE_INFINITY : at
   }
 
   /** Appends the string's piece up to `i`; false when it holds what a JSON string may not. */
@@ -450,5 +460,19 @@ export class SteppedJson {
       this.#state = AFTER
     }
     return next
+  }
+
+  /**
+   * A parser alive as long as the process. V8 keeps the map of a class's instances (reached by
+   * adding their fields, transitions it holds weakly) only while an instance has it: a full GC with
+   * no parser alive let go of it, and of the optimized parser that checks it, so the next text's
+   * steps ran unoptimized, 3–10× their time, until compiled again (docs/performance.md).
+   */
+  static readonly #resident: SteppedJson[] = []
+  static {
+    // Parsed, so that its fields hold what every parsed text's hold.
+    const json = new SteppedJson(Buffer.from('{"a":[1,"b",{}]}'))
+    json.step(0)
+    SteppedJson.#resident.push(json)
   }
 }
