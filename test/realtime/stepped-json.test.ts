@@ -1,7 +1,10 @@
+import { spawnSync } from 'node:child_process'
+import { pathToFileURL } from 'node:url'
 import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
 import { MAX_OBJECT_KEYS, SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
 import { createRng } from '../../src/sim/rng.ts'
+import { distPath } from '../helpers/paths.ts'
 
 /** Parses `text` in steps of `room` bytes; the largest step's bytes beside the result. */
 function stepped(text: Buffer, room: number): { value: unknown; failed: boolean; steps: number; largest: number } {
@@ -296,4 +299,39 @@ t.test('an object of MAX_OBJECT_KEYS keys parses as JSON.parse parses it; one ke
   t.ok(same(got.value, JSON.parse(siblings)), 'the same value as JSON.parse')
   const duplicates = `{${Array.from({ length: MAX_OBJECT_KEYS + 1 }, () => '"a":1').join(',')}}`
   t.ok(stepped(Buffer.from(duplicates), 0).failed, 'keys count as written: a key repeated past the limit is refused too')
+})
+
+t.test('the parser stays compiled across a full GC with no text being parsed (V8 keeps its instances’ map)', async (t) => {
+  // A session parses texts of keys in steps, then is let go, then a full GC, four times. Before, each
+  // GC threw away the optimized parser ("weak objects": its instances' map died with the last
+  // instance) and the next texts ran unoptimized, 3–10× slower, until compiled again.
+  const script = `
+    import { RealtimeSession } from ${JSON.stringify(pathToFileURL(distPath('src/realtime/session.js')).href)}
+    import { Opcode, encodeFrame } from ${JSON.stringify(pathToFileURL(distPath('src/realtime/frame.js')).href)}
+    const keys = Array.from({ length: 3000 }, (_, i) => '"k' + i + '":' + i).join(',')
+    const frame = encodeFrame(Opcode.text, Buffer.from('{"type":"session.update","pad":{' + keys + '}}'), true)
+    const deps = { encodings: { counterFor: () => () => 1 }, maxMessageBytes: 1 << 20, sessions: new Set(), recordResponse() {}, recordSession() {}, onRecordError() {} }
+    const route = { label: '/rt', prefix: '/rt', provider: 'openai', inFlight: 0 }
+    for (let run = 0; run < 4; run++) {
+      const s = new RealtimeSession(deps, route, 'id', '/v1/realtime', new URLSearchParams(), 0)
+      s.opened(undefined)
+      for (let m = 0; m < 4; m++) {
+        s.data('client', frame, m)
+        while (s.held > 0) await new Promise((resolve) => setImmediate(resolve))
+      }
+      s.finish(10)
+      console.log('=== full GC')
+      globalThis.gc()
+    }
+  `
+  const run = spawnSync(process.execPath, ['--expose-gc', '--trace-opt', '--trace-deopt', '--input-type=module', '-e', script], { encoding: 'utf8' })
+  t.equal(run.status, 0, run.stderr)
+  const [before, ...after] = run.stdout.split('=== full GC')
+  const parser = /<SharedFunctionInfo (step|#token|#string|#next|#number|#take|#open|#startKey|#startValue|#emit|#close|#push)>/
+  t.match(before, /completed optimizing .*<JSFunction step /, 'compiled before the first GC')
+  const thrown = after
+    .join('')
+    .split('\n')
+    .filter((line) => line.includes('reason: weak objects') && parser.test(line))
+  t.same(thrown, [], 'no optimized parser code thrown away at a GC')
 })
