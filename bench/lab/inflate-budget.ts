@@ -93,6 +93,14 @@ function keys(bytes: number): string {
   }
   return `{"type":"session.update","pad":{${parts.join(',')}}}`
 }
+/** An event of `n` keys with names no message had before (an attacker's: each new to V8's string table). */
+let fresh = 0
+function freshKeys(n: number): string {
+  const prefix = (fresh++).toString(36)
+  return `{"type":"session.update","pad":{${Array.from({ length: n }, (_, i) => `"${prefix}_${i}":${i}`).join(',')}}}`
+}
+/** An event of about `bytes` whose text is `\n` escapes. */
+const escapes = (bytes: number): string => `{"type":"session.update","instructions":"${'\\n'.repeat((bytes - 50) >> 1)}"}`
 /** A small event of tiny tokens (1 KiB: 500 numbers). */
 const numbers = (): string => `{"type":"session.update","pad":[${Array.from({ length: 490 }, () => '0').join(',')}]}`
 
@@ -111,6 +119,15 @@ const SCENARIOS: readonly [string, boolean, () => Promise<Buffer[]>][] = [
   ['uncompressed: 64 KiB of keys', false, () => plain([keys(64 * 1024)])],
   ['uncompressed: 1 MiB nested', false, () => plain([nested(MAX_MESSAGE - 64)])],
   ['uncompressed: 1 MiB of keys', false, () => plain([keys(MAX_MESSAGE - 64)])],
+  // The siblings: fresh key names below the whole parse's limit and above, escapes, the same shapes compressed.
+  ['uncompressed: 300 fresh keys', false, () => plain(Array.from({ length: 200 }, () => freshKeys(300)))],
+  ['uncompressed: 2,000 fresh keys', false, () => plain(Array.from({ length: 40 }, () => freshKeys(2000)))],
+  ['uncompressed: 64 KiB of escapes', false, () => plain([escapes(64 * 1024)])],
+  ['uncompressed: 1 MiB of escapes', false, () => plain([escapes(MAX_MESSAGE - 64)])],
+  ['64 KiB nested', true, () => compress([nested(64 * 1024)])],
+  ['64 KiB of keys', true, () => compress([keys(64 * 1024)])],
+  ['1 MiB of keys', true, () => compress([keys(MAX_MESSAGE - 64)])],
+  ['2,000 fresh keys', true, () => compress(Array.from({ length: 40 }, () => freshKeys(2000)))],
 ]
 
 function session(): { s: RealtimeSession; summary: () => SessionSummary | undefined } {

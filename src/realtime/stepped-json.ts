@@ -57,9 +57,11 @@ const SEPARATOR_COST = 64
 /**
  * What a key (its `:`) costs a whole `JSON.parse` beyond its separator: 1,700 keys of fresh names
  * in one object (an attacker's, each new to V8's string table) took 1.1–1.8 ms, the same text with
- * names seen before 0.4–0.7 ms.
+ * names seen before 0.4–0.7 ms; at 192 a key a text admitted holds at most 682 (0.3–0.45 ms with
+ * fresh names). More would send the last of a read's 14 compressed audio events (three keys each)
+ * to the next turn.
  */
-const WHOLE_KEY_COST = 256
+const WHOLE_KEY_COST = 128
 
 /** The characters a whole parse's cost counts, each with its cost. */
 const COUNTED: readonly (readonly [string, number])[] = [
@@ -96,7 +98,7 @@ function occurrences(text: string, c: string, most: number): number {
  * costs at most `limit / SEPARATOR_COST` searches, native ones over the decoded text (`indexOf`; a
  * loop over the bytes in JavaScript costs 10–30 times more for an audio event). The text comes
  * back decoded for `JSON.parse`. A text it admits holds at most `limit / (SEPARATOR_COST +
- * WHOLE_KEY_COST)` keys (409 for a turn's 128 KiB), within MAX_OBJECT_KEYS, so a whole parse never
+ * WHOLE_KEY_COST)` keys (682 for a turn's 128 KiB), within MAX_OBJECT_KEYS, so a whole parse never
  * builds an object SteppedJson would refuse.
  */
 export function wholeCost(bytes: Buffer, limit: number): { readonly text: string; readonly cost: number } | undefined {
