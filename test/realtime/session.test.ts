@@ -4,7 +4,7 @@ import t from 'tap'
 import { Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
 import type { FinishedResponse } from '../../src/realtime/protocol.ts'
 import { RealtimeSession } from '../../src/realtime/session.ts'
-import { MAX_OBJECT_KEYS } from '../../src/realtime/stepped-json.ts'
+import { MAX_DEPTH, MAX_OBJECT_KEYS } from '../../src/realtime/stepped-json.ts'
 import type { RealtimeDeps, SessionIdentity, SessionSummary } from '../../src/realtime/session.ts'
 import type { RouteRuntime } from '../../src/proxy/exchange.ts'
 import type { EncodingSelector } from '../../src/tokens/tokenizer.ts'
@@ -414,6 +414,30 @@ t.test('a message with an object of more keys than MAX_OBJECT_KEYS is counted un
     t.equal(responses[0].timing.ttft, over ? 0.15 : 0.1, 'the first delta read keeps its own arrival time')
     s.closed({ first: 'client', abrupt: false }, 400)
     t.match(sessions[0].s, { unread: over ? 1 : 0, parseError: undefined, messagesFromUpstream: 5 })
+  }
+})
+
+t.test('a message nesting deeper than MAX_DEPTH is counted unread, its bytes not measured, and the messages after it are read exactly', async (t) => {
+  for (const depth of [MAX_DEPTH - 1, MAX_DEPTH]) {
+    const counted: string[] = []
+    const { s, responses, sessions, fromServer, fromClient } = session('openai', '/v1/realtime', '', (text) => {
+      counted.push(text)
+      return 1
+    })
+    // The delta object itself is one level: its pad nests `depth` more.
+    let pad: unknown = []
+    for (let i = 1; i < depth; i++) pad = [pad]
+    fromClient({ type: 'response.create' }, 50)
+    fromServer({ type: 'response.created', response: { id: 'r1' } }, 100)
+    fromServer({ type: 'response.output_text.delta', response_id: 'r1', pad, delta: 'padded' }, 150)
+    fromServer({ type: 'response.output_text.delta', response_id: 'r1', delta: 'after' }, 200)
+    fromServer({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, 300)
+    t.ok(s.held > 0, `${depth + 1} levels: read in steps`)
+    while (responses.length === 0) await nextTurn()
+    const over = depth + 1 > MAX_DEPTH
+    t.same(counted, over ? ['after'] : ['padded', 'after'], `${depth + 1} levels: the deltas read are exactly those sent`)
+    s.closed({ first: 'client', abrupt: false }, 400)
+    t.match(sessions[0].s, { unread: over ? 1 : 0, parseError: undefined, messagesFromUpstream: 4 })
   }
 })
 

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { pathToFileURL } from 'node:url'
 import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
-import { MAX_OBJECT_KEYS, SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
+import { MAX_DEPTH, MAX_OBJECT_KEYS, SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
 import { createRng } from '../../src/sim/rng.ts'
 import { distPath } from '../helpers/paths.ts'
 
@@ -334,4 +334,30 @@ t.test('the parser stays compiled across a full GC with no text being parsed (V8
     .split('\n')
     .filter((line) => line.includes('reason: weak objects') && parser.test(line))
   t.same(thrown, [], 'no optimized parser code thrown away at a GC')
+})
+
+t.test('a text nesting MAX_DEPTH arrays and objects parses as JSON.parse parses it; one level deeper refuses the text, as soon as that level opens', async (t) => {
+  t.equal(MAX_DEPTH, 2048)
+  const arrays = (depth: number): Buffer => Buffer.from(`${'['.repeat(depth)}${']'.repeat(depth)}`)
+  const objects = (depth: number): Buffer => Buffer.from(`${'{"a":'.repeat(depth - 1)}[0]${'}'.repeat(depth - 1)}`)
+  for (const make of [arrays, objects]) {
+    for (const room of [0, 4096, 128 * 1024]) {
+      const deepest = make(MAX_DEPTH)
+      const got = stepped(deepest, room)
+      t.ok(!got.failed && same(got.value, reference(deepest).value), `${MAX_DEPTH} deep, in steps of ${room}`)
+      const over = make(MAX_DEPTH + 1)
+      const json = new SteppedJson(over)
+      let used = 0
+      while (!json.step(room)) used += json.used
+      t.ok(json.failed && json.value === undefined, `${MAX_DEPTH + 1} deep is refused, in steps of ${room}`)
+      // Refused at the opening of the level over the limit: the rest is never read.
+      let opened = 0
+      let next = 0
+      while (opened <= MAX_DEPTH) if (over[next++] === 0x5b || over[next - 1] === 0x7b) opened++
+      t.equal(used + json.used, next - 1, 'read no further than that level')
+    }
+  }
+  // Side by side, each within the limit: depth is what counts, not how many containers.
+  const wide = Buffer.from(`[${Array.from({ length: 3 }, () => arrays(MAX_DEPTH - 1).toString()).join(',')}]`)
+  t.ok(same(stepped(wide, 128 * 1024).value, JSON.parse(wide.toString())), 'three side by side, each within the limit')
 })
