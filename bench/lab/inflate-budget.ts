@@ -84,6 +84,11 @@ function ratioMessage(ratio: number): string {
 
 /** An event of about `bytes` whose parse costs far more than its bytes: nested arrays. */
 const nested = (bytes: number): string => `{"type":"session.update","pad":${'['.repeat((bytes - 40) >> 1)}${']'.repeat((bytes - 40) >> 1)}}`
+/** An event of about `bytes` of arrays nested 2,000 deep, side by side (within SteppedJson's MAX_DEPTH). */
+function nestedGroups(bytes: number): string {
+  const group = `${'['.repeat(2000)}${']'.repeat(2000)}`
+  return `{"type":"session.update","pad":[${Array.from({ length: Math.floor((bytes - 40) / 4001) }, () => group).join(',')}]}`
+}
 /** An event of about `bytes` of distinct keys. */
 function keys(bytes: number): string {
   const parts: string[] = []
@@ -120,6 +125,8 @@ const SCENARIOS: readonly [string, boolean, () => Promise<Buffer[]>][] = [
   ['uncompressed: 1 MiB nested', false, () => plain([nested(MAX_MESSAGE - 64)])],
   ['uncompressed: 1 MiB of keys', false, () => plain([keys(MAX_MESSAGE - 64)])],
   // The siblings: fresh key names below the whole parse's limit and above, escapes, the same shapes compressed.
+  ['uncompressed: 64 KiB nested 2,000 deep', false, () => plain([nestedGroups(64 * 1024)])],
+  ['uncompressed: 1 MiB nested 2,000 deep', false, () => plain([nestedGroups(MAX_MESSAGE - 64)])],
   ['uncompressed: 300 fresh keys', false, () => plain(Array.from({ length: 200 }, () => freshKeys(300)))],
   ['uncompressed: 2,000 fresh keys', false, () => plain(Array.from({ length: 40 }, () => freshKeys(2000)))],
   ['uncompressed: 64 KiB of escapes', false, () => plain([escapes(64 * 1024)])],
