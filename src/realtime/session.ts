@@ -431,11 +431,8 @@ export class RealtimeSession implements RelayObserver {
   /** Decodes (and reads) the read's frames from its offset until the turn's budgets are spent; moves its offset. */
   #decode(read: Waiting): void {
     this.#at = read.at
-    const decoder = this.#decoders?.[read.from]
-    if (decoder === undefined) {
-      read.offset = read.chunk.length
-      return
-    }
+    // Set before any read is decoded: `data` reads nothing before the session opened.
+    const decoder = (this.#decoders as Record<Side, FrameDecoder>)[read.from]
     read.offset = decoder.push(read.chunk, read.offset, this.#decodeRoom)
     this.#decodeRoom -= decoder.gathered
   }
