@@ -121,9 +121,9 @@ export function wholeCost(bytes: Buffer, limit: number): { readonly text: string
   return { text, cost: limit - room }
 }
 
-/** `#next`'s bytes: `"` and `\\`. */
 /** Bytes looked at one by one before a native search (`#next`). */
 const NEAR = 32
+/** `#next`'s bytes: `"` and `\\`. */
 const QUOTE = 0
 const SLASH = 1
 
@@ -152,7 +152,7 @@ export class SteppedJson {
    * The arrays and objects being read, innermost last, with each object's key being read and its
    * keys so far (MAX_OBJECT_KEYS at most): three stacks of values V8 always has the maps of, not an
    * object a container (a map made for such an object is let go at a full GC when none is alive,
-   * with the optimized parser that checks it: the next text's first steps then ran 5–10× slower).
+   * with the optimized parser that checks it: the next text's first steps then ran 3–10× slower).
    */
   readonly #stack: (unknown[] | Record<string, unknown>)[] = []
   readonly #keys: string[] = []
