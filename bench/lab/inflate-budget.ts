@@ -84,6 +84,11 @@ function ratioMessage(ratio: number): string {
 
 /** An event of about `bytes` whose parse costs far more than its bytes: nested arrays. */
 const nested = (bytes: number): string => `{"type":"session.update","pad":${'['.repeat((bytes - 40) >> 1)}${']'.repeat((bytes - 40) >> 1)}}`
+/** An event of about `bytes` of arrays nested 2,000 deep, side by side (within SteppedJson's MAX_DEPTH). */
+function nestedGroups(bytes: number): string {
+  const group = `${'['.repeat(2000)}${']'.repeat(2000)}`
+  return `{"type":"session.update","pad":[${Array.from({ length: Math.floor((bytes - 40) / 4001) }, () => group).join(',')}]}`
+}
 /** An event of about `bytes` of distinct keys. */
 function keys(bytes: number): string {
   const parts: string[] = []
@@ -93,6 +98,14 @@ function keys(bytes: number): string {
   }
   return `{"type":"session.update","pad":{${parts.join(',')}}}`
 }
+/** An event of `n` keys with names no message had before (an attacker's: each new to V8's string table). */
+let fresh = 0
+function freshKeys(n: number): string {
+  const prefix = (fresh++).toString(36)
+  return `{"type":"session.update","pad":{${Array.from({ length: n }, (_, i) => `"${prefix}_${i}":${i}`).join(',')}}}`
+}
+/** An event of about `bytes` whose text is `\n` escapes. */
+const escapes = (bytes: number): string => `{"type":"session.update","instructions":"${'\\n'.repeat((bytes - 50) >> 1)}"}`
 /** A small event of tiny tokens (1 KiB: 500 numbers). */
 const numbers = (): string => `{"type":"session.update","pad":[${Array.from({ length: 490 }, () => '0').join(',')}]}`
 
@@ -111,6 +124,17 @@ const SCENARIOS: readonly [string, boolean, () => Promise<Buffer[]>][] = [
   ['uncompressed: 64 KiB of keys', false, () => plain([keys(64 * 1024)])],
   ['uncompressed: 1 MiB nested', false, () => plain([nested(MAX_MESSAGE - 64)])],
   ['uncompressed: 1 MiB of keys', false, () => plain([keys(MAX_MESSAGE - 64)])],
+  // The siblings: fresh key names below the whole parse's limit and above, escapes, the same shapes compressed.
+  ['uncompressed: 64 KiB nested 2,000 deep', false, () => plain([nestedGroups(64 * 1024)])],
+  ['uncompressed: 1 MiB nested 2,000 deep', false, () => plain([nestedGroups(MAX_MESSAGE - 64)])],
+  ['uncompressed: 300 fresh keys', false, () => plain(Array.from({ length: 200 }, () => freshKeys(300)))],
+  ['uncompressed: 2,000 fresh keys', false, () => plain(Array.from({ length: 40 }, () => freshKeys(2000)))],
+  ['uncompressed: 64 KiB of escapes', false, () => plain([escapes(64 * 1024)])],
+  ['uncompressed: 1 MiB of escapes', false, () => plain([escapes(MAX_MESSAGE - 64)])],
+  ['64 KiB nested', true, () => compress([nested(64 * 1024)])],
+  ['64 KiB of keys', true, () => compress([keys(64 * 1024)])],
+  ['1 MiB of keys', true, () => compress([keys(MAX_MESSAGE - 64)])],
+  ['2,000 fresh keys', true, () => compress(Array.from({ length: 40 }, () => freshKeys(2000)))],
 ]
 
 function session(): { s: RealtimeSession; summary: () => SessionSummary | undefined } {
@@ -142,14 +166,18 @@ console.log(
   `${READS} reads of 64 KiB of client messages per row, ${RUNS} runs of a fresh session each, a read a turn: ms per turn (wall), CPU ms per read (its turn and the next; a read's median over the runs)`,
 )
 const rows: Record<string, unknown>[] = []
-// Warm-up: JIT, zlib.
+// Warm-up: JIT, zlib. A read a turn, then the session is finished: one left with a backlog went
+// on reading it in the turns of the first row measured (thousands of compressed text events).
 for (const [, compressed, make] of SCENARIOS.slice(0, 2)) {
   const { s } = session()
   for (const r of reads(
     (await make()).map((m) => frame(m, compressed)),
     20,
-  ))
+  )) {
     s.data('client', r, 0)
+    await new Promise<void>((resolve) => setImmediate(resolve))
+  }
+  s.finish(0)
 }
 const only = arg('--only', '')
 for (const [name, isCompressed, make] of SCENARIOS) {

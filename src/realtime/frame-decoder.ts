@@ -67,8 +67,12 @@ export class FrameDecoder {
   readonly #control = Buffer.alloc(125)
   #controlHave = 0
   #failure: string | undefined
-  /** The sink said stop after the message it was just given. */
+  /** The sink said stop after the message it was just given, or this push's room is spent. */
   #paused = false
+  /** Payload bytes this push may still gather (copy and unmask). */
+  #room = 0
+  /** Payload bytes the last push gathered. */
+  gathered = 0
 
   constructor(sink: FrameSink, maxMessageBytes: number) {
     this.#sink = sink
@@ -90,17 +94,25 @@ export class FrameDecoder {
   }
 
   /**
-   * Decodes `chunk` from `start`; returns where it stopped: `chunk.length`, or just after a message
-   * whose sink said stop (then the rest is pushed again later, from there).
+   * Decodes `chunk` from `start`, gathering at most `room` payload bytes (a payload only passed, over
+   * the limit, costs none); returns where it stopped: `chunk.length`, just after a message whose sink
+   * said stop, or inside a payload once `room` is spent (then the rest is pushed again later, from there).
    */
-  push(chunk: Buffer, start = 0): number {
+  push(chunk: Buffer, start = 0, room = Number.POSITIVE_INFINITY): number {
     let i = start
     this.#paused = false
+    this.#room = room
     while (i < chunk.length && this.#state !== FAILED && !this.#paused) {
       if (this.#state === HEAD) i = this.#readHead(chunk, i)
       else i = this.#readPayload(chunk, i)
     }
+    this.gathered = room - this.#room
     return this.#state === FAILED ? chunk.length : i
+  }
+
+  /** Lets go of the message being gathered: the session ended, nothing more is pushed. */
+  release(): void {
+    this.#drop()
   }
 
   #fail(reason: string): void {
@@ -211,11 +223,16 @@ export class FrameDecoder {
   }
 
   #readPayload(chunk: Buffer, i: number): number {
-    const take = Math.min(this.#remaining, chunk.length - i)
+    let take = Math.min(this.#remaining, chunk.length - i)
     if (this.#opcode >= 0x8) {
       this.#unmaskInto(chunk, i, take, this.#control, this.#controlHave)
       this.#controlHave += take
     } else if (this.#gathering) {
+      if (take > this.#room) {
+        take = this.#room
+        this.#paused = true
+      }
+      this.#room -= take
       this.#unmaskInto(chunk, i, take, this.#reserve(this.#have + take), this.#have)
       this.#have += take
     }

@@ -87,6 +87,12 @@ const MAX_REASON = 123
  * arrival times. A session whose waiting bytes exceed twice the message limit stops being measured.
  */
 const INFLATE_TURN = 128 * 1024
+/**
+ * The most payload bytes a turn gathers (copies and unmasks), besides INFLATE_TURN: a message's
+ * payload is counted when it is read, not as it is gathered, so a turn that caught up on a backlog
+ * gathered a whole message of up to the limit (1 MiB: 1.5–2 ms, its fresh buffer's pages included).
+ */
+const DECODE_TURN = 128 * 1024
 const INFLATE_CALL = 2 * 1024
 const READ_CALL = 512
 const BROKEN_CALL = 256
@@ -151,6 +157,7 @@ export class RealtimeSession implements RelayObserver {
   /** A message takes the arrival time of the read that completed it. */
   #at = 0
   #inflateRoom = INFLATE_TURN
+  #decodeRoom = DECODE_TURN
   #waiting: Waiting[] = []
   #waitingHead = 0
   #waitingBytes = 0
@@ -295,6 +302,7 @@ export class RealtimeSession implements RelayObserver {
       return
     }
     this.#inflateRoom = INFLATE_TURN
+    this.#decodeRoom = DECODE_TURN
     try {
       this.#decode(read)
     } catch (err) {
@@ -325,6 +333,9 @@ export class RealtimeSession implements RelayObserver {
     this.#finished = true
     this.#deps.sessions.delete(this)
     this.#abandon()
+    // A message gathered over turns (DECODE_TURN) may be half in its decoder.
+    this.#decoders?.client.release()
+    this.#decoders?.upstream.release()
     this.#inflaters?.client.close()
     this.#inflaters?.upstream.close()
     const clientLeft = (this.#close?.from ?? end?.first) === 'client'
@@ -417,11 +428,13 @@ export class RealtimeSession implements RelayObserver {
     return this.#reading !== undefined || this.#waitingHead < this.#waiting.length
   }
 
-  /** Decodes (and reads) the read's frames from its offset until the turn's budget is spent; moves its offset. */
+  /** Decodes (and reads) the read's frames from its offset until the turn's budgets are spent; moves its offset. */
   #decode(read: Waiting): void {
     this.#at = read.at
-    const decoder = this.#decoders?.[read.from]
-    read.offset = decoder === undefined ? read.chunk.length : decoder.push(read.chunk, read.offset)
+    // Set before any read is decoded: `data` reads nothing before the session opened.
+    const decoder = (this.#decoders as Record<Side, FrameDecoder>)[read.from]
+    read.offset = decoder.push(read.chunk, read.offset, this.#decodeRoom)
+    this.#decodeRoom -= decoder.gathered
   }
 
   #wait(read: Waiting): void {
@@ -467,13 +480,15 @@ export class RealtimeSession implements RelayObserver {
     this.#scheduled = false
     if (this.#finished) return
     this.#inflateRoom = INFLATE_TURN
+    this.#decodeRoom = DECODE_TURN
     try {
       if (this.#reading !== undefined && this.#broken === undefined) this.#resume()
       while (
         this.#reading === undefined &&
         this.#waitingHead < this.#waiting.length &&
         this.#broken === undefined &&
-        this.#inflateRoom > 0
+        this.#inflateRoom > 0 &&
+        this.#decodeRoom > 0
       ) {
         const read = this.#waiting[this.#waitingHead]
         const offset = read.offset

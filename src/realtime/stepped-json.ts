@@ -33,12 +33,44 @@ const MIN_STEP = 1024
 const TOKEN_COST = 128
 
 /**
+ * What a key costs beyond its tokens: V8 adds a new key to the string table and the object's
+ * dictionary, about 2 µs a key with fresh names (an attacker's), against 0.1–0.2 µs for a value;
+ * at TOKEN_COST alone a 128 KiB step of 250 keys took 0.4–1.2 ms (docs/performance.md).
+ */
+const KEY_COST = 1024
+
+/**
+ * What an escape costs beyond its bytes: skipping it, and JSON.parse decoding it (about 11 ns);
+ * a step of 64 KiB of `\n` took 1–2 ms when escapes cost their bytes alone.
+ */
+const ESCAPE_COST = 16
+
+/**
  * What a separator costs a whole `JSON.parse` of a turn's room. JSON.parse spends far less a token
  * than SteppedJson: a text costing a whole turn's room (128 KiB) at 64 a separator took at most
- * 0.38 ms on Node 20 in the costliest shapes measured (1,800 distinct keys in one object, 2,000
- * nested arrays or objects; 0.85 ms at 32 a separator).
+ * 0.38 ms on Node 20 in the costliest shapes measured (2,000 nested arrays or objects; 0.85 ms at
+ * 32 a separator). A backslash costs as much: JSON.parse decodes an escape in about 11 ns (64 KiB
+ * of `\n`: 0.37 ms), and fewer searches bound it than one a byte.
  */
 const SEPARATOR_COST = 64
+
+/**
+ * What a key (its `:`) costs a whole `JSON.parse` beyond its separator: 1,700 keys of fresh names
+ * in one object (an attacker's, each new to V8's string table) took 1.1–1.8 ms, the same text with
+ * names seen before 0.4–0.7 ms; at 192 a key a text admitted holds at most 682 (0.3–0.45 ms with
+ * fresh names). More would send the last of a read's 14 compressed audio events (three keys each)
+ * to the next turn.
+ */
+const WHOLE_KEY_COST = 128
+
+/** The characters a whole parse's cost counts, each with its cost. */
+const COUNTED: readonly (readonly [string, number])[] = [
+  [',', SEPARATOR_COST],
+  [':', WHOLE_KEY_COST],
+  ['{', SEPARATOR_COST],
+  ['[', SEPARATOR_COST],
+  ['\\', SEPARATOR_COST],
+]
 
 /**
  * The most keys one object of a text may hold (counted as written, a repeated key too); a text
@@ -50,6 +82,15 @@ const SEPARATOR_COST = 64
  */
 export const MAX_OBJECT_KEYS = 4096
 
+/**
+ * The deepest a text's arrays and objects may nest; a text nesting deeper is refused, read no
+ * further (`failed`). The containers being read are held in arrays V8 grows by half as they fill,
+ * copying every slot (and noting each one that points at a young object): past 13,954 and 20,947
+ * levels a step took 0.6–2 ms for that alone. A whole parse admits at most 2,048 `[` and `{`
+ * (wholeCost), so it never nests deeper; realtime events nest a few levels.
+ */
+export const MAX_DEPTH = 2048
+
 /** How many times `c` is in `text`, counted up to `most` + 1 at the most. */
 function occurrences(text: string, c: string, most: number): number {
   let n = 0
@@ -59,34 +100,29 @@ function occurrences(text: string, c: string, most: number): number {
 
 /**
  * What reading a JSON text whole, with one `JSON.parse`, costs of a turn's room, in SteppedJson's
- * units: its bytes, and SEPARATOR_COST for each `,` `[` `{` in it (a key or a value follows each, so
- * they bound its tokens; those inside strings count too). Node 20 spends 0.6–5 ns a byte (base64
- * to multi-byte UTF-8). Undefined when it costs more than `limit`, found without looking further:
- * deciding costs at most `limit / SEPARATOR_COST` searches, native ones over the decoded text
- * (`indexOf`; a loop over the bytes in JavaScript costs 10–30 times more for an audio event). The
- * text comes back decoded for `JSON.parse`. A text it admits holds at most `limit / SEPARATOR_COST`
- * keys (2,048 for a turn's 128 KiB), within MAX_OBJECT_KEYS, so a whole parse never builds an
- * object SteppedJson would refuse.
+ * units: its bytes, SEPARATOR_COST for each `,` `[` `{` `\\` in it (a key or a value follows each of
+ * the first three, so they bound its tokens) and WHOLE_KEY_COST more for each `:`; those inside
+ * strings count too, so it is a bound. Node 20 spends 0.6–5 ns a byte (base64 to multi-byte
+ * UTF-8). Undefined when it costs more than `limit`, found without looking further: deciding
+ * costs at most `limit / SEPARATOR_COST` searches, native ones over the decoded text (`indexOf`; a
+ * loop over the bytes in JavaScript costs 10–30 times more for an audio event). The text comes
+ * back decoded for `JSON.parse`. A text it admits holds at most `limit / (SEPARATOR_COST +
+ * WHOLE_KEY_COST)` keys (682 for a turn's 128 KiB), within MAX_OBJECT_KEYS, so a whole parse never
+ * builds an object SteppedJson would refuse.
  */
 export function wholeCost(bytes: Buffer, limit: number): { readonly text: string; readonly cost: number } | undefined {
   if (bytes.length > limit) return undefined
   const text = bytes.toString('utf8')
-  // One of these precedes every key and value but the first value.
-  const most = Math.floor((limit - bytes.length) / SEPARATOR_COST)
-  let n = occurrences(text, ',', most)
-  if (n <= most) n += occurrences(text, '[', most - n)
-  if (n <= most) n += occurrences(text, '{', most - n)
-  return n > most ? undefined : { text, cost: bytes.length + n * SEPARATOR_COST }
+  let room = limit - bytes.length
+  for (const [c, cost] of COUNTED) {
+    room -= occurrences(text, c, Math.floor(room / cost)) * cost
+    if (room < 0) return undefined
+  }
+  return { text, cost: limit - room }
 }
 
-interface Container {
-  readonly array: boolean
-  readonly value: unknown[] | Record<string, unknown>
-  key: string
-  /** An object's keys so far (MAX_OBJECT_KEYS at most). */
-  keys: number
-}
-
+/** Bytes looked at one by one before a native search (`#next`). */
+const NEAR = 32
 /** `#next`'s bytes: `"` and `\\`. */
 const QUOTE = 0
 const SLASH = 1
@@ -112,30 +148,44 @@ export class SteppedJson {
   readonly #b: Buffer
   #i = 0
   #state = VALUE
-  readonly #stack: Container[] = []
+  /**
+   * The arrays and objects being read, innermost last, with each object's key being read and its
+   * keys so far (MAX_OBJECT_KEYS at most): three stacks of values V8 always has the maps of, not an
+   * object a container (a map made for such an object is let go at a full GC when none is alive,
+   * with the optimized parser that checks it: the next text's first steps then ran 3–10× slower).
+   */
+  readonly #stack: (unknown[] | Record<string, unknown>)[] = []
+  readonly #keys: string[] = []
+  readonly #counts: number[] = []
   /** The string being read: a key, else a value; its text so far and where its unread piece starts. */
   #isKey = false
   #text = ''
   #piece = 0
   #escaped = false
   /**
-   * The next `"` and `\\` at or after where they were last looked for (Infinity: none): the text is
-   * read forwards, so each byte is searched once, not once a string (a search for `\\` over the
-   * rest of a step's window at every key took 3–10 ms a step of 256 keys).
+   * The next `"` found (-1: none) at or after where it was last looked for (-1: not yet), and the
+   * same for `\\`: the text is read forwards, so each byte is searched once, not once a string (a
+   * search for `\\` over the rest of a step's window at every key took 3–10 ms a step of 256 keys).
+   * Whole numbers in fields of their own: an array that once held Infinity changed its map, and
+   * the optimized parser checking it was thrown away at the next full GC.
    */
-  readonly #found = [-1, -1]
-  readonly #from = [0, 0]
+  #quoteAt = -1
+  #quoteFrom = -1
+  #slashAt = -1
+  #slashFrom = -1
   #value: unknown
   /** Bytes the last `step` went through. */
   used = 0
-  /** What the last `step` cost of its room: its bytes and `TOKEN_COST` a token. */
+  /** What the last `step` cost of its room: its bytes, `TOKEN_COST` a token, `KEY_COST` a key and `ESCAPE_COST` an escape. */
   spent = 0
+  /** What the current step's keys and escapes cost. */
+  #extra = 0
 
   constructor(text: Buffer) {
     this.#b = text
   }
 
-  /** The parsed value once `step` returned true; undefined when the text is not JSON or holds an object of more than MAX_OBJECT_KEYS keys. */
+  /** The parsed value once `step` returned true; undefined when the text is not JSON, holds an object of more than MAX_OBJECT_KEYS keys or nests deeper than MAX_DEPTH. */
   get value(): unknown {
     return this.#value
   }
@@ -158,10 +208,12 @@ export class SteppedJson {
     const stop = Math.min(end, start + budget)
     let i = start
     let tokens = 0
+    this.#extra = 0
     for (;;) {
       if (this.#state === FAILED) break
       if (this.#state === STRING) {
-        i = this.#string(i, stop)
+        // The room's end, not the text's: escapes shorten the window from there.
+        i = this.#string(i, start + budget)
         if (this.#state === STRING) break
         continue
       }
@@ -176,12 +228,12 @@ export class SteppedJson {
         this.#fail()
         break
       }
-      if (i - start + tokens * TOKEN_COST >= budget) break
+      if (i - start + tokens * TOKEN_COST + this.#extra >= budget) break
       tokens++
       i = this.#token(i)
     }
     this.used = i - start
-    this.spent = this.used + tokens * TOKEN_COST
+    this.spent = this.used + tokens * TOKEN_COST + this.#extra
     this.#i = i
     return this.#state === DONE || this.#state === FAILED
   }
@@ -190,6 +242,8 @@ export class SteppedJson {
     this.#state = FAILED
     this.#value = undefined
     this.#stack.length = 0
+    this.#keys.length = 0
+    this.#counts.length = 0
     this.#text = ''
   }
 
@@ -213,12 +267,12 @@ export class SteppedJson {
         return i + 1
       default: {
         // AFTER: the stack is not empty (an empty one is DONE).
-        const top = this.#stack[this.#stack.length - 1]
+        const array = Array.isArray(this.#stack[this.#stack.length - 1])
         if (c === 0x2c /* , */) {
-          this.#state = top.array ? VALUE : KEY
+          this.#state = array ? VALUE : KEY
           return i + 1
         }
-        if (c === (top.array ? 0x5d : 0x7d)) return this.#close(i)
+        if (c === (array ? 0x5d : 0x7d)) return this.#close(i)
         return this.#failAt(i)
       }
     }
@@ -231,7 +285,9 @@ export class SteppedJson {
 
   #startKey(i: number, c: number): number {
     if (c !== 0x22) return this.#failAt(i)
-    if (++this.#stack[this.#stack.length - 1].keys > MAX_OBJECT_KEYS) return this.#failAt(i)
+    const top = this.#counts.length - 1
+    if (++this.#counts[top] > MAX_OBJECT_KEYS) return this.#failAt(i)
+    this.#extra += KEY_COST
     this.#isKey = true
     return this.#open(i + 1)
   }
@@ -242,13 +298,14 @@ export class SteppedJson {
       this.#isKey = false
       return this.#open(i + 1)
     }
+    if ((c === 0x7b || c === 0x5b) && this.#stack.length === MAX_DEPTH) return this.#failAt(i)
     if (c === 0x7b /* { */) {
-      this.#stack.push({ array: false, value: {}, key: '', keys: 0 })
+      this.#push({})
       this.#state = KEY_OR_CLOSE
       return i + 1
     }
     if (c === 0x5b /* [ */) {
-      this.#stack.push({ array: true, value: [], key: '', keys: 0 })
+      this.#push([])
       this.#state = VALUE_OR_CLOSE
       return i + 1
     }
@@ -300,34 +357,38 @@ export class SteppedJson {
     const b = this.#b
     const end = b.length
     for (;;) {
-      const limit = Math.max(stop, i + 1)
+      // The window ends at `stop` less what this step's keys and escapes cost, each escape making it shorter.
+      const limit = Math.max(stop - this.#extra, i + 1)
+      let window = limit
       // Positions in the text, Infinity for none; the escapes before the closing quote are skipped
       // whole, and a quote found inside one (`\"`) is searched for again after it.
       let quote = this.#next(QUOTE, i)
       let slash = this.#next(SLASH, i)
       let at = i
-      while (slash < limit && slash < quote) {
+      while (slash < window && slash < quote) {
         // `\uXXXX` or a two-byte escape; a malformed one fails in `#take`.
         at = slash + (b[slash + 1] === 0x75 ? 6 : 2)
         this.#escaped = true
+        this.#extra += ESCAPE_COST
+        window -= ESCAPE_COST
         if (at > end) return this.#failAt(end)
         if (quote < at) quote = this.#next(QUOTE, at)
         slash = this.#next(SLASH, at)
       }
-      if (quote < limit) {
+      if (quote < window) {
         const close = quote
         if (!this.#take(close)) return this.#failAt(close)
         const text = this.#text
         this.#text = ''
         if (!this.#isKey) return this.#emit(text, close + 1)
-        this.#stack[this.#stack.length - 1].key = text
+        this.#keys[this.#keys.length - 1] = text
         this.#state = COLON
         return close + 1
       }
-      if (limit >= end) return this.#failAt(end)
+      if (window >= end) return this.#failAt(end)
       // Past the window's last escape: an escape's end is a clean cut, as is a byte starting a character.
       const from = at
-      let cut = Math.max(limit, from)
+      let cut = Math.max(window, from)
       while (cut > from && !cutsClean(b, cut)) cut--
       if (cut === i) {
         i = limit
@@ -342,12 +403,25 @@ export class SteppedJson {
 
   /** Where the next `QUOTE` or `SLASH` byte is at or after `from` (Infinity: none). */
   #next(which: typeof QUOTE | typeof SLASH, from: number): number {
-    const found = this.#found[which]
-    if (found >= from && this.#from[which] <= from) return found
-    const at = this.#b.indexOf(which === QUOTE ? 0x22 : 0x5c, from)
-    this.#from[which] = from
-    this.#found[which] = at < 0 ? Number.POSITIVE_INFINITY : at
-    return this.#found[which]
+    const found = which === QUOTE ? this.#quoteAt : this.#slashAt
+    const after = which === QUOTE ? this.#quoteFrom : this.#slashFrom
+    if (after >= 0 && after <= from && (found < 0 || found >= from)) return found < 0 ? Number.POSITIVE_INFINITY : found
+    const b = this.#b
+    const byte = which === QUOTE ? 0x22 : 0x5c
+    // A near one (a short key's quote, the next of a run of escapes) is found in a few bytes: a
+    // native search costs about 0.1 µs a call, which made a string of 32,000 `\n` 60 ns an escape.
+    const near = Math.min(b.length, from + NEAR)
+    let at = from
+    while (at < near && b[at] !== byte) at++
+    if (at === near) at = near === b.length ? -1 : b.indexOf(byte, near)
+    if (which === QUOTE) {
+      this.#quoteAt = at
+      this.#quoteFrom = from
+    } else {
+      this.#slashAt = at
+      this.#slashFrom = from
+    }
+    return at < 0 ? Number.POSITIVE_INFINITY : at
   }
 
   /** Appends the string's piece up to `i`; false when it holds what a JSON string may not. */
@@ -369,24 +443,48 @@ export class SteppedJson {
   }
 
   #close(i: number): number {
-    const done = this.#stack.pop() as Container
-    return this.#emit(done.value, i + 1)
+    const done = this.#stack.pop()
+    this.#keys.pop()
+    this.#counts.pop()
+    return this.#emit(done, i + 1)
+  }
+
+  #push(container: unknown[] | Record<string, unknown>): void {
+    this.#stack.push(container)
+    this.#keys.push('')
+    this.#counts.push(0)
   }
 
   /** A value is whole: into its container, else it is the text's. */
   #emit(value: unknown, next: number): number {
-    const top = this.#stack[this.#stack.length - 1]
-    if (top === undefined) {
+    const depth = this.#stack.length
+    if (depth === 0) {
       this.#value = value
       this.#state = DONE
     } else {
-      if (top.array) (top.value as unknown[]).push(value)
+      const top = this.#stack[depth - 1]
+      const key = this.#keys[depth - 1]
+      if (Array.isArray(top)) top.push(value)
       // JSON.parse defines every key as an own property, `__proto__` too (an assignment would set the prototype).
-      else if (top.key === '__proto__')
-        Object.defineProperty(top.value, top.key, { value, writable: true, enumerable: true, configurable: true })
-      else (top.value as Record<string, unknown>)[top.key] = value
+      else if (key === '__proto__')
+        Object.defineProperty(top, key, { value, writable: true, enumerable: true, configurable: true })
+      else top[key] = value
       this.#state = AFTER
     }
     return next
+  }
+
+  /**
+   * A parser alive as long as the process. V8 keeps the map of a class's instances (reached by
+   * adding their fields, transitions it holds weakly) only while an instance has it: a full GC with
+   * no parser alive let go of it, and of the optimized parser that checks it, so the next text's
+   * steps ran unoptimized, 3–10× their time, until compiled again (docs/performance.md).
+   */
+  static readonly #resident: SteppedJson[] = []
+  static {
+    // Parsed, so that its fields hold what every parsed text's hold.
+    const json = new SteppedJson(Buffer.from('{"a":[1,"b",{}]}'))
+    json.step(0)
+    SteppedJson.#resident.push(json)
   }
 }

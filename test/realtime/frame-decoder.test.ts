@@ -248,3 +248,29 @@ t.test('a sink that says stop ends the push after that message; pushing again fr
   t.equal(d.push(stream, first), stream.length)
   t.same(got, ['a', 'b', 'c', 'd'])
 })
+
+t.test('a push gathers at most its room of payload bytes, stopping inside a frame; pushing again from there gives the message whole', async (t) => {
+  const payload = randomBytes(10_000).toString('base64')
+  const over = 'x'.repeat(2000)
+  const stream = Buffer.concat([frame(Opcode.text, over, { masked: true }), frame(Opcode.text, payload, { masked: true }), frame(Opcode.ping, 'p')])
+  const { d, seen } = decoder(13_400)
+  const stops: number[] = []
+  const gathered: number[] = []
+  for (let at = 0; at < stream.length; ) {
+    at = d.push(stream, at, 4096)
+    stops.push(at)
+    gathered.push(d.gathered)
+  }
+  // The first message (2,000 bytes) and 2,096 of the second; then 4,096 twice; the rest, with the ping.
+  t.same(gathered, [4096, 4096, 4096, 3048])
+  t.equal(stops.length, 4)
+  t.same(
+    seen.messages.map((m) => m.text),
+    [over, payload],
+  )
+  // A payload over the limit only passes: it costs no room.
+  const big = decoder(100)
+  t.equal(big.d.push(frame(Opcode.text, over, { masked: true }), 0, 10), 2008)
+  t.equal(big.d.gathered, 0)
+  t.same(big.seen.messages, [{ opcode: Opcode.text, text: undefined, compressed: false, size: 2000 }])
+})

@@ -6,7 +6,7 @@ import { startProxy } from '../helpers/proxy.ts'
 import { eventually, startWsUpstream, tapedClient } from '../helpers/realtime.ts'
 
 /**
- * Uncompressed messages whose parse costs far more than their bytes (deep nesting, many keys):
+ * Uncompressed messages whose parse costs far more than their bytes (nesting, many keys):
  * the measuring side reads them over many turns of the event loop, within its per-turn budget,
  * so another session's response passes and is measured while they are still being read, and
  * each is read exactly, keeping its arrival time. Turns are counted, not timed: when the
@@ -17,7 +17,12 @@ const MAX_EVENT = 1024 * 1024
 
 /** A response.create carrying `pad` (a JSON value) in its metadata. */
 const create = (pad: string): string => `{"type":"response.create","response":{"metadata":{"pad":${pad}}}}`
-const nested = (bytes: number): string => create(`${'['.repeat(bytes >> 1)}${']'.repeat(bytes >> 1)}`)
+/** About `bytes` of arrays nested 2,000 deep, side by side (a text nesting deeper than MAX_DEPTH is not read). */
+const nested = (bytes: number): string => {
+  const group = `${'['.repeat(2000)}${']'.repeat(2000)}`
+  const rest = ((bytes % 4001) - 2) >> 1
+  return create(`[${Array.from({ length: Math.floor(bytes / 4001) }, () => group).join(',')}${rest > 0 ? `,${'['.repeat(rest)}${']'.repeat(rest)}` : ''}]`)
+}
 /** `n` distinct keys in objects of `per` keys (an object of more than MAX_OBJECT_KEYS is not read). */
 const keys = (n: number, per: number): string => create(`[${Array.from({ length: n / per }, (_, o) => `{${Array.from({ length: per }, (_, i) => `"k${o * per + i}":${i}`).join(',')}}`).join(',')}]`)
 

@@ -4,7 +4,7 @@ import t from 'tap'
 import { Opcode, closeFrame, encodeFrame } from '../../src/realtime/frame.ts'
 import type { FinishedResponse } from '../../src/realtime/protocol.ts'
 import { RealtimeSession } from '../../src/realtime/session.ts'
-import { MAX_OBJECT_KEYS } from '../../src/realtime/stepped-json.ts'
+import { MAX_DEPTH, MAX_OBJECT_KEYS } from '../../src/realtime/stepped-json.ts'
 import type { RealtimeDeps, SessionIdentity, SessionSummary } from '../../src/realtime/session.ts'
 import type { RouteRuntime } from '../../src/proxy/exchange.ts'
 import type { EncodingSelector } from '../../src/tokens/tokenizer.ts'
@@ -268,8 +268,8 @@ t.test('a large inflated message is parsed over turns too: its text read exactly
 t.test('an uncompressed message whose parse fits a turn but not what is left of this one is parsed whole at the next turn’s start, keeping its arrival time', async (t) => {
   const { s, responses, fromServer } = session('openai', '/v1/realtime')
   const append = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'input_audio_buffer.append', audio: 'A'.repeat(100 * 1024) })), true)
-  // 600 keys: about 7 KB, costing 45 KB of a turn's room in all; 28 KB are left after the append.
-  const pad = Object.fromEntries(Array.from({ length: 600 }, (_, i) => [`k${i}`, i]))
+  // 250 keys: about 3 KB, costing 51 KB of a turn's room in all (192 a key); 28 KB are left after the append.
+  const pad = Object.fromEntries(Array.from({ length: 250 }, (_, i) => [`k${i}`, i]))
   const create = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'response.create', response: { metadata: pad } })), true)
   s.data('client', Buffer.concat([append, create]), 100)
   t.ok(s.held >= create.length - 8, 'the response.create waits for the next turn')
@@ -289,7 +289,8 @@ t.test('each uncompressed message costs the turn its reading too: 200 tiny text 
   fromServer({ type: 'response.created', response: { id: 'r1' } }, 200)
   const delta = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'response.output_text.delta', response_id: 'r1', delta: 'word' })), false)
   const done = encodeFrame(Opcode.text, Buffer.from(JSON.stringify({ type: 'response.done', response: { id: 'r1', status: 'completed' } })), false)
-  // Parsing alone, 200 deltas cost about 52 KB of a turn's 128 KiB; with reading what each says, about 155 KB.
+  // Parsing alone (bytes and separators), 200 deltas cost about 52 KB of a turn's 128 KiB; with
+  // reading what each says (512) and their three keys (128 each), about 232 KB.
   s.data('upstream', Buffer.concat([...Array.from({ length: 200 }, () => delta), done]), 250)
   t.equal(responses.length, 0, 'not all read in the turn they came in')
   t.ok(s.held > 0, 'the rest of the read waits')
@@ -414,4 +415,47 @@ t.test('a message with an object of more keys than MAX_OBJECT_KEYS is counted un
     s.closed({ first: 'client', abrupt: false }, 400)
     t.match(sessions[0].s, { unread: over ? 1 : 0, parseError: undefined, messagesFromUpstream: 5 })
   }
+})
+
+t.test('a message nesting deeper than MAX_DEPTH is counted unread, its bytes not measured, and the messages after it are read exactly', async (t) => {
+  for (const depth of [MAX_DEPTH - 1, MAX_DEPTH]) {
+    const counted: string[] = []
+    const { s, responses, sessions, fromServer, fromClient } = session('openai', '/v1/realtime', '', (text) => {
+      counted.push(text)
+      return 1
+    })
+    // The delta object itself is one level: its pad nests `depth` more.
+    let pad: unknown = []
+    for (let i = 1; i < depth; i++) pad = [pad]
+    fromClient({ type: 'response.create' }, 50)
+    fromServer({ type: 'response.created', response: { id: 'r1' } }, 100)
+    fromServer({ type: 'response.output_text.delta', response_id: 'r1', pad, delta: 'padded' }, 150)
+    fromServer({ type: 'response.output_text.delta', response_id: 'r1', delta: 'after' }, 200)
+    fromServer({ type: 'response.done', response: { id: 'r1', status: 'completed' } }, 300)
+    t.ok(s.held > 0, `${depth + 1} levels: read in steps`)
+    while (responses.length === 0) await nextTurn()
+    const over = depth + 1 > MAX_DEPTH
+    t.same(counted, over ? ['after'] : ['padded', 'after'], `${depth + 1} levels: the deltas read are exactly those sent`)
+    s.closed({ first: 'client', abrupt: false }, 400)
+    t.match(sessions[0].s, { unread: over ? 1 : 0, parseError: undefined, messagesFromUpstream: 4 })
+  }
+})
+
+t.test('a turn gathers at most 128 KiB of payload: a message of 1 MiB in one read is gathered over eight turns, relayed meanwhile, and read once whole', async (t) => {
+  const { s, sessions, fromClient } = session('openai', '/v1/realtime')
+  const text = JSON.stringify({ type: 'input_audio_buffer.append', audio: 'A'.repeat(1024 * 1024 - 200) })
+  // Gathering a payload into its message costs about 1.8 ns a byte (a fresh buffer's pages): a
+  // turn that caught up on a backlog gathered up to the message limit at once, 1.5–2 ms.
+  s.data('client', encodeFrame(Opcode.text, Buffer.from(text), true), 100)
+  let turns = 1
+  while (s.held > Buffer.byteLength(text)) {
+    await nextTurn()
+    turns++
+  }
+  t.equal(turns, 8, 'eight turns of 128 KiB')
+  // The message read, its parse goes on in steps; a message after it waits its turn.
+  fromClient({ type: 'response.create' }, 200)
+  while (s.held > 0) await nextTurn()
+  s.closed({ first: 'client', abrupt: false }, 300)
+  t.match(sessions[0].s, { messagesFromClient: 2, unread: 0, parseError: undefined })
 })

@@ -1,7 +1,10 @@
+import { spawnSync } from 'node:child_process'
+import { pathToFileURL } from 'node:url'
 import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
-import { MAX_OBJECT_KEYS, SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
+import { MAX_DEPTH, MAX_OBJECT_KEYS, SteppedJson, wholeCost } from '../../src/realtime/stepped-json.ts'
 import { createRng } from '../../src/sim/rng.ts'
+import { distPath } from '../helpers/paths.ts'
 
 /** Parses `text` in steps of `room` bytes; the largest step's bytes beside the result. */
 function stepped(text: Buffer, room: number): { value: unknown; failed: boolean; steps: number; largest: number } {
@@ -135,7 +138,8 @@ t.test('a string of malformed UTF-8 cut into pieces decodes to the same replacem
   t.pass('200 texts of 5,000 malformed bytes, three step sizes')
   // No byte that starts a character for longer than a step (each is a U+FFFD of its own): cut inside the run.
   const run = Buffer.concat([Buffer.from('{"a":"'), Buffer.alloc(3000, 0x80), Buffer.from('é"}')])
-  t.same(stepped(run, 1024), { ...reference(run), steps: 3, largest: 1024 })
+  // The first step ends after the key (its KEY_COST), the string goes in three.
+  t.same(stepped(run, 1024), { ...reference(run), steps: 4, largest: 1024 })
   t.equal((reference(run).value as { a: string }).a.length, 3001)
   for (const lead of [[0xf0, 0x9f, 0x98], [0xe2, 0x82], [0xc3], [0xf0, 0x9f]]) {
     // A sequence (complete or not) across the step's end, then stray bytes.
@@ -153,9 +157,10 @@ t.test('a step goes through about the room it is given: a 1 MiB audio event in 1
   t.equal(got.steps, Math.ceil(text.length / (128 * 1024)))
   t.equal(got.largest, 128 * 1024)
   t.same(got.value, { type: 'input_audio_buffer.append', event_id: 'e1', audio })
-  // No room still goes through MIN_STEP's worth: these 13 bytes' tokens, eight in the first step.
+  // No room still goes through MIN_STEP's worth: these 13 bytes' tokens, the brace and the key
+  // (128 each, the key KEY_COST more) in the first step, seven in the second, the last brace in a third.
   const tiny = stepped(Buffer.from('{"a":[1,2,3]}'), 0)
-  t.same(tiny, { value: { a: [1, 2, 3] }, failed: false, steps: 2, largest: 10 })
+  t.same(tiny, { value: { a: [1, 2, 3] }, failed: false, steps: 3, largest: 9 })
 })
 
 t.test('a string made of escapes is cut into steps of the room like any other, and a quote inside an escape does not end it', async (t) => {
@@ -178,21 +183,40 @@ t.test('a text of tiny tokens costs each token beyond its bytes: deep nesting an
     while (!json.step(room)) {
       steps++
       spent += json.spent
-      if (json.spent > room + 128) over++
+      // A step stops before the token that would pass its room: it passes it by one key at most.
+      if (json.spent > room + 128 + 1024 + '"k19999"'.length) over++
     }
-    t.equal(over, 0, 'no step spends more than its room and one token')
+    t.equal(over, 0, 'no step spends more than its room and one key (its token, its cost and its bytes)')
     t.ok(json.spent >= json.used && spent > 4 * text.length, `${steps + 1} steps spent ${spent} for ${text.length} bytes`)
     t.ok(isDeepStrictEqual(json.value, JSON.parse(text)), 'the same value as JSON.parse')
   }
 })
 
-t.test('what a whole JSON.parse costs: the bytes and 64 a separator, undefined past the limit; the text decoded as JSON.parse reads it', async (t) => {
+t.test('a key costs 1,024 beyond its tokens and an escape 16 beyond its bytes: 4,096 keys and 32,768 escapes go in many steps', async (t) => {
+  const room = 128 * 1024
+  // Each key with fresh names costs V8 about 2 µs (string table, dictionary), each `\\n` about 30 ns: at
+  // their bytes and tokens alone these took 17 steps of up to 1.2 ms and one step of 1–2 ms.
+  const keys = Buffer.from(`{"type":"session.update","pad":{${Array.from({ length: 4096 }, (_, i) => `"k${i}":${i}`).join(',')}}}`)
+  const escapes = Buffer.from(`{"text":"${'\\n'.repeat(32_768)}"}`)
+  const unicode = Buffer.from(`{"text":"${'\\u00e9'.repeat(10_000)}"}`)
+  for (const [text, steps] of [
+    [keys, 49],
+    [escapes, 5],
+    [unicode, 2],
+  ] as const) {
+    const got = stepped(text, room)
+    t.has(got, { ...reference(text), steps }, `${text.length} bytes in ${steps} steps`)
+  }
+})
+
+t.test('what a whole JSON.parse costs: the bytes, 64 a separator or backslash and 128 more a colon, undefined past the limit; the text decoded as JSON.parse reads it', async (t) => {
   const limit = 128 * 1024
   const SEPARATOR = 64
+  const COLON = 128
   const audio = Buffer.from(JSON.stringify({ type: 'input_audio_buffer.append', audio: 'QUJD+/=='.repeat(800) }))
-  t.same(wholeCost(audio, limit), { text: audio.toString('utf8'), cost: audio.length + 2 * SEPARATOR }, 'an audio event: its bytes, its brace and its comma')
+  t.same(wholeCost(audio, limit), { text: audio.toString('utf8'), cost: audio.length + 2 * SEPARATOR + 2 * COLON }, 'an audio event: its bytes, its brace, its comma and its two keys')
   const delta = Buffer.from('{"type":"response.output_text.delta","delta":"a, [b] {c}"}')
-  t.equal(wholeCost(delta, limit)?.cost, delta.length + 5 * SEPARATOR, 'separators inside strings count too: a bound')
+  t.equal(wholeCost(delta, limit)?.cost, delta.length + 5 * SEPARATOR + 2 * COLON, 'separators inside strings count too: a bound')
   const invalid = Buffer.from([0x7b, 0x22, 0xff, 0xe2, 0x82, 0x22, 0x3a, 0x31, 0x7d])
   t.equal(wholeCost(invalid, limit)?.text, invalid.toString('utf8'), 'malformed UTF-8 decoded as the session decodes it for JSON.parse')
   const nested = Buffer.from(`${'['.repeat(2047)}${']'.repeat(2047)}`)
@@ -201,7 +225,16 @@ t.test('what a whole JSON.parse costs: the bytes and 64 a separator, undefined p
   t.equal(wholeCost(Buffer.alloc(limit + 1, 0x20), limit), undefined, 'more bytes than the limit, undecoded')
   const keys = Buffer.from(`{${Array.from({ length: 2000 }, (_, i) => `"k${i}":${i}`).join(',')}}`)
   t.equal(wholeCost(keys, limit), undefined, '2,000 keys in 25 KB cost more than 128 KiB')
-  t.equal(wholeCost(keys.subarray(0, 1000), limit)?.cost, 1000 + 111 * SEPARATOR, 'what a text holds, parsed or not, is what counts')
+  t.equal(wholeCost(keys.subarray(0, 1000), limit)?.cost, 1000 + 111 * SEPARATOR + 111 * COLON, 'what a text holds, parsed or not, is what counts')
+  const most = Math.floor((limit - 1) / (SEPARATOR + COLON))
+  const admitted = (n: number): boolean => {
+    const text = Buffer.from(`{${Array.from({ length: n }, (_, i) => `"${i.toString(36).padStart(3, '0')}":0`).join(',')}}`)
+    return wholeCost(text, limit) !== undefined
+  }
+  t.ok(admitted(600) && !admitted(most), `an object of 600 keys is read whole, not one of ${most} (fresh names cost JSON.parse about 0.6 µs each)`)
+  const escapes = Buffer.from(`{"a":"${'\\n'.repeat(1000)}"}`)
+  t.equal(wholeCost(escapes, limit)?.cost, escapes.length + 1001 * SEPARATOR + COLON, 'a backslash costs as a separator')
+  t.equal(wholeCost(Buffer.from(`{"a":"${'\\n'.repeat(2048)}"}`), limit), undefined, '2,048 escapes cost more than 128 KiB')
 })
 
 t.test('a key named __proto__ is an own property, as JSON.parse defines it, never the object’s prototype', async (t) => {
@@ -266,4 +299,65 @@ t.test('an object of MAX_OBJECT_KEYS keys parses as JSON.parse parses it; one ke
   t.ok(same(got.value, JSON.parse(siblings)), 'the same value as JSON.parse')
   const duplicates = `{${Array.from({ length: MAX_OBJECT_KEYS + 1 }, () => '"a":1').join(',')}}`
   t.ok(stepped(Buffer.from(duplicates), 0).failed, 'keys count as written: a key repeated past the limit is refused too')
+})
+
+t.test('the parser stays compiled across a full GC with no text being parsed (V8 keeps its instances’ map)', async (t) => {
+  // A session parses texts of keys in steps, then is let go, then a full GC, four times. Before, each
+  // GC threw away the optimized parser ("weak objects": its instances' map died with the last
+  // instance) and the next texts ran unoptimized, 3–10× slower, until compiled again.
+  const script = `
+    import { RealtimeSession } from ${JSON.stringify(pathToFileURL(distPath('src/realtime/session.js')).href)}
+    import { Opcode, encodeFrame } from ${JSON.stringify(pathToFileURL(distPath('src/realtime/frame.js')).href)}
+    const keys = Array.from({ length: 3000 }, (_, i) => '"k' + i + '":' + i).join(',')
+    const frame = encodeFrame(Opcode.text, Buffer.from('{"type":"session.update","pad":{' + keys + '}}'), true)
+    const deps = { encodings: { counterFor: () => () => 1 }, maxMessageBytes: 1 << 20, sessions: new Set(), recordResponse() {}, recordSession() {}, onRecordError() {} }
+    const route = { label: '/rt', prefix: '/rt', provider: 'openai', inFlight: 0 }
+    for (let run = 0; run < 4; run++) {
+      const s = new RealtimeSession(deps, route, 'id', '/v1/realtime', new URLSearchParams(), 0)
+      s.opened(undefined)
+      for (let m = 0; m < 4; m++) {
+        s.data('client', frame, m)
+        while (s.held > 0) await new Promise((resolve) => setImmediate(resolve))
+      }
+      s.finish(10)
+      console.log('=== full GC')
+      globalThis.gc()
+    }
+  `
+  const run = spawnSync(process.execPath, ['--expose-gc', '--trace-opt', '--trace-deopt', '--input-type=module', '-e', script], { encoding: 'utf8' })
+  t.equal(run.status, 0, run.stderr)
+  const [before, ...after] = run.stdout.split('=== full GC')
+  const parser = /<SharedFunctionInfo (step|#token|#string|#next|#number|#take|#open|#startKey|#startValue|#emit|#close|#push)>/
+  t.match(before, /completed optimizing .*<JSFunction step /, 'compiled before the first GC')
+  const thrown = after
+    .join('')
+    .split('\n')
+    .filter((line) => line.includes('reason: weak objects') && parser.test(line))
+  t.same(thrown, [], 'no optimized parser code thrown away at a GC')
+})
+
+t.test('a text nesting MAX_DEPTH arrays and objects parses as JSON.parse parses it; one level deeper refuses the text, as soon as that level opens', async (t) => {
+  t.equal(MAX_DEPTH, 2048)
+  const arrays = (depth: number): Buffer => Buffer.from(`${'['.repeat(depth)}${']'.repeat(depth)}`)
+  const objects = (depth: number): Buffer => Buffer.from(`${'{"a":'.repeat(depth - 1)}[0]${'}'.repeat(depth - 1)}`)
+  for (const make of [arrays, objects]) {
+    for (const room of [0, 4096, 128 * 1024]) {
+      const deepest = make(MAX_DEPTH)
+      const got = stepped(deepest, room)
+      t.ok(!got.failed && same(got.value, reference(deepest).value), `${MAX_DEPTH} deep, in steps of ${room}`)
+      const over = make(MAX_DEPTH + 1)
+      const json = new SteppedJson(over)
+      let used = 0
+      while (!json.step(room)) used += json.used
+      t.ok(json.failed && json.value === undefined, `${MAX_DEPTH + 1} deep is refused, in steps of ${room}`)
+      // Refused at the opening of the level over the limit: the rest is never read.
+      let opened = 0
+      let next = 0
+      while (opened <= MAX_DEPTH) if (over[next++] === 0x5b || over[next - 1] === 0x7b) opened++
+      t.equal(used + json.used, next - 1, 'read no further than that level')
+    }
+  }
+  // Side by side, each within the limit: depth is what counts, not how many containers.
+  const wide = Buffer.from(`[${Array.from({ length: 3 }, () => arrays(MAX_DEPTH - 1).toString()).join(',')}]`)
+  t.ok(same(stepped(wide, 128 * 1024).value, JSON.parse(wide.toString())), 'three side by side, each within the limit')
 })
