@@ -341,7 +341,10 @@ function inProcess(exporter: SpanExporter, logger: Logger): SpanSink {
       }),
   )
   return {
-    add: (span) => void spans.then((s) => s.add(span)),
+    add: (span) =>
+      void spans
+        .then((s) => s.add(span))
+        .catch((err: unknown) => logger.debug({ err }, 'OTLP traces: a span was not added')),
     flush: () =>
       spans.then((s) => s.flush()).catch((err: unknown) => logger.debug({ err }, 'OTLP traces flush failed')),
     shutdown: () =>
