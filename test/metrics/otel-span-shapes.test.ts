@@ -1,0 +1,59 @@
+import t from 'tap'
+import { spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { pathToFileURL } from 'node:url'
+import { distPath } from '../helpers/paths.ts'
+
+const require = createRequire(import.meta.url)
+
+t.test('the OTLP serialiser stays compiled across a full GC between two exports (its writer’s shapes are kept)', async (t) => {
+  // Spans go through SpanExport's batch processor to an exporter that serialises them as the OTLP
+  // exporter does, then a full GC with no export running, four times. Before, the first GC threw the
+  // serialiser's optimised code away ("weak objects": no writer was left alive) and the next exports
+  // ran it unoptimised until V8 compiled it again.
+  const script = `
+    import { SpanExport } from ${JSON.stringify(pathToFileURL(distPath('src/metrics/otel/span-export.js')).href)}
+    import { ProtobufTraceSerializer } from ${JSON.stringify(pathToFileURL(require.resolve('@opentelemetry/otlp-transformer')).href)}
+    let bytes = 0
+    const exporter = {
+      export(spans, done) { bytes += ProtobufTraceSerializer.serializeRequest(spans).length; done({ code: 0 }) },
+      shutdown: async () => {},
+      forceFlush: async () => {},
+    }
+    const spans = new SpanExport(exporter, { failed() {}, recovered() {} })
+    let n = 0
+    const hex = (v, width) => v.toString(16).padStart(width, '0')
+    for (let run = 0; run < 4; run++) {
+      for (let i = 0; i < 500; i++, n++) {
+        const attributes = { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'm' + (n % 7), 'gen_ai.usage.output_tokens': n % 300, 'tokentap.ttft_seconds': n / 1000, 'tokentap.stalls': 0 }
+        for (let a = 0; a < 30; a++) attributes['tokentap.a' + a] = a % 2 === 0 ? 'v' + a : a + 0.5
+        spans.add({
+          name: 'chat m', traceId: hex(n + 1, 32), spanId: hex(n + 1, 16), parent: undefined,
+          startMs: 1e12 + n, endMs: 1e12 + n + 50, durationMs: 50, attributes,
+          events: [{ name: 'gen_ai.first_token', timeMs: 1e12 + n + 10 }, { name: 'end', timeMs: 1e12 + n + 50, attributes: { 'tokentap.outcome': 'ok' } }],
+          status: 0, statusMessage: undefined,
+        })
+      }
+      await spans.flush()
+      console.log('=== full GC')
+      globalThis.gc()
+    }
+    await spans.shutdown()
+    console.log('=== bytes ' + bytes)
+  `
+  const run = spawnSync(process.execPath, ['--expose-gc', '--trace-opt', '--trace-deopt', '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  })
+  t.equal(run.status, 0, run.stderr)
+  t.match(run.stdout, /=== bytes [1-9]\d+/, 'the spans were serialised')
+  const [before, ...after] = run.stdout.split('=== full GC')
+  const writer =
+    /<SharedFunctionInfo (writeVarint|writeTag|writeString|writeBytes|writeDouble|writeFixed64|startLengthDelimited|finishLengthDelimited|_ensureCapacity|writeAttributes|writeKeyValue|writeAnyValue)>/
+  t.match(before, /completed optimizing .*<JSFunction (writeVarint|writeTag) /, 'the writer was compiled before the first GC')
+  const thrown = after
+    .join('')
+    .split('\n')
+    .filter((line) => line.includes('reason: weak objects') && writer.test(line))
+  t.same(thrown, [], 'no optimised serialiser code thrown away at a GC')
+})
