@@ -3,10 +3,8 @@ import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import { validateConfig } from '../../src/config/load-config.ts'
 import { OtelTraces } from '../../src/metrics/otel/traces.ts'
-import type { RequestFacts } from '../../src/record/observations.ts'
 import { TraceIdSource } from '../../src/record/trace-context.ts'
-import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { measure } from '../../src/timing/measurement.ts'
+import { spanSample } from './span-sample.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
 
 /**
@@ -35,42 +33,10 @@ async function main(): Promise<void> {
   const tracer = new OtelTraces({ config: config.otel, traces, logger: pino({ level: 'silent' }), stallSeconds: 1, now: () => now, serverOf: () => ({ address: '127.0.0.1', port: 1 }) })
   const policy = new RecordPolicy({ maxModelsPerRoute: 100, lengthBandLabel: false, genAi: true, traces: { ratio: 1, keep: traces.sample.keep, slowSeconds: 10 } })
   const ids = new TraceIdSource()
-  const route = { label: '/t', prefix: '/t', provider: 'openai', inFlight: 0 }
-  const one = (): { who: RequestFacts; m: ReturnType<typeof measure> } => {
-    const log = new ChunkLog()
-    for (let i = 0; i < 3; i++) log.add(now + 100 + i, 1, MarkKind.text, false)
-    const m = measure({
-      tReq: now,
-      tEnd: now + 104,
-      tHeaders: now + 50,
-      statusCode: 200,
-      failure: undefined,
-      clientGone: false,
-      chunks: log,
-      summary: { usage: { input: 12, output: 3 } },
-      stallSeconds: 1,
-    })
-    const who: RequestFacts = {
-      id: 'r',
-      route,
-      provider: 'openai',
-      tenant: undefined,
-      method: 'POST',
-      path: '/v1/chat/completions',
-      model: 'bench-model',
-      responseModel: 'bench-model',
-      usageInjected: false,
-      concurrency: 1,
-      bytesIn: 100,
-      bytesOut: 1000,
-      tReq: now,
-      overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
-      extra: undefined,
-      failureDetail: undefined,
-      trace: ids.start({}),
-    }
+  const one = (): ReturnType<typeof spanSample> => {
+    const sample = spanSample(now, 'r', ids)
     now += 200
-    return { who, m }
+    return sample
   }
   const n = 20_000
   const requests = Array.from({ length: n }, one)
