@@ -1,7 +1,6 @@
 import pino from 'pino'
 import { OtelMetrics } from '../../src/metrics/otel/otel-metrics.ts'
-import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
-import { measure } from '../../src/timing/measurement.ts'
+import { labRequest } from './lab-request.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
 
 /**
@@ -17,40 +16,10 @@ function recordCost(chunks: number): { usPerRecord: number; records: number } {
   const otel = new OtelMetrics({ config: { endpoint: 'http://127.0.0.1:9', headers: {}, interval_ms: 3_600_000 }, logger: pino({ level: 'silent' }), env: {} })
   // The policy's Observations are made once per request for every sink: only the OTel map is timed.
   const policy = new RecordPolicy({ maxModelsPerRoute: 100, lengthBandLabel: false, genAi: true })
-  const who = {
-    id: 'r',
-    route: { label: '/t' },
-    provider: 'openai',
-    method: 'POST',
-    path: '/v1/chat/completions',
-    model: 'bench-model',
-    responseModel: 'bench-model',
-    usageInjected: false,
-    concurrency: 1,
-    tReq: 0,
-    overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
-    tenant: undefined,
-    bytesIn: 0,
-    bytesOut: 0,
-    extra: undefined,
-    failureDetail: undefined,
-  }
-  const one = () => {
-    const log = new ChunkLog()
-    for (let i = 0; i < chunks; i++) log.add(100 + i, 1, MarkKind.text, false)
-    return measure({
-      tReq: 0,
-      tEnd: 100 + chunks,
-      tHeaders: 50,
-      statusCode: 200,
-      failure: undefined,
-      clientGone: false,
-      chunks: log,
-      summary: { usage: { input: 12, output: chunks } },
-      stallSeconds: 1,
-    })
-  }
-  const ms = Array.from({ length: 1000 }, () => policy.observe(who, one()))
+  const ms = Array.from({ length: 1000 }, () => {
+    const { who, m } = labRequest(0, 'r', chunks)
+    return policy.observe(who, m)
+  })
   const n = Math.round(600_000 / (chunks + 5))
   for (let i = 0; i < n / 10; i++) otel.record(ms[i % ms.length])
   const c0 = process.cpuUsage()

@@ -4,7 +4,7 @@ import pino from 'pino'
 import { validateConfig } from '../../src/config/load-config.ts'
 import { OtelTraces } from '../../src/metrics/otel/traces.ts'
 import { TraceIdSource } from '../../src/record/trace-context.ts'
-import { spanSample } from './span-sample.ts'
+import { labRequest } from './lab-request.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
 
 /**
@@ -33,8 +33,8 @@ async function main(): Promise<void> {
   const tracer = new OtelTraces({ config: config.otel, traces, logger: pino({ level: 'silent' }), stallSeconds: 1, now: () => now, serverOf: () => ({ address: '127.0.0.1', port: 1 }) })
   const policy = new RecordPolicy({ maxModelsPerRoute: 100, lengthBandLabel: false, genAi: true, traces: { ratio: 1, keep: traces.sample.keep, slowSeconds: 10 } })
   const ids = new TraceIdSource()
-  const one = (): ReturnType<typeof spanSample> => {
-    const sample = spanSample(now, 'r', ids)
+  const one = (): ReturnType<typeof labRequest> => {
+    const sample = labRequest(now, 'r', 3, ids)
     now += 200
     return sample
   }

@@ -6,7 +6,7 @@ import { OtelTraces } from '../../src/metrics/otel/traces.ts'
 import type { Observations } from '../../src/record/observations.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
 import { TraceIdSource } from '../../src/record/trace-context.ts'
-import { spanSample } from './span-sample.ts'
+import { labRequest } from './lab-request.ts'
 
 /**
  * What the span export costs a fresh process over time, at a fixed rate of kept spans
@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   const policy = new RecordPolicy({ maxModelsPerRoute: 100, lengthBandLabel: false, genAi: true, traces: { ratio: 1, keep: traces.sample.keep, slowSeconds: 10 } })
   const ids = new TraceIdSource()
   const one = (): Observations => {
-    const { who, m } = spanSample(now, `r${now}`, ids)
+    const { who, m } = labRequest(now, `r${now}`, 3, ids)
     now += 200
     return policy.observe(who, m)
   }

@@ -5,19 +5,22 @@ import { measure } from '../../src/timing/measurement.ts'
 
 const ROUTE = { label: '/t', prefix: '/t', provider: 'openai', inFlight: 0 }
 
-/** The request the span lab tools (trace-cost, trace-rate) record: a 3-chunk stream of 104 ms, its usage reported, a span id of its own. */
-export function spanSample(now: number, id: string, ids: TraceIdSource): { who: RequestFacts; m: ReturnType<typeof measure> } {
+/**
+ * The request the OTel lab tools (otel-cost, trace-cost, trace-rate) record: a stream of `chunks`
+ * one-token chunks 1 ms apart from 100 ms on, its usage reported, and with `ids` a span of its own.
+ */
+export function labRequest(now: number, id: string, chunks: number, ids?: TraceIdSource): { who: RequestFacts; m: ReturnType<typeof measure> } {
   const log = new ChunkLog()
-  for (let i = 0; i < 3; i++) log.add(now + 100 + i, 1, MarkKind.text, false)
+  for (let i = 0; i < chunks; i++) log.add(now + 100 + i, 1, MarkKind.text, false)
   const m = measure({
     tReq: now,
-    tEnd: now + 104,
+    tEnd: now + 101 + chunks,
     tHeaders: now + 50,
     statusCode: 200,
     failure: undefined,
     clientGone: false,
     chunks: log,
-    summary: { usage: { input: 12, output: 3 } },
+    summary: { usage: { input: 12, output: chunks } },
     stallSeconds: 1,
   })
   const who: RequestFacts = {
@@ -37,7 +40,7 @@ export function spanSample(now: number, id: string, ids: TraceIdSource): { who: 
     overhead: { request: undefined, firstChunk: undefined, chunk: undefined },
     extra: undefined,
     failureDetail: undefined,
-    trace: ids.start({}),
+    trace: ids?.start({}),
   }
   return { who, m }
 }
