@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
@@ -21,7 +23,12 @@ import { describeTarget, targetList } from '../verdict.ts'
  * same window, `tokentap@TREE`: the server of another build (TREE/dist, e.g. an older commit's
  * `git worktree`, built), for a before/after of a change; each `--node-flag F` goes to every
  * tokentap process (`--node-flag --perf-basic-prof`: /tmp/perf-PID.map names the JIT code the
- * dumps show as bare addresses; V8 also leaves an isolate-*-v8.log in the working directory).
+ * dumps show as bare addresses; V8 also leaves an isolate-*-v8.log in the working directory);
+ * each `--traces R` counts one more path, `tokentap+traces@R`: this build with spans on
+ * (`otel.traces`, `sample.ratio` R) exported to a sink in this process, for what spans cost in
+ * instructions (issue 38); `--requests N` and `--warm-up N` change the window and the warm-up.
+ * Each path's main thread is also counted apart (callgrind's `--separate-threads`): the rest is
+ * V8's compiler and GC helpers, libuv's pool and the span export's thread.
  * Instruction counts per short request, tokentap against the Fastify relay (issue 29: a measure
  * that does not flip). The CPU time of a round moves with whatever else the machine runs; the
  * instructions a process executes for the same requests do not. Both proxies run under
@@ -58,6 +65,9 @@ interface InstructionOptions {
   readonly bases?: readonly string[]
   /** Node flags for every tokentap process (e.g. --perf-basic-prof, to name JIT code in the dumps). */
   readonly nodeFlags?: readonly string[]
+  /** Sampling ratios: one more path each, this build with spans on, exported to `tracesEndpoint`. */
+  readonly traces?: readonly number[]
+  readonly tracesEndpoint?: string
 }
 
 interface InstructionFigures {
@@ -69,6 +79,9 @@ interface InstructionFigures {
   readonly steady_per_request: Record<string, number>
   readonly compiler_per_request: Record<string, number>
   readonly gc_per_request: Record<string, number>
+  /** The main thread's instructions per request, and those outside V8's compilers and GC. */
+  readonly main_per_request: Record<string, number>
+  readonly main_steady_per_request: Record<string, number>
   /** tokentap over the Fastify relay: all instructions, and without the compilers. */
   readonly ratio: number
   readonly steady_ratio: number
@@ -91,7 +104,14 @@ const VALGRIND_HINT = 'valgrind not found (apt-get install -y valgrind): skippin
 async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigures> {
   const t0 = performance.now()
   mkdirSync(o.dir, { recursive: true })
-  const wrap = (name: string): string[] => ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${join(o.dir, `${name}.%p`)}`, `--log-file=${join(o.dir, `${name}.%p.log`)}`]
+  const wrap = (name: string): string[] => [
+    'valgrind',
+    '--tool=callgrind',
+    '--instr-atstart=no',
+    '--separate-threads=yes',
+    `--callgrind-out-file=${join(o.dir, `${name}.%p`)}`,
+    `--log-file=${join(o.dir, `${name}.%p.log`)}`,
+  ]
   const probe = join(o.dist, 'bench', 'el-probe.js')
   const upstream = `http://127.0.0.1:${o.simPort}`
   // Started one after the other: start-up under valgrind is CPU-bound for seconds.
@@ -112,11 +132,20 @@ async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigu
     stopOnExit(base.proc)
     paths[name] = { url: `http://127.0.0.1:${base.port}/t/v1/chat/completions`, proc: base.proc }
   }
+  for (const ratio of o.traces ?? []) {
+    const name = `tokentap+traces@${ratio}`
+    const tracedDir = join(o.dir, name)
+    mkdirSync(tracedDir, { recursive: true })
+    const traced = await startTokentap(o.dist, tracedDir, o.simPort, { maxModels: 100, wrap: wrap(name), flags: o.nodeFlags, traces: { endpoint: o.tracesEndpoint ?? '', ratio } })
+    stopOnExit(traced.proc)
+    paths[name] = { url: `http://127.0.0.1:${traced.port}/t/v1/chat/completions`, proc: traced.proc }
+  }
   const plan = evenPlan(o.chunks, 0)
   const streams = (p: string, count: number, id: string): Job => ({ kind: 'streams', ...request(paths[p].url, plan), count, concurrency: o.concurrency, phaseMs: 0, idPrefix: id, detail: false })
   const control = (p: string, ...args: string[]): Promise<unknown> => run('callgrind_control', [...args, String(pidOf(paths[p].proc))])
   const names = Object.keys(paths)
   const split: Record<string, Split> = {}
+  const mainSplit: Record<string, Split> = {}
   try {
     o.log?.(`instructions: ${o.warmUp} uncounted short requests through each proxy under valgrind, then ${o.requests} counted under callgrind`)
     await Promise.all(names.map((p) => o.job(streams(p, o.warmUp, `ir-warm-${p}`))))
@@ -133,9 +162,12 @@ async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigu
         const pid = pidOf(paths[p].proc)
         const before = new Set(readdirSync(o.dir))
         await control(p, '-d')
-        const dump = readdirSync(o.dir).find((f) => !before.has(f) && f.startsWith(`${p}.${pid}.`) && !f.endsWith('.log'))
-        if (dump === undefined) throw new Error(`callgrind wrote no dump for ${p}`)
-        split[p] = splitDump(readFileSync(join(o.dir, dump), 'utf8'))
+        // One dump per thread (`…-01` is the main one); a thread that ended in the window has none.
+        const dumps = readdirSync(o.dir).filter((f) => !before.has(f) && f.startsWith(`${p}.${pid}.`) && !f.endsWith('.log'))
+        if (dumps.length === 0) throw new Error(`callgrind wrote no dump for ${p}`)
+        const byThread = dumps.map((f) => ({ main: f.endsWith('-01'), split: splitDump(readFileSync(join(o.dir, f), 'utf8')) }))
+        split[p] = sumSplits(byThread.map((t) => t.split))
+        mainSplit[p] = sumSplits(byThread.filter((t) => t.main).map((t) => t.split))
       }),
     )
   } finally {
@@ -150,6 +182,8 @@ async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigu
     steady_per_request: per(steady),
     compiler_per_request: per((x) => x.compiler),
     gc_per_request: per((x) => x.gc),
+    main_per_request: Object.fromEntries(names.map((p) => [p, Math.round(mainSplit[p].total / o.requests)])),
+    main_steady_per_request: Object.fromEntries(names.map((p) => [p, Math.round((mainSplit[p].total - mainSplit[p].compiler - mainSplit[p].gc) / o.requests)])),
     ratio: round(split.tokentap.total / split['fastify-relay'].total, 3),
     steady_ratio: round(steady(split.tokentap) / steady(split['fastify-relay']), 3),
     seconds: round((performance.now() - t0) / 1000, 0),
@@ -162,6 +196,12 @@ interface Split {
   readonly compiler: number
   readonly gc: number
 }
+
+const sumSplits = (xs: readonly Split[]): Split => ({
+  total: xs.reduce((a, x) => a + x.total, 0),
+  compiler: xs.reduce((a, x) => a + x.compiler, 0),
+  gc: xs.reduce((a, x) => a + x.gc, 0),
+})
 
 /** V8's compilers (TurboFan, Maglev, Sparkplug, the parser and bytecode generator) by C++ function name. */
 const COMPILER =
@@ -211,7 +251,8 @@ function splitDump(text: string): Split {
 
 /** One line for the report. */
 function describeInstructions(f: InstructionFigures): string {
-  const one = (p: string): string => `${p} ${f.per_request[p].toLocaleString('en')} (compilers ${f.compiler_per_request[p].toLocaleString('en')}, GC ${f.gc_per_request[p].toLocaleString('en')})`
+  const one = (p: string): string =>
+    `${p} ${f.per_request[p].toLocaleString('en')} (compilers ${f.compiler_per_request[p].toLocaleString('en')}, GC ${f.gc_per_request[p].toLocaleString('en')}; main thread ${f.main_per_request[p].toLocaleString('en')}, ${f.main_steady_per_request[p].toLocaleString('en')} outside compilers and GC)`
   return `instructions a request: ${Object.keys(f.per_request).map(one).join(', ')}: ${f.ratio}×, ${f.steady_ratio}× without the compilers (${f.requests} counted requests after ${f.warm_up} uncounted, ${f.seconds} s)`
 }
 
@@ -226,6 +267,18 @@ if (!(await haveValgrind())) {
 const dirArg = process.argv.indexOf('--callgrind-dir')
 const chunksArg = process.argv.indexOf('--chunks')
 const bases = process.argv.flatMap((a, i) => (a === '--base' ? [resolve(process.argv[i + 1])] : []))
+const traces = process.argv.flatMap((a, i) => (a === '--traces' ? [Number(process.argv[i + 1])] : []))
+const numberArg = (name: string, dflt: number): number => {
+  const i = process.argv.indexOf(name)
+  return i < 0 ? dflt : Number(process.argv[i + 1])
+}
+// Spans go to a sink here that accepts every export (an empty ExportTraceServiceResponse).
+const sink = createServer((req, res) => {
+  req.resume()
+  req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end())
+})
+await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r))
+sink.unref()
 const work = mkdtempSync(join(tmpdir(), 'tokentap-instructions-'))
 const load = startLoadClient(join(DIST, 'bench', 'load-client.js'))
 stopOnExit(load.proc)
@@ -236,8 +289,10 @@ const f = await instructionsPhase({
   dist: DIST,
   dir: dirArg < 0 ? join(work, 'callgrind') : resolve(process.argv[dirArg + 1]),
   simPort: sim.port,
-  requests: QUICK ? 200 : 2000,
-  warmUp: QUICK ? 300 : 5000,
+  requests: numberArg('--requests', QUICK ? 200 : 2000),
+  warmUp: numberArg('--warm-up', QUICK ? 300 : 5000),
+  traces,
+  tracesEndpoint: `http://127.0.0.1:${(sink.address() as AddressInfo).port}/v1/traces`,
   chunks: chunksArg < 0 ? SHORT_CHUNKS : Number(process.argv[chunksArg + 1]),
   concurrency: SHORT_CONCURRENCY,
   bases,

@@ -4,7 +4,7 @@ import t from 'tap'
 import { LabelSlot } from '../../src/record/labels.ts'
 import type { Observations } from '../../src/record/observations.ts'
 import { Recorder } from '../../src/record/recorder.ts'
-import { requestLog } from '../../src/record/request-log.ts'
+import { requestLog, requestLogLine, timeSpentFields } from '../../src/record/request-log.ts'
 import { LlmMetrics } from '../../src/metrics/llm/llm-metrics.ts'
 import { DEFAULT_BUCKETS } from '../../src/config/schema.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
@@ -41,6 +41,27 @@ t.test("a request's log line shows its own figures where the aggregates gate the
   logger.flush()
   t.equal(lines.length, 1)
   t.match(lines[0], { level: 30, msg: 'request', request_id: 'c1', outcome: 'cancelled', tpot_ms: 100, chunks: 3, streamed_tokens: 3, output_tokens: 3 })
+})
+
+t.test("the log line names where the time went with timeSpentFields' keys, in its order, and a parser's extras come last", async (t) => {
+  const base = observationsOf(streamed(true), { id: 'ts' })
+  const o: Observations = {
+    ...base,
+    upstreamReported: { queue: 0.012, prompt: 0.05, total: 0.4 },
+    outsideUpstream: 0.002,
+    clientWriteWait: 0.001,
+    who: { ...base.who, extra: { stop_reason: 'end_turn' } },
+  }
+  const line = requestLogLine(o)
+  const spent = timeSpentFields(o.upstreamReported, o.outsideUpstream, o.clientWriteWait, (s) => (s === undefined ? undefined : Math.round(s * 1e6) / 1e3))
+  const keys = Object.keys(line)
+  const at = keys.indexOf('upstream_queue_ms')
+  t.same(keys.slice(at, at + Object.keys(spent).length), Object.keys(spent), 'the same keys, one after the other, in the same order')
+  for (const [k, v] of Object.entries(spent)) t.equal(line[k], v, k)
+  t.same([line.upstream_queue_ms, line.upstream_load_ms, line.ttft_outside_upstream_ms], [12, undefined, 2])
+  t.equal(keys.at(-1), 'stop_reason', 'the extras after the fixed keys')
+  t.equal(line.stop_reason, 'end_turn')
+  t.equal(Object.keys(requestLogLine(base)).at(-1), 'span_id', 'no extras: the fixed keys alone')
 })
 
 t.test('a failed request is logged as a warning, and nothing is built below the level', async (t) => {

@@ -9,6 +9,7 @@ import type { Resource } from '@opentelemetry/resources'
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
 import { tokentapResource } from './resource.ts'
+import type { BatchSettings } from './span-backlog.ts'
 
 /**
  * The SDK side of the span export: finished spans as plain records (`SpanRecord`: what crosses
@@ -76,9 +77,13 @@ export class SpanExport {
   readonly #processor: BatchSpanProcessor
   readonly #resource: Resource
 
-  constructor(exporter: SpanExporter, report: ExportReport) {
+  /** `batch`: the processor's settings (else the SDK's defaults and `OTEL_BSP_*`, as it reads them itself). */
+  constructor(exporter: SpanExporter, report: ExportReport, batch?: BatchSettings) {
     this.#resource = tokentapResource()
-    this.#processor = new BatchSpanProcessor(new ReportedSpanExporter(exporter, report))
+    this.#processor = new BatchSpanProcessor(
+      new ReportedSpanExporter(exporter, report),
+      batch === undefined ? undefined : { ...batch },
+    )
     // The provider owns the processor: its forceFlush and shutdown are the export's.
     this.#provider = new BasicTracerProvider({ resource: this.#resource, spanProcessors: [this.#processor] })
   }
