@@ -9,7 +9,6 @@ import type { Resource } from '@opentelemetry/resources'
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
 import { tokentapResource } from './resource.ts'
-import type { BatchSettings } from './span-backlog.ts'
 
 /**
  * The SDK side of the span export: finished spans as plain records (`SpanRecord`: what crosses
@@ -77,13 +76,9 @@ export class SpanExport {
   readonly #processor: BatchSpanProcessor
   readonly #resource: Resource
 
-  /** `batch`: the processor's settings (else the SDK's defaults and `OTEL_BSP_*`, as it reads them itself). */
-  constructor(exporter: SpanExporter, report: ExportReport, batch?: BatchSettings) {
+  constructor(exporter: SpanExporter, report: ExportReport) {
     this.#resource = tokentapResource()
-    this.#processor = new BatchSpanProcessor(
-      new ReportedSpanExporter(exporter, report),
-      batch === undefined ? undefined : { ...batch },
-    )
+    this.#processor = new BatchSpanProcessor(new ReportedSpanExporter(exporter, report))
     // The provider owns the processor: its forceFlush and shutdown are the export's.
     this.#provider = new BasicTracerProvider({ resource: this.#resource, spanProcessors: [this.#processor] })
   }

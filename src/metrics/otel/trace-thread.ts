@@ -1,16 +1,14 @@
 import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import type { SpanRecord } from './span-export.ts'
-import { SpanRecords, transferable } from './span-records.ts'
-import type { SerialisedSpans } from './span-records.ts'
 
 /**
- * The main thread's end of the span export: kept spans, as plain records serialised when their
- * request ends, go in batches to one worker thread (trace-worker.ts) that builds the SDK's spans
- * when their export is due and runs the batch processor and the OTLP exporter. The export's HTTP client, timers and objects then never run in the proxy's
+ * The main thread's end of the span export: kept spans, as plain records, go in batches to one
+ * worker thread (trace-worker.ts) that builds the SDK's spans and runs the batch processor and the
+ * OTLP exporter. The export's HTTP client, timers and objects then never run in the proxy's
  * isolate, where their shapes made V8 drop and rebuild the byte path's optimised code
- * (docs/performance.md, "Spans: what tracing costs"). The byte path never waits for it: a record
- * is serialised once its request has ended, and posting hands over the batch's bytes.
+ * (docs/performance.md, "Spans: what tracing costs"). The byte path never waits for it: posting
+ * copies the batch and returns.
  */
 
 /** What the worker needs to build its exporter. */
@@ -21,7 +19,7 @@ export interface TraceThreadSettings {
 }
 
 export type ToTraceThread =
-  | ({ readonly kind: 'spans' } & SerialisedSpans)
+  | { readonly kind: 'spans'; readonly spans: readonly SpanRecord[] }
   | { readonly kind: 'flush' | 'shutdown'; readonly id: number }
 
 export type FromTraceThread =
@@ -29,7 +27,7 @@ export type FromTraceThread =
   | { readonly kind: 'recovered' }
   | { readonly kind: 'done'; readonly id: number; readonly err: string | undefined }
 
-/** Spans posted at once: one wake-up of the worker per batch. */
+/** Spans posted at once: one structured clone and one wake-up of the worker per batch. */
 const BATCH = 64
 /** A smaller batch waits at most this long (the worker's batch processor then waits up to its 5 s). */
 const BATCH_WAIT_MS = 1000
@@ -40,7 +38,7 @@ const WORKER = new URL(import.meta.url.endsWith('.ts') ? './trace-worker.ts' : '
 export class TraceThread {
   readonly #worker: Worker
   readonly #logger: Logger
-  #batch = new SpanRecords()
+  #batch: SpanRecord[] = []
   #timer: NodeJS.Timeout | undefined
   /** Flushes and the shutdown the worker has not answered yet, by id. */
   readonly #waiting = new Map<number, () => void>()
@@ -58,7 +56,7 @@ export class TraceThread {
     )
     this.#worker.on('exit', () => {
       this.#running = false
-      this.#batch.release()
+      this.#batch = []
       for (const done of this.#waiting.values()) done()
       this.#waiting.clear()
     })
@@ -77,17 +75,18 @@ export class TraceThread {
 
   add(span: SpanRecord): void {
     if (!this.#running) return
-    this.#batch.add(span)
-    if (this.#batch.count >= BATCH) this.#post()
+    this.#batch.push(span)
+    if (this.#batch.length >= BATCH) this.#post()
     else this.#timer ??= setTimeout(() => this.#post(), BATCH_WAIT_MS).unref()
   }
 
   #post(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer)
     this.#timer = undefined
-    const batch = this.#batch.release()
-    if (batch === undefined || !this.#running) return
-    this.#worker.postMessage({ kind: 'spans', ...batch } satisfies ToTraceThread, transferable(batch))
+    if (this.#batch.length === 0 || !this.#running) return
+    const spans = this.#batch
+    this.#batch = []
+    this.#worker.postMessage({ kind: 'spans', spans } satisfies ToTraceThread)
   }
 
   /** Resolves once the worker has done `kind` with every span added before (or has stopped). */

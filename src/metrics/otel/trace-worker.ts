@@ -1,6 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
-import { SpanBacklog, batchSettings } from './span-backlog.ts'
 import { SpanExport } from './span-export.ts'
 import type { FromTraceThread, ToTraceThread, TraceThreadSettings } from './trace-thread.ts'
 
@@ -15,28 +14,22 @@ const port = parentPort
 if (port === null) throw new Error('trace-worker.ts runs as a worker thread')
 const settings = workerData as TraceThreadSettings
 const send = (m: FromTraceThread): void => port.postMessage(m)
-const batch = batchSettings()
 const spans = new SpanExport(
   new OTLPTraceExporter({ url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMillis }),
   { failed: (err) => send({ kind: 'failed', err }), recovered: () => send({ kind: 'recovered' }) },
-  batch,
 )
-// The SDK's spans are built when their export is due, from the bytes the main thread sent (span-backlog.ts).
-const backlog = new SpanBacklog(spans, batch)
 // Messages arrive in the order they were posted: a flush comes after every span posted before it.
 port.on('message', (m: ToTraceThread) => {
   if (m.kind === 'spans') {
-    backlog.push(m)
+    for (const r of m.spans) spans.add(r)
     return
   }
   const done = (): void => send({ kind: 'done', id: m.id, err: undefined })
   const failed = (err: unknown): void => send({ kind: 'done', id: m.id, err: String(err) })
-  if (m.kind === 'flush') void backlog.export().then(done, failed)
+  if (m.kind === 'flush') void spans.flush().then(done, failed)
   else
-    void backlog
-      .export()
-      .catch(() => undefined)
-      .then(() => spans.shutdown())
+    void spans
+      .shutdown()
       .then(done, failed)
       .finally(() => port.close())
 })
