@@ -64,6 +64,8 @@ export interface OtelPhaseOptions {
    * cost are figures of their own (0: one window, as the metrics round).
    */
   readonly steadyWarmRequests?: number
+  /** The steady window's requests (default `requests`): long enough to hold several of each process's collections. */
+  readonly steadyRequests?: number
   /** The "on" process's export period (`otel.interval_ms`). */
   readonly intervalMs: number
   /** Both processes with the export off: how far apart two equal processes measure. */
@@ -87,6 +89,8 @@ export interface OtelPhaseResult {
   /** Each round's CPU µs per request of the main threads; the rest of a process's is its other threads' (V8's compiler and GC helpers, libuv's pool, the span export's thread). */
   readonly main_thread_rounds: { readonly off: number; readonly on: number }[]
   readonly requests_per_round: number
+  /** Traces with a steady window: its requests (the first window's are `requests_per_round`). */
+  readonly steady_requests_per_round: number
   readonly concurrency: number
   readonly chunks: number
   readonly interval_ms: number
@@ -148,15 +152,16 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
   const startCost: number[] = []
   const startCostMain: number[] = []
   const steadyWarm = o.signal === 'traces' && o.control !== true ? (o.steadyWarmRequests ?? 0) : 0
+  const steadyRequests = o.steadyRequests ?? o.requests
   let exportsInRounds = 0
   /** One counted window: `o.requests` through both at once, CPU µs per request (all threads, and the main ones). */
-  const counted = async (pair: { off: TokentapProcess; on: TokentapProcess }, both: <T>(f: (p: 'off' | 'on') => Promise<T>) => Promise<[T, T]>, id: string) => {
+  const counted = async (pair: { off: TokentapProcess; on: TokentapProcess }, both: <T>(f: (p: 'off' | 'on') => Promise<T>) => Promise<[T, T]>, id: string, requests = o.requests) => {
     const { off, on } = pair
     const c0 = { off: cpu(off), on: cpu(on) }
     const m0 = { off: mainCpu(off), on: mainCpu(on) }
     const g0 = { off: { ...gc.off }, on: { ...gc.on } }
     const exportsAtStart = sink.exports()
-    await both((name) => o.job(streams(pair[name], o.requests, `${id}-${name}`)))
+    await both((name) => o.job(streams(pair[name], requests, `${id}-${name}`)))
     // Requests are recorded once they end: the last ones are done within this pause.
     await new Promise((res) => setTimeout(res, 100))
     // Spans are exported in batches (every 5 s, or at 512): the window ends once a batch has
@@ -170,8 +175,8 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
     exportsInRounds += sink.exports() - exportsAtStart
     if (traceGc) for (const name of ['off', 'on'] as const) o.log?.(`    gc ${name} (${id}): ${describeGc(gc[name], g0[name])}`)
     return {
-      one: { off: (cpu(off) - c0.off) / o.requests, on: (cpu(on) - c0.on) / o.requests },
-      main: { off: (mainCpu(off) - m0.off) / o.requests, on: (mainCpu(on) - m0.on) / o.requests },
+      one: { off: (cpu(off) - c0.off) / requests, on: (cpu(on) - c0.on) / requests },
+      main: { off: (mainCpu(off) - m0.off) / requests, on: (mainCpu(on) - m0.on) / requests },
     }
   }
   try {
@@ -209,9 +214,10 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
           await both((name) => o.job(streams(pair[name], steadyWarm, `otel-warm4-${r}-${name}`)))
           const before = { off: cpu(off), on: cpu(on) }
           const beforeMain = { off: mainCpu(off), on: mainCpu(on) }
-          const steady = await counted(pair, both, `otel-s${r}`)
+          const steady = await counted(pair, both, `otel-s${r}`, steadyRequests)
           one = steady.one
           main = steady.main
+          // Requests through each process before its steady window.
           const served = WARM_UP_COUNT + o.warmRequests + o.requests + steadyWarm
           startCost.push((before.on - before.off - (one.on - one.off) * served) / 1000)
           startCostMain.push((beforeMain.on - beforeMain.off - (main.on - main.off) * served) / 1000)
@@ -239,6 +245,7 @@ export async function otelPhase(o: OtelPhaseOptions): Promise<OtelPhaseResult> {
     rounds: rounds.map((x) => ({ off: round(x.off, 1), on: round(x.on, 1) })),
     main_thread_rounds: mainRounds.map((x) => ({ off: round(x.off, 1), on: round(x.on, 1) })),
     requests_per_round: o.requests,
+    steady_requests_per_round: steadyWarm > 0 ? steadyRequests : 0,
     concurrency: o.concurrency,
     chunks: o.chunks,
     interval_ms: o.intervalMs,

@@ -75,6 +75,12 @@ const P = {
    * 17,000), so the steady window starts at 18,300 (docs/performance.md, "Spans").
    */
   tracesSteadyWarmRequests: QUICK ? 500 : 10_000,
+  /**
+   * The steady window's requests: each process runs a mark-compact every ≈ 4,000 requests here, and
+   * a window of 3,000 held one or none (rounds of 1.02–1.08 and two of 1.2 in one run); windows of
+   * 10,000 hold two or three, and read within ± 2 % of each other (docs/performance.md, "Spans").
+   */
+  tracesSteadyRequests: QUICK ? 500 : 10_000,
   otelIntervalMs: Number(argOf('--otel-interval-ms') ?? 1000),
   openStreams: QUICK ? 200 : 1000,
   memoryRepeats: QUICK ? 1 : 3,
@@ -254,6 +260,7 @@ async function main(dir: string): Promise<void> {
       control: process.argv.includes('--otel-control'),
       signal,
       steadyWarmRequests: signal === 'traces' ? P.tracesSteadyWarmRequests : 0,
+      steadyRequests: P.tracesSteadyRequests,
       cpuProfDir,
       traceGc: process.argv.includes('--otel-trace-gc'),
       log,
@@ -265,7 +272,7 @@ async function main(dir: string): Promise<void> {
       inputs.traces = r.ratios
       inputs.tracesFresh = r.fresh_ratios
       inputs.tracesStartMs = r.start_cost_ms
-      inputs.tracesWindows = { fresh: r.windows_from.first, steady: r.windows_from.steady }
+      inputs.tracesWindows = { fresh: r.windows_from.first, steady: r.windows_from.steady, steadyRequests: r.steady_requests_per_round }
     }
   }
   sim.kill()

@@ -50,7 +50,7 @@ export interface TargetInputs {
   /** The traces round's ratios over its first window (a fresh process), its one-off start cost per round (CPU ms), and the requests before each window. */
   tracesFresh: readonly number[]
   tracesStartMs: readonly number[]
-  tracesWindows?: { readonly fresh: number; readonly steady: number }
+  tracesWindows?: { readonly fresh: number; readonly steady: number; readonly steadyRequests?: number }
   cluster: readonly ClusterScrapeFigures[]
   overhead?: OverheadFigures
 }
@@ -135,7 +135,7 @@ export function issueTargets(i: TargetInputs, list: List): void {
     const from = (n: number | undefined): string => (n === undefined ? '' : `, from request ${n.toLocaleString('en')}`)
     // A long-running proxy's CPU per request is its steady state; the export's code compiling in a fresh process is a one-off cost, its own row.
     list.roundsRow(
-      `spans on (otel.traces at the default sampling): CPU per short request ≤ ${BOUND.traces} × off, steady state (a fresh pair a round${from(w?.steady)})`,
+      `spans on (otel.traces at the default sampling): CPU per short request ≤ ${BOUND.traces} × off, steady state (a fresh pair a round${from(w?.steady)}${w?.steadyRequests === undefined ? '' : `, ${w.steadyRequests.toLocaleString('en')} requests`})`,
       i.traces,
       atMost(BOUND.traces),
     )

@@ -1,9 +1,6 @@
 import { SpanKind, TraceFlags, createTraceState } from '@opentelemetry/api'
 import type { Attributes, SpanContext, SpanStatusCode } from '@opentelemetry/api'
 import { ExportResultCode, millisToHrTime } from '@opentelemetry/core'
-// The serialiser's own classes, for their shapes only (below): 0.223.0 is pinned in package.json.
-import { ProtobufSizeEstimator } from '@opentelemetry/otlp-transformer/build/src/common/protobuf/protobuf-size-estimator.js'
-import { ProtobufWriter } from '@opentelemetry/otlp-transformer/build/src/common/protobuf/protobuf-writer.js'
 import type { ExportResult, InstrumentationScope } from '@opentelemetry/core'
 import type { Resource } from '@opentelemetry/resources'
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
@@ -59,19 +56,6 @@ export interface ExportReport {
 const SCOPE: InstrumentationScope = { name: 'tokentap' }
 
 export class SpanExport {
-  /**
-   * V8's optimised code holds the object shapes it was compiled for weakly, and a full GC that
-   * finds no object of such a shape throws that code away ("weak objects" under `--trace-deopt`).
-   * The OTLP serialiser makes its size estimator and writer anew for each export and drops them
-   * after it, so the first full GC between two exports threw the whole serialiser's optimised code
-   * away and the next exports paid its compiling again. One of each, kept while this class is
-   * loaded, keeps the shapes alive (docs/performance.md, "Spans: what tracing costs").
-   */
-  static readonly #serialiserShapes: object[] = []
-  static {
-    SpanExport.#serialiserShapes.push(new ProtobufSizeEstimator(), new ProtobufWriter(16))
-  }
-
   readonly #provider: BasicTracerProvider
   readonly #processor: BatchSpanProcessor
   readonly #resource: Resource

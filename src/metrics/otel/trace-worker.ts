@@ -1,5 +1,9 @@
 import { parentPort, workerData } from 'node:worker_threads'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
+import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base'
+import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http'
+import { TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer'
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base'
+import { tokentapTraceSerializer } from './span-protobuf.ts'
 import { SpanExport } from './span-export.ts'
 import type { FromTraceThread, ToTraceThread, TraceThreadSettings } from './trace-thread.ts'
 
@@ -14,10 +18,30 @@ const port = parentPort
 if (port === null) throw new Error('trace-worker.ts runs as a worker thread')
 const settings = workerData as TraceThreadSettings
 const send = (m: FromTraceThread): void => port.postMessage(m)
-const spans = new SpanExport(
-  new OTLPTraceExporter({ url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMillis }),
-  { failed: (err) => send({ kind: 'failed', err }), recovered: () => send({ kind: 'recovered' }) },
+/**
+ * The official OTLP/HTTP protobuf trace exporter as `@opentelemetry/exporter-trace-otlp-proto`
+ * 0.223.0 builds it (its HTTP transport, retries, headers, timeout and `OTEL_EXPORTER_OTLP_*`),
+ * with tokentap's serialiser, which writes the same bytes as the SDK's in a fraction of the time
+ * (span-protobuf.ts).
+ */
+const exporter = new OTLPExporterBase<ReadableSpan[]>(
+  createOtlpHttpExportDelegate(
+    convertLegacyHttpOptions(
+      { url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMillis },
+      'TRACES',
+      'v1/traces',
+      { 'Content-Type': 'application/x-protobuf' },
+    ),
+    tokentapTraceSerializer,
+    'otlp_http_span_exporter',
+    TraceExporterMetricsHelper,
+    undefined,
+  ),
 )
+const spans = new SpanExport(exporter, {
+  failed: (err) => send({ kind: 'failed', err }),
+  recovered: () => send({ kind: 'recovered' }),
+})
 // Messages arrive in the order they were posted: a flush comes after every span posted before it.
 port.on('message', (m: ToTraceThread) => {
   if (m.kind === 'spans') {

@@ -1,0 +1,121 @@
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer'
+import { resourceFromAttributes } from '@opentelemetry/resources'
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base'
+import t from 'tap'
+import { SpanExport } from '../../src/metrics/otel/span-export.ts'
+import type { SpanRecord } from '../../src/metrics/otel/span-export.ts'
+import { tokentapTraceSerializer, writeTraceRequest } from '../../src/metrics/otel/span-protobuf.ts'
+
+const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
+const QUIET = { failed: () => undefined, recovered: () => undefined }
+
+/** The SDK's ReadableSpans for these records, as SpanExport hands them to the batch processor. */
+async function spansOf(records: readonly SpanRecord[]): Promise<ReadableSpan[]> {
+  const exporter = new InMemorySpanExporter()
+  const spans = new SpanExport(exporter, QUIET)
+  for (const r of records) spans.add(r)
+  await spans.flush()
+  return exporter.getFinishedSpans()
+}
+
+function record(i: number, over: Partial<SpanRecord> = {}): SpanRecord {
+  return {
+    name: `chat model-${i}`,
+    traceId: TRACE,
+    spanId: (0x1000000000000000n + BigInt(i)).toString(16),
+    parent: undefined,
+    startMs: 1_765_000_000_000 + i * 1.5,
+    endMs: 1_765_000_000_250.25 + i,
+    durationMs: 250.25,
+    attributes: { 'gen_ai.provider.name': 'openai', 'tokentap.request_id': `req-${i}`, 'gen_ai.usage.output_tokens': i, 'tokentap.ttft': 0.0125 },
+    events: [
+      { name: 'tokentap.first_token', attributes: { 'tokentap.tokens': 1 }, timeMs: 1_765_000_000_012.5 },
+      { name: 'tokentap.end', attributes: { 'tokentap.outcome': 'ok' }, timeMs: 1_765_000_000_250.25 },
+    ],
+    status: 0,
+    statusMessage: undefined,
+    ...over,
+  }
+}
+
+const sdkBytes = (spans: ReadableSpan[]): Uint8Array => ProtobufTraceSerializer.serializeRequest(spans) ?? new Uint8Array()
+
+t.test('tokentap’s serialiser writes the SDK’s bytes for every kind of span tokentap exports', async (t) => {
+  const long = 'x'.repeat(300)
+  const many: Record<string, string | number | boolean> = {}
+  for (let k = 0; k < 400; k++) many[`tokentap.k${k}`] = k % 3 === 0 ? `v${k}` : k % 3 === 1 ? k * 1.25 : k % 2 === 0
+  const cases: [string, SpanRecord[]][] = [
+    ['a plain streamed request', [record(1)]],
+    [
+      'a caller’s span with its tracestate, and a local parent',
+      [
+        record(2, { parent: { traceId: TRACE, spanId: 'aaaaaaaaaaaaaaaa', sampled: true, traceState: 'vendor=x,other=y', remote: true } }),
+        record(3, { parent: { traceId: TRACE, spanId: 'bbbbbbbbbbbbbbbb', sampled: false, traceState: undefined, remote: false } }),
+      ],
+    ],
+    ['an error with its message, and no events', [record(4, { status: 2, statusMessage: 'upstream_5xx: 503 — überlastet', events: [] })]],
+    [
+      'every value kind and its edges',
+      [
+        record(5, {
+          attributes: {
+            ints: 0,
+            small: 127,
+            two: 128,
+            big: 2 ** 31,
+            bigger: 2 ** 32,
+            huge: 2 ** 40 + 7,
+            safe: Number.MAX_SAFE_INTEGER,
+            pow: 2 ** 62,
+            negative: -1,
+            negativeBig: -(2 ** 40) - 3,
+            half: 0.5,
+            tiny: 1e-9,
+            nan: Number.NaN,
+            inf: Number.POSITIVE_INFINITY,
+            beyond: 2 ** 64,
+            yes: true,
+            no: false,
+            empty: '',
+            accents: 'café crème',
+            emoji: 'tokens 🚀 and a lone \ud800 surrogate',
+            cjk: '日本語のモデル',
+            long,
+            'ключ.ünicode': 'key not ASCII',
+          },
+        }),
+      ],
+    ],
+    ['a span over 16 KiB (a three-byte length) and names not ASCII', [record(6, { name: 'chat modèle-🚀', attributes: many })]],
+    ['a batch of 600 spans (ScopeSpans over 512 KiB)', Array.from({ length: 600 }, (_, i) => record(100 + i))],
+    ['no spans', []],
+  ]
+  for (const [what, records] of cases) {
+    const spans = await spansOf(records)
+    const ours = writeTraceRequest(spans)
+    t.ok(ours !== undefined, `${what}: written by the fast path`)
+    t.same(Buffer.from(ours ?? []), Buffer.from(sdkBytes(spans)), `${what}: the same bytes`)
+  }
+})
+
+t.test('spans of two resources and two scopes are grouped as the SDK groups them, in first-seen order', async (t) => {
+  const [a, b, c] = await spansOf([record(1), record(2), record(3)])
+  const other = resourceFromAttributes({ 'service.name': 'other', 'service.instance.id': 'i-2' })
+  const scope = { name: 'another', version: '1.2.3', schemaUrl: 'https://opentelemetry.io/schemas/1.37.0' }
+  const spans: ReadableSpan[] = [a, { ...b, resource: other }, { ...c, instrumentationScope: scope }, { ...a, instrumentationScope: scope }]
+  t.same(Buffer.from(writeTraceRequest(spans) ?? []), Buffer.from(sdkBytes(spans)))
+})
+
+t.test('a span the fast path does not write (a link, an array value) goes to the SDK’s serialiser whole', async (t) => {
+  const [span] = await spansOf([record(1)])
+  const withArray: ReadableSpan = { ...span, attributes: { ...span.attributes, list: ['a', 'b'] } }
+  const withLink: ReadableSpan = { ...span, links: [{ context: { traceId: TRACE, spanId: 'cccccccccccccccc', traceFlags: 1 }, attributes: {} }] }
+  for (const [what, spans] of [
+    ['an array attribute', [span, withArray]],
+    ['a link', [withLink]],
+  ] as const) {
+    t.equal(writeTraceRequest([...spans]), undefined, `${what}: not written by the fast path`)
+    t.same(Buffer.from(tokentapTraceSerializer.serializeRequest([...spans]) ?? []), Buffer.from(sdkBytes([...spans])), `${what}: the SDK’s bytes`)
+  }
+})
