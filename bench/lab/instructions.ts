@@ -24,6 +24,7 @@ import { describeTarget, targetList } from '../verdict.ts'
  * `git worktree`, built), for a before/after of a change; each `--node-flag F` goes to every
  * tokentap process (`--node-flag --perf-basic-prof`: /tmp/perf-PID.map names the JIT code the
  * dumps show as bare addresses; V8 also leaves an isolate-*-v8.log in the working directory);
+ * `--base-traces R` runs the bases with spans on at ratio R (a before/after of a change to spans);
  * each `--traces R` counts one more path, `tokentap+traces@R`: this build with spans on
  * (`otel.traces`, `sample.ratio` R) exported to a sink in this process, for what spans cost in
  * instructions (issue 38); `--requests N` and `--warm-up N` change the window and the warm-up.
@@ -68,6 +69,8 @@ interface InstructionOptions {
   /** Sampling ratios: one more path each, this build with spans on, exported to `tracesEndpoint`. */
   readonly traces?: readonly number[]
   readonly tracesEndpoint?: string
+  /** The bases' spans: on at this ratio (a before/after of a change to spans), else off. */
+  readonly baseTraces?: number
 }
 
 interface InstructionFigures {
@@ -124,11 +127,12 @@ async function instructionsPhase(o: InstructionOptions): Promise<InstructionFigu
     'fastify-relay': { url: `http://127.0.0.1:${relay.port}/v1/chat/completions`, proc: relay.proc },
   }
   for (const dist of o.bases ?? []) {
-    const name = `tokentap@${basename(dirname(dist))}`
+    const name = `tokentap@${basename(dirname(dist))}${o.baseTraces === undefined ? '' : `+traces@${o.baseTraces}`}`
     const baseDir = join(o.dir, name)
     mkdirSync(baseDir, { recursive: true })
     // The label-set budget's key is left out: an older build's schema may not know it (the bench has one model).
-    const base = await startTokentap(o.dist, baseDir, o.simPort, { maxModels: 100, wrap: wrap(name), serverDist: dist, noLabelSetBudget: true, flags: o.nodeFlags })
+    const traces = o.baseTraces === undefined ? undefined : { endpoint: o.tracesEndpoint ?? '', ratio: o.baseTraces }
+    const base = await startTokentap(o.dist, baseDir, o.simPort, { maxModels: 100, wrap: wrap(name), serverDist: dist, noLabelSetBudget: true, flags: o.nodeFlags, traces })
     stopOnExit(base.proc)
     paths[name] = { url: `http://127.0.0.1:${base.port}/t/v1/chat/completions`, proc: base.proc }
   }
@@ -292,6 +296,7 @@ const f = await instructionsPhase({
   requests: numberArg('--requests', QUICK ? 200 : 2000),
   warmUp: numberArg('--warm-up', QUICK ? 300 : 5000),
   traces,
+  baseTraces: process.argv.includes('--base-traces') ? numberArg('--base-traces', 0.1) : undefined,
   tracesEndpoint: `http://127.0.0.1:${(sink.address() as AddressInfo).port}/v1/traces`,
   chunks: chunksArg < 0 ? SHORT_CHUNKS : Number(process.argv[chunksArg + 1]),
   concurrency: SHORT_CONCURRENCY,

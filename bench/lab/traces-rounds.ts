@@ -19,7 +19,8 @@ import { spread } from '../verdict.ts'
  * its requests, as bench/otel-phase.ts does for one pair. Loading them at once gives them the same
  * contention on a shared machine, so variants are compared within a round; the start order
  * rotates. A variant is `NAME[:KEY=VALUE,...]`: `ratio=R` sets `otel.traces.sample.ratio`, any
- * other key is an environment variable of that process; `noexport` (a key without a value) does
+ * other key is an environment variable of that process but `dist=PATH`, another build's dist/ to
+ * run (two builds compared in the same rounds); `noexport` (a key without a value) does
  * not wait for exports (a variant whose spans reach no collector). Prints each round and, per
  * variant, the median and quartiles of its CPU per request over the "off" process's of the same
  * round; `--out FILE` writes them as JSON.
@@ -30,6 +31,8 @@ interface Variant {
   readonly ratio: number | undefined
   readonly env: Record<string, string>
   readonly exports: boolean
+  /** Another build's dist/ to run (`dist=PATH`), to compare two builds in the same rounds. */
+  readonly serverDist: string | undefined
 }
 
 const arg = (name: string): string | undefined => {
@@ -47,13 +50,15 @@ const variants: Variant[] = (arg('--variants') ?? 'on')
     const env: Record<string, string> = {}
     let ratio: number | undefined
     let exports = true
+    let serverDist: string | undefined
     for (const kv of rest.split(',').filter(Boolean)) {
       const [k, v] = kv.split('=')
       if (k === 'ratio') ratio = Number(v)
       else if (k === 'noexport') exports = false
+      else if (k === 'dist') serverDist = v
       else env[k] = v
     }
-    return { name: spec, ratio, env, exports }
+    return { name: spec, ratio, env, exports, serverDist }
   })
 
 const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -132,6 +137,7 @@ async function main(): Promise<void> {
           maxModels: 100,
           traces: v === undefined ? undefined : { endpoint: sinks[i - 1].url, ratio: v.ratio },
           env: v === undefined ? undefined : { ...process.env, ...v.env },
+          serverDist: v?.serverDist,
         })
         stopOnExit(p.proc)
         return p

@@ -213,7 +213,7 @@ interface RawTraceRequest {
 }
 
 /** Decodes one ExportTraceServiceRequest (protobuf) into its spans. */
-function decodeSpans(body: Buffer, contentType: string | undefined): ReceivedSpan[] {
+export function decodeTraceRequest(body: Buffer, contentType: string | undefined = 'application/x-protobuf'): ReceivedSpan[] {
   if (contentType !== 'application/x-protobuf') throw new Error(`unexpected content-type ${contentType}`)
   // Bytes as base64 (protobufjs's toObject), turned into hex here: trace and span ids read as W3C writes them.
   const raw = TraceRequest.toObject(TraceRequest.decode(body), { ...TO_OBJECT, bytes: String }) as RawTraceRequest
@@ -258,7 +258,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const state = { status: 200, delayMs: 0 }
   const upstream = await startUpstream(async (req, res, body) => {
     if (state.delayMs > 0) await new Promise((r) => setTimeout(r, state.delayMs))
-    if (state.status === 200 && (req.url ?? '').endsWith('/v1/traces')) spans.push(...decodeSpans(body, req.headers['content-type']))
+    if (state.status === 200 && (req.url ?? '').endsWith('/v1/traces')) spans.push(...decodeTraceRequest(body, req.headers['content-type']))
     else if (state.status === 200) received.push(decodeExport(body, req.headers['content-type'], req.url ?? '', req.headers))
     // An empty ExportMetricsServiceResponse, in the request's encoding.
     res.writeHead(state.status, { 'content-type': req.headers['content-type'] ?? 'application/x-protobuf' })

@@ -3,9 +3,12 @@ import { resourceFromAttributes } from '@opentelemetry/resources'
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base'
 import t from 'tap'
+import type { Test } from 'tap'
 import { SpanExport } from '../../src/metrics/otel/span-export.ts'
 import type { SpanRecord } from '../../src/metrics/otel/span-export.ts'
-import { tokentapTraceSerializer, writeTraceRequest } from '../../src/metrics/otel/span-protobuf.ts'
+import { EncodedSpan, tokentapTraceSerializer, writeTraceRequest } from '../../src/metrics/otel/span-protobuf.ts'
+import { SpanBatch } from '../../src/metrics/otel/span-record-protobuf.ts'
+import { decodeTraceRequest } from '../helpers/otlp-receiver.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const QUIET = { failed: () => undefined, recovered: () => undefined }
@@ -41,11 +44,12 @@ function record(i: number, over: Partial<SpanRecord> = {}): SpanRecord {
 
 const sdkBytes = (spans: ReadableSpan[]): Uint8Array => ProtobufTraceSerializer.serializeRequest(spans) ?? new Uint8Array()
 
-t.test('tokentap’s serialiser writes the SDK’s bytes for every kind of span tokentap exports', async (t) => {
+/** Every kind of span tokentap exports, and the value edges its attributes reach. */
+function cases(): [string, SpanRecord[]][] {
   const long = 'x'.repeat(300)
   const many: Record<string, string | number | boolean> = {}
   for (let k = 0; k < 400; k++) many[`tokentap.k${k}`] = k % 3 === 0 ? `v${k}` : k % 3 === 1 ? k * 1.25 : k % 2 === 0
-  const cases: [string, SpanRecord[]][] = [
+  return [
     ['a plain streamed request', [record(1)]],
     [
       'a caller’s span with its tracestate, and a local parent',
@@ -91,7 +95,10 @@ t.test('tokentap’s serialiser writes the SDK’s bytes for every kind of span 
     ['a batch of 600 spans (ScopeSpans over 512 KiB)', Array.from({ length: 600 }, (_, i) => record(100 + i))],
     ['no spans', []],
   ]
-  for (const [what, records] of cases) {
+}
+
+t.test('tokentap’s serialiser writes the SDK’s bytes for every kind of span tokentap exports', async (t) => {
+  for (const [what, records] of cases()) {
     const spans = await spansOf(records)
     const ours = writeTraceRequest(spans)
     t.ok(ours !== undefined, `${what}: written by the fast path`)
@@ -118,4 +125,72 @@ t.test('a span the fast path does not write (a link, an array value) goes to the
     t.equal(writeTraceRequest([...spans]), undefined, `${what}: not written by the fast path`)
     t.same(Buffer.from(tokentapTraceSerializer.serializeRequest([...spans]) ?? []), Buffer.from(sdkBytes([...spans])), `${what}: the SDK’s bytes`)
   }
+})
+
+/** What the export's thread hands its exporter for these records when the main thread wrote them (trace-thread.ts, trace-worker.ts). */
+async function handedOver(t: Test, records: readonly SpanRecord[]): Promise<ReadableSpan[]> {
+  const batch = new SpanBatch()
+  for (const r of records) batch.add(r)
+  t.equal(batch.size, records.length)
+  const { bytes, records: read } = batch.take()
+  t.equal(batch.size, 0, 'a take empties the batch')
+  const exporter = new InMemorySpanExporter()
+  const spans = new SpanExport(exporter, QUIET)
+  if (bytes !== undefined) spans.addEncoded(bytes)
+  for (const r of read) spans.add(r)
+  await spans.flush()
+  return exporter.getFinishedSpans()
+}
+
+t.test('spans the main thread writes are the bytes the SDK writes for the same records, but those with a caller’s tracestate, which the SDK reads', async (t) => {
+  for (const [what, records] of cases()) {
+    const spans = await handedOver(t, records)
+    const written = records.filter((r) => r.parent?.traceState === undefined)
+    const read = records.filter((r) => r.parent?.traceState !== undefined)
+    t.same(
+      spans.map((s) => s instanceof EncodedSpan),
+      [...written.map(() => true), ...read.map(() => false)],
+      `${what}: written by the main thread but for a tracestate`,
+    )
+    const ours = tokentapTraceSerializer.serializeRequest(spans)
+    t.same(Buffer.from(ours ?? []), Buffer.from(sdkBytes(await spansOf([...written, ...read]))), `${what}: the SDK’s bytes`)
+  }
+})
+
+t.test('a record whose value the main thread does not write goes over as the record, and the batch after it is whole', async (t) => {
+  const odd = record(2, { attributes: { 'tokentap.list': ['a', 'b'] as unknown as string } })
+  const records = [record(1), odd, record(3)]
+  const batch = new SpanBatch()
+  for (const r of records) batch.add(r)
+  const { bytes, records: read } = batch.take()
+  t.same(read, [odd], 'the odd record, kept as it is')
+  const exporter = new InMemorySpanExporter()
+  const spans = new SpanExport(exporter, QUIET)
+  if (bytes !== undefined) spans.addEncoded(bytes)
+  await spans.flush()
+  t.same(Buffer.from(writeTraceRequest(exporter.getFinishedSpans()) ?? []), Buffer.from(sdkBytes(await spansOf([record(1), record(3)]))), 'the others, as the SDK writes them')
+})
+
+t.test('a request with written spans and a span only the SDK writes holds both, as two ResourceSpans', async (t) => {
+  const [encoded] = await handedOver(t, [record(1)])
+  const [span] = await spansOf([record(2)])
+  const withArray: ReadableSpan = { ...span, attributes: { ...span.attributes, list: ['a', 'b'] } }
+  const bytes = tokentapTraceSerializer.serializeRequest([encoded, withArray])
+  const got = decodeTraceRequest(Buffer.from(bytes ?? []))
+  t.same(
+    got.map((s) => [s.name, s.spanId, s.scope, s.resource['service.name']]),
+    [
+      ['chat model-1', record(1).spanId, 'tokentap', 'tokentap'],
+      ['chat model-2', record(2).spanId, 'tokentap', 'tokentap'],
+    ],
+  )
+  t.ok('list' in got[1].attributes, 'the SDK’s span keeps its array attribute')
+})
+
+t.test('a corrupt batch is refused with an error, never read past its end', async (t) => {
+  const spans = new SpanExport(new InMemorySpanExporter(), QUIET)
+  t.teardown(() => spans.shutdown())
+  t.throws(() => spans.addEncoded(Uint8Array.of(0x0a, 0x00)), /starts with 0x12/)
+  t.throws(() => spans.addEncoded(Uint8Array.of(0x12, 0x80)), /runs past its batch/)
+  t.throws(() => spans.addEncoded(Uint8Array.of(0x12, 0x05, 0x00)), /runs past its batch/)
 })

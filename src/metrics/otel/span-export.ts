@@ -6,6 +6,7 @@ import type { Resource } from '@opentelemetry/resources'
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace-base'
 import { tokentapResource } from './resource.ts'
+import { EncodedSpan } from './span-protobuf.ts'
 
 /**
  * The SDK side of the span export: finished spans as plain records (`SpanRecord`: what crosses
@@ -109,6 +110,31 @@ export class SpanExport {
       droppedLinksCount: 0,
     }
     this.#processor.onEnd(span)
+  }
+
+  /**
+   * Hands over spans the main thread wrote (span-record-protobuf.ts): ScopeSpans' `spans` fields
+   * end to end, each a tag (2, length-delimited) and a varint length before its bytes.
+   */
+  addEncoded(bytes: Uint8Array): void {
+    let at = 0
+    while (at < bytes.length) {
+      if (bytes[at] !== 0x12) throw new Error(`an encoded span starts with 0x12, not 0x${bytes[at].toString(16)}`)
+      let length = 0
+      let next = at + 1
+      for (let shift = 0; ; shift += 7) {
+        if (next >= bytes.length) throw new Error('an encoded span’s length runs past its batch')
+        const b = bytes[next++]
+        length += (b & 0x7f) * 2 ** shift
+        if (b < 0x80) break
+      }
+      const end = next + length
+      if (end > bytes.length) throw new Error('an encoded span runs past its batch')
+      const span = new EncodedSpan(bytes.subarray(at, end), this.#resource, SCOPE)
+      // The batch processor reads only what EncodedSpan has (its context's flags, its resource).
+      this.#processor.onEnd(span as unknown as ReadableSpan)
+      at = end
+    }
   }
 
   /** Exports the spans added so far. */

@@ -1,9 +1,18 @@
-import type { Attributes, HrTime } from '@opentelemetry/api'
+import { TraceFlags } from '@opentelemetry/api'
+import type { Attributes, SpanContext } from '@opentelemetry/api'
 import type { InstrumentationScope } from '@opentelemetry/core'
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer'
 import type { IExportTraceServiceResponse, ISerializer } from '@opentelemetry/otlp-transformer'
 import type { Resource } from '@opentelemetry/resources'
 import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base'
+import {
+  NotWritten,
+  SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK,
+  SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK,
+  Writer,
+  count,
+  writeAttributes,
+} from './protobuf-writer.ts'
 
 /**
  * The OTLP/protobuf `ExportTraceServiceRequest` of a batch of spans, byte for byte what the SDK's
@@ -18,248 +27,29 @@ import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base'
  * https://github.com/open-telemetry/opentelemetry-proto/blob/v1.7.0/opentelemetry/proto/trace/v1/trace.proto
  */
 
-/** A span or value the fast path does not write: the whole request goes to the SDK's serialiser. */
-class NotWritten extends Error {}
+/** What the batch processor reads of an encoded span's context: that it is sampled. */
+const SAMPLED: SpanContext = { traceId: '', spanId: '', traceFlags: TraceFlags.SAMPLED }
 
-const ENCODER = new TextEncoder()
-/** Attribute keys' encoded `KeyValue.key` fields; keys are few (tokentap's own and the resource's), bounded anyway. */
-const KEY_CACHE_LIMIT = 1024
-const keyBytes = new Map<string, Uint8Array>()
+/**
+ * A span whose `Span` message the main thread wrote when its request ended
+ * (span-record-protobuf.ts): ScopeSpans' field 2 whole, its tag and length included. The export
+ * thread hands it to the SDK's batch processor as it is (which reads only its context's sampled
+ * flag and its resource), and the serialiser copies its bytes into the request.
+ */
+export class EncodedSpan {
+  readonly bytes: Uint8Array
+  readonly resource: Resource
+  readonly instrumentationScope: InstrumentationScope
 
-const SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK = 0x100
-const SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK = 0x200
-const MIN_64_BIT_INT = -(2 ** 63)
-const MAX_64_BIT_INT = 2 ** 63
-
-class Writer {
-  /**
-   * V8's optimised code holds the object shapes it was compiled for weakly, and a full GC that
-   * finds none of a shape alive throws that code away ("weak objects" under `--trace-deopt`): a
-   * writer lives for one export, so the idle GC between two exports threw the serialiser's
-   * compiled code away and each export compiled it again. One writer kept for the process keeps
-   * the shape alive (docs/performance.md, "Spans"; test/metrics/otel-span-shapes.test.ts).
-   */
-  static readonly #kept: Writer[] = []
-  static {
-    Writer.#kept.push(new Writer(16))
+  constructor(bytes: Uint8Array, resource: Resource, scope: InstrumentationScope) {
+    this.bytes = bytes
+    this.resource = resource
+    this.instrumentationScope = scope
   }
 
-  buf: Uint8Array
-  view: DataView
-  pos = 0
-
-  constructor(size: number) {
-    this.buf = new Uint8Array(size)
-    this.view = new DataView(this.buf.buffer)
+  spanContext(): SpanContext {
+    return SAMPLED
   }
-
-  ensure(n: number): void {
-    if (this.pos + n <= this.buf.length) return
-    const next = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n))
-    next.set(this.buf.subarray(0, this.pos))
-    this.buf = next
-    this.view = new DataView(next.buffer)
-  }
-
-  /** A single byte: every tag tokentap writes but the span's flags (16) fits in one. */
-  byte(b: number): void {
-    this.ensure(1)
-    this.buf[this.pos++] = b
-  }
-
-  /** 0 ≤ v ≤ 0xffffffff. */
-  varint32(v: number): void {
-    this.ensure(5)
-    let x = v >>> 0
-    const b = this.buf
-    while (x > 0x7f) {
-      b[this.pos++] = (x & 0x7f) | 0x80
-      x >>>= 7
-    }
-    b[this.pos++] = x
-  }
-
-  /** Any integer in int64's range, as the SDK's writeVarint (two's complement below 0). */
-  varint(value: number): void {
-    if (value >= 0 && value <= 0xffffffff) {
-      this.varint32(value)
-      return
-    }
-    this.ensure(10)
-    let low: number
-    let high: number
-    if (value >= 0) {
-      low = value >>> 0
-      high = (value / 0x100000000) >>> 0
-    } else {
-      const abs = Math.abs(value)
-      low = ~(abs >>> 0) >>> 0
-      high = ~((abs / 0x100000000) >>> 0) >>> 0
-      low = (low + 1) >>> 0
-      if (low === 0) high = (high + 1) >>> 0
-    }
-    const b = this.buf
-    while (high > 0 || low > 0x7f) {
-      b[this.pos++] = (low & 0x7f) | 0x80
-      low = ((low >>> 7) | (high << 25)) >>> 0
-      high >>>= 7
-    }
-    b[this.pos++] = low & 0x7f
-  }
-
-  fixed32(v: number): void {
-    this.ensure(4)
-    this.view.setUint32(this.pos, v >>> 0, true)
-    this.pos += 4
-  }
-
-  /** The SDK's writeHrTimeAsFixed64: [seconds, nanoseconds] as nanoseconds, every product exact. */
-  hrTime(t: HrTime): void {
-    const seconds = t[0]
-    const nanos = t[1]
-    const lower16 = (seconds & 0xffff) * 1_000_000_000
-    const upper = ((seconds / 0x10000) >>> 0) * 1_000_000_000
-    const lowWithCarry = (lower16 >>> 0) + ((((upper & 0xffff) * 0x10000) >>> 0) + nanos)
-    const high =
-      (Math.floor(lower16 / 0x100000000) + ((upper / 0x10000) >>> 0) + Math.floor(lowWithCarry / 0x100000000)) >>> 0
-    this.ensure(8)
-    this.view.setUint32(this.pos, lowWithCarry >>> 0, true)
-    this.view.setUint32(this.pos + 4, high, true)
-    this.pos += 8
-  }
-
-  double(v: number): void {
-    this.ensure(8)
-    this.view.setFloat64(this.pos, v, true)
-    this.pos += 8
-  }
-
-  /** A string field's length and bytes: ASCII byte by byte, anything else through TextEncoder (as the SDK). */
-  string(s: string): void {
-    const n = s.length
-    this.ensure(n + 5)
-    const start = this.pos
-    this.varint32(n)
-    const b = this.buf
-    let p = this.pos
-    for (let i = 0; i < n; i++) {
-      const c = s.charCodeAt(i)
-      if (c > 127) {
-        this.pos = start
-        this.bytes(ENCODER.encode(s))
-        return
-      }
-      b[p++] = c
-    }
-    this.pos = p
-  }
-
-  bytes(bytes: Uint8Array): void {
-    this.varint32(bytes.length)
-    this.ensure(bytes.length)
-    this.buf.set(bytes, this.pos)
-    this.pos += bytes.length
-  }
-
-  /** A trace or span id's bytes from its hex digits (the SDK's hexToBinary, without the array). */
-  hexId(hex: string): void {
-    const n = hex.length
-    if (n % 2 !== 0) throw new NotWritten()
-    this.varint32(n / 2)
-    this.ensure(n / 2)
-    const b = this.buf
-    for (let i = 0; i < n; i += 2) b[this.pos++] = (hexValue(hex.charCodeAt(i)) << 4) | hexValue(hex.charCodeAt(i + 1))
-  }
-
-  /** A length-delimited field's start: one byte kept for its length (most are under 128). */
-  start(): number {
-    this.ensure(1)
-    return this.pos++
-  }
-
-  /** Writes the length at `at`, moving the content when it needs more than the byte kept. */
-  finish(at: number): void {
-    const length = this.pos - at - 1
-    if (length < 0x80) {
-      this.buf[at] = length
-      return
-    }
-    const size = varintSize(length)
-    this.ensure(size - 1)
-    this.buf.copyWithin(at + size, at + 1, this.pos)
-    this.pos += size - 1
-    const end = this.pos
-    this.pos = at
-    this.varint32(length)
-    this.pos = end
-  }
-}
-
-/** The SDK's intValue: 0-9, a-f, and A-F by `c - 55`. */
-function hexValue(c: number): number {
-  if (c >= 48 && c <= 57) return c - 48
-  if (c >= 97 && c <= 102) return c - 87
-  return c - 55
-}
-
-function varintSize(v: number): number {
-  if (v < 0x80) return 1
-  if (v < 0x4000) return 2
-  if (v < 0x200000) return 3
-  if (v < 0x10000000) return 4
-  return 5
-}
-
-/** `KeyValue.key`'s tag, length and bytes, encoded once per key. */
-function keyField(key: string): Uint8Array {
-  let bytes = keyBytes.get(key)
-  if (bytes !== undefined) return bytes
-  const w = new Writer(key.length + 6)
-  w.byte(0x0a)
-  w.string(key)
-  bytes = w.buf.slice(0, w.pos)
-  if (keyBytes.size < KEY_CACHE_LIMIT) keyBytes.set(key, bytes)
-  return bytes
-}
-
-/** `tag` (one byte: field and wire type 2) and one KeyValue per own attribute, in for-in order as the SDK. */
-function writeAttributes(w: Writer, attributes: Attributes, tag: number): void {
-  for (const key in attributes) {
-    if (!Object.hasOwn(attributes, key)) continue
-    const value = attributes[key]
-    w.byte(tag)
-    const kv = w.start()
-    const k = keyField(key)
-    w.ensure(k.length)
-    w.buf.set(k, w.pos)
-    w.pos += k.length
-    w.byte(0x12)
-    const any = w.start()
-    if (typeof value === 'string') {
-      w.byte(0x0a)
-      w.string(value)
-    } else if (typeof value === 'number') {
-      if (Number.isInteger(value) && value >= MIN_64_BIT_INT && value < MAX_64_BIT_INT) {
-        w.byte(0x18)
-        w.varint(value)
-      } else {
-        w.byte(0x21)
-        w.double(value)
-      }
-    } else if (typeof value === 'boolean') {
-      w.byte(0x10)
-      w.byte(value ? 1 : 0)
-    } else throw new NotWritten()
-    w.finish(any)
-    w.finish(kv)
-  }
-}
-
-/** A `uint32` count the SDK writes with writeVarint (it must be one). */
-function count(w: Writer, tag: number, n: number): void {
-  if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw new NotWritten()
-  w.byte(tag)
-  w.varint32(n)
 }
 
 function writeEvent(w: Writer, event: TimedEvent): void {
@@ -387,8 +177,11 @@ export function writeTraceRequest(spans: readonly ReadableSpan[]): Uint8Array | 
         const scope = list[0].instrumentationScope
         writeScope(w, scope)
         for (const span of list) {
-          w.byte(0x12)
-          writeSpan(w, span)
+          if (span instanceof EncodedSpan) w.raw(span.bytes)
+          else {
+            w.byte(0x12)
+            writeSpan(w, span)
+          }
         }
         if (scope.schemaUrl) {
           w.byte(0x1a)
@@ -410,8 +203,26 @@ export function writeTraceRequest(spans: readonly ReadableSpan[]): Uint8Array | 
   return w.buf.subarray(0, w.pos)
 }
 
+/**
+ * The SDK's serialiser for the spans the fast path does not write. Encoded spans are not the SDK's
+ * to read: they are written apart, and the two requests' bytes put end to end, which is one
+ * request holding both's ResourceSpans (a parser appends a repeated field's elements as they come:
+ * https://protobuf.dev/programming-guides/encoding/#last-one-wins).
+ */
+function bySdk(spans: readonly ReadableSpan[]): Uint8Array | undefined {
+  const encoded = spans.filter((span) => span instanceof EncodedSpan)
+  const sdk = ProtobufTraceSerializer.serializeRequest(spans.filter((span) => !(span instanceof EncodedSpan)))
+  if (encoded.length === 0) return sdk
+  const ours = writeTraceRequest(encoded) ?? new Uint8Array()
+  if (sdk === undefined) return ours
+  const both = new Uint8Array(ours.length + sdk.length)
+  both.set(ours)
+  both.set(sdk, ours.length)
+  return both
+}
+
 /** The exporter's serialiser: the fast path, else the SDK's; responses are read by the SDK's. */
 export const tokentapTraceSerializer: ISerializer<ReadableSpan[], IExportTraceServiceResponse> = {
-  serializeRequest: (spans) => writeTraceRequest(spans) ?? ProtobufTraceSerializer.serializeRequest(spans),
+  serializeRequest: (spans) => writeTraceRequest(spans) ?? bySdk(spans),
   deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
 }

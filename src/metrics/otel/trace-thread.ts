@@ -1,14 +1,15 @@
 import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import type { SpanRecord } from './span-export.ts'
+import { SpanBatch } from './span-record-protobuf.ts'
 
 /**
- * The main thread's end of the span export: kept spans, as plain records, go in batches to one
- * worker thread (trace-worker.ts) that builds the SDK's spans and runs the batch processor and the
- * OTLP exporter. The export's HTTP client, timers and objects then never run in the proxy's
- * isolate, where their shapes made V8 drop and rebuild the byte path's optimised code
- * (docs/performance.md, "Spans: what tracing costs"). The byte path never waits for it: posting
- * copies the batch and returns.
+ * The main thread's end of the span export: each kept span is written as OTLP protobuf when its
+ * request ends (span-record-protobuf.ts), and the bytes go in batches to one worker thread
+ * (trace-worker.ts) that runs the SDK's batch processor and OTLP exporter on them. The export's
+ * HTTP client, timers and objects then never run in the proxy's isolate, where their shapes made
+ * V8 drop and rebuild the byte path's optimised code (docs/performance.md, "Spans: what tracing
+ * costs"). The byte path never waits for it: posting transfers the batch's buffer and returns.
  */
 
 /** What the worker needs to build its exporter. */
@@ -19,7 +20,13 @@ export interface TraceThreadSettings {
 }
 
 export type ToTraceThread =
-  | { readonly kind: 'spans'; readonly spans: readonly SpanRecord[] }
+  | {
+      readonly kind: 'spans'
+      /** ScopeSpans' `spans` fields end to end, one per written span. */
+      readonly bytes: Uint8Array | undefined
+      /** The spans the SDK must read (span-record-protobuf.ts). */
+      readonly records: readonly SpanRecord[]
+    }
   | { readonly kind: 'flush' | 'shutdown'; readonly id: number }
 
 export type FromTraceThread =
@@ -27,7 +34,7 @@ export type FromTraceThread =
   | { readonly kind: 'recovered' }
   | { readonly kind: 'done'; readonly id: number; readonly err: string | undefined }
 
-/** Spans posted at once: one structured clone and one wake-up of the worker per batch. */
+/** Spans posted at once: one message and one wake-up of the worker per batch. */
 const BATCH = 64
 /** A smaller batch waits at most this long (the worker's batch processor then waits up to its 5 s). */
 const BATCH_WAIT_MS = 1000
@@ -38,7 +45,7 @@ const WORKER = new URL(import.meta.url.endsWith('.ts') ? './trace-worker.ts' : '
 export class TraceThread {
   readonly #worker: Worker
   readonly #logger: Logger
-  #batch: SpanRecord[] = []
+  readonly #batch = new SpanBatch()
   #timer: NodeJS.Timeout | undefined
   /** Flushes and the shutdown the worker has not answered yet, by id. */
   readonly #waiting = new Map<number, () => void>()
@@ -56,7 +63,7 @@ export class TraceThread {
     )
     this.#worker.on('exit', () => {
       this.#running = false
-      this.#batch = []
+      this.#batch.take()
       for (const done of this.#waiting.values()) done()
       this.#waiting.clear()
     })
@@ -75,18 +82,20 @@ export class TraceThread {
 
   add(span: SpanRecord): void {
     if (!this.#running) return
-    this.#batch.push(span)
-    if (this.#batch.length >= BATCH) this.#post()
+    this.#batch.add(span)
+    if (this.#batch.size >= BATCH) this.#post()
     else this.#timer ??= setTimeout(() => this.#post(), BATCH_WAIT_MS).unref()
   }
 
   #post(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer)
     this.#timer = undefined
-    if (this.#batch.length === 0 || !this.#running) return
-    const spans = this.#batch
-    this.#batch = []
-    this.#worker.postMessage({ kind: 'spans', spans } satisfies ToTraceThread)
+    if (this.#batch.size === 0 || !this.#running) return
+    const { bytes, records } = this.#batch.take()
+    this.#worker.postMessage(
+      { kind: 'spans', bytes, records } satisfies ToTraceThread,
+      bytes === undefined ? [] : [bytes.buffer],
+    )
   }
 
   /** Resolves once the worker has done `kind` with every span added before (or has stopped). */

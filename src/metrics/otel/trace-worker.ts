@@ -8,8 +8,8 @@ import { SpanExport } from './span-export.ts'
 import type { FromTraceThread, ToTraceThread, TraceThreadSettings } from './trace-thread.ts'
 
 /**
- * The span export's thread (started by trace-thread.ts): the spans' SDK objects, the batch
- * processor, the OTLP serialiser and its HTTP client live in this isolate, so none of their
+ * The span export's thread (started by trace-thread.ts): the batch processor, the OTLP
+ * serialiser and its HTTP client live in this isolate, so none of their
  * object shapes reaches the Node stream, socket and timer functions the proxy's byte path runs
  * hot in the main one (docs/performance.md, "Spans: what tracing costs").
  */
@@ -45,7 +45,8 @@ const spans = new SpanExport(exporter, {
 // Messages arrive in the order they were posted: a flush comes after every span posted before it.
 port.on('message', (m: ToTraceThread) => {
   if (m.kind === 'spans') {
-    for (const r of m.spans) spans.add(r)
+    if (m.bytes !== undefined) spans.addEncoded(m.bytes)
+    for (const r of m.records) spans.add(r)
     return
   }
   const done = (): void => send({ kind: 'done', id: m.id, err: undefined })
