@@ -235,14 +235,14 @@ export function writeAttributes(w: Writer, attributes: Attributes, tag: number):
     const k = keyField(key)
     const n = k.length
     // The tag, a byte kept for the KeyValue's length, the key, the value's tag and a byte kept for
-    // its length, in one reservation; the key copied byte by byte (TypedArray's set is a call
-    // costing more than the few bytes it copies).
+    // its length, in one reservation.
     w.ensure(n + 4)
     const b = w.buf
     let p = w.pos
     b[p++] = tag
     const kv = p++
-    for (let i = 0; i < n; i++) b[p++] = k[i]
+    b.set(k, p)
+    p += n
     b[p++] = 0x12
     const any = p++
     w.pos = p
