@@ -187,6 +187,25 @@ t.test('a request with written spans and a span only the SDK writes holds both, 
   t.ok('list' in got[1].attributes, 'the SDK’s span keeps its array attribute')
 })
 
+t.test('a batch of spans over a megabyte is handed over whole, and the batches after it are written as before', async (t) => {
+  const huge = record(1, { attributes: { 'tokentap.pad': 'p'.repeat(1536 * 1024) } })
+  t.same(
+    Buffer.from(tokentapTraceSerializer.serializeRequest(await handedOver(t, [huge, record(2)])) ?? []),
+    Buffer.from(sdkBytes(await spansOf([huge, record(2)]))),
+    'the large batch: the SDK’s bytes',
+  )
+  const batch = new SpanBatch()
+  batch.add(huge)
+  t.ok((batch.take().bytes?.length ?? 0) > 1536 * 1024)
+  batch.add(record(3))
+  const { bytes } = batch.take()
+  const exporter = new InMemorySpanExporter()
+  const spans = new SpanExport(exporter, QUIET)
+  if (bytes !== undefined) spans.addEncoded(bytes)
+  await spans.flush()
+  t.same(Buffer.from(writeTraceRequest(exporter.getFinishedSpans()) ?? []), Buffer.from(sdkBytes(await spansOf([record(3)]))), 'the next batch: the SDK’s bytes')
+})
+
 t.test('a corrupt batch is refused with an error, never read past its end', async (t) => {
   const spans = new SpanExport(new InMemorySpanExporter(), QUIET)
   t.teardown(() => spans.shutdown())

@@ -82,8 +82,13 @@ export function writeSpanRecord(w: Writer, r: SpanRecord): void {
  * Kept spans on their way to the export's thread: each written as it is added, the records the SDK
  * must read kept as they are. `take` hands over what was added since the last take.
  */
+/** The batch buffer's size: 64 spans of ≈ 1 KiB. */
+const BATCH_BYTES = 64 * 1024
+/** A buffer grown past this by a batch of large spans is let go after it is taken. */
+const MAX_KEPT_BYTES = 1024 * 1024
+
 export class SpanBatch {
-  readonly #writer = new Writer(64 * 1024)
+  #writer = new Writer(BATCH_BYTES)
   #records: SpanRecord[] = []
   #spans = 0
 
@@ -96,8 +101,9 @@ export class SpanBatch {
     const mark = this.#writer.pos
     try {
       writeSpanRecord(this.#writer, r)
-    } catch (err) {
-      if (!(err instanceof NotWritten)) throw err
+    } catch {
+      // NotWritten, or anything else the writer could not do (a buffer it could not grow): the
+      // record goes over as it is, for the SDK to write, and the request's other sinks still run.
       this.#writer.pos = mark
       this.#records.push(r)
     }
@@ -110,6 +116,7 @@ export class SpanBatch {
     const bytes = w.pos === 0 ? undefined : w.buf.slice(0, w.pos)
     const records = this.#records
     w.pos = 0
+    if (w.buf.length > MAX_KEPT_BYTES) this.#writer = new Writer(BATCH_BYTES)
     this.#records = []
     this.#spans = 0
     return { bytes, records }
