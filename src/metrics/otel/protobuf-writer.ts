@@ -17,8 +17,8 @@ const ENCODER = new TextEncoder()
 const KEY_CACHE_LIMIT = 1024
 const keyBytes = new Map<string, Uint8Array>()
 
-export const SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK = 0x100
-export const SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK = 0x200
+const SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK = 0x100
+const SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK = 0x200
 export const MIN_64_BIT_INT = -(2 ** 63)
 export const MAX_64_BIT_INT = 2 ** 63
 
@@ -110,7 +110,7 @@ export class Writer {
 
   /** Epoch ms as the SDK's `millisToHrTime` turns them into [seconds, nanoseconds], then as `hrTime`. */
   millis(ms: number): void {
-    this.time(Math.trunc(ms / 1000), Math.round((ms % 1000) * 1_000_000))
+    this.time(secondsOf(ms), nanosOf(ms))
   }
 
   /** The SDK's writeHrTimeAsFixed64: [seconds, nanoseconds] as nanoseconds, every product exact. */
@@ -200,6 +200,11 @@ export class Writer {
   }
 }
 
+/** Epoch ms' whole seconds, as the SDK's `millisToHrTime`. */
+export const secondsOf = (ms: number): number => Math.trunc(ms / 1000)
+/** Epoch ms' nanoseconds past the second, rounded, as the SDK's `millisToHrTime`. */
+export const nanosOf = (ms: number): number => Math.round((ms % 1000) * 1_000_000)
+
 /** The SDK's intValue: 0-9, a-f, and A-F by `c - 55`. */
 function hexValue(c: number): number {
   if (c >= 48 && c <= 57) return c - 48
@@ -271,4 +276,83 @@ export function count(w: Writer, tag: number, n: number): void {
   if (!Number.isInteger(n) || n < 0 || n > 0xffffffff) throw new NotWritten()
   w.byte(tag)
   w.varint32(n)
+}
+
+/**
+ * A `Span`'s fields 1 to 6, as the SDK writes them: its ids, the tracestate and the parent's span
+ * id when there are, its name, and its kind (OTLP's: the API's plus one; 0 is not written).
+ */
+export function writeSpanHead(
+  w: Writer,
+  traceId: string,
+  spanId: string,
+  traceState: string | undefined,
+  parentSpanId: string | undefined,
+  name: string,
+  kind: number,
+): void {
+  w.byte(0x0a)
+  w.hexId(traceId)
+  w.byte(0x12)
+  w.hexId(spanId)
+  if (traceState) {
+    w.byte(0x1a)
+    w.string(traceState)
+  }
+  if (parentSpanId) {
+    w.byte(0x22)
+    w.hexId(parentSpanId)
+  }
+  w.byte(0x2a)
+  w.string(name)
+  if (kind !== 0) count(w, 0x30, kind)
+}
+
+/** A `Span.Event` (field 11's content, after its tag): its time, name, attributes and the count dropped. */
+export function writeEvent(
+  w: Writer,
+  seconds: number,
+  nanos: number,
+  name: string,
+  attributes: Attributes | undefined,
+  dropped: number,
+): void {
+  const at = w.start()
+  w.byte(0x09)
+  w.time(seconds, nanos)
+  w.byte(0x12)
+  w.string(name)
+  if (attributes) writeAttributes(w, attributes, 0x1a)
+  count(w, 0x20, dropped)
+  w.finish(at)
+}
+
+/**
+ * A `Span`'s fields after its events: the counts of events and links dropped, the status, and
+ * the flags (field 16, fixed32: the trace flags and whether the parent is remote, always set).
+ */
+export function writeSpanTail(
+  w: Writer,
+  droppedEvents: number,
+  droppedLinks: number,
+  statusMessage: string | undefined,
+  statusCode: number,
+  traceFlags: number,
+  remoteParent: boolean,
+): void {
+  count(w, 0x60, droppedEvents)
+  count(w, 0x70, droppedLinks)
+  w.byte(0x7a)
+  const status = w.start()
+  if (statusMessage) {
+    w.byte(0x12)
+    w.string(statusMessage)
+  }
+  count(w, 0x18, statusCode)
+  w.finish(status)
+  w.byte(0x85)
+  w.byte(0x01)
+  let flags = (traceFlags & 0xff) | SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+  if (remoteParent) flags |= SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+  w.fixed32(flags)
 }

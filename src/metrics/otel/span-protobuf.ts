@@ -4,14 +4,15 @@ import type { InstrumentationScope } from '@opentelemetry/core'
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer'
 import type { IExportTraceServiceResponse, ISerializer } from '@opentelemetry/otlp-transformer'
 import type { Resource } from '@opentelemetry/resources'
-import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base'
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base'
 import {
   NotWritten,
-  SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK,
-  SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK,
   Writer,
   count,
   writeAttributes,
+  writeEvent,
+  writeSpanHead,
+  writeSpanTail,
 } from './protobuf-writer.ts'
 
 /**
@@ -52,40 +53,13 @@ export class EncodedSpan {
   }
 }
 
-function writeEvent(w: Writer, event: TimedEvent): void {
-  const at = w.start()
-  w.byte(0x09)
-  w.hrTime(event.time)
-  w.byte(0x12)
-  w.string(event.name)
-  if (event.attributes) writeAttributes(w, event.attributes, 0x1a)
-  count(w, 0x20, event.droppedAttributesCount || 0)
-  w.finish(at)
-}
-
 function writeSpan(w: Writer, span: ReadableSpan): void {
   if (span.links.length > 0) throw new NotWritten()
   const at = w.start()
   const ctx = span.spanContext()
-  w.byte(0x0a)
-  w.hexId(ctx.traceId)
-  w.byte(0x12)
-  w.hexId(ctx.spanId)
-  const traceState = ctx.traceState?.serialize()
-  if (traceState) {
-    w.byte(0x1a)
-    w.string(traceState)
-  }
   const parent = span.parentSpanContext
-  if (parent?.spanId) {
-    w.byte(0x22)
-    w.hexId(parent.spanId)
-  }
-  w.byte(0x2a)
-  w.string(span.name)
-  // OTLP's SpanKind is the API's plus one (0 is unspecified).
   const kind = span.kind == null ? 0 : span.kind + 1
-  if (kind !== 0) count(w, 0x30, kind)
+  writeSpanHead(w, ctx.traceId, ctx.spanId, ctx.traceState?.serialize(), parent?.spanId, span.name, kind)
   w.byte(0x39)
   w.hrTime(span.startTime)
   w.byte(0x41)
@@ -94,24 +68,18 @@ function writeSpan(w: Writer, span: ReadableSpan): void {
   count(w, 0x50, span.droppedAttributesCount)
   for (const event of span.events) {
     w.byte(0x5a)
-    writeEvent(w, event)
+    writeEvent(w, event.time[0], event.time[1], event.name, event.attributes, event.droppedAttributesCount || 0)
   }
-  count(w, 0x60, span.droppedEventsCount)
-  count(w, 0x70, span.droppedLinksCount)
-  w.byte(0x7a)
-  const status = w.start()
-  if (span.status.message) {
-    w.byte(0x12)
-    w.string(span.status.message)
-  }
-  count(w, 0x18, span.status.code)
-  w.finish(status)
-  // flags (field 16, fixed32): the trace flags and whether the parent is remote, always set.
-  w.byte(0x85)
-  w.byte(0x01)
-  let flags = (ctx.traceFlags & 0xff) | SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-  if (parent?.isRemote) flags |= SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-  w.fixed32(flags)
+  const status = span.status
+  writeSpanTail(
+    w,
+    span.droppedEventsCount,
+    span.droppedLinksCount,
+    status.message,
+    status.code,
+    ctx.traceFlags,
+    parent?.isRemote === true,
+  )
   w.finish(at)
 }
 

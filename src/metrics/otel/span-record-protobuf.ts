@@ -1,10 +1,13 @@
 import {
   NotWritten,
-  SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK,
-  SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK,
   Writer,
   count,
+  nanosOf,
+  secondsOf,
   writeAttributes,
+  writeEvent,
+  writeSpanHead,
+  writeSpanTail,
 } from './protobuf-writer.ts'
 import type { SpanRecord } from './span-export.ts'
 
@@ -32,17 +35,7 @@ export function writeSpanRecord(w: Writer, r: SpanRecord): void {
   if (parent?.traceState !== undefined) throw new NotWritten()
   w.byte(0x12)
   const at = w.start()
-  w.byte(0x0a)
-  w.hexId(r.traceId)
-  w.byte(0x12)
-  w.hexId(r.spanId)
-  if (parent !== undefined && parent.spanId !== '') {
-    w.byte(0x22)
-    w.hexId(parent.spanId)
-  }
-  w.byte(0x2a)
-  w.string(r.name)
-  count(w, 0x30, KIND_CLIENT)
+  writeSpanHead(w, r.traceId, r.spanId, undefined, parent?.spanId, r.name, KIND_CLIENT)
   w.byte(0x39)
   w.millis(r.startMs)
   w.byte(0x41)
@@ -51,37 +44,12 @@ export function writeSpanRecord(w: Writer, r: SpanRecord): void {
   count(w, 0x50, 0)
   for (const event of r.events) {
     w.byte(0x5a)
-    const e = w.start()
-    w.byte(0x09)
-    w.millis(event.timeMs)
-    w.byte(0x12)
-    w.string(event.name)
-    if (event.attributes !== undefined) writeAttributes(w, event.attributes, 0x1a)
-    count(w, 0x20, 0)
-    w.finish(e)
+    writeEvent(w, secondsOf(event.timeMs), nanosOf(event.timeMs), event.name, event.attributes, 0)
   }
-  count(w, 0x60, 0)
-  count(w, 0x70, 0)
-  w.byte(0x7a)
-  const status = w.start()
-  if (r.statusMessage) {
-    w.byte(0x12)
-    w.string(r.statusMessage)
-  }
-  count(w, 0x18, r.status)
-  w.finish(status)
-  w.byte(0x85)
-  w.byte(0x01)
-  let flags = SAMPLED | SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-  if (parent?.remote === true) flags |= SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-  w.fixed32(flags)
+  writeSpanTail(w, 0, 0, r.statusMessage, r.status, SAMPLED, parent?.remote === true)
   w.finish(at)
 }
 
-/**
- * Kept spans on their way to the export's thread: each written as it is added, the records the SDK
- * must read kept as they are. `take` hands over what was added since the last take.
- */
 /** The batch buffer's size: 64 spans of ≈ 1 KiB. */
 const BATCH_BYTES = 64 * 1024
 /** A buffer grown past this by a batch of large spans is let go after it is taken. */
