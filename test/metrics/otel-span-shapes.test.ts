@@ -49,7 +49,8 @@ t.test('the OTLP serialiser stays compiled across a full GC between two exports 
   t.equal(run.status, 0, run.stderr)
   t.match(run.stdout, /=== bytes [1-9]\d+/, 'the spans were serialised')
   const [before, ...after] = run.stdout.split('=== full GC')
-  const writer = /<SharedFunctionInfo (varint32|varint|byte|string|bytes|hexId|hrTime|double|fixed32|ensure|start|finish|writeAttributes|writeSpan|writeSpanHead|writeSpanTail|writeEvent|keyField|count|time)>/
+  const writer =
+    /<SharedFunctionInfo (varint32|varint|byte|string|bytes|hexId|hrTime|double|fixed32|ensure|start|finish|writeAttributes|writeSpan|writeSpanHead|writeSpanTail|writeEvent|keyField|count|time)>/
   // "completed compiling … (target TURBOFAN)" on Node 20 and 22, "(target TURBOFAN_JS)" on 26.
   t.match(before, /completed (compiling|optimizing) .*<JSFunction (writeAttributes|writeSpan|varint32|string) .*target TURBOFAN/, 'the writer was compiled before the first GC')
   // "reason: weak objects" up to Node 22, "reason: embedded weak objects cleared" on Node 26.
