@@ -19,8 +19,8 @@ const keyBytes = new Map<string, Uint8Array>()
 
 const SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK = 0x100
 const SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK = 0x200
-export const MIN_64_BIT_INT = -(2 ** 63)
-export const MAX_64_BIT_INT = 2 ** 63
+const MIN_64_BIT_INT = -(2 ** 63)
+const MAX_64_BIT_INT = 2 ** 63
 
 export class Writer {
   /**
@@ -212,7 +212,7 @@ function hexValue(c: number): number {
   return c - 55
 }
 
-export function varintSize(v: number): number {
+function varintSize(v: number): number {
   if (v < 0x80) return 1
   if (v < 0x4000) return 2
   if (v < 0x200000) return 3
@@ -221,7 +221,7 @@ export function varintSize(v: number): number {
 }
 
 /** `KeyValue.key`'s tag, length and bytes, encoded once per key. */
-export function keyField(key: string): Uint8Array {
+function keyField(key: string): Uint8Array {
   let bytes = keyBytes.get(key)
   if (bytes !== undefined) return bytes
   const w = new Writer(key.length + 6)

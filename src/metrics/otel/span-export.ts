@@ -9,13 +9,13 @@ import { tokentapResource } from './resource.ts'
 import { EncodedSpan } from './span-protobuf.ts'
 
 /**
- * The SDK side of the span export: finished spans as plain records (`SpanRecord`: what crosses
- * from the main thread to the export's thread) become the SDK's ReadableSpans, handed to a
- * BatchSpanProcessor and its exporter. It runs in the export's worker thread (trace-worker.ts),
- * or in process when a test or benchmark injects an exporter object.
+ * The SDK side of the span export: finished spans, as the main thread's OTLP bytes
+ * (`addEncoded`) or as plain records (`add`: a caller's tracestate, an in-process exporter),
+ * handed to a BatchSpanProcessor and its exporter. It runs in the export's worker thread
+ * (trace-worker.ts), or in process when a test or benchmark injects an exporter object.
  */
 
-/** A span as the main thread hands it over: strings, numbers and plain objects only (structured-cloned to the worker). */
+/** A finished span's figures: strings, numbers and plain objects only (what a record sent to the worker is cloned as). */
 export interface SpanRecord {
   readonly name: string
   readonly traceId: string

@@ -45,7 +45,12 @@ const spans = new SpanExport(exporter, {
 // Messages arrive in the order they were posted: a flush comes after every span posted before it.
 port.on('message', (m: ToTraceThread) => {
   if (m.kind === 'spans') {
-    if (m.bytes !== undefined) spans.addEncoded(m.bytes)
+    try {
+      if (m.bytes !== undefined) spans.addEncoded(m.bytes)
+    } catch (err) {
+      // A batch this thread cannot read costs its spans and a warning, never the thread.
+      send({ kind: 'failed', err: String(err) })
+    }
     for (const r of m.records) spans.add(r)
     return
   }
