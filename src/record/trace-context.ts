@@ -20,6 +20,8 @@ export interface TraceStart {
   /** 16 lower-case hex digits. */
   readonly spanId: string
   readonly parent: CallerSpan | undefined
+  /** The trace id's last 13 hex digits as a fraction of 2^52, what the ratio is compared with (timing/trace-sampling.ts). */
+  readonly sampleKey: number
 }
 
 export interface TraceIds {
@@ -56,6 +58,14 @@ export function traceparentOf(start: TraceStart, sampled: boolean): string {
   return `00-${start.traceId}-${start.spanId}-${sampled ? '01' : '00'}`
 }
 
+/** 2^52: the trace id's last 13 hex digits (52 bits) as a fraction of it; a double holds them exactly. */
+const KEY_SPAN = 2 ** 52
+
+/** A trace id's sample key (TraceStart's `sampleKey`), from its hex digits. */
+export function sampleKeyOf(traceId: string): number {
+  return Number.parseInt(traceId.slice(19), 16) / KEY_SPAN
+}
+
 /** One system call per this many requests (as RequestIds does). */
 const POOL_BYTES = 24 * 512
 
@@ -64,10 +74,24 @@ export class TraceIdSource {
   readonly #pool = Buffer.alloc(POOL_BYTES)
   #at = POOL_BYTES
 
+  /**
+   * A new trace's ids come from one hex conversion of 24 random bytes, and its sample key from the
+   * same bytes: every request pays this with spans on, most of them sampled out.
+   */
   start(headers: IncomingHttpHeaders): TraceStart {
     const parent = parseTraceparent(headers)
-    const spanId = this.#hex(8, ZERO_SPAN)
-    return { traceId: parent?.traceId ?? this.#hex(16, ZERO_TRACE), spanId, parent }
+    if (parent !== undefined)
+      return { traceId: parent.traceId, spanId: this.spanId(), parent, sampleKey: sampleKeyOf(parent.traceId) }
+    const pool = this.#fill(24)
+    const at = this.#at
+    this.#at += 24
+    const ids = pool.toString('hex', at, at + 24)
+    const traceId = ids.slice(0, 32)
+    const spanId = ids.slice(32)
+    if (traceId === ZERO_TRACE || spanId === ZERO_SPAN) return this.start(headers)
+    // Bytes 9 to 15 of the trace id hold its last 13 hex digits but the first (byte 9's high half).
+    const sampleKey = ((pool[at + 9] & 0x0f) * 2 ** 48 + pool.readUIntBE(at + 10, 6)) / KEY_SPAN
+    return { traceId, spanId, parent: undefined, sampleKey }
   }
 
   /** For a span under one whose trace is known (a realtime response under its session). */
@@ -75,12 +99,17 @@ export class TraceIdSource {
     return this.#hex(8, ZERO_SPAN)
   }
 
-  #hex(bytes: number, zero: string): string {
+  /** The pool, refilled when fewer than `bytes` are left. */
+  #fill(bytes: number): Buffer {
     if (this.#at + bytes > POOL_BYTES) {
       randomFillSync(this.#pool)
       this.#at = 0
     }
-    const id = this.#pool.toString('hex', this.#at, this.#at + bytes)
+    return this.#pool
+  }
+
+  #hex(bytes: number, zero: string): string {
+    const id = this.#fill(bytes).toString('hex', this.#at, this.#at + bytes)
     this.#at += bytes
     return id === zero ? this.#hex(bytes, zero) : id
   }

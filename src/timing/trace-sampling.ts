@@ -22,18 +22,16 @@ export interface TraceSampling {
 
 /** What the start decision reads of a request's trace start (record/trace-context.ts's TraceStart). */
 interface SampledStart {
-  readonly traceId: string
+  /** The trace id's last 13 hex digits as a fraction of 2^52. */
+  readonly sampleKey: number
   /** The caller's span, when it sent a trace context: its `sampled` flag decides. */
   readonly parent: { readonly sampled: boolean } | undefined
 }
 
-/** 2^52: the trace id's last 13 hex digits as a fraction of it (a double holds them exactly). */
-const SPAN = 2 ** 52
-
 /** The decision at the request's start: the caller's flag, else the ratio on the trace id. */
 export function sampledAtStart(start: SampledStart, ratio: number): boolean {
   if (start.parent !== undefined) return start.parent.sampled
-  return Number.parseInt(start.traceId.slice(19), 16) / SPAN < ratio
+  return start.sampleKey < ratio
 }
 
 /** Whether a `keep` rule names this request. */

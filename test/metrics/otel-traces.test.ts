@@ -14,7 +14,7 @@ import { parseOpenMetrics } from '../helpers/openmetrics.ts'
 import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
 import { Received, VirtualClock, playSteps, rawCall, startHeldUpstream } from '../helpers/virtual-time.ts'
 import type { HeldUpstream } from '../helpers/virtual-time.ts'
-import { parseTraceparent, TraceIdSource, traceparentOf } from '../../src/record/trace-context.ts'
+import { parseTraceparent, sampleKeyOf, TraceIdSource, traceparentOf } from '../../src/record/trace-context.ts'
 import { tracesConfig, tracesEndpoint } from '../../src/metrics/otel/config.ts'
 import { requestIdExemplar } from '../../src/metrics/prometheus/histogram.ts'
 import { sampledAtStart } from '../../src/timing/trace-sampling.ts'
@@ -322,8 +322,14 @@ t.test('a caller’s traceparent is read by the W3C rules; anything invalid is i
   const withParent = ids.start({ traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-00` })
   t.equal(withParent.traceId, CALLER_TRACE)
   t.equal(sampledAtStart(withParent, 1), false, 'parent-based: the caller’s flag, not the ratio')
-  t.equal(sampledAtStart({ traceId: `${'0'.repeat(19)}${'f'.repeat(13)}`, parent: undefined }, 0.999), false, 'the ratio on the trace id’s low bits')
-  t.equal(sampledAtStart({ traceId: `${'f'.repeat(19)}${'0'.repeat(13)}`, parent: undefined }, 0.001), true)
+  t.equal(sampledAtStart({ sampleKey: sampleKeyOf(`${'0'.repeat(19)}${'f'.repeat(13)}`), parent: undefined }, 0.999), false, 'the ratio on the trace id’s low bits')
+  t.equal(sampledAtStart({ sampleKey: sampleKeyOf(`${'f'.repeat(19)}${'0'.repeat(13)}`), parent: undefined }, 0.001), true)
+  t.ok(
+    starts.every((x) => x.sampleKey === sampleKeyOf(x.traceId)),
+    'a new trace’s sample key, taken from its random bytes, is its trace id’s last 13 hex digits over 2^52',
+  )
+  t.ok(starts.some((x) => x.sampleKey < 0.5) && starts.some((x) => x.sampleKey >= 0.5), 'spread over [0, 1)')
+  t.equal(withParent.sampleKey, sampleKeyOf(CALLER_TRACE), 'a caller’s trace: the key of its trace id')
 })
 
 t.test('traces are off by default, and the standard variables can turn them off', async (t) => {
@@ -460,7 +466,7 @@ t.test('what a span carries when the provider reports more, and realtime failure
     trace: start,
   }
   const o = policy.observe(who, m)
-  t.same(o.trace, { traceId: start.traceId, spanId: start.spanId, parent: undefined }, 'kept by slo_miss at ratio 0')
+  t.same(o.trace, { traceId: start.traceId, spanId: start.spanId, parent: undefined, sampleKey: start.sampleKey }, 'kept by slo_miss at ratio 0')
   // Spans without the OTel metrics: only a kept request's operation is worked out (its span's name), no bounded response model.
   const spansOnly = new RecordPolicy({ maxModelsPerRoute: 10, lengthBandLabel: false, genAi: false, traces: { ratio: 0, keep: ['slo_miss'], slowSeconds: 10 } })
   const kept = spansOnly.observe(who, m)

@@ -232,42 +232,77 @@ function keyField(key: string): Uint8Array {
   return bytes
 }
 
+/** An attribute's key and its encoded `KeyValue.key` field, made once where the key is a constant. */
+export interface AttributeKey {
+  readonly name: string
+  readonly field: Uint8Array
+}
+
+export function attributeKey(name: string): AttributeKey {
+  return { name, field: keyField(name) }
+}
+
+/**
+ * A KeyValue's start: its tag (`tag`, one byte: field and wire type 2), a byte kept for its length,
+ * the key, the value's tag and a byte kept for the AnyValue's length, in one reservation. Returns
+ * where the AnyValue's length goes; `closeKeyValue` ends both.
+ */
+function openKeyValue(w: Writer, tag: number, key: Uint8Array): number {
+  const n = key.length
+  w.ensure(n + 4)
+  const b = w.buf
+  let p = w.pos
+  b[p++] = tag
+  p++
+  b.set(key, p)
+  p += n
+  b[p++] = 0x12
+  const any = p++
+  w.pos = p
+  return any
+}
+
+function closeKeyValue(w: Writer, any: number, key: Uint8Array): void {
+  w.finish(any)
+  w.finish(any - key.length - 2)
+}
+
+export function writeStringKeyValue(w: Writer, tag: number, key: Uint8Array, value: string): void {
+  const any = openKeyValue(w, tag, key)
+  w.byte(0x0a)
+  w.string(value)
+  closeKeyValue(w, any, key)
+}
+
+/** As the SDK's toAnyValue: an integer in int64's range as `int_value`, anything else as `double_value`. */
+export function writeNumberKeyValue(w: Writer, tag: number, key: Uint8Array, value: number): void {
+  const any = openKeyValue(w, tag, key)
+  if (Number.isInteger(value) && value >= MIN_64_BIT_INT && value < MAX_64_BIT_INT) {
+    w.byte(0x18)
+    w.varint(value)
+  } else {
+    w.byte(0x21)
+    w.double(value)
+  }
+  closeKeyValue(w, any, key)
+}
+
+export function writeBooleanKeyValue(w: Writer, tag: number, key: Uint8Array, value: boolean): void {
+  const any = openKeyValue(w, tag, key)
+  w.byte(0x10)
+  w.byte(value ? 1 : 0)
+  closeKeyValue(w, any, key)
+}
+
 /** `tag` (one byte: field and wire type 2) and one KeyValue per own attribute, in for-in order as the SDK. */
 export function writeAttributes(w: Writer, attributes: Attributes, tag: number): void {
   for (const key in attributes) {
     if (!Object.hasOwn(attributes, key)) continue
     const value = attributes[key]
-    const k = keyField(key)
-    const n = k.length
-    // The tag, a byte kept for the KeyValue's length, the key, the value's tag and a byte kept for
-    // its length, in one reservation.
-    w.ensure(n + 4)
-    const b = w.buf
-    let p = w.pos
-    b[p++] = tag
-    const kv = p++
-    b.set(k, p)
-    p += n
-    b[p++] = 0x12
-    const any = p++
-    w.pos = p
-    if (typeof value === 'string') {
-      w.byte(0x0a)
-      w.string(value)
-    } else if (typeof value === 'number') {
-      if (Number.isInteger(value) && value >= MIN_64_BIT_INT && value < MAX_64_BIT_INT) {
-        w.byte(0x18)
-        w.varint(value)
-      } else {
-        w.byte(0x21)
-        w.double(value)
-      }
-    } else if (typeof value === 'boolean') {
-      w.byte(0x10)
-      w.byte(value ? 1 : 0)
-    } else throw new NotWritten()
-    w.finish(any)
-    w.finish(kv)
+    if (typeof value === 'string') writeStringKeyValue(w, tag, keyField(key), value)
+    else if (typeof value === 'number') writeNumberKeyValue(w, tag, keyField(key), value)
+    else if (typeof value === 'boolean') writeBooleanKeyValue(w, tag, keyField(key), value)
+    else throw new NotWritten()
   }
 }
 

@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import type { SpanRecord } from './span-export.ts'
 import { SpanBatch } from './span-record-protobuf.ts'
+import type { SpanDescription } from './span-out.ts'
 
 /**
  * The main thread's end of the span export: each kept span is written as OTLP protobuf when its
@@ -80,9 +81,21 @@ export class TraceThread {
     }
   }
 
+  /** A request's span, written from its figures. */
+  write(describe: SpanDescription): void {
+    if (!this.#running) return
+    this.#batch.write(describe)
+    this.#added()
+  }
+
+  /** A realtime span, as its record. */
   add(span: SpanRecord): void {
     if (!this.#running) return
     this.#batch.add(span)
+    this.#added()
+  }
+
+  #added(): void {
     if (this.#batch.size >= BATCH) this.#post()
     else this.#timer ??= setTimeout(() => this.#post(), BATCH_WAIT_MS).unref()
   }

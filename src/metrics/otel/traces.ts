@@ -1,10 +1,9 @@
-import type { Attributes, SpanStatusCode } from '@opentelemetry/api'
+import type { Attributes } from '@opentelemetry/api'
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base'
 import type { Logger } from 'pino'
 import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
 import { TraceIdSource } from '../../record/trace-context.ts'
 import { realtimeErrorTypeOf } from '../../record/error-type.ts'
-import type { TraceStart } from '../../record/trace-context.ts'
 import type { FinishedResponse } from '../../realtime/protocol.ts'
 import type { RealtimeListener } from '../../realtime/realtime.ts'
 import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
@@ -12,6 +11,10 @@ import { Outcome } from '../../timing/measurement.ts'
 import type { Observations } from '../../record/observations.ts'
 import { sampledAtStart } from '../../timing/trace-sampling.ts'
 import type { EventRecord, ParentRecord, SpanRecord } from './span-export.ts'
+import { ERROR, UNSET, describeRequestSpan, parentOf } from './request-span.ts'
+import type { RequestSpanContext, ServerOf } from './request-span.ts'
+import { recordOf } from './span-out.ts'
+import type { SpanDescription } from './span-out.ts'
 import { TraceThread } from './trace-thread.ts'
 import { genAiProvider, tracesEndpoint } from './config.ts'
 
@@ -22,14 +25,6 @@ import { genAiProvider, tracesEndpoint } from './config.ts'
  * batch processor and the OTLP exporter run in a worker thread of their own (trace-thread.ts), or
  * here when an exporter object is injected.
  */
-
-/** A stall event per gap longer than `metrics.stall_seconds`, up to this many (the rest are counted in `tokentap.stalls`). */
-const MAX_STALL_EVENTS = 100
-
-export interface ServerOf {
-  readonly address: string
-  readonly port: number
-}
 
 export interface OtelTracesOptions {
   /** The `otel` section: the headers and timeout shared with the metrics export. */
@@ -48,14 +43,6 @@ export interface OtelTracesOptions {
   /** Replaces the OTLP exporter (tests, benchmarks). */
   readonly exporter?: SpanExporter
 }
-
-const S = 1 / 1000
-/**
- * `SpanStatusCode`'s values, typed by @opentelemetry/api: this thread never loads the API or the
- * SDK (≈ 180 ms of CPU at start, docs/performance.md "Spans"), the export's thread does.
- */
-const UNSET = 0 as SpanStatusCode.UNSET
-const ERROR = 2 as SpanStatusCode.ERROR
 
 export class OtelTraces {
   readonly #export: SpanSink
@@ -83,98 +70,17 @@ export class OtelTraces {
         : inProcess(options.exporter, logger)
   }
 
-  /** Builds and ends the span of one finished request the recording policy kept (`o.trace` set). */
+  /** Tells the span of one finished request the recording policy kept (`o.trace` set) to the export. */
   record(o: Observations): void {
-    const who = o.who
-    const start = who.trace
+    const start = o.who.trace
     if (o.trace === undefined || start === undefined) return
     // Monotonic ms → epoch: one reading of both clocks per request, at its end (as the metrics' timestamps are read when recorded).
-    const offset = this.#wallMs() - this.#options.now()
-    const m = o.measured
-    const operation = o.operation
-    const model = who.model ?? 'unknown'
-    const attributes: Attributes = {
-      'gen_ai.provider.name': genAiProvider(o.labels.provider),
-      'http.request.method': who.method,
-      'http.response.status_code': o.statusCode,
-      'tokentap.request_id': who.id,
-      'tokentap.route': who.route.label,
-      'tokentap.outcome': o.outcome,
-      'tokentap.e2e': o.e2e,
+    const context: RequestSpanContext = {
+      offsetMs: this.#wallMs() - this.#options.now(),
+      stallMs: this.#options.stallSeconds * 1000,
+      server: this.#options.serverOf?.(o.who.route.label),
     }
-    if (operation !== undefined) attributes['gen_ai.operation.name'] = operation
-    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
-    if (who.responseModel !== undefined) attributes['gen_ai.response.model'] = who.responseModel
-    if (m.marks.count > 0) attributes['gen_ai.request.stream'] = true
-    if (o.ttft !== undefined) attributes['gen_ai.response.time_to_first_chunk'] = o.ttft
-    if (o.inputTokens !== undefined) attributes['gen_ai.usage.input_tokens'] = o.inputTokens
-    if (o.outputTokens !== undefined) {
-      attributes['gen_ai.usage.output_tokens'] = o.outputTokens
-      attributes['tokentap.output_tokens.source'] = o.outputSource
-    }
-    if (o.cacheReadTokens !== undefined) attributes['gen_ai.usage.cache_read.input_tokens'] = o.cacheReadTokens
-    if (o.cacheWriteTokens !== undefined) attributes['gen_ai.usage.cache_creation.input_tokens'] = o.cacheWriteTokens
-    if (o.reasoningTokens !== undefined) attributes['gen_ai.usage.reasoning.output_tokens'] = o.reasoningTokens
-    if (o.errorType !== undefined) attributes['error.type'] = o.errorType
-    // The fault domain (record/error-type.ts), as on llm_requests_total's error_type.
-    if (o.errorClass !== 'none') attributes['tokentap.error_type'] = o.errorClass
-    if (m.failure !== undefined) attributes['tokentap.failure_code'] = m.failure
-    if (m.providerError !== undefined) attributes['tokentap.provider_error'] = m.providerError
-    this.#server(who.route.label, attributes)
-    if (who.tenant !== undefined) attributes['tokentap.tenant'] = who.tenant
-    if (o.ttft !== undefined) attributes['tokentap.ttft'] = o.ttft
-    if (o.tpot !== undefined) attributes['tokentap.tpot'] = o.tpot
-    if (m.itlP50 !== undefined) attributes['tokentap.itl.p50'] = m.itlP50
-    if (m.itlP99 !== undefined) attributes['tokentap.itl.p99'] = m.itlP99
-    if (o.maxGap !== undefined) attributes['tokentap.max_gap'] = o.maxGap
-    attributes['tokentap.stalls'] = o.stalls
-    attributes['tokentap.chunks'] = m.chunks
-    if (o.headers !== undefined) attributes['tokentap.time_to_response_headers'] = o.headers
-    if (o.clientWriteWait !== undefined) attributes['tokentap.client_write_wait'] = o.clientWriteWait
-    const reported = o.upstreamReported
-    if (reported !== undefined)
-      for (const [phase, seconds] of Object.entries(reported))
-        if (seconds !== undefined) attributes[`tokentap.upstream_reported.${phase}`] = seconds
-    if (o.slo !== undefined) attributes['tokentap.slo'] = o.slo
-
-    const name = operation === undefined ? who.method : `${operation} ${model}`
-    const chunks = m.marks
-    const events: EventRecord[] = []
-    if (chunks.count > 0)
-      events.push({
-        name: 'tokentap.first_token',
-        attributes: { 'tokentap.tokens': chunks.tokens(0) },
-        timeMs: chunks.at(0) + offset,
-      })
-    const limitMs = this.#options.stallSeconds * 1000
-    for (let i = 1, stalls = 0; i < chunks.count && stalls < MAX_STALL_EVENTS; i++) {
-      const gap = chunks.at(i) - chunks.at(i - 1)
-      if (gap > limitMs) {
-        // At the chunk that ended the stall, with its length: the wait is the span of time before it.
-        events.push({
-          name: 'tokentap.stall',
-          attributes: { 'tokentap.gap': gap * S, 'tokentap.chunk': i },
-          timeMs: chunks.at(i) + offset,
-        })
-        stalls++
-      }
-    }
-    const end = o.endedAt + offset
-    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': o.outcome }, timeMs: end })
-    const failed = o.outcome === Outcome.error
-    this.#export.add({
-      name,
-      traceId: start.traceId,
-      spanId: start.spanId,
-      parent: parentOf(start),
-      startMs: who.tReq + offset,
-      endMs: end,
-      durationMs: o.endedAt - who.tReq,
-      attributes,
-      events,
-      status: failed ? ERROR : UNSET,
-      statusMessage: failed ? o.errorType : undefined,
-    })
+    this.#export.write((out) => describeRequestSpan(o, start, context, out))
   }
 
   /**
@@ -320,6 +226,8 @@ export class OtelTraces {
 
 /** Where finished spans go: the export's thread, or the export in this one. */
 interface SpanSink {
+  /** A request's span, told from its figures. */
+  write(describe: SpanDescription): void
   add(span: SpanRecord): void
   /** Never throws. */
   flush(): Promise<void>
@@ -340,27 +248,16 @@ function inProcess(exporter: SpanExporter, logger: Logger): SpanSink {
         recovered: () => logger.info('OTLP traces export works again'),
       }),
   )
+  const add = (span: SpanRecord): void =>
+    void spans
+      .then((s) => s.add(span))
+      .catch((err: unknown) => logger.debug({ err }, 'OTLP traces: a span was not added'))
   return {
-    add: (span) =>
-      void spans
-        .then((s) => s.add(span))
-        .catch((err: unknown) => logger.debug({ err }, 'OTLP traces: a span was not added')),
+    write: (describe) => add(recordOf(describe)),
+    add,
     flush: () =>
       spans.then((s) => s.flush()).catch((err: unknown) => logger.debug({ err }, 'OTLP traces flush failed')),
     shutdown: () =>
       spans.then((s) => s.shutdown()).catch((err: unknown) => logger.debug({ err }, 'OTLP traces shutdown failed')),
-  }
-}
-
-/** The caller's span (from its traceparent), the parent of tokentap's; undefined when there was none. */
-function parentOf(start: TraceStart): ParentRecord | undefined {
-  const parent = start.parent
-  if (parent === undefined) return undefined
-  return {
-    traceId: parent.traceId,
-    spanId: parent.spanId,
-    sampled: parent.sampled,
-    traceState: parent.traceState,
-    remote: true,
   }
 }
