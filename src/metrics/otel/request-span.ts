@@ -120,15 +120,15 @@ export function describeRequestSpan(o: Observations, start: TraceStart, c: Reque
   const offset = c.offsetMs
   const operation = o.operation
   const end = o.endedAt + offset
-  out.begin(
-    start.traceId,
-    start.spanId,
-    parentOf(start),
-    operation === undefined ? who.method : `${operation} ${who.model ?? 'unknown'}`,
-    who.tReq + offset,
-    end,
-    o.endedAt - who.tReq,
-  )
+  out.begin({
+    name: operation === undefined ? who.method : `${operation} ${who.model ?? 'unknown'}`,
+    traceId: start.traceId,
+    spanId: start.spanId,
+    parent: parentOf(start),
+    startMs: who.tReq + offset,
+    endMs: end,
+    durationMs: o.endedAt - who.tReq,
+  })
   out.string(PROVIDER, genAiProvider(o.labels.provider))
   out.string(METHOD, who.method)
   out.number(STATUS_CODE, o.statusCode)

@@ -16,7 +16,8 @@ import { EncodedSpan } from './span-protobuf.ts'
  */
 
 /** A finished span's figures: strings, numbers and plain objects only (what a record sent to the worker is cloned as). */
-export interface SpanRecord {
+/** A finished span's name, ids, parent and times. */
+export interface SpanHead {
   readonly name: string
   readonly traceId: string
   readonly spanId: string
@@ -26,6 +27,9 @@ export interface SpanRecord {
   readonly startMs: number
   readonly endMs: number
   readonly durationMs: number
+}
+
+export interface SpanRecord extends SpanHead {
   readonly attributes: Attributes
   readonly events: readonly EventRecord[]
   readonly status: SpanStatusCode

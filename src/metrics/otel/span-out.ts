@@ -1,6 +1,6 @@
 import type { Attributes, SpanStatusCode } from '@opentelemetry/api'
 import type { AttributeKey } from './protobuf-writer.ts'
-import type { EventRecord, ParentRecord, SpanRecord } from './span-export.ts'
+import type { EventRecord, SpanHead, SpanRecord } from './span-export.ts'
 
 /**
  * Where a finished span is told, in the order an OTLP `Span` message holds it: `begin`, the
@@ -10,15 +10,7 @@ import type { EventRecord, ParentRecord, SpanRecord } from './span-export.ts'
  * an injected exporter). One description of a span, two outputs (docs/performance.md, "Spans").
  */
 export interface SpanOut {
-  begin(
-    traceId: string,
-    spanId: string,
-    parent: ParentRecord | undefined,
-    name: string,
-    startMs: number,
-    endMs: number,
-    durationMs: number,
-  ): void
+  begin(head: SpanHead): void
   string(key: AttributeKey, value: string): void
   number(key: AttributeKey, value: number): void
   boolean(key: AttributeKey, value: boolean): void
@@ -33,21 +25,13 @@ export type SpanDescription = (out: SpanOut) => void
 /** The SpanRecord of a span told to it (`record` once `end` is told). */
 export class RecordOut implements SpanOut {
   record: SpanRecord | undefined
-  #head: Omit<SpanRecord, 'attributes' | 'events' | 'status' | 'statusMessage'> | undefined
+  #head: SpanHead | undefined
   readonly #attributes: Attributes = {}
   readonly #events: EventRecord[] = []
   #current: Attributes = this.#attributes
 
-  begin(
-    traceId: string,
-    spanId: string,
-    parent: ParentRecord | undefined,
-    name: string,
-    startMs: number,
-    endMs: number,
-    durationMs: number,
-  ): void {
-    this.#head = { name, traceId, spanId, parent, startMs, endMs, durationMs }
+  begin(head: SpanHead): void {
+    this.#head = head
   }
 
   string(key: AttributeKey, value: string): void {
@@ -70,7 +54,20 @@ export class RecordOut implements SpanOut {
 
   end(status: SpanStatusCode, statusMessage: string | undefined): void {
     if (this.#head === undefined) throw new Error('a span ended before it began')
-    this.record = { ...this.#head, attributes: this.#attributes, events: this.#events, status, statusMessage }
+    const { name, traceId, spanId, parent, startMs, endMs, durationMs } = this.#head
+    this.record = {
+      name,
+      traceId,
+      spanId,
+      parent,
+      startMs,
+      endMs,
+      durationMs,
+      attributes: this.#attributes,
+      events: this.#events,
+      status,
+      statusMessage,
+    }
   }
 }
 

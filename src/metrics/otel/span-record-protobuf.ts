@@ -13,7 +13,7 @@ import {
   writeStringKeyValue,
 } from './protobuf-writer.ts'
 import type { AttributeKey } from './protobuf-writer.ts'
-import type { ParentRecord, SpanRecord } from './span-export.ts'
+import type { SpanHead, SpanRecord } from './span-export.ts'
 import { recordOf } from './span-out.ts'
 import type { SpanDescription, SpanOut } from './span-out.ts'
 
@@ -55,14 +55,8 @@ export class SpanWriter implements SpanOut {
     this.w = w
   }
 
-  begin(
-    traceId: string,
-    spanId: string,
-    parent: ParentRecord | undefined,
-    name: string,
-    startMs: number,
-    endMs: number,
-  ): void {
+  begin(head: SpanHead): void {
+    const parent = head.parent
     if (parent?.traceState !== undefined) throw new NotWritten()
     const w = this.w
     w.byte(0x12)
@@ -70,11 +64,11 @@ export class SpanWriter implements SpanOut {
     this.#event = NONE
     this.#tag = SPAN_ATTRIBUTE
     this.#remoteParent = parent?.remote === true
-    writeSpanHead(w, traceId, spanId, undefined, parent?.spanId, name, KIND_CLIENT)
+    writeSpanHead(w, head.traceId, head.spanId, undefined, parent?.spanId, head.name, KIND_CLIENT)
     w.byte(0x39)
-    w.millis(startMs)
+    w.millis(head.startMs)
     w.byte(0x41)
-    w.millis(endMs)
+    w.millis(head.endMs)
   }
 
   string(key: AttributeKey, value: string): void {
@@ -126,7 +120,7 @@ export class SpanWriter implements SpanOut {
 /** A record's span, as `SpanWriter` writes it. */
 export function writeSpanRecord(w: Writer, r: SpanRecord): void {
   const out = new SpanWriter(w)
-  out.begin(r.traceId, r.spanId, r.parent, r.name, r.startMs, r.endMs)
+  out.begin(r)
   out.attributes(r.attributes)
   for (const event of r.events) {
     out.event(event.name, event.timeMs)
