@@ -23,6 +23,7 @@ import pino from 'pino'
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
 import { OtelTraces } from '../../src/metrics/otel/traces.ts'
 import { TraceThread } from '../../src/metrics/otel/trace-thread.ts'
+import type { SpanDescription } from '../../src/metrics/otel/span-out.ts'
 import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
@@ -269,10 +270,14 @@ t.test('an export thread that cannot start costs one error line and no span, and
   const logger = pino({ level: 'debug', base: undefined }, { write: (l: string) => void lines.push(JSON.parse(l)) })
   // The OTLP exporter refuses a URL it cannot parse when the thread builds it.
   const thread = new TraceThread({ url: 'not a url', headers: undefined, timeoutMillis: undefined }, logger)
-  const span = { name: 'chat m', traceId: CALLER_TRACE, spanId: CALLER_SPAN, parent: undefined, startMs: 1, endMs: 2, durationMs: 1, attributes: {}, events: [], status: 0, statusMessage: undefined }
-  thread.add(span)
+  const head = { name: 'chat m', traceId: CALLER_TRACE, spanId: CALLER_SPAN, parent: undefined, startMs: 1, endMs: 2, durationMs: 1 }
+  const span: SpanDescription = (out) => {
+    out.begin(head)
+    out.end(0, undefined)
+  }
+  thread.write(span)
   await thread.flush()
-  thread.add(span)
+  thread.write(span)
   await thread.flush()
   await thread.shutdown()
   t.same(

@@ -1,15 +1,10 @@
-import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer'
-import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base'
 import t from 'tap'
+import { requestBytes, sdkBytes, written } from '../helpers/span-bytes.ts'
 import { describeRequestSpan, MAX_STALL_EVENTS } from '../../src/metrics/otel/request-span.ts'
 import type { RequestSpanContext } from '../../src/metrics/otel/request-span.ts'
-import { SpanExport } from '../../src/metrics/otel/span-export.ts'
-import type { SpanRecord } from '../../src/metrics/otel/span-export.ts'
 import { recordOf } from '../../src/metrics/otel/span-out.ts'
 import type { SpanDescription } from '../../src/metrics/otel/span-out.ts'
-import { EncodedSpan, tokentapTraceSerializer } from '../../src/metrics/otel/span-protobuf.ts'
-import { SpanBatch } from '../../src/metrics/otel/span-record-protobuf.ts'
+import { EncodedSpan } from '../../src/metrics/otel/span-protobuf.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
 import type { RequestFacts } from '../../src/record/observations.ts'
 import { TraceIdSource } from '../../src/record/trace-context.ts'
@@ -18,7 +13,6 @@ import { ChunkLog, MarkKind } from '../../src/timing/chunk-log.ts'
 import { measure } from '../../src/timing/measurement.ts'
 import type { StreamSummary } from '../../src/parsers/types.ts'
 
-const QUIET = { failed: () => undefined, recovered: () => undefined }
 const CALLER = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
 
 /** A kept request's Observations: a stream with chunks at `at` (ms after 9,000) and the rest as given. */
@@ -86,28 +80,6 @@ function observed(
 
 const CONTEXT: RequestSpanContext = { offsetMs: 1_765_000_000_000 - 9_000, stallMs: 1000, server: { address: 'api.openai.com', port: 443 } }
 
-/** The request's spans as the SDK writes them from the description's record. */
-async function sdkBytes(records: readonly SpanRecord[]): Promise<Uint8Array> {
-  const exporter = new InMemorySpanExporter()
-  const spans = new SpanExport(exporter, QUIET)
-  for (const r of records) spans.add(r)
-  await spans.flush()
-  return ProtobufTraceSerializer.serializeRequest(exporter.getFinishedSpans()) ?? new Uint8Array()
-}
-
-/** What the export's thread hands its exporter when the main thread told it these spans. */
-async function written(describes: readonly SpanDescription[]): Promise<ReadableSpan[]> {
-  const batch = new SpanBatch()
-  for (const d of describes) batch.write(d)
-  const { bytes, records } = batch.take()
-  const exporter = new InMemorySpanExporter()
-  const spans = new SpanExport(exporter, QUIET)
-  if (bytes !== undefined) spans.addEncoded(bytes)
-  for (const r of records) spans.add(r)
-  await spans.flush()
-  return exporter.getFinishedSpans()
-}
-
 function cases(): [string, ReturnType<typeof observed>, RequestSpanContext][] {
   const stalled = Array.from({ length: MAX_STALL_EVENTS + 20 }, (_, i) => 100 + i * 1_500)
   return [
@@ -143,7 +115,7 @@ t.test('a request’s span written from its figures is the SDK’s bytes for the
       [record.parent?.traceState === undefined],
       `${what}: written by the main thread but for a tracestate`,
     )
-    t.same(Buffer.from(tokentapTraceSerializer.serializeRequest(spans) ?? []), Buffer.from(await sdkBytes([record])), `${what}: the SDK’s bytes`)
+    t.same(requestBytes(spans), await sdkBytes([record]), `${what}: the SDK’s bytes`)
   }
 })
 
@@ -156,7 +128,7 @@ t.test('a batch of request spans, one with a caller’s tracestate among them, i
   const records = all.map(recordOf)
   const spans = await written(all)
   const order = [...records.filter((r) => r.parent?.traceState === undefined), ...records.filter((r) => r.parent?.traceState !== undefined)]
-  t.same(Buffer.from(tokentapTraceSerializer.serializeRequest(spans) ?? []), Buffer.from(await sdkBytes(order)))
+  t.same(requestBytes(spans), await sdkBytes(order))
 })
 
 t.test('the description says what the request did', async (t) => {

@@ -159,6 +159,7 @@ export class SpanBatch {
     this.#spans++
   }
 
+  /** A span as its record (test/metrics/span-protobuf.test.ts writes records both ways and compares the bytes). */
   add(r: SpanRecord): void {
     const mark = this.#writer.pos
     try {

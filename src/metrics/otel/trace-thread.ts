@@ -81,21 +81,10 @@ export class TraceThread {
     }
   }
 
-  /** A request's span, written from its figures. */
+  /** A span, written from its figures. */
   write(describe: SpanDescription): void {
     if (!this.#running) return
     this.#batch.write(describe)
-    this.#added()
-  }
-
-  /** A realtime span, as its record. */
-  add(span: SpanRecord): void {
-    if (!this.#running) return
-    this.#batch.add(span)
-    this.#added()
-  }
-
-  #added(): void {
     if (this.#batch.size >= BATCH) this.#post()
     else this.#timer ??= setTimeout(() => this.#post(), BATCH_WAIT_MS).unref()
   }

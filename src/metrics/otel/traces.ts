@@ -1,22 +1,21 @@
-import type { Attributes } from '@opentelemetry/api'
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base'
 import type { Logger } from 'pino'
 import type { OtelConfig, TracesConfig } from '../../config/schema.ts'
 import { TraceIdSource } from '../../record/trace-context.ts'
-import { realtimeErrorTypeOf } from '../../record/error-type.ts'
 import type { FinishedResponse } from '../../realtime/protocol.ts'
 import type { RealtimeListener } from '../../realtime/realtime.ts'
 import type { SessionIdentity, SessionSummary } from '../../realtime/session.ts'
 import { Outcome } from '../../timing/measurement.ts'
 import type { Observations } from '../../record/observations.ts'
 import { sampledAtStart } from '../../timing/trace-sampling.ts'
-import type { EventRecord, ParentRecord, SpanRecord } from './span-export.ts'
-import { ERROR, UNSET, describeRequestSpan, parentOf } from './request-span.ts'
+import { describeRealtimeResponse, describeRealtimeSession } from './realtime-span.ts'
+import type { RealtimeSpanContext } from './realtime-span.ts'
+import { describeRequestSpan } from './request-span.ts'
 import type { RequestSpanContext, ServerOf } from './request-span.ts'
 import { recordOf } from './span-out.ts'
 import type { SpanDescription } from './span-out.ts'
 import { TraceThread } from './trace-thread.ts'
-import { genAiProvider, tracesEndpoint } from './config.ts'
+import { tracesEndpoint } from './config.ts'
 
 /**
  * A span per proxied request, by the OpenTelemetry GenAI conventions for inference client spans
@@ -102,65 +101,9 @@ export class OtelTraces {
     const failed = r.outcome === Outcome.error
     if (!sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors())) return
     this.#sessionsWithSpans.add(who.seq)
-    const offset = this.#wallMs() - this.#options.now()
-    const began = r.start ?? r.end
-    const attributes: Attributes = {
-      'gen_ai.operation.name': 'realtime_inference',
-      'gen_ai.provider.name': genAiProvider(who.provider),
-      'gen_ai.live_session.id': who.id,
-      'tokentap.request_id': who.id,
-      'tokentap.route': who.route.label,
-      'tokentap.outcome': r.outcome,
-    }
-    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
-    if (r.id !== undefined) attributes['gen_ai.response.id'] = r.id
-    const u = r.usage
-    if (u !== undefined) {
-      attributes['gen_ai.usage.input_tokens'] = u.inputText + u.inputAudio
-      attributes['gen_ai.usage.output_tokens'] = u.outputText + u.outputAudio
-      attributes['gen_ai.usage.text.input_tokens'] = u.inputText
-      attributes['gen_ai.usage.audio.input_tokens'] = u.inputAudio
-      attributes['gen_ai.usage.text.output_tokens'] = u.outputText
-      attributes['gen_ai.usage.audio.output_tokens'] = u.outputAudio
-    }
-    if (failed) attributes['error.type'] = r.detail ?? 'provider_error'
-    const errorClass = realtimeErrorTypeOf(r.outcome, r.detail, r.failure)
-    if (errorClass !== 'none') attributes['tokentap.error_type'] = errorClass
-    if (r.detail !== undefined) attributes['tokentap.provider_detail'] = r.detail
-    const timing = r.timing
-    if (timing.ttft !== undefined) attributes['tokentap.ttft'] = timing.ttft
-    if (timing.ttfa !== undefined) attributes['tokentap.time_to_first_audio'] = timing.ttfa
-    if (timing.underrun !== undefined) attributes['tokentap.audio_underrun'] = timing.underrun
-    attributes['tokentap.audio_seconds'] = timing.audioSeconds
-    attributes['tokentap.text_deltas'] = timing.textDeltas
-    attributes['tokentap.audio_deltas'] = timing.audioDeltas
-    this.#server(who.route.label, attributes)
-    // Under its session's span (tokentap's own, local to this process).
-    const session: ParentRecord = {
-      traceId: start.traceId,
-      spanId: start.spanId,
-      sampled: true,
-      traceState: undefined,
-      remote: false,
-    }
-    const events: EventRecord[] = []
-    if (timing.ttft !== undefined)
-      events.push({ name: 'tokentap.first_token', timeMs: began + timing.ttft * 1000 + offset })
-    const end = r.end + offset
-    events.push({ name: 'tokentap.end', attributes: { 'tokentap.outcome': r.outcome }, timeMs: end })
-    this.#export.add({
-      name: `realtime_inference ${who.model ?? 'unknown'}`,
-      traceId: start.traceId,
-      spanId: this.#responseIds.spanId(),
-      parent: session,
-      startMs: began + offset,
-      endMs: end,
-      durationMs: r.end - began,
-      attributes,
-      events,
-      status: failed ? ERROR : UNSET,
-      statusMessage: failed ? r.detail : undefined,
-    })
+    const spanId = this.#responseIds.spanId()
+    const context = this.#realtimeContext(who)
+    this.#export.write((out) => describeRealtimeResponse(who, start, spanId, r, context, out))
   }
 
   #session(who: SessionIdentity, summary: SessionSummary): void {
@@ -170,47 +113,12 @@ export class OtelTraces {
     const withSpans = this.#sessionsWithSpans.delete(who.seq)
     if (!withSpans && !sampledAtStart(start, this.#options.traces.sample.ratio) && !(failed && this.#keepsErrors()))
       return
-    const offset = this.#wallMs() - this.#options.now()
-    const attributes: Attributes = {
-      'gen_ai.provider.name': genAiProvider(who.provider),
-      'gen_ai.live_session.id': who.id,
-      'http.response.status_code': summary.statusCode,
-      'tokentap.request_id': who.id,
-      'tokentap.route': who.route.label,
-      'tokentap.outcome': summary.outcome,
-      'tokentap.responses': summary.responses,
-    }
-    if (who.model !== undefined) attributes['gen_ai.request.model'] = who.model
-    if (who.tenant !== undefined) attributes['tokentap.tenant'] = who.tenant
-    if (summary.failure !== undefined) attributes['tokentap.failure_code'] = summary.failure
-    if (summary.close?.code !== undefined) attributes['tokentap.close_code'] = summary.close.code
-    if (summary.endedBy !== undefined) attributes['tokentap.ended_by'] = summary.endedBy
-    if (failed)
-      attributes['error.type'] =
-        summary.failure ?? (summary.close?.code !== undefined ? String(summary.close.code) : String(summary.statusCode))
-    this.#server(who.route.label, attributes)
-    const end = who.tReq + summary.duration * 1000
-    this.#export.add({
-      name: `realtime_session ${who.model ?? 'unknown'}`,
-      traceId: start.traceId,
-      spanId: start.spanId,
-      parent: parentOf(start),
-      startMs: who.tReq + offset,
-      endMs: end + offset,
-      durationMs: end - who.tReq,
-      attributes,
-      events: [],
-      status: failed ? ERROR : UNSET,
-      statusMessage: failed ? String(attributes['error.type']) : undefined,
-    })
+    const context = this.#realtimeContext(who)
+    this.#export.write((out) => describeRealtimeSession(who, start, summary, context, out))
   }
 
-  #server(route: string, attributes: Attributes): void {
-    const server = this.#options.serverOf?.(route)
-    if (server !== undefined) {
-      attributes['server.address'] = server.address
-      attributes['server.port'] = server.port
-    }
+  #realtimeContext(who: SessionIdentity): RealtimeSpanContext {
+    return { offsetMs: this.#wallMs() - this.#options.now(), server: this.#options.serverOf?.(who.route.label) }
   }
 
   /** Exports the spans ended so far. Never throws. */
@@ -226,9 +134,8 @@ export class OtelTraces {
 
 /** Where finished spans go: the export's thread, or the export in this one. */
 interface SpanSink {
-  /** A request's span, told from its figures. */
+  /** A span, told from its figures. */
   write(describe: SpanDescription): void
-  add(span: SpanRecord): void
   /** Never throws. */
   flush(): Promise<void>
   /** Never throws. */
@@ -248,13 +155,13 @@ function inProcess(exporter: SpanExporter, logger: Logger): SpanSink {
         recovered: () => logger.info('OTLP traces export works again'),
       }),
   )
-  const add = (span: SpanRecord): void =>
-    void spans
-      .then((s) => s.add(span))
-      .catch((err: unknown) => logger.debug({ err }, 'OTLP traces: a span was not added'))
   return {
-    write: (describe) => add(recordOf(describe)),
-    add,
+    write: (describe) => {
+      const span = recordOf(describe)
+      void spans
+        .then((s) => s.add(span))
+        .catch((err: unknown) => logger.debug({ err }, 'OTLP traces: a span was not added'))
+    },
     flush: () =>
       spans.then((s) => s.flush()).catch((err: unknown) => logger.debug({ err }, 'OTLP traces flush failed')),
     shutdown: () =>
