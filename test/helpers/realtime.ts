@@ -7,6 +7,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { WebSocket, WebSocketServer } from 'ws'
 import type { ClientOptions, RawData, ServerOptions } from 'ws'
+import type { SessionSummary } from '../../src/realtime/session.ts'
 
 /**
  * Realtime test parts: a WebSocket upstream (the `ws` library's server, as a provider would run
@@ -287,4 +288,24 @@ export async function driveRealtimeSession(proxyUrl: string, prefix = '/sim'): P
   )
   c.ws.close(1000)
   await c.closed
+}
+
+/** A finished session's summary: a client's normal close after two responses, with `over` on top. */
+export function sessionSummary(over: Partial<SessionSummary> = {}): SessionSummary {
+  return {
+    outcome: 'ok',
+    statusCode: 101,
+    failure: undefined,
+    duration: 2,
+    close: { from: 'client', code: 1000, reason: '' },
+    endedBy: 'client',
+    bytesFromClient: 0,
+    bytesFromUpstream: 0,
+    messagesFromClient: 0,
+    messagesFromUpstream: 0,
+    unread: 0,
+    parseError: undefined,
+    responses: 2,
+    ...over,
+  } as SessionSummary
 }

@@ -8,7 +8,7 @@ import { fixture } from '../helpers/fixtures.ts'
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts'
 import type { OtlpReceiver, ReceivedSpan } from '../helpers/otlp-receiver.ts'
 import { simRoute, startProxy } from '../helpers/proxy.ts'
-import { eventually, respond, tapedClient } from '../helpers/realtime.ts'
+import { eventually, respond, sessionSummary, tapedClient } from '../helpers/realtime.ts'
 import type { RunningProxy } from '../helpers/proxy.ts'
 import { parseOpenMetrics } from '../helpers/openmetrics.ts'
 import { decodeFamilies, labelsOf } from '../helpers/protobuf-metrics.ts'
@@ -505,41 +505,9 @@ t.test('what a span carries when the provider reports more, and realtime failure
   mem.realtime.session?.(
     { ...rt, seq: 2 },
     { provider: 'openai', model: 'gpt-realtime', route: '/r' },
-    {
-      outcome: 'error',
-      statusCode: 101,
-      failure: undefined,
-      duration: 1,
-      close: { from: 'upstream', code: 1011, reason: '' },
-      endedBy: 'upstream',
-      bytesFromClient: 0,
-      bytesFromUpstream: 0,
-      messagesFromClient: 0,
-      messagesFromUpstream: 0,
-      unread: 0,
-      parseError: undefined,
-      responses: 0,
-    },
+    sessionSummary({ outcome: 'error', duration: 1, close: { from: 'upstream', code: 1011, reason: '' }, endedBy: 'upstream', responses: 0 }),
   )
-  mem.realtime.session?.(
-    { ...rt, seq: 3 },
-    { provider: 'openai', model: 'gpt-realtime', route: '/r' },
-    {
-      outcome: 'ok',
-      statusCode: 101,
-      failure: undefined,
-      duration: 1,
-      close: undefined,
-      endedBy: undefined,
-      bytesFromClient: 0,
-      bytesFromUpstream: 0,
-      messagesFromClient: 0,
-      messagesFromUpstream: 0,
-      unread: 0,
-      parseError: undefined,
-      responses: 0,
-    },
-  )
+  mem.realtime.session?.({ ...rt, seq: 3 }, { provider: 'openai', model: 'gpt-realtime', route: '/r' }, sessionSummary({ duration: 1, close: undefined, endedBy: undefined, responses: 0 }))
   await mem.flush()
   const spans = exporter.getFinishedSpans()
   t.same(

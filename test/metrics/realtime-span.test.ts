@@ -1,8 +1,8 @@
 import t from 'tap'
-import { requestBytes, sdkBytes, written } from '../helpers/span-bytes.ts'
+import { sessionSummary } from '../helpers/realtime.ts'
+import { writtenAsTheSdk } from '../helpers/span-bytes.ts'
 import { describeRealtimeResponse, describeRealtimeSession } from '../../src/metrics/otel/realtime-span.ts'
 import type { RealtimeSpanContext } from '../../src/metrics/otel/realtime-span.ts'
-import { EncodedSpan } from '../../src/metrics/otel/span-protobuf.ts'
 import { recordOf } from '../../src/metrics/otel/span-out.ts'
 import type { SpanDescription } from '../../src/metrics/otel/span-out.ts'
 import type { FinishedResponse } from '../../src/realtime/protocol.ts'
@@ -36,25 +36,6 @@ function response(over: Partial<FinishedResponse> = {}): FinishedResponse {
   return { id: 'resp_1', start: 9_200, end: 9_900, outcome: 'ok', detail: undefined, timing: TIMING, usage: USAGE, ...over } as FinishedResponse
 }
 
-function summary(over: Partial<SessionSummary> = {}): SessionSummary {
-  return {
-    outcome: 'ok',
-    statusCode: 101,
-    failure: undefined,
-    duration: 2,
-    close: { from: 'client', code: 1000, reason: '' },
-    endedBy: 'client',
-    bytesFromClient: 0,
-    bytesFromUpstream: 0,
-    messagesFromClient: 0,
-    messagesFromUpstream: 0,
-    unread: 0,
-    parseError: undefined,
-    responses: 2,
-    ...over,
-  } as SessionSummary
-}
-
 function responseSpan(who: SessionIdentity, r: FinishedResponse, c = CONTEXT): SpanDescription {
   const start = who.trace
   if (start === undefined) throw new Error('no trace')
@@ -82,25 +63,24 @@ function cases(): [string, SpanDescription][] {
         },
       ),
     ],
-    ['a session under a caller’s span, with a tenant', sessionSpan(session({ traceparent: CALLER }, { tenant: 'team-a' }), summary())],
+    ['a session under a caller’s span, with a tenant', sessionSpan(session({ traceparent: CALLER }, { tenant: 'team-a' }), sessionSummary())],
     ['a response under a session with a caller’s span', responseSpan(caller, response())],
-    ['a session the upstream ended with an error close', sessionSpan(session(), summary({ outcome: 'error', close: { from: 'upstream', code: 1011, reason: '' }, endedBy: 'upstream' }))],
-    ['a session the proxy failed', sessionSpan(session(), summary({ outcome: 'error', statusCode: 502, failure: 'TOKENTAP_ERR_UPSTREAM_CONNECT', close: undefined, endedBy: 'proxy', responses: 0 }))],
-    ['a session under a caller’s span with its tracestate', sessionSpan(session({ traceparent: CALLER, tracestate: 'rojo=00f067aa0ba902b7' }), summary())],
+    ['a session the upstream ended with an error close', sessionSpan(session(), sessionSummary({ outcome: 'error', close: { from: 'upstream', code: 1011, reason: '' }, endedBy: 'upstream' }))],
+    [
+      'a session the proxy failed',
+      sessionSpan(session(), sessionSummary({ outcome: 'error', statusCode: 502, failure: 'TOKENTAP_ERR_UPSTREAM_CONNECT', close: undefined, endedBy: 'proxy', responses: 0 })),
+    ],
+    ['a session under a caller’s span with its tracestate', sessionSpan(session({ traceparent: CALLER, tracestate: 'rojo=00f067aa0ba902b7' }), sessionSummary())],
   ]
 }
 
 t.test('a realtime span written from its figures is the SDK’s bytes for the record of the same description', async (t) => {
-  for (const [what, describe] of cases()) {
-    const record = recordOf(describe)
-    const spans = await written([describe])
-    t.same(
-      spans.map((s) => s instanceof EncodedSpan),
-      [record.parent?.traceState === undefined],
-      `${what}: written by the main thread but for a tracestate`,
-    )
-    t.same(requestBytes(spans), await sdkBytes([record]), `${what}: the SDK’s bytes`)
-  }
+  for (const [what, describe] of cases()) await writtenAsTheSdk(t, what, [describe])
+  await writtenAsTheSdk(
+    t,
+    'all of them in one batch',
+    cases().map(([, describe]) => describe),
+  )
 })
 
 t.test('a response’s span is its session’s child and says what the response did', async (t) => {
@@ -149,15 +129,15 @@ t.test('a response’s span is its session’s child and says what the response 
 
 t.test('a session’s span says how it ended, and its error type is its status message', async (t) => {
   const who = session({ traceparent: CALLER })
-  const s = recordOf(sessionSpan(who, summary({ outcome: 'error', close: { from: 'upstream', code: 1011, reason: '' }, endedBy: 'upstream' })))
+  const s = recordOf(sessionSpan(who, sessionSummary({ outcome: 'error', close: { from: 'upstream', code: 1011, reason: '' }, endedBy: 'upstream' })))
   t.equal(s.name, 'realtime_session gpt-realtime')
   t.match(s.parent, { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', remote: true })
   t.same([s.startMs - CONTEXT.offsetMs, s.durationMs], [9_000, 2_000])
   t.match(s.attributes, { 'http.response.status_code': 101, 'tokentap.close_code': 1011, 'tokentap.ended_by': 'upstream', 'tokentap.responses': 2, 'error.type': '1011' })
   t.same([s.status, s.statusMessage], [2, '1011'])
-  const refused = recordOf(sessionSpan(who, summary({ outcome: 'error', statusCode: 403, close: undefined, endedBy: undefined })))
+  const refused = recordOf(sessionSpan(who, sessionSummary({ outcome: 'error', statusCode: 403, close: undefined, endedBy: undefined })))
   t.same([refused.attributes['error.type'], refused.statusMessage], ['403', '403'], 'no failure and no close: the status code')
-  const ok = recordOf(sessionSpan(who, summary()))
+  const ok = recordOf(sessionSpan(who, sessionSummary()))
   t.same([ok.status, ok.statusMessage, ok.attributes['error.type']], [0, undefined, undefined])
   t.same(ok.events, [], 'a session has no events')
 })

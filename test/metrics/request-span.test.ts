@@ -1,10 +1,9 @@
 import t from 'tap'
-import { requestBytes, sdkBytes, written } from '../helpers/span-bytes.ts'
+import { writtenAsTheSdk } from '../helpers/span-bytes.ts'
 import { describeRequestSpan, MAX_STALL_EVENTS } from '../../src/metrics/otel/request-span.ts'
 import type { RequestSpanContext } from '../../src/metrics/otel/request-span.ts'
 import { recordOf } from '../../src/metrics/otel/span-out.ts'
 import type { SpanDescription } from '../../src/metrics/otel/span-out.ts'
-import { EncodedSpan } from '../../src/metrics/otel/span-protobuf.ts'
 import { RecordPolicy } from '../../src/record/observations.ts'
 import type { RequestFacts } from '../../src/record/observations.ts'
 import { TraceIdSource } from '../../src/record/trace-context.ts'
@@ -106,17 +105,7 @@ function cases(): [string, ReturnType<typeof observed>, RequestSpanContext][] {
 }
 
 t.test('a request’s span written from its figures is the SDK’s bytes for the record of the same description', async (t) => {
-  for (const [what, { o, start }, context] of cases()) {
-    const describe: SpanDescription = (out) => describeRequestSpan(o, start, context, out)
-    const record = recordOf(describe)
-    const spans = await written([describe])
-    t.same(
-      spans.map((s) => s instanceof EncodedSpan),
-      [record.parent?.traceState === undefined],
-      `${what}: written by the main thread but for a tracestate`,
-    )
-    t.same(requestBytes(spans), await sdkBytes([record]), `${what}: the SDK’s bytes`)
-  }
+  for (const [what, { o, start }, context] of cases()) await writtenAsTheSdk(t, what, [(out) => describeRequestSpan(o, start, context, out)])
 })
 
 t.test('a batch of request spans, one with a caller’s tracestate among them, is the SDK’s bytes for their records', async (t) => {
@@ -125,10 +114,7 @@ t.test('a batch of request spans, one with a caller’s tracestate among them, i
       (out) =>
         describeRequestSpan(o, start, context, out),
   )
-  const records = all.map(recordOf)
-  const spans = await written(all)
-  const order = [...records.filter((r) => r.parent?.traceState === undefined), ...records.filter((r) => r.parent?.traceState !== undefined)]
-  t.same(requestBytes(spans), await sdkBytes(order))
+  await writtenAsTheSdk(t, 'the batch', all)
 })
 
 t.test('the description says what the request did', async (t) => {
