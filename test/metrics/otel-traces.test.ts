@@ -363,6 +363,9 @@ t.test('an exemplar with a trace stays within the OpenMetrics label-set limit of
     'names and values: exactly the limit, the request id cut',
   )
   t.equal(requestIdExemplar('r'.repeat(200)).length, 'request_id=""'.length + 118, 'without a trace the id keeps 118 characters')
+  // Characters are code points: 100 emoji are 200 UTF-16 units and fit; 130 are cut at 118, never inside one.
+  t.equal(requestIdExemplar('😀'.repeat(100)), `request_id="${'😀'.repeat(100)}"`, 'an id of 100 characters in 200 UTF-16 units is whole')
+  t.equal(requestIdExemplar('😀'.repeat(130)), `request_id="${'😀'.repeat(118)}"`, 'a longer one is cut at 118 characters')
 })
 
 t.test('a realtime session is a span under the caller’s, each response a span under it; an unsampled session exports nothing', async (t) => {
