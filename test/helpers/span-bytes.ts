@@ -23,9 +23,14 @@ export async function sdkBytes(records: readonly SpanRecord[]): Promise<Buffer> 
 }
 
 /** What the export's thread hands its exporter when the main thread told it these spans. */
-export async function written(describes: readonly SpanDescription[]): Promise<ReadableSpan[]> {
+export function written(describes: readonly SpanDescription[]): Promise<ReadableSpan[]> {
   const batch = new SpanBatch()
   for (const d of describes) batch.write(d)
+  return handedOver(batch)
+}
+
+/** What the export's thread hands its exporter for a batch the main thread took (trace-thread.ts, trace-worker.ts). */
+export async function handedOver(batch: SpanBatch): Promise<ReadableSpan[]> {
   const { bytes, records } = batch.take()
   const exporter = new InMemorySpanExporter()
   const spans = new SpanExport(exporter, QUIET)

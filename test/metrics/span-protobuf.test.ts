@@ -9,6 +9,7 @@ import type { SpanRecord } from '../../src/metrics/otel/span-export.ts'
 import { EncodedSpan, tokentapTraceSerializer, writeTraceRequest } from '../../src/metrics/otel/span-protobuf.ts'
 import { SpanBatch } from '../../src/metrics/otel/span-record-protobuf.ts'
 import { decodeTraceRequest } from '../helpers/otlp-receiver.ts'
+import { handedOver } from '../helpers/span-bytes.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const QUIET = { failed: () => undefined, recovered: () => undefined }
@@ -128,23 +129,18 @@ t.test('a span the fast path does not write (a link, an array value) goes to the
 })
 
 /** What the export's thread hands its exporter for these records when the main thread wrote them (trace-thread.ts, trace-worker.ts). */
-async function handedOver(t: Test, records: readonly SpanRecord[]): Promise<ReadableSpan[]> {
+async function recordsHandedOver(t: Test, records: readonly SpanRecord[]): Promise<ReadableSpan[]> {
   const batch = new SpanBatch()
   for (const r of records) batch.add(r)
   t.equal(batch.size, records.length)
-  const { bytes, records: read } = batch.take()
+  const spans = await handedOver(batch)
   t.equal(batch.size, 0, 'a take empties the batch')
-  const exporter = new InMemorySpanExporter()
-  const spans = new SpanExport(exporter, QUIET)
-  if (bytes !== undefined) spans.addEncoded(bytes)
-  for (const r of read) spans.add(r)
-  await spans.flush()
-  return exporter.getFinishedSpans()
+  return spans
 }
 
 t.test('spans the main thread writes are the bytes the SDK writes for the same records, but those with a caller’s tracestate, which the SDK reads', async (t) => {
   for (const [what, records] of cases()) {
-    const spans = await handedOver(t, records)
+    const spans = await recordsHandedOver(t, records)
     const written = records.filter((r) => r.parent?.traceState === undefined)
     const read = records.filter((r) => r.parent?.traceState !== undefined)
     t.same(
@@ -172,7 +168,7 @@ t.test('a record whose value the main thread does not write goes over as the rec
 })
 
 t.test('a request with written spans and a span only the SDK writes holds both, as two ResourceSpans', async (t) => {
-  const [encoded] = await handedOver(t, [record(1)])
+  const [encoded] = await recordsHandedOver(t, [record(1)])
   const [span] = await spansOf([record(2)])
   const withArray: ReadableSpan = { ...span, attributes: { ...span.attributes, list: ['a', 'b'] } }
   const bytes = tokentapTraceSerializer.serializeRequest([encoded, withArray])
@@ -190,7 +186,7 @@ t.test('a request with written spans and a span only the SDK writes holds both, 
 t.test('a batch of spans over a megabyte is handed over whole, and the batches after it are written as before', async (t) => {
   const huge = record(1, { attributes: { 'tokentap.pad': 'p'.repeat(1536 * 1024) } })
   t.same(
-    Buffer.from(tokentapTraceSerializer.serializeRequest(await handedOver(t, [huge, record(2)])) ?? []),
+    Buffer.from(tokentapTraceSerializer.serializeRequest(await recordsHandedOver(t, [huge, record(2)])) ?? []),
     Buffer.from(sdkBytes(await spansOf([huge, record(2)]))),
     'the large batch: the SDK’s bytes',
   )
@@ -198,12 +194,7 @@ t.test('a batch of spans over a megabyte is handed over whole, and the batches a
   batch.add(huge)
   t.ok((batch.take().bytes?.length ?? 0) > 1536 * 1024)
   batch.add(record(3))
-  const { bytes } = batch.take()
-  const exporter = new InMemorySpanExporter()
-  const spans = new SpanExport(exporter, QUIET)
-  if (bytes !== undefined) spans.addEncoded(bytes)
-  await spans.flush()
-  t.same(Buffer.from(writeTraceRequest(exporter.getFinishedSpans()) ?? []), Buffer.from(sdkBytes(await spansOf([record(3)]))), 'the next batch: the SDK’s bytes')
+  t.same(Buffer.from(writeTraceRequest(await handedOver(batch)) ?? []), Buffer.from(sdkBytes(await spansOf([record(3)]))), 'the next batch: the SDK’s bytes')
 })
 
 t.test('a corrupt batch is refused with an error, never read past its end', async (t) => {
