@@ -48,12 +48,19 @@ import { isSuccess } from './http-status.ts'
  * limits, CORS); each handler hijacks the reply and forwards with undici, and the state is decorated as `app.tokentap`.
  */
 
-/** The config parts the plugin takes, validated by the same schema as the config file. */
-export type TokentapConfigOptions = Partial<
+/** A config part as a caller writes it: any key at any depth may be left to the schema's default. */
+type ConfigInput<T> = T extends readonly (infer U)[]
+  ? readonly ConfigInput<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]?: ConfigInput<T[K]> }
+    : T
+
+/** The config parts the plugin takes, validated (and completed with defaults) by the same schema as the config file. */
+export type TokentapConfigOptions = ConfigInput<
   Pick<Config, 'metrics' | 'limits' | 'upstream' | 'tokenizer' | 'otel' | 'server'>
 > & {
   /** The proxy routes (required unless `config` is given). */
-  readonly routes?: readonly Partial<RouteConfig>[]
+  readonly routes?: readonly ConfigInput<RouteConfig>[]
 }
 
 export interface TokentapOptions extends TokentapConfigOptions {

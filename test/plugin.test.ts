@@ -93,6 +93,24 @@ t.test('the plugin leaves the body to the upstream: a large chunked upload strea
   t.same(await res.json(), { bytes: body.length, type: 'application/x-custom' }, 'a content type Fastify has no parser for, over its 1 MiB body limit, arrives whole')
 })
 
+t.test('options are config parts as a caller writes them: what a nested part leaves out takes the schema’s default', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  // Typed as the config file is written (src/plugin.ts's ConfigInput), not as the validated config.
+  await app.register(tokentap, {
+    routes: [{ prefix: '/llm', upstream: 'http://127.0.0.1:9', slo: { ttft_seconds: 2 } }],
+    metrics: { stall_seconds: 2 },
+    otel: { traces: { endpoint: 'http://127.0.0.1:9/v1/traces', sample: { ratio: 0.5 } } },
+  })
+  await app.ready()
+  const config = app.tokentap.config
+  t.equal(config.metrics.stall_seconds, 2)
+  t.same(config.otel.traces?.sample, { ratio: 0.5, keep: ['error', 'stall', 'slo_miss', 'slow'], slow_seconds: 10 }, 'the sample rules and threshold by default')
+  t.equal(config.otel.traces?.propagate, false)
+  t.equal(config.routes[0].slo?.ttft_seconds, 2)
+  t.ok(app.tokentap.otelTraces, 'spans on')
+})
+
 t.test('options are validated like the config file, naming the key', async (t) => {
   const app = Fastify()
   await t.rejects(async () => {

@@ -4,7 +4,6 @@ import { parseArgs } from 'node:util'
 import Fastify, { LogController } from 'fastify'
 import pino from 'pino'
 import tokentap from '../../src/plugin.ts'
-import type { TokentapOptions } from '../../src/plugin.ts'
 
 /**
  * Two tokentap plugin instances in one process, for `traces-same-process`: `/off` without spans and
@@ -30,12 +29,10 @@ const app = Fastify({ loggerInstance: logger, logController: new LogController({
 await app.register(async (off) => {
   await off.register(tokentap, { routes: [{ prefix: '/off', upstream, provider: 'openai' }] })
 })
-// Checked and completed with its defaults by the config schema; the plugin's option types are the validated config's.
-const otel = { traces: { endpoint: values.traces, sample: { ratio: Number(values.ratio) } } } as unknown as TokentapOptions['otel']
 await app.register(async (on) => {
   await on.register(tokentap, {
     routes: [{ prefix: '/on', upstream, provider: 'openai' }],
-    otel,
+    otel: { traces: { endpoint: values.traces, sample: { ratio: Number(values.ratio) } } },
   })
 })
 await app.listen({ host: '127.0.0.1', port: Number(values.port) })
