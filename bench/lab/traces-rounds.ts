@@ -1,5 +1,3 @@
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
@@ -10,6 +8,7 @@ import { cpuMicros, pidOf, startLoadClient, startPortPrinter, startTokentap, sto
 import type { TokentapProcess } from '../proc.ts'
 import { round } from '../stats.ts'
 import { spread } from '../verdict.ts'
+import { startTraceSink } from './trace-sink.ts'
 
 /**
  * The bench's traces round with more than one "on" process in each round
@@ -63,23 +62,6 @@ const variants: Variant[] = (arg('--variants') ?? 'on')
 
 const DIST = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 
-async function startSink() {
-  let exports = 0
-  const server = createServer((req, res) => {
-    req.resume()
-    req.on('end', () => {
-      exports++
-      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end()
-    })
-  })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
-    exports: () => exports,
-    close: () => new Promise<void>((r) => server.close(() => r()).closeAllConnections()),
-  }
-}
-
 /** CPU µs of each thread of a process, by thread id (/proc/PID/task/TID/schedstat). */
 function threadMicros(pid: number): Map<number, number> {
   const out = new Map<number, number>()
@@ -113,7 +95,7 @@ async function main(): Promise<void> {
   const sim = await startPortPrinter(join(DIST, 'src', 'sim', 'cli.js'), [])
   stopOnExit(sim.proc)
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-traces-rounds-'))
-  const sinks = await Promise.all(variants.map(() => startSink()))
+  const sinks = await Promise.all(variants.map(() => startTraceSink()))
   const names = ['off', ...variants.map((v) => v.name)]
   const perRound: Record<string, number>[] = []
   const loads: number[] = [loadavg()[0]]

@@ -1,6 +1,4 @@
 import { readFileSync, readdirSync } from 'node:fs'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Job } from '../load-client.ts'
@@ -8,6 +6,7 @@ import { SHORT_CHUNKS, SHORT_CONCURRENCY, evenPlan, requestBody, warmUpJob } fro
 import { mainThreadCpuMicros, startLoadClient, startPortPrinter, stopOnExit } from '../proc.ts'
 import { round } from '../stats.ts'
 import { spread } from '../verdict.ts'
+import { startTraceSink } from './trace-sink.ts'
 
 /**
  * What spans add to a request with the process held equal
@@ -47,26 +46,11 @@ function processMicros(pid: number): number {
 }
 
 async function main(): Promise<void> {
-  let exports = 0
-  const sink = createServer((req, res) => {
-    req.resume()
-    req.on('end', () => {
-      exports++
-      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end()
-    })
-  })
-  await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r))
+  const sink = await startTraceSink()
   const load = startLoadClient(join(dist, 'bench', 'load-client.js'))
   const sim = await startPortPrinter(join(dist, 'src', 'sim', 'cli.js'), [])
   stopOnExit(sim.proc)
-  const proxy = await startPortPrinter(join(here, 'two-tokentaps.js'), [
-    '--upstream',
-    `http://127.0.0.1:${sim.port}`,
-    '--traces',
-    `http://127.0.0.1:${(sink.address() as AddressInfo).port}/v1/traces`,
-    '--ratio',
-    String(RATIO),
-  ])
+  const proxy = await startPortPrinter(join(here, 'two-tokentaps.js'), ['--upstream', `http://127.0.0.1:${sim.port}`, '--traces', sink.url, '--ratio', String(RATIO)])
   stopOnExit(proxy.proc)
   const pid = proxy.proc.pid
   if (pid === undefined) throw new Error('the proxy process has no pid')
@@ -112,10 +96,10 @@ async function main(): Promise<void> {
       `${round(totals.off / n, 1)} and ${round(totals.on / n, 1)} µs a request = ${round(totals.on / totals.off, 3)} × ` +
       `(pairs: median ${round(all.median, 3)}, quartiles ${round(all.q1, 3)}–${round(all.q3, 3)}); ` +
       `main thread ${round(totals.offMain / n, 1)} and ${round(totals.onMain / n, 1)} = ${round(totals.onMain / totals.offMain, 3)} × ` +
-      `(median ${round(main.median, 3)}, ${round(main.q1, 3)}–${round(main.q3, 3)}); ${exports} exports received`,
+      `(median ${round(main.median, 3)}, ${round(main.q1, 3)}–${round(main.q3, 3)}); ${sink.exports()} exports received`,
   )
   for (const p of [sim.proc, proxy.proc, load.proc]) p.kill('SIGKILL')
-  sink.close()
+  await sink.close()
 }
 
 await main()
